@@ -1,0 +1,244 @@
+"""Generate the SpecServer CustomResourceDefinition from the pydantic models.
+
+Called by ``python -m specserver_advisor.crdgen`` (writes ``crds/specserver.yaml``) and by
+the drift test. Pydantic's JSON Schema is not a structural CRD schema, so ``structural``
+inlines ``$ref``, turns ``anyOf [X, null]`` into an optional ``X`` (nulls are pruned), and
+gives every level an explicit type.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from specserver_advisor import models
+
+_PY_TO_OPENAPI = {
+    "integer": "integer",
+    "number": "number",
+    "string": "string",
+    "boolean": "boolean",
+    "object": "object",
+    "array": "array",
+}
+
+PRINTER_COLUMNS: list[dict[str, Any]] = [
+    {
+        "name": "Mode",
+        "type": "string",
+        "jsonPath": ".status.speculationMode",
+        "description": "Whether the engine runs with speculation now.",
+    },
+    {
+        "name": "Accept",
+        "type": "number",
+        "jsonPath": ".status.lastMetrics.acceptLength",
+        "description": "Mean accept length (tokens per verify step).",
+    },
+    {
+        "name": "TTFT-P99",
+        "type": "number",
+        "jsonPath": ".status.lastMetrics.ttftP99Seconds",
+        "description": "P99 time to first token, seconds.",
+    },
+    {
+        "name": "Ready",
+        "type": "string",
+        "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
+        "description": "Ready condition.",
+    },
+    {
+        "name": "Reason",
+        "type": "string",
+        "priority": 1,
+        "jsonPath": '.status.conditions[?(@.type=="Ready")].message',
+        "description": "Ready condition message.",
+    },
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+
+
+class SchemaError(ValueError):
+    """The pydantic schema contains something the converter cannot express."""
+
+
+def structural(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Convert one pydantic JSON-Schema node into a structural OpenAPI v3 node.
+
+    Args:
+        schema: a node of ``Model.model_json_schema(by_alias=True)``.
+        defs: the ``$defs`` table of the root schema, for ``$ref`` inlining.
+
+    Returns:
+        A new node: explicit ``type`` at every level, null unions reduced to their type.
+    """
+    defs = defs if defs is not None else schema.get("$defs", {})
+    node = copy.deepcopy(schema)
+    if "$ref" in node:
+        ref = node.pop("$ref").rsplit("/", 1)[-1]
+        target = dict(defs[ref])
+        # Field-level description wins over the referenced model's docstring.
+        target.update({k: v for k, v in node.items() if k in ("description", "default")})
+        node = target
+    if "anyOf" in node:
+        options = [o for o in node["anyOf"] if o.get("type") != "null"]
+        if len(options) != 1:
+            raise SchemaError(f"cannot express a union of {len(options)} types structurally")
+        inner = structural(options[0], defs)
+        if "description" in node:
+            inner["description"] = node["description"]
+        if node.get("default") is not None:
+            inner["default"] = node["default"]
+        # ``X | None`` fields are optional, not nullable: OpenAPI v2 (what kubectl explain
+        # reads) cannot express nullable and the apiserver then publishes no type at all.
+        # Without ``nullable`` the apiserver prunes an explicit null, which is what we want.
+        return inner
+    out: dict[str, Any] = {}
+    kind = node.get("type")
+    if kind is None:
+        if "enum" in node:
+            kind = "string"
+        elif "properties" in node:
+            kind = "object"
+        else:
+            # Free-form (dict[str, Any] values): keep whatever the user wrote.
+            out["x-kubernetes-preserve-unknown-fields"] = True
+            kind = "object"
+    if kind not in _PY_TO_OPENAPI:
+        raise SchemaError(f"unsupported JSON-Schema type {kind!r}")
+    out["type"] = kind
+    if "description" in node:
+        out["description"] = node["description"]
+    for key in (
+        "enum",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "minLength",
+        "maxLength",
+        "minItems",
+        "maxItems",
+        "format",
+        "pattern",
+    ):
+        if key in node:
+            out[key] = node[key]
+    # JSON Schema 2020 exclusive bounds are numbers; OpenAPI v3.0 uses booleans.
+    for bound, flag in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+        if bound in out and not isinstance(out[bound], bool):
+            out[flag] = out.pop(bound)
+            out[bound] = True
+    if node.get("default") not in (None, [], {}, ""):
+        out["default"] = node["default"]
+    if kind == "object":
+        props = node.get("properties")
+        if props:
+            out["properties"] = {k: structural(v, defs) for k, v in props.items()}
+            if node.get("required"):
+                out["required"] = list(node["required"])
+        elif isinstance(node.get("additionalProperties"), dict):
+            extra = node["additionalProperties"]
+            if extra:
+                out["additionalProperties"] = structural(extra, defs)
+            else:
+                out["x-kubernetes-preserve-unknown-fields"] = True
+        elif "x-kubernetes-preserve-unknown-fields" not in out:
+            out["x-kubernetes-preserve-unknown-fields"] = True
+    if kind == "array":
+        out["items"] = structural(node.get("items", {}), defs)
+    return out
+
+
+def _status_schema() -> dict[str, Any]:
+    schema = models.SpecServerStatus.model_json_schema(by_alias=True, mode="serialization")
+    node = structural(schema)
+    conditions = node["properties"]["conditions"]
+    conditions["x-kubernetes-list-type"] = "map"
+    conditions["x-kubernetes-list-map-keys"] = ["type"]
+    return node
+
+
+def build_crd() -> dict[str, Any]:
+    """Build the CRD object (a plain dict ready to be dumped as YAML)."""
+    spec_schema = structural(models.SpecServerSpec.model_json_schema(by_alias=True))
+    root = {
+        "type": "object",
+        "description": "SpecServer serves an LLM with SGLang speculative decoding.",
+        "required": ["spec"],
+        "properties": {
+            "apiVersion": {"type": "string", "description": "specserver.io/v1alpha1."},
+            "kind": {"type": "string", "description": "SpecServer."},
+            "metadata": {"type": "object"},
+            "spec": spec_schema,
+            "status": _status_schema(),
+        },
+    }
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{models.PLURAL}.{models.GROUP}"},
+        "spec": {
+            "group": models.GROUP,
+            "scope": "Namespaced",
+            "names": {
+                "kind": models.KIND,
+                "plural": models.PLURAL,
+                "singular": models.SINGULAR,
+                "shortNames": list(models.SHORT_NAMES),
+                "categories": ["all", "llm"],
+            },
+            "versions": [
+                {
+                    "name": models.VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": PRINTER_COLUMNS,
+                    "schema": {"openAPIV3Schema": root},
+                }
+            ],
+        },
+    }
+
+
+def render_crd_yaml() -> str:
+    """The exact text of ``crds/specserver.yaml``."""
+    # PyYAML writes YAML 1.1, as kubectl reads it: strings such as On/Off come out quoted
+    # (a YAML 1.2 writer would leave them bare, and kubectl would read booleans).
+    header = (
+        "# Generated by `python -m specserver_advisor.crdgen` from specserver_advisor.models.\n"
+        "# Do not edit by hand: tests/test_crd.py fails on drift.\n"
+    )
+    return header + yaml.safe_dump(build_crd(), sort_keys=False, width=4096)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write (or ``--check``) the generated CRD file."""
+    parser = argparse.ArgumentParser(prog="python -m specserver_advisor.crdgen")
+    parser.add_argument("--output", default="crds/specserver.yaml", type=Path)
+    parser.add_argument("--check", action="store_true", help="fail if the file is out of date")
+    args = parser.parse_args(argv)
+    text = render_crd_yaml()
+    if args.check:
+        current = args.output.read_text() if args.output.exists() else ""
+        if current != text:
+            print(
+                f"{args.output} is out of date; run python -m specserver_advisor.crdgen",
+                file=sys.stderr,
+            )
+            return 1
+        return 0
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(text)
+    print(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

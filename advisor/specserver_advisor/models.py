@@ -1,0 +1,478 @@
+"""The SpecServer API (specserver.io/v1alpha1) as pydantic models.
+
+The single source of truth for the CRD (``crdgen.py`` turns these into
+``crds/specserver.yaml``), for the operator, and for the advisor's lint rules.
+Pure data: no Kubernetes client, no I/O.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+GROUP = "specserver.io"
+VERSION = "v1alpha1"
+KIND = "SpecServer"
+PLURAL = "specservers"
+SINGULAR = "specserver"
+SHORT_NAMES = ["sps"]
+API_VERSION = f"{GROUP}/{VERSION}"
+DEFAULT_IMAGE = "lmsysorg/sglang:v0.5.23-runtime"
+MAX_LEDGER_ENTRIES = 50
+
+
+class ApiModel(BaseModel):
+    """Base: camelCase on the wire, unknown fields refused, snake_case in Python."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        use_enum_values=False,
+        protected_namespaces=(),
+    )
+
+
+class Algorithm(StrEnum):
+    """Speculative algorithms that SGLang 0.5.23 ships."""
+
+    EAGLE = "EAGLE"
+    EAGLE3 = "EAGLE3"
+    NEXTN = "NEXTN"
+    STANDALONE = "STANDALONE"
+    NGRAM = "NGRAM"
+    DFLASH = "DFLASH"
+    DSPARK = "DSPARK"
+    UNO = "UNO"
+
+
+class Mode(StrEnum):
+    """Who decides whether speculation runs."""
+
+    ON = "On"
+    OFF = "Off"
+    AUTO = "Auto"
+
+
+class SpeculationState(StrEnum):
+    """Whether the engine currently runs with speculative flags."""
+
+    ON = "On"
+    OFF = "Off"
+
+
+class NgramMatchType(StrEnum):
+    """NGRAM candidate matching."""
+
+    BFS = "BFS"
+    PROB = "PROB"
+
+
+class MaxRunningRequestsSource(StrEnum):
+    """Where the effective --max-running-requests came from."""
+
+    SPEC = "Spec"
+    COMPUTED = "Computed"
+
+
+class ConditionStatus(StrEnum):
+    """Kubernetes condition status values."""
+
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+# ----------------------------------------------------------------------------- spec
+
+
+class ModelRef(ApiModel):
+    """Where a model's weights and configs live."""
+
+    path: str = Field(
+        min_length=1,
+        description=(
+            "Hugging Face repo id (e.g. Qwen/Qwen3-8B) or an absolute path inside the model "
+            "volume. Passed to SGLang as --model-path (or --speculative-draft-model-path)."
+        ),
+    )
+    revision: str | None = Field(
+        default=None,
+        description="Repo revision (branch, tag or commit). SGLang uses 'main' when unset.",
+    )
+
+
+class NgramOptions(ApiModel):
+    """NGRAM speculation options (only read when algorithm is NGRAM)."""
+
+    min_bfs_breadth: int | None = Field(
+        default=None, ge=1, description="--speculative-ngram-min-bfs-breadth (SGLang default 1)."
+    )
+    max_bfs_breadth: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "--speculative-ngram-max-bfs-breadth (SGLang default 10). SGLang forces eagleTopk "
+            "to this value for NGRAM."
+        ),
+    )
+    match_type: NgramMatchType | None = Field(
+        default=None, description="--speculative-ngram-match-type: BFS (default) or PROB."
+    )
+    max_trie_depth: int | None = Field(
+        default=None, ge=1, description="--speculative-ngram-max-trie-depth (SGLang default 18)."
+    )
+    capacity: int | None = Field(
+        default=None, ge=1, description="--speculative-ngram-capacity (SGLang default 10000000)."
+    )
+
+
+class Speculative(ApiModel):
+    """The speculative-decoding shape. Every value is rendered as an explicit flag."""
+
+    algorithm: Algorithm = Field(
+        description=(
+            "--speculative-algorithm. NEXTN is resolved to EAGLE by SGLang; MTP targets "
+            "(DeepSeek-V3, GLM-4.5, ...) need no draft path."
+        ),
+    )
+    num_steps: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "--speculative-num-steps: draft steps per verify. When unset SGLang auto-chooses by "
+            "target architecture; eagleTopk and numDraftTokens may only be set together with it."
+        ),
+    )
+    eagle_topk: int | None = Field(
+        default=None, ge=1, description="--speculative-eagle-topk: branching per draft step."
+    )
+    num_draft_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "--speculative-num-draft-tokens: tokens verified per step. With eagleTopk 1 SGLang "
+            "rewrites it to numSteps + 1."
+        ),
+    )
+    accept_threshold_single: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description=(
+            "--speculative-accept-threshold-single (default 1.0). Below 1.0 output is no longer "
+            "identical to the target's greedy output."
+        ),
+    )
+    accept_threshold_acc: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description="--speculative-accept-threshold-acc (default 1.0). Below 1.0 is lossy.",
+    )
+    draft_kv_cache_dtype: str | None = Field(
+        default=None,
+        description=(
+            "--speculative-draft-kv-cache-dtype (auto, fp8_e5m2, fp8_e4m3, bf16). Defaults to "
+            "the target's --kv-cache-dtype."
+        ),
+    )
+    ngram: NgramOptions | None = Field(
+        default=None, description="NGRAM options; ignored for other algorithms."
+    )
+
+
+class SecretKeyRef(ApiModel):
+    """A key of a Secret in the SpecServer's namespace."""
+
+    name: str = Field(min_length=1, description="Secret name.")
+    key: str = Field(default="token", min_length=1, description="Key inside the Secret.")
+
+
+class ModelVolume(ApiModel):
+    """The volume that holds model weights or the Hugging Face cache."""
+
+    persistent_volume_claim_name: str | None = Field(
+        default=None, description="PVC holding weights or an HF cache, mounted read-only."
+    )
+    host_path: str | None = Field(
+        default=None, description="Node path holding weights or an HF cache (single-node setups)."
+    )
+    mount_path: str = Field(
+        default="/models", description="Where the volume is mounted in the engine container."
+    )
+    hf_cache: bool = Field(
+        default=True,
+        description="The volume is an HF cache (HF_HOME points at it); false for plain model dirs.",
+    )
+
+
+class InlineConfigs(ApiModel):
+    """Model configs given inline, for clusters where the operator cannot reach a hub."""
+
+    target: dict[str, Any] | None = Field(
+        default=None, description="The target's config.json, verbatim."
+    )
+    draft: dict[str, Any] | None = Field(
+        default=None, description="The draft's config.json, verbatim."
+    )
+    target_weight_bytes: int | None = Field(
+        default=None, ge=0, description="total_size from the target's model.safetensors.index.json."
+    )
+    draft_weight_bytes: int | None = Field(
+        default=None, ge=0, description="total_size from the draft's model.safetensors.index.json."
+    )
+
+
+class ModelSource(ApiModel):
+    """How the engine reaches model files and how the operator reads model configs."""
+
+    volume: ModelVolume | None = Field(
+        default=None, description="Volume with weights or an HF cache; none means download."
+    )
+    hf_endpoint: str | None = Field(
+        default=None,
+        description="HF-compatible base URL (HF_ENDPOINT), e.g. an internal mirror.",
+    )
+    hf_token_secret_ref: SecretKeyRef | None = Field(
+        default=None, description="HF token, injected as HF_TOKEN through secretKeyRef."
+    )
+    config_map_name: str | None = Field(
+        default=None,
+        description=(
+            "ConfigMap with keys target-config.json, draft-config.json and optionally "
+            "target-index.json/draft-index.json; the operator validates against these."
+        ),
+    )
+    inline: InlineConfigs | None = Field(
+        default=None, description="Configs given inline (highest precedence)."
+    )
+
+
+class EnvVar(ApiModel):
+    """A plain environment variable for the engine container."""
+
+    name: str = Field(min_length=1, description="Variable name.")
+    value: str = Field(default="", description="Variable value.")
+
+
+class Engine(ApiModel):
+    """The SGLang engine container."""
+
+    image: str = Field(default=DEFAULT_IMAGE, description="Engine image (SGLang 0.5.23 based).")
+    context_length: int | None = Field(
+        default=None, ge=1, description="--context-length; unset means derived from the config."
+    )
+    max_running_requests: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "--max-running-requests. When absent the operator computes it from the KV pool "
+            "(SGLang itself would silently reset it to 48 with speculation on)."
+        ),
+    )
+    mem_fraction_static: float | None = Field(
+        default=None, gt=0, lt=1, description="--mem-fraction-static; unset: SGLang's heuristic."
+    )
+    port: int = Field(default=30000, ge=1, le=65535, description="HTTP port of the engine.")
+    extra_args: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Further SGLang flags, one argv item each (never a shell string). Flags the "
+            "operator owns (--max-running-requests, --speculative-*, --host, --port, "
+            "--enable-metrics) are refused here."
+        ),
+    )
+    env: list[EnvVar] = Field(default_factory=list, description="Extra environment variables.")
+    startup_timeout_seconds: int = Field(
+        default=1800, ge=30, description="How long model loading may take before the pod restarts."
+    )
+
+
+class Toleration(ApiModel):
+    """A pod toleration (same fields as core/v1 Toleration)."""
+
+    key: str | None = Field(default=None, description="Taint key.")
+    operator: str | None = Field(default=None, description="Exists or Equal.")
+    value: str | None = Field(default=None, description="Taint value.")
+    effect: str | None = Field(default=None, description="NoSchedule, PreferNoSchedule, NoExecute.")
+    toleration_seconds: int | None = Field(default=None, description="For NoExecute taints.")
+
+
+class Resources(ApiModel):
+    """Accelerators and placement."""
+
+    gpus: int = Field(default=1, ge=1, description="GPUs per replica (also --tp-size).")
+    gpu_type: str = Field(
+        description=(
+            "GPU model used for planning, e.g. L4, A10G, L40S, A100-80G, H100, H200, B200. "
+            "Selects memory, bandwidth and compute in the advisor's tables."
+        ),
+    )
+    gpu_resource_name: str = Field(
+        default="nvidia.com/gpu", description="Extended resource name requested for the GPUs."
+    )
+    cpu: str | None = Field(default=None, description="CPU request and limit (e.g. '8').")
+    memory: str | None = Field(default=None, description="Memory request and limit (e.g. 64Gi).")
+    node_selector: dict[str, str] = Field(
+        default_factory=dict, description="Node labels the engine pods must match."
+    )
+    tolerations: list[Toleration] = Field(
+        default_factory=list, description="Tolerations for GPU node taints."
+    )
+
+
+class AutoSpeculation(ApiModel):
+    """Auto mode: when the operator switches speculation on or off from live metrics."""
+
+    prometheus_url: str | None = Field(
+        default=None,
+        description="Prometheus base URL; unset uses the operator-wide default.",
+    )
+    dry_run: bool = Field(
+        default=False, description="Compute and record decisions without switching the engine."
+    )
+    evaluation_interval_seconds: int = Field(
+        default=30, ge=5, description="How often the policy is evaluated."
+    )
+
+
+class SpecServerSpec(ApiModel):
+    """Desired state of a speculative-decoding SGLang deployment."""
+
+    model: ModelRef = Field(description="The target model.")
+    draft: ModelRef | None = Field(
+        default=None,
+        description=(
+            "The draft model or head. Required for EAGLE/EAGLE3 on non-MTP targets, STANDALONE "
+            "and DFLASH; omitted for MTP targets (NEXTN), NGRAM and UNO."
+        ),
+    )
+    speculative: Speculative = Field(description="Speculative-decoding algorithm and shape.")
+    mode: Mode = Field(
+        default=Mode.AUTO,
+        description="On: always speculate. Off: never. Auto: the operator decides from metrics.",
+    )
+    engine: Engine = Field(default_factory=Engine, description="Engine container settings.")
+    resources: Resources = Field(description="GPUs and placement.")
+    replicas: int = Field(default=1, ge=0, description="Engine replicas.")
+    model_source: ModelSource | None = Field(
+        default=None, description="How model files and configs are reached."
+    )
+    auto_speculation: AutoSpeculation | None = Field(
+        default=None, description="Policy for mode Auto."
+    )
+
+
+# ----------------------------------------------------------------------------- status
+
+
+class Condition(ApiModel):
+    """A Kubernetes API-convention condition."""
+
+    type: str = Field(description="Condition type: Ready, ConfigValid, Progressing, ...")
+    status: ConditionStatus = Field(description="True, False or Unknown.")
+    observed_generation: int | None = Field(
+        default=None, description="The spec generation this condition was computed from."
+    )
+    last_transition_time: str = Field(
+        description="RFC 3339 time the status last flipped (unchanged when only reason changes)."
+    )
+    reason: str = Field(description="CamelCase machine-readable reason.")
+    message: str = Field(default="", description="Human-readable detail.")
+
+
+class ObservedMetrics(ApiModel):
+    """The newest metrics the operator read for this SpecServer."""
+
+    observed_at: str | None = Field(default=None, description="RFC 3339 time of the reading.")
+    accept_length: float | None = Field(
+        default=None, description="Mean accepted tokens per verify step (incl. bonus token)."
+    )
+    ttft_p99_seconds: float | None = Field(default=None, description="P99 time to first token.")
+    tpot_p50_milliseconds: float | None = Field(default=None, description="Median time per token.")
+    running_requests: float | None = Field(default=None, description="Requests decoding now.")
+    queued_requests: float | None = Field(default=None, description="Requests waiting.")
+    output_tokens_per_second: float | None = Field(default=None, description="Output throughput.")
+
+
+class Decision(ApiModel):
+    """One entry of the bounded decision ledger."""
+
+    time: str = Field(description="RFC 3339 time of the decision.")
+    action: str = Field(description="keep, enable or disable.")
+    reason: str = Field(description="CamelCase reason code.")
+    mode: SpeculationState = Field(description="Speculation state after the decision.")
+    message: str = Field(default="", description="Inputs and thresholds compared.")
+
+
+class ResolvedEngine(ApiModel):
+    """What SGLang will really run with (auto-chosen values included)."""
+
+    algorithm: str | None = Field(default=None, description="Resolved algorithm (NEXTN -> EAGLE).")
+    num_steps: int | None = Field(default=None, description="Resolved --speculative-num-steps.")
+    eagle_topk: int | None = Field(default=None, description="Resolved --speculative-eagle-topk.")
+    num_draft_tokens: int | None = Field(
+        default=None, description="Resolved --speculative-num-draft-tokens."
+    )
+    context_length: int | None = Field(default=None, description="Effective context length.")
+    kv_pool_tokens: int | None = Field(default=None, description="Predicted KV pool in tokens.")
+    notes: list[str] = Field(default_factory=list, description="How values were chosen.")
+
+
+class SpecServerStatus(ApiModel):
+    """Observed state, written by the operator through the status subresource."""
+
+    observed_generation: int | None = Field(
+        default=None, description="metadata.generation the status reflects."
+    )
+    conditions: list[Condition] = Field(
+        default_factory=list, description="Ready, ConfigValid, Progressing, SpeculationActive."
+    )
+    speculation_mode: SpeculationState | None = Field(
+        default=None, description="Whether the engine runs with speculation now."
+    )
+    speculation_mode_since: str | None = Field(
+        default=None, description="RFC 3339 time the current speculation state began."
+    )
+    max_running_requests: int | None = Field(
+        default=None, description="The --max-running-requests rendered for the engine."
+    )
+    max_running_requests_source: MaxRunningRequestsSource | None = Field(
+        default=None, description="Spec (given) or Computed (from the KV pool)."
+    )
+    max_running_requests_reason: str | None = Field(
+        default=None, description="Why the value was chosen."
+    )
+    resolved: ResolvedEngine | None = Field(default=None, description="Resolved engine config.")
+    last_metrics: ObservedMetrics | None = Field(default=None, description="Newest metrics.")
+    decisions: list[Decision] = Field(
+        default_factory=list,
+        max_length=MAX_LEDGER_ENTRIES,
+        description=f"The newest {MAX_LEDGER_ENTRIES} speculation decisions, oldest first.",
+    )
+
+
+class ObjectMeta(BaseModel):
+    """The subset of metadata the advisor reads."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str | None = None
+    namespace: str | None = None
+    annotations: dict[str, str] = Field(default_factory=dict)
+    labels: dict[str, str] = Field(default_factory=dict)
+    generation: int | None = None
+
+
+class SpecServer(ApiModel):
+    """A SpecServer object as stored by the API server."""
+
+    api_version: str = Field(default=API_VERSION, description="specserver.io/v1alpha1.")
+    kind: str = Field(default=KIND, description="SpecServer.")
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta, description="Standard metadata.")
+    spec: SpecServerSpec = Field(description="Desired state.")
+    status: SpecServerStatus | None = Field(default=None, description="Observed state.")

@@ -1,0 +1,1 @@
+"""What runs in the engine pod: preflight, argument composition, and the simulated engine."""

@@ -1,0 +1,41 @@
+"""``specserver-operator``: run kopf on the handlers module. Called as a console script."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+import kopf
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse operator flags and run kopf until stopped."""
+    parser = argparse.ArgumentParser(prog="specserver-operator")
+    parser.add_argument(
+        "-n",
+        "--namespace",
+        action="append",
+        default=[],
+        help="watch only this namespace (repeatable); default: all namespaces",
+    )
+    parser.add_argument(
+        "--liveness", default="http://0.0.0.0:8080/healthz", help="kopf liveness endpoint URL"
+    )
+    parser.add_argument("--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    kopf.configure(verbose=args.verbose)
+    from specserver_operator import handlers  # noqa: F401  (registers the handlers)
+
+    asyncio.run(
+        kopf.operator(
+            clusterwide=not args.namespace,
+            namespaces=args.namespace,
+            liveness_endpoint=args.liveness,
+            standalone=True,
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

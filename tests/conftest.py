@@ -1,0 +1,103 @@
+"""Shared pytest fixtures: the real local control plane (session-scoped) and repo paths.
+
+The control plane is started with the same code as ``scripts/devcluster`` (scripts/devcluster.py),
+in a private state directory and on its own loopback ports, and stopped at the end of the session.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+from urllib.parse import urlparse
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = REPO / "tests" / "data"
+TEST_BASE_PORT = int(os.environ.get("SPECSERVER_TEST_BASE_PORT", "26443"))
+
+
+def load_devcluster() -> ModuleType:
+    """Import scripts/devcluster.py (a script, not a package module)."""
+    spec = importlib.util.spec_from_file_location("devcluster", REPO / "scripts" / "devcluster.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["devcluster"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_config(name: str) -> dict[str, Any]:
+    """A model config.json from tests/data/configs."""
+    data: dict[str, Any] = json.loads((DATA / "configs" / f"{name}.json").read_text())
+    return data
+
+
+@dataclass
+class KubeHandle:
+    """How tests reach the local apiserver."""
+
+    kubeconfig: Path
+    server: str
+
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            ["kubectl", "--kubeconfig", str(self.kubeconfig), *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if check and done.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed:\n{done.stderr}")
+        return done
+
+    def env(self) -> dict[str, str]:
+        return dict(os.environ, KUBECONFIG=str(self.kubeconfig))
+
+
+@pytest.fixture(scope="session")
+def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeHandle]:
+    """A real etcd + kube-apiserver + kube-controller-manager on loopback for this session."""
+    devcluster = load_devcluster()
+    state = tmp_path_factory.mktemp("devcluster")
+    cluster = devcluster.Cluster(state, TEST_BASE_PORT)
+    cluster.up()
+    host = urlparse(cluster.server).hostname
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        cluster.down()
+        pytest.exit(f"refusing a non-loopback apiserver {cluster.server}", returncode=3)
+    handle = KubeHandle(cluster.kubeconfig, cluster.server)
+    try:
+        handle.kubectl("apply", "-f", str(REPO / "crds"))
+        handle.kubectl(
+            "wait", "--for=condition=Established", "--timeout=60s", "crd/specservers.specserver.io"
+        )
+        yield handle
+    finally:
+        cluster.down()
+
+
+_NAMESPACE_COUNTER: list[int] = []
+
+
+@pytest.fixture
+def namespace(kube: KubeHandle, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace per test, deleted afterwards."""
+    _NAMESPACE_COUNTER.append(1)
+    stem = request.node.originalname.lower().replace("_", "-").removeprefix("test-")[:40]
+    name = "".join(c for c in stem if c.isalnum() or c == "-").strip("-")
+    name = f"t{len(_NAMESPACE_COUNTER)}-{name}"
+    kube.kubectl("create", "namespace", name)
+    yield name
+    kube.kubectl("delete", "namespace", name, "--wait=false", check=False)

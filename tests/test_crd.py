@@ -1,0 +1,112 @@
+"""The CRD is generated from the pydantic models: drift test and converter unit tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+from pydantic import BaseModel, Field
+
+from conftest import REPO
+from specserver_advisor import crdgen, models
+
+
+def test_crd_file_matches_the_models() -> None:
+    current = (REPO / "crds" / "specserver.yaml").read_text()
+    assert current == crdgen.render_crd_yaml(), (
+        "crds/specserver.yaml is stale: run python -m specserver_advisor.crdgen"
+    )
+
+
+def test_check_mode_reports_drift(tmp_path: Any) -> None:
+    stale = tmp_path / "crd.yaml"
+    stale.write_text("old\n")
+    assert crdgen.main(["--output", str(stale), "--check"]) == 1
+    assert crdgen.main(["--output", str(stale)]) == 0
+    assert crdgen.main(["--output", str(stale), "--check"]) == 0
+
+
+class _Inner(BaseModel):
+    """Inner doc."""
+
+    count: int = Field(default=3, ge=1, description="how many")
+
+
+class _Outer(BaseModel):
+    inner: _Inner | None = Field(default=None, description="field doc wins")
+    mode: models.Mode = Field(default=models.Mode.AUTO, description="mode doc")
+    labels: dict[str, str] = Field(default_factory=dict, description="labels")
+    free: dict[str, Any] | None = Field(default=None, description="anything")
+    ratio: float = Field(default=0.5, gt=0, le=1, description="ratio")
+
+
+def test_structural_inlines_refs_and_drops_null_unions() -> None:
+    node = crdgen.structural(_Outer.model_json_schema())
+    inner = node["properties"]["inner"]
+    assert inner["type"] == "object"
+    assert inner["description"] == "field doc wins"
+    assert inner["properties"]["count"] == {
+        "type": "integer",
+        "description": "how many",
+        "minimum": 1,
+        "default": 3,
+    }
+    assert "nullable" not in inner and "$ref" not in str(node) and "anyOf" not in str(node)
+
+
+def test_structural_carries_enums_defaults_maps_and_bounds() -> None:
+    props = crdgen.structural(_Outer.model_json_schema())["properties"]
+    assert props["mode"]["enum"] == ["On", "Off", "Auto"]
+    assert props["mode"]["default"] == "Auto"
+    assert props["labels"]["additionalProperties"] == {"type": "string"}
+    assert props["free"]["x-kubernetes-preserve-unknown-fields"] is True
+    assert props["ratio"]["minimum"] == 0 and props["ratio"]["exclusiveMinimum"] is True
+    assert props["ratio"]["maximum"] == 1
+
+
+def test_every_level_has_a_type_and_every_spec_field_a_description() -> None:
+    crd = crdgen.build_crd()
+    root = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+
+    def walk(node: dict[str, Any], path: str, is_field: bool = True) -> None:
+        assert "type" in node, f"{path} has no type"
+        if is_field:
+            assert node.get("description"), f"{path} has no description"
+        for key, child in node.get("properties", {}).items():
+            walk(child, f"{path}.{key}")
+        if "items" in node:
+            walk(node["items"], f"{path}[]", is_field=node["items"]["type"] == "object")
+
+    walk(root["properties"]["spec"], ".spec")
+    walk(root["properties"]["status"], ".status")
+
+
+def test_status_conditions_are_a_map_list_keyed_by_type() -> None:
+    crd = crdgen.build_crd()
+    version = crd["spec"]["versions"][0]
+    conditions = version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"][
+        "conditions"
+    ]
+    assert conditions["x-kubernetes-list-type"] == "map"
+    assert conditions["x-kubernetes-list-map-keys"] == ["type"]
+    assert version["subresources"] == {"status": {}}
+    names = [c["name"] for c in version["additionalPrinterColumns"]]
+    assert names[:4] == ["Mode", "Accept", "TTFT-P99", "Ready"] and names[-1] == "Age"
+    assert "x-kubernetes-preserve-unknown-fields" not in str(
+        version["schema"]["openAPIV3Schema"]["properties"]["status"]
+    )
+
+
+def test_yaml_quotes_on_and_off_for_kubectl() -> None:
+    text = crdgen.render_crd_yaml()
+    assert "- 'On'" in text and "- 'Off'" in text
+
+
+@pytest.mark.parametrize(
+    "path", sorted((REPO / "manifests" / "examples").glob("*.yaml")), ids=lambda p: p.name
+)
+def test_examples_validate_against_the_models(path: Any) -> None:
+    for doc in yaml.safe_load_all(path.read_text()):
+        server = models.SpecServer.model_validate(doc)
+        assert server.spec.resources.gpu_type
