@@ -36,8 +36,9 @@ def load_devcluster() -> ModuleType:
 
 
 def load_config(name: str) -> dict[str, Any]:
-    """A model config.json from tests/data/configs."""
-    data: dict[str, Any] = json.loads((DATA / "configs" / f"{name}.json").read_text())
+    """A bundled model config.json (advisor/specserver_advisor/data/configs)."""
+    path = REPO / "advisor" / "specserver_advisor" / "data" / "configs" / f"{name}.json"
+    data: dict[str, Any] = json.loads(path.read_text())
     return data
 
 

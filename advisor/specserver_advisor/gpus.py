@@ -1,0 +1,76 @@
+"""A table of GPUs: memory as the CUDA runtime reports it, HBM bandwidth, dense BF16 compute.
+
+Used by the memory planner and the performance model. Figures are vendor data sheet values
+(dense, no sparsity); ``memory_mib`` is the total that ``torch.cuda.get_device_properties``
+reports, which is what SGLang's heuristics see. ``context_overhead_gib`` is what the CUDA
+context and NCCL take before weights load.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One accelerator model."""
+
+    name: str
+    memory_mib: int
+    bandwidth_gbs: float
+    bf16_tflops: float
+    context_overhead_gib: float = 0.8
+    unified_memory: bool = False
+
+    @property
+    def memory_gib(self) -> float:
+        return self.memory_mib / 1024
+
+
+GPUS: dict[str, Gpu] = {
+    g.name: g
+    for g in (
+        Gpu("L4", 23034, 300, 121),
+        Gpu("A10G", 23028, 600, 70),
+        Gpu("A10", 23028, 600, 125),
+        Gpu("A6000", 48676, 768, 155),
+        Gpu("L40S", 46068, 864, 362),
+        Gpu("A100-40G", 40536, 1555, 312),
+        Gpu("A100-80G", 81051, 2039, 312),
+        Gpu("H20", 97871, 4000, 148),
+        Gpu("H100", 81559, 3350, 989),
+        Gpu("H200", 143771, 4800, 989),
+        Gpu("B200", 183359, 8000, 2250),
+        Gpu("GH200", 97871, 4000, 989),
+        # DGX Spark: 128 GB LPDDR5x shared with the CPU; the runtime sees most of it.
+        Gpu("GB10", 122572, 273, 62, context_overhead_gib=2.0, unified_memory=True),
+    )
+}
+
+_ALIASES = {
+    "A100": "A100-80G",
+    "A100-80GB": "A100-80G",
+    "A100-40GB": "A100-40G",
+    "H100-80G": "H100",
+    "H100-SXM": "H100",
+    "RTX-A6000": "A6000",
+    "L40": "L40S",
+    "DGX-SPARK": "GB10",
+}
+
+
+class UnknownGpuError(KeyError):
+    """A GPU name that is not in the table."""
+
+    def __str__(self) -> str:
+        return f"unknown GPU {self.args[0]!r}; known: {', '.join(sorted(GPUS))}"
+
+
+def lookup_gpu(name: str) -> Gpu:
+    """Find a GPU by name, case-insensitively, with common aliases."""
+    key = name.strip().upper().replace(" ", "-").replace("_", "-")
+    key = _ALIASES.get(key, key)
+    for gpu_name, gpu in GPUS.items():
+        if gpu_name.upper() == key:
+            return gpu
+    raise UnknownGpuError(name)

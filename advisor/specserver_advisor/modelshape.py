@@ -1,0 +1,180 @@
+"""The shape of a model, read from its HF ``config.json``: layers, heads, MLA, MoE, parameters.
+
+Used by the memory planner (KV bytes per token, weight bytes) and the performance model
+(bytes read and FLOPs per token). Pure; configs come in as dicts from ``loaders``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from specserver_advisor.sglang.context import text_config
+
+DTYPE_BYTES = {
+    "float32": 4,
+    "float": 4,
+    "bfloat16": 2,
+    "float16": 2,
+    "half": 2,
+    "fp8": 1,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+    "int8": 1,
+}
+
+
+class ConfigShapeError(ValueError):
+    """A config lacks the fields needed to size the model; the message names them."""
+
+
+def _int(cfg: dict[str, Any], *keys: str, default: int | None = None) -> int:
+    for key in keys:
+        value = cfg.get(key)
+        if value is not None:
+            return int(value)
+    if default is None:
+        raise ConfigShapeError(f"config has none of {', '.join(keys)}")
+    return default
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What the planner and the performance model need to know about a model."""
+
+    architecture: str
+    num_layers: int
+    hidden_size: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    v_head_dim: int
+    vocab_size: int
+    intermediate_size: int
+    dtype_bytes: int
+    # MLA (DeepSeek-style): KV is a compressed latent, not per-head K and V.
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    # Mixture of experts.
+    num_experts: int = 0
+    experts_per_token: int = 0
+    moe_intermediate_size: int = 0
+    shared_experts: int = 0
+    dense_layers: int = 0
+    nextn_layers: int = 0
+    draft_vocab_size: int = 0
+    tie_embeddings: bool = False
+    checkpoint_fp8: bool = False
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    @property
+    def moe_layers(self) -> int:
+        return self.num_layers - self.dense_layers if self.is_moe else 0
+
+    def attention_params_per_layer(self) -> int:
+        h = self.hidden_size
+        if self.is_mla:
+            # q (via lora or direct), kv latent projections, output projection: approximate.
+            q = h * self.num_heads * (self.head_dim + self.qk_rope_head_dim)
+            kv = h * (self.kv_lora_rank + self.qk_rope_head_dim)
+            kv += self.kv_lora_rank * self.num_heads * (self.head_dim + self.v_head_dim)
+            o = self.num_heads * self.v_head_dim * h
+            return q + kv + o
+        q = h * self.num_heads * self.head_dim
+        kv = h * self.num_kv_heads * (self.head_dim + self.v_head_dim)
+        o = self.num_heads * self.v_head_dim * h
+        return q + kv + o
+
+    def expert_params(self) -> int:
+        """Parameters of one routed expert (gate, up, down)."""
+        return 3 * self.hidden_size * self.moe_intermediate_size
+
+    def dense_mlp_params(self) -> int:
+        return 3 * self.hidden_size * self.intermediate_size
+
+    def embedding_params(self) -> int:
+        vocab_out = self.draft_vocab_size or self.vocab_size
+        emb = self.vocab_size * self.hidden_size
+        head = 0 if self.tie_embeddings else vocab_out * self.hidden_size
+        return emb + head
+
+    def layer_params_always_read(self) -> int:
+        """Per-decode-step weights read regardless of routing: attention, dense MLPs, shared."""
+        attn = self.attention_params_per_layer() * self.num_layers
+        dense_mlp = self.dense_mlp_params() * (
+            self.dense_layers if self.is_moe else self.num_layers
+        )
+        shared = self.shared_experts * self.expert_params() * self.moe_layers
+        return attn + dense_mlp + shared
+
+    def total_params(self) -> int:
+        routed = self.num_experts * self.expert_params() * self.moe_layers
+        return self.layer_params_always_read() + routed + self.embedding_params()
+
+    def active_params_per_token(self) -> int:
+        """Parameters a single token touches (for FLOPs): dense part plus its top-k experts."""
+        routed = self.experts_per_token * self.expert_params() * self.moe_layers
+        head = (self.draft_vocab_size or self.vocab_size) * self.hidden_size
+        return self.layer_params_always_read() + routed + head
+
+    def weight_bytes(self) -> int:
+        return self.total_params() * self.dtype_bytes
+
+
+def _dtype_bytes(cfg: dict[str, Any]) -> tuple[int, bool]:
+    quant = cfg.get("quantization_config") or {}
+    method = str(quant.get("quant_method", "")).lower()
+    if method == "fp8" or "fp8" in str(quant.get("fmt", "")).lower():
+        return 1, True
+    dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16").lower()
+    return DTYPE_BYTES.get(dtype, 2), False
+
+
+def shape_from_config(config: dict[str, Any]) -> ModelShape:
+    """Read a ModelShape from an HF config (multimodal configs: their text sub-config).
+
+    Raises:
+        ConfigShapeError: when a required field is missing; the message names it.
+    """
+    cfg = text_config(config)
+    archs = config.get("architectures") or cfg.get("architectures") or ["unknown"]
+    hidden = _int(cfg, "hidden_size", "n_embd", "d_model")
+    heads = _int(cfg, "num_attention_heads", "n_head")
+    layers = _int(cfg, "num_hidden_layers", "n_layer", "num_layers")
+    kv_heads = _int(cfg, "num_key_value_heads", "num_kv_heads", default=heads)
+    head_dim = _int(cfg, "head_dim", default=hidden // heads)
+    dtype_bytes, fp8 = _dtype_bytes(cfg)
+    kv_lora = _int(cfg, "kv_lora_rank", default=0)
+    num_experts = _int(cfg, "n_routed_experts", "num_experts", "num_local_experts", default=0)
+    return ModelShape(
+        architecture=str(archs[0]),
+        num_layers=layers,
+        hidden_size=hidden,
+        num_heads=heads,
+        num_kv_heads=kv_heads,
+        head_dim=_int(cfg, "qk_nope_head_dim", default=head_dim) if kv_lora else head_dim,
+        v_head_dim=_int(cfg, "v_head_dim", default=head_dim),
+        vocab_size=_int(cfg, "vocab_size"),
+        intermediate_size=_int(cfg, "intermediate_size", "ffn_dim", default=4 * hidden),
+        dtype_bytes=dtype_bytes,
+        kv_lora_rank=kv_lora,
+        qk_rope_head_dim=_int(cfg, "qk_rope_head_dim", default=0),
+        num_experts=num_experts,
+        experts_per_token=_int(cfg, "num_experts_per_tok", "moe_topk", default=0)
+        if num_experts
+        else 0,
+        moe_intermediate_size=_int(cfg, "moe_intermediate_size", default=0) if num_experts else 0,
+        shared_experts=_int(cfg, "n_shared_experts", "num_shared_experts", default=0),
+        dense_layers=_int(cfg, "first_k_dense_replace", default=0) if num_experts else 0,
+        nextn_layers=_int(cfg, "num_nextn_predict_layers", default=0),
+        draft_vocab_size=_int(cfg, "draft_vocab_size", default=0),
+        tie_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        checkpoint_fp8=fp8,
+    )

@@ -1,0 +1,265 @@
+"""A first-principles performance model of SGLang decoding with and without speculation.
+
+A forward pass reads the weights it touches (for MoE: the experts the batch routes to) and the
+KV of every running request, and does ~2 FLOPs per active parameter per token processed; its
+time is the slower of memory and compute plus a per-layer launch cost. Speculation adds draft
+forwards and one verify pass over (draft tokens) positions per request, and commits the accept
+length per request per step. The KV pool caps how many requests run; the rest queue, and that
+wait is what TTFT pays. Used by ``plan``, the auto-speculation policy, and the simulated engine.
+Constants live in ``Calibration`` (fitted by ``specserver_advisor.calibration``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from specserver_advisor.gpus import Gpu
+from specserver_advisor.modelshape import ModelShape
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The model's few constants (see docs/advisor.md for the fit)."""
+
+    bandwidth_efficiency: float = 0.956
+    compute_efficiency: float = 0.268
+    launch_s_per_dense_layer: float = 0.000108
+    launch_s_per_moe_layer: float = 0.000256
+    spec_step_overhead_s: float = 0.0013
+    #: Host-side work per request per speculative step (tree build, accept, bookkeeping).
+    spec_s_per_request: float = 0.000794
+    #: Fraction of a request's extra verify positions that route like independent tokens.
+    moe_routing_independence: float = 0.492
+    prefill_efficiency: float = 0.488
+
+
+DEFAULT_CALIBRATION = Calibration()
+
+
+@dataclass(frozen=True)
+class SpecShape:
+    """The speculative shape that matters for cost."""
+
+    algorithm: str
+    num_steps: int
+    topk: int
+    num_draft_tokens: int
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One serving situation to predict."""
+
+    gpu: Gpu
+    target: ModelShape
+    target_weight_bytes: int
+    kv_cell_bytes: int
+    draft: ModelShape | None = None
+    draft_weight_bytes: int = 0
+    draft_kv_cell_bytes: int = 0
+    spec: SpecShape | None = None
+    accept_length: float = 1.0
+    input_len: int = 512
+    output_len: int = 128
+    tp_size: int = 1
+    #: GPU clock relative to boost (a clock-locked card computes slower; memory is unchanged).
+    clock_scale: float = 1.0
+    #: Request lengths vary (real outputs, or a random range): arrivals are staggered. With
+    #: fixed lengths (ignore_eos, one length) requests finish and arrive again in waves.
+    staggered: bool = False
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Predicted steady state of a closed-loop benchmark at one concurrency."""
+
+    concurrency: int
+    running: int
+    queued: int
+    step_s: float
+    tpot_ms: float
+    itl_ms: float
+    ttft_ms: float
+    output_tok_s: float
+    prefill_s: float
+
+
+def _experts_touched(shape: ModelShape, tokens: float) -> float:
+    """Expected distinct routed experts per MoE layer for ``tokens`` independent tokens."""
+    if not shape.is_moe or tokens <= 0:
+        return 0.0
+    e, k = shape.num_experts, shape.experts_per_token
+    return float(e * (1 - (1 - k / e) ** tokens))
+
+
+def forward_time(
+    scn: Scenario,
+    shape: ModelShape,
+    weight_bytes: int,
+    cell_bytes: int,
+    batch: int,
+    positions: int,
+    context: float,
+    cal: Calibration,
+) -> float:
+    """Seconds for one forward over ``batch`` requests x ``positions`` tokens each."""
+    tp = scn.tp_size
+    tokens = batch * positions
+    # Embedding rows are looked up, not streamed; the LM head (tied or not) is read in full.
+    weights = float(weight_bytes)
+    if not shape.tie_embeddings:
+        weights -= shape.vocab_size * shape.hidden_size * shape.dtype_bytes
+    if shape.is_moe:
+        independent = batch * (1 + (positions - 1) * cal.moe_routing_independence)
+        touched = min(shape.num_experts, _experts_touched(shape, independent))
+        routed_share = shape.num_experts * shape.expert_params() * shape.moe_layers
+        routed_bytes = weights * routed_share / max(1, shape.total_params())
+        weights += routed_bytes * (touched / shape.num_experts - 1)
+    kv = batch * context * cell_bytes * tp  # cell is per GPU; total across the TP group
+    bytes_read = (weights + kv) / tp
+    flops = 2 * shape.active_params_per_token() * tokens / tp
+    # Attention score/value FLOPs grow with context: 4 * layers * heads * head_dim per position.
+    flops += 4 * shape.num_layers * shape.num_heads * shape.head_dim * context * tokens / tp
+    mem_s = bytes_read / (scn.gpu.bandwidth_gbs * 1e9 * cal.bandwidth_efficiency)
+    cmp_s = flops / (scn.gpu.bf16_tflops * 1e12 * cal.compute_efficiency * scn.clock_scale)
+    launch = (shape.num_layers - shape.moe_layers) * cal.launch_s_per_dense_layer
+    launch += shape.moe_layers * cal.launch_s_per_moe_layer
+    return float(max(mem_s, cmp_s) + launch / scn.clock_scale**0.5)
+
+
+def step_time(scn: Scenario, batch: int, speculative: bool, cal: Calibration) -> float:
+    """One decode step (speculative: draft steps + verify + draft extend) for ``batch`` requests."""
+    context = scn.input_len + scn.output_len / 2
+    if not speculative or scn.spec is None:
+        return forward_time(
+            scn, scn.target, scn.target_weight_bytes, scn.kv_cell_bytes, batch, 1, context, cal
+        )
+    spec = scn.spec
+    verify = forward_time(
+        scn,
+        scn.target,
+        scn.target_weight_bytes,
+        scn.kv_cell_bytes,
+        batch,
+        spec.num_draft_tokens,
+        context,
+        cal,
+    )
+    draft_s = 0.0
+    if scn.draft is not None and scn.draft_weight_bytes:
+        one = forward_time(
+            scn,
+            scn.draft,
+            scn.draft_weight_bytes,
+            scn.draft_kv_cell_bytes,
+            batch,
+            spec.topk,
+            context,
+            cal,
+        )
+        # num_steps draft forwards, plus the draft extend over the accepted tokens.
+        extend = forward_time(
+            scn,
+            scn.draft,
+            scn.draft_weight_bytes,
+            scn.draft_kv_cell_bytes,
+            batch,
+            max(1, round(scn.accept_length)),
+            context,
+            cal,
+        )
+        draft_s = spec.num_steps * one + extend
+    return verify + draft_s + cal.spec_step_overhead_s + cal.spec_s_per_request * batch
+
+
+def prefill_time(scn: Scenario, speculative: bool, cal: Calibration) -> float:
+    """Seconds to prefill one request's prompt (compute-bound), draft prefill included."""
+    flops = 2 * scn.target.active_params_per_token() * scn.input_len
+    flops += (
+        2 * scn.target.num_layers * scn.target.num_heads * scn.target.head_dim * scn.input_len**2
+    )
+    if speculative and scn.draft is not None:
+        flops += 2 * scn.draft.active_params_per_token() * scn.input_len
+    rate = scn.gpu.bf16_tflops * 1e12 * cal.prefill_efficiency * scn.clock_scale * scn.tp_size
+    return flops / rate
+
+
+def predict(
+    scn: Scenario,
+    concurrency: int,
+    capacity: int,
+    speculative: bool,
+    cal: Calibration = DEFAULT_CALIBRATION,
+) -> Prediction:
+    """Closed-loop steady state: ``concurrency`` users, at most ``capacity`` running.
+
+    Each request costs its prefill plus output_len / accept_length steps of the shared batch;
+    queued requests wait for a slot (Little's law on the queue). With fixed lengths requests
+    arrive in waves, so a new request also waits for the prefills of half its wave; with
+    staggered arrivals it waits for the step in flight and its own prefill.
+    """
+    accept = scn.accept_length if speculative and scn.spec else 1.0
+    running = max(1, min(concurrency, capacity)) if capacity > 0 else 0
+    if running == 0:
+        inf = float("inf")
+        return Prediction(concurrency, 0, concurrency, inf, inf, inf, inf, 0.0, inf)
+    queued = max(0, concurrency - running)
+    step = step_time(scn, running, speculative, cal)
+    prefill = prefill_time(scn, speculative, cal)
+    steps_per_request = scn.output_len / accept
+    wave_s = running * prefill + steps_per_request * step
+    req_per_s = running / wave_s
+    wait = queued * wave_s / running
+    own = prefill + step if scn.staggered else (running + 1) / 2 * prefill + step
+    ttft = wait + own
+    return Prediction(
+        concurrency=concurrency,
+        running=running,
+        queued=queued,
+        step_s=step,
+        tpot_ms=step / accept * 1000,
+        itl_ms=step * 1000,
+        ttft_ms=ttft * 1000,
+        output_tok_s=req_per_s * scn.output_len,
+        prefill_s=prefill,
+    )
+
+
+def crossover(
+    scn: Scenario,
+    cap_on: int,
+    cap_off: int,
+    concurrencies: list[int],
+    cal: Calibration = DEFAULT_CALIBRATION,
+) -> float | None:
+    """The concurrency where speculation stops paying in output throughput, interpolated.
+
+    None when one mode wins (or loses) across the whole range.
+    """
+    prev: tuple[int, float] | None = None
+    for c in sorted(set(concurrencies)):
+        on = predict(scn, c, cap_on, True, cal).output_tok_s
+        off = predict(scn, c, cap_off, False, cal).output_tok_s
+        gain = on / off if off else 0.0
+        if prev is not None and (prev[1] - 1) * (gain - 1) <= 0 and prev[1] != gain:
+            c0, g0 = prev
+            return c0 + (1 - g0) * (c - c0) / (gain - g0)
+        prev = (c, gain)
+    return None
+
+
+def break_even_accept_length(
+    scn: Scenario,
+    concurrency: int,
+    cap_on: int,
+    cap_off: int,
+    cal: Calibration = DEFAULT_CALIBRATION,
+) -> float:
+    """The accept length at which speculation's throughput equals plain decoding's."""
+    off = predict(scn, concurrency, cap_off, False, cal).output_tok_s
+    lo, hi = 1.0, float(scn.spec.num_draft_tokens if scn.spec else 1) + 1
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        on = predict(replace(scn, accept_length=mid), concurrency, cap_on, True, cal).output_tok_s
+        lo, hi = (mid, hi) if on < off else (lo, mid)
+    return round((lo + hi) / 2, 3)

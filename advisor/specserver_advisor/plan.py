@@ -1,0 +1,287 @@
+"""``plan``: resolution + context + memory + performance for one launch on one GPU type.
+
+Pure: takes parsed flags, env and HF configs (loaded by ``loaders``), returns a ``Plan`` whose
+``to_json()`` is the documented output of ``specserver-advisor plan``. Also used by the operator
+to compute ``--max-running-requests`` and by the engine simulator for its timing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from specserver_advisor import memory
+from specserver_advisor.gpus import Gpu
+from specserver_advisor.modelshape import ModelShape, shape_from_config
+from specserver_advisor.perfmodel import (
+    DEFAULT_CALIBRATION,
+    Calibration,
+    Scenario,
+    SpecShape,
+    crossover,
+    predict,
+)
+from specserver_advisor.sglang.context import ContextCheck, check_context
+from specserver_advisor.sglang.resolve import MTP_TARGETS, Resolution, resolve_launch
+
+#: Prior per-position acceptance (probability the next draft token is kept, given the previous
+#: was) by algorithm, for plans without a measured accept length. The operator learns the real
+#: value from ``sglang:spec_accept_length``.
+ACCEPT_PRIOR = {
+    "EAGLE3": 0.75,
+    "EAGLE": 0.8,
+    "FROZEN_KV_MTP": 0.8,
+    "STANDALONE": 0.7,
+    "NGRAM": 0.35,
+    "DFLASH": 0.7,
+    "DSPARK": 0.7,
+    "UNO": 0.6,
+}
+DEFAULT_CONCURRENCY = [1, 2, 4, 8, 16, 32, 64]
+
+
+def prior_accept_length(algorithm: str | None, steps: int, topk: int) -> float:
+    """Expected accept length (incl. bonus token) of a chain/tree of ``steps`` draft tokens."""
+    if not algorithm:
+        return 1.0
+    q = ACCEPT_PRIOR.get(algorithm, 0.6)
+    # A wider tree (topk > 1) gives each depth more chances to match.
+    q = 1 - (1 - q) ** (max(1, topk) ** 0.5)
+    return round(float(sum(q**i for i in range(steps + 1))), 3)
+
+
+@dataclass
+class PlanInputs:
+    """Everything ``make_plan`` needs; configs are plain dicts."""
+
+    args: dict[str, Any]
+    target_config: dict[str, Any]
+    draft_config: dict[str, Any] | None
+    gpu: Gpu
+    env: dict[str, str] = field(default_factory=dict)
+    target_weight_bytes: int | None = None
+    draft_weight_bytes: int | None = None
+    accept_length: float | None = None
+    input_len: int = 512
+    output_len: int = 128
+    concurrency: list[int] = field(default_factory=lambda: list(DEFAULT_CONCURRENCY))
+    clock_scale: float = 1.0
+
+
+@dataclass
+class Plan:
+    """The result of planning."""
+
+    resolution: Resolution
+    context: ContextCheck
+    mem: memory.MemoryPlan
+    accept_length: float
+    sglang_default_mrr: int
+    fits_on: int
+    fits_off: int
+    recommended_mrr: int
+    curves: list[dict[str, Any]]
+    crossover_concurrency: float | None
+    notes: list[str]
+    scenario: Scenario
+    cap_on: int
+    cap_off: int
+
+    def to_json(self) -> dict[str, Any]:
+        r = self.resolution
+        resolved = {name: v.value for name, v in r.values.items()}
+        resolved.update(
+            {
+                "algorithm": r.algorithm,
+                "num_steps": r.get("speculative_num_steps"),
+                "eagle_topk": r.get("speculative_eagle_topk"),
+                "num_draft_tokens": r.get("speculative_num_draft_tokens"),
+                "max_running_requests": r.get("max_running_requests"),
+                "mem_fraction_static": self.mem.settings.mem_fraction_static,
+                "accept_length": self.accept_length,
+                "sources": {
+                    n: {"source": v.source, "reason": v.reason} for n, v in r.values.items()
+                },
+                "errors": [{"exception": e.exception, "message": e.message} for e in r.errors],
+                "warnings": list(r.warnings),
+                "notes": self.notes,
+            }
+        )
+        return {
+            "resolved": resolved,
+            "context": {
+                "target": self.context.target,
+                "draft": self.context.draft,
+                "effective": self.context.effective,
+                "verdict": self.context.verdict.value,
+                "message": self.context.message,
+                "usable_prompt_tokens": self.context.usable_prompt_tokens,
+                "warnings": self.context.warnings,
+            },
+            "kv_pool_tokens": {
+                "without_draft": self.mem.kv_pool_tokens_without_draft,
+                "with_draft": self.mem.kv_pool_tokens_with_draft,
+            },
+            "memory": {
+                "gpu": self.scenario.gpu.name,
+                "mem_fraction_static": self.mem.settings.mem_fraction_static,
+                "mem_fraction_static_source": self.mem.settings.source,
+                "target_weights_gib": round(self.mem.target_weight_gib, 2),
+                "draft_weights_gib": round(self.mem.draft_weight_gib, 2),
+                "kv_bytes_per_token": self.mem.cell_bytes_target,
+                "kv_bytes_per_token_with_draft": self.mem.cell_bytes_with_draft,
+                "error": self.mem.error,
+            },
+            "max_running_requests": {
+                "sglang_default": self.sglang_default_mrr,
+                "fits": self.fits_on,
+                "fits_without_draft": self.fits_off,
+                "recommended": self.recommended_mrr,
+            },
+            "curves": self.curves,
+            "crossover_concurrency": (
+                None if self.crossover_concurrency is None else round(self.crossover_concurrency, 1)
+            ),
+        }
+
+
+def _draft_shape(
+    inp: PlanInputs, target: ModelShape, r: Resolution
+) -> tuple[ModelShape | None, int, bool]:
+    """(draft shape, draft weight bytes, is MTP) for algorithms with a draft model."""
+    algo = r.algorithm
+    if algo is None or algo in ("NGRAM", "UNO"):
+        return None, 0, False
+    mtp = target.architecture in MTP_TARGETS and (
+        inp.draft_config is None or r.values["speculative_draft_model_path"].source == "derived"
+    )
+    if mtp:
+        return target, memory.draft_weight_bytes_mtp(target), True
+    if inp.draft_config is None:
+        return None, 0, False
+    draft = shape_from_config(inp.draft_config)
+    weight = inp.draft_weight_bytes or memory.draft_weight_bytes_separate(draft)
+    return draft, weight, False
+
+
+def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
+    """Resolve, check context, size memory and predict curves for one launch."""
+    r = resolve_launch(inp.args, inp.target_config, inp.draft_config)
+    target = shape_from_config(inp.target_config)
+    t_weight = inp.target_weight_bytes or target.weight_bytes()
+    draft, d_weight, mtp = _draft_shape(inp, target, r)
+    tp = int(inp.args.get("tp_size") or 1)
+    ctx = check_context(
+        inp.target_config,
+        inp.draft_config if not mtp else None,
+        inp.args.get("context_length"),
+        inp.env,
+        r.reserved_tokens,
+    )
+    mem = memory.plan_memory(
+        inp.gpu,
+        target,
+        t_weight,
+        draft,
+        d_weight,
+        r.algorithm,
+        tp_size=tp,
+        kv_cache_dtype=inp.args.get("kv_cache_dtype"),
+        draft_kv_cache_dtype=inp.args.get("speculative_draft_kv_cache_dtype"),
+        mem_fraction_static=inp.args.get("mem_fraction_static"),
+        draft_is_mtp=mtp,
+        page_size=int(inp.args.get("page_size") or 1),
+    )
+    steps = int(r.get("speculative_num_steps") or 0)
+    topk = int(r.get("speculative_eagle_topk") or 1)
+    accept = inp.accept_length or prior_accept_length(r.algorithm, steps, topk)
+    notes: list[str] = []
+    if inp.accept_length is None and r.algorithm:
+        notes.append(
+            f"accept length {accept} is a prior for {r.algorithm} ({steps},{topk}); "
+            "pass --accept-length with a measured value"
+        )
+    pool_on, pool_off = mem.kv_pool_tokens_with_draft, mem.kv_pool_tokens_without_draft
+    user_mrr = inp.args.get("max_running_requests")
+    fits_on = memory.requests_that_fit(
+        pool_on, inp.input_len, inp.output_len, r.reserved_tokens, r.draft_slots
+    )
+    fits_off = memory.requests_that_fit(pool_off, inp.input_len, inp.output_len)
+    sglang_default = memory.sglang_max_running_requests(
+        pool_on if r.speculative else pool_off, ctx.effective, r.get("max_running_requests")
+    )
+    cap_on = min(sglang_default, fits_on)
+    cap_off = min(memory.sglang_max_running_requests(pool_off, ctx.effective, user_mrr), fits_off)
+    scn = Scenario(
+        gpu=inp.gpu,
+        target=target,
+        target_weight_bytes=t_weight,
+        kv_cell_bytes=mem.cell_bytes_target,
+        draft=draft,
+        draft_weight_bytes=d_weight,
+        draft_kv_cell_bytes=mem.cell_bytes_with_draft - mem.cell_bytes_target,
+        spec=SpecShape(
+            r.algorithm or "", steps, topk, int(r.get("speculative_num_draft_tokens") or 1)
+        )
+        if r.algorithm
+        else None,
+        accept_length=accept,
+        input_len=inp.input_len,
+        output_len=inp.output_len,
+        tp_size=tp,
+        clock_scale=inp.clock_scale,
+    )
+    curves = []
+    for c in sorted(set(inp.concurrency)):
+        on = predict(scn, c, cap_on, True, cal) if r.algorithm else None
+        off = predict(scn, c, cap_off, False, cal)
+        curves.append({"concurrency": c, "on": _point(on) if on else None, "off": _point(off)})
+    cross = crossover(scn, cap_on, cap_off, inp.concurrency, cal) if r.algorithm else None
+    recommended = max(1, fits_on)
+    graph_bs = mem.settings.cuda_graph_max_bs
+    if recommended > graph_bs:
+        recommended = graph_bs
+        notes.append(
+            f"recommendation capped at the decode CUDA-graph max batch {graph_bs}: "
+            "larger batches run without graphs"
+        )
+    if cross is not None:
+        recommended = max(1, min(fits_on, int(cross)))
+        notes.append(
+            f"speculation stops paying near concurrency {cross:.1f}; above it run "
+            "without speculation (mode Auto does this)"
+        )
+    if r.speculative and user_mrr is None:
+        notes.append(
+            f"--max-running-requests unset: SGLang resets it to 48 "
+            f"(effective {sglang_default} after the KV cap)"
+        )
+    if mem.error:
+        notes.append(mem.error)
+    return Plan(
+        r,
+        ctx,
+        mem,
+        accept,
+        sglang_default,
+        fits_on,
+        fits_off,
+        recommended,
+        curves,
+        cross,
+        notes,
+        scn,
+        cap_on,
+        cap_off,
+    )
+
+
+def _point(p: Any) -> dict[str, Any]:
+    return {
+        "tpot_ms": round(p.tpot_ms, 2),
+        "itl_ms": round(p.itl_ms, 2),
+        "ttft_ms": round(p.ttft_ms, 1),
+        "output_tok_s": round(p.output_tok_s, 1),
+        "running": p.running,
+        "queued": p.queued,
+    }

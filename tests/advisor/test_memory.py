@@ -1,0 +1,103 @@
+"""KV bytes, weights, the mem-fraction heuristic, pool sizes and max-running-requests."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import load_config
+from specserver_advisor import memory
+from specserver_advisor.gpus import lookup_gpu
+from specserver_advisor.modelshape import ConfigShapeError, shape_from_config
+
+QWEN = shape_from_config(load_config("qwen3-8b"))
+QWEN_DRAFT = shape_from_config(load_config("qwen3-8b-eagle3"))
+DSV3 = shape_from_config(load_config("deepseek-v3"))
+MOE = shape_from_config(load_config("qwen3-30b-a3b"))
+
+
+def test_kv_cell_bytes_gqa_dtype_and_tensor_parallel() -> None:
+    assert memory.kv_cell_bytes(QWEN, 2) == 36 * 8 * 128 * 2 * 2
+    assert memory.kv_cell_bytes(QWEN, 1) == 36 * 8 * 128 * 2
+    assert memory.kv_cell_bytes(QWEN, 2, tp_size=2) == 36 * 4 * 128 * 2 * 2
+    # More ranks than KV heads: one head per rank.
+    assert memory.kv_cell_bytes(QWEN, 2, tp_size=16) == 36 * 1 * 128 * 2 * 2
+
+
+def test_mla_cell_has_no_head_factor() -> None:
+    assert DSV3.is_mla
+    fp8 = memory.kv_dtype_bytes("auto", DSV3)
+    assert fp8 == 1  # FP8 checkpoint, kv dtype auto
+    assert memory.kv_cell_bytes(DSV3, fp8) == (512 + 64) * 61
+    assert memory.kv_cell_bytes(DSV3, 2, tp_size=8) == (512 + 64) * 61 * 2
+
+
+def test_weights_from_shapes_match_published_sizes() -> None:
+    assert QWEN.total_params() == pytest.approx(8.19e9, rel=0.02)
+    assert MOE.total_params() == pytest.approx(30.5e9, rel=0.03)
+    assert MOE.active_params_per_token() == pytest.approx(3.3e9, rel=0.15)
+    # The EAGLE-3 head loaded 1.90 GiB on the L4 (field log).
+    assert memory.draft_weight_bytes_separate(QWEN_DRAFT) / 2**30 == pytest.approx(1.90, rel=0.05)
+
+
+def test_heuristic_mem_fraction_by_tier() -> None:
+    l4 = memory.memory_settings(lookup_gpu("L4"))
+    assert (l4.chunked_prefill_size, l4.cuda_graph_max_bs) == (4096, 48)
+    assert l4.mem_fraction_static == round((23034 - (512 + 4096 * 1.5 + 128 + 96)) / 23034, 3)
+    h100 = memory.memory_settings(lookup_gpu("H100"))
+    assert h100.chunked_prefill_size == 8192
+    assert h100.mem_fraction_static == round((81559 - (512 + 8192 * 1.5 + 128 + 512)) / 81559, 3)
+    # Above 60 GiB the reserve is at least 10 GiB.
+    a100 = memory.memory_settings(
+        lookup_gpu("A100-80G"), chunked_prefill_size=2048, cuda_graph_max_bs=8
+    )
+    assert a100.reserved_mb == 10 * 1024
+    assert memory.memory_settings(lookup_gpu("L4"), mem_fraction_static=0.9).source == "user"
+
+
+def l4_plan(mfs: float | None) -> memory.MemoryPlan:
+    return memory.plan_memory(
+        lookup_gpu("L4"),
+        QWEN,
+        QWEN.weight_bytes(),
+        QWEN_DRAFT,
+        memory.draft_weight_bytes_separate(QWEN_DRAFT),
+        "EAGLE3",
+        mem_fraction_static=mfs,
+    )
+
+
+def test_l4_qwen3_8b_pools_match_the_field_within_ten_percent() -> None:
+    plan = l4_plan(0.85)  # what the field servers' startup log implies
+    assert plan.kv_pool_tokens_without_draft == pytest.approx(24094, rel=0.10)
+    assert 8827 * 0.9 <= plan.kv_pool_tokens_with_draft <= 9951 * 1.1
+    assert plan.cell_bytes_with_draft == 147456 + 147456 // 36
+    assert plan.error is None
+
+
+def test_weights_that_leave_no_kv_give_sglangs_error() -> None:
+    plan = l4_plan(None)  # the 0.701 heuristic leaves nothing on a 24 GB card
+    assert plan.kv_pool_tokens_with_draft == 0
+    assert plan.error is not None
+    assert plan.error.startswith(
+        "Loaded weights leave no GPU memory for the KV cache under "
+        "--mem-fraction-static=0.701. Raise --mem-fraction-static above"
+    )
+
+
+def test_sglang_max_running_requests() -> None:
+    assert memory.sglang_max_running_requests(9000, 40960, 48) == 48
+    assert memory.sglang_max_running_requests(60, 40960, 48) == 30
+    assert memory.sglang_max_running_requests(100_000, 4096, None) == 4096
+    assert memory.sglang_max_running_requests(100_000, 131072, None) == 2048
+    assert memory.sglang_max_running_requests(0, 4096, None) == 0
+
+
+def test_requests_that_fit_count_reserved_and_draft_slots() -> None:
+    assert memory.requests_that_fit(8827, 512, 128) == 13
+    assert memory.requests_that_fit(8827, 512, 128, reserved_tokens=4, draft_slots=4) == 13
+    assert memory.requests_that_fit(9951, 512, 128) == 15
+
+
+def test_broken_config_names_the_missing_field() -> None:
+    with pytest.raises(ConfigShapeError, match="hidden_size"):
+        shape_from_config({"num_attention_heads": 8})

@@ -1,0 +1,96 @@
+"""The performance model reproduces the field's mechanisms and the advisor issue's figures."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from specserver_advisor import calibration
+from specserver_advisor.perfmodel import break_even_accept_length, crossover, predict
+from specserver_advisor.plan import Plan
+
+CONC = [1, 2, 4, 8, 16, 32, 64]
+
+
+@pytest.fixture(scope="module")
+def l4() -> Plan:
+    return calibration._plan("l4", CONC, calibration.DEFAULT_CALIBRATION)
+
+
+@pytest.fixture(scope="module")
+def gb10() -> Plan:
+    return calibration._plan("gb10", CONC, calibration.DEFAULT_CALIBRATION)
+
+
+def gain(plan: Plan, c: int, key: str = "output_tok_s") -> float:
+    point = next(p for p in plan.curves if p["concurrency"] == c)
+    return float(point["on"][key] / point["off"][key])
+
+
+def test_l4_throughput_ratios_within_fifteen_percent(l4: Plan) -> None:
+    assert gain(l4, 1) == pytest.approx(2.37, rel=0.15)
+    assert gain(l4, 32) == pytest.approx(1.00, rel=0.15)
+
+
+def test_dense_gain_shrinks_with_batch_and_tpot_stays_better(l4: Plan) -> None:
+    gains = [gain(l4, c) for c in CONC]
+    assert gains[0] > gains[3] > gains[5]
+    for c in CONC:
+        assert 1 / gain(l4, c, "tpot_ms") > 1.5  # per-token speed better at every load
+
+
+def test_pool_bound_card_pays_in_ttft(l4: Plan) -> None:
+    point = next(p for p in l4.curves if p["concurrency"] == 32)
+    assert point["on"]["queued"] > 0 and point["off"]["queued"] == 0
+    assert point["on"]["ttft_ms"] > 2.5 * point["off"]["ttft_ms"]
+
+
+def test_moe_gain_holds_or_grows_with_batch(gb10: Plan) -> None:
+    tpot_gain = {c: 1 / gain(gb10, c, "tpot_ms") for c in (1, 32, 64)}
+    assert tpot_gain[32] >= tpot_gain[1]
+    assert min(tpot_gain.values()) >= 1.4
+    assert gb10.crossover_concurrency is None  # speculation pays everywhere in range
+
+
+def test_crossover_exists_for_the_dense_l4(l4: Plan) -> None:
+    assert l4.crossover_concurrency is not None
+    assert 8 < l4.crossover_concurrency < 40
+
+
+def test_higher_acceptance_means_more_throughput(l4: Plan) -> None:
+    scn = l4.scenario
+    low = predict(replace(scn, accept_length=1.5), 8, l4.cap_on, True)
+    high = predict(replace(scn, accept_length=3.0), 8, l4.cap_on, True)
+    assert high.output_tok_s > low.output_tok_s
+    assert high.tpot_ms < low.tpot_ms
+
+
+def test_break_even_acceptance_rises_with_load(l4: Plan) -> None:
+    c1 = break_even_accept_length(l4.scenario, 1, l4.cap_on, l4.cap_off)
+    c16 = break_even_accept_length(l4.scenario, 16, l4.cap_on, l4.cap_off)
+    assert 1.0 < c1 < c16 < 4.0
+
+
+def test_compute_bound_card_gains_less_at_batch_than_memory_bound_one(l4: Plan) -> None:
+    # An H100 has 11x the L4's bandwidth but 8x its compute: a verify pass stays cheap longer.
+    from specserver_advisor.gpus import lookup_gpu
+
+    h100 = replace(l4.scenario, gpu=lookup_gpu("H100"))
+    g_l4 = (
+        predict(l4.scenario, 8, 64, True).output_tok_s
+        / predict(l4.scenario, 8, 64, False).output_tok_s
+    )
+    g_h100 = predict(h100, 8, 64, True).output_tok_s / predict(h100, 8, 64, False).output_tok_s
+    assert g_h100 > 1.0 and g_l4 > 1.0
+
+
+def test_crossover_is_none_when_one_mode_wins_everywhere(gb10: Plan) -> None:
+    assert crossover(gb10.scenario, gb10.cap_on, gb10.cap_off, [1, 8, 32]) is None
+
+
+def test_calibration_report_lists_every_target() -> None:
+    text = calibration.report()
+    for target in calibration.TARGETS:
+        assert target.label in text
+    assert "fit loss" in text
