@@ -49,7 +49,8 @@ def field_config(name: str) -> dict[str, Any]:
     return data
 
 
-def _plan(case: str, concurrency: list[int], cal: Calibration) -> Plan:
+def field_plan(case: str, concurrency: list[int], cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
+    """The plan of one field case: ``l4``, ``l4-locked`` (900 MHz) or ``gb10``."""
     if case.startswith("l4"):
         argv = ["--model-path", "Qwen/Qwen3-8B", *EAGLE3_314, "--mem-fraction-static", L4_FIELD_MFS]
         inp = PlanInputs(
@@ -146,7 +147,7 @@ CONCURRENCY = [1, 8, 32, 64]
 
 def evaluate(cal: Calibration = DEFAULT_CALIBRATION) -> list[tuple[Target, float]]:
     """Model value for every target."""
-    plans = {case: _plan(case, CONCURRENCY, cal) for case in ("l4", "l4-locked", "gb10")}
+    plans = {case: field_plan(case, CONCURRENCY, cal) for case in ("l4", "l4-locked", "gb10")}
     return [(t, t.compute(plans[t.case])) for t in TARGETS]
 
 

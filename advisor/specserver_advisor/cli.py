@@ -12,7 +12,8 @@ import os
 import sys
 from typing import Any
 
-from specserver_advisor import SGLANG_VERSION, __version__
+from specserver_advisor import SGLANG_VERSION, __version__, policy_commands
+from specserver_advisor.errors import UsageError
 from specserver_advisor.gpus import GPUS, UnknownGpuError, lookup_gpu
 from specserver_advisor.loaders.configs import (
     ConfigNotFoundError,
@@ -24,10 +25,6 @@ from specserver_advisor.modelshape import ConfigShapeError
 from specserver_advisor.perfmodel import DEFAULT_CALIBRATION
 from specserver_advisor.plan import Plan, PlanInputs, make_plan
 from specserver_advisor.sglang.flags import parse_server_argv
-
-
-class UsageError(Exception):
-    """Bad arguments or input; printed as one line, exit 2."""
 
 
 def _int_list(text: str) -> list[int]:
@@ -136,6 +133,14 @@ def run_plan(a: argparse.Namespace) -> Plan:
         raise UsageError(str(exc)) from exc
 
 
+def plan_for(model: str, draft: str | None, gpu: str) -> Plan:
+    """A default plan (prior accept length) for a model, draft and GPU type."""
+    parser = argparse.ArgumentParser()
+    _add_plan_parser(parser.add_subparsers(dest="command"))
+    argv = ["plan", "--model", model, "--gpu", gpu] + (["--draft", draft] if draft else [])
+    return run_plan(parser.parse_args(argv))
+
+
 def render_plan_text(plan: Plan) -> str:
     """Human-readable plan."""
     j = plan.to_json()
@@ -199,10 +204,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     _add_plan_parser(sub)
+    policy_commands.add_parsers(sub)
     cal = sub.add_parser("calibrate", help="print the performance model against field figures")
     cal.add_argument("--fit", action="store_true", help="rerun the fit and print the constants")
     a = parser.parse_args(argv)
     try:
+        if a.command == "replay":
+            return policy_commands.run_replay(a)
+        if a.command == "fleetsim":
+            return policy_commands.run_fleetsim(a)
         if a.command == "plan":
             plan = run_plan(a)
             if a.format == "json":

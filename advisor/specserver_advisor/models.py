@@ -326,7 +326,13 @@ class Resources(ApiModel):
 
 
 class AutoSpeculation(ApiModel):
-    """Auto mode: when the operator switches speculation on or off from live metrics."""
+    """Auto mode: when the operator switches speculation on or off from live metrics.
+
+    Speculation is switched off fast and on slowly: ``disableAfterBreaches`` consecutive bad
+    evaluations turn it off, ``enableAfterPasses`` consecutive good ones turn it back on, with a
+    dead band around the crossover, a minimum dwell after every switch (a switch restarts the
+    engine) and a switch budget per hour.
+    """
 
     prometheus_url: str | None = Field(
         default=None,
@@ -337,6 +343,63 @@ class AutoSpeculation(ApiModel):
     )
     evaluation_interval_seconds: int = Field(
         default=30, ge=5, description="How often the policy is evaluated."
+    )
+    ttft_p99_slo_seconds: float = Field(
+        default=5.0,
+        gt=0,
+        description="TTFT P99 objective; breaching it while requests queue turns speculation off.",
+    )
+    tpot_slo_milliseconds: float = Field(
+        default=200.0, gt=0, description="Time-per-output-token objective (used for goodput)."
+    )
+    accept_length_floor: float | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "Accept length below which speculation is switched off. Default: the accept length "
+            "at which the performance model says speculation stops paying at low load, +5%."
+        ),
+    )
+    disable_after_breaches: int = Field(
+        default=6, ge=1, description="Consecutive breaching evaluations before switching off."
+    )
+    enable_after_passes: int = Field(
+        default=12, ge=1, description="Consecutive good evaluations before switching on."
+    )
+    dead_band: float = Field(
+        default=0.15,
+        ge=0,
+        lt=1,
+        description=(
+            "Fraction around the crossover concurrency inside which nothing switches: off above "
+            "crossover x (1 + deadBand), on below crossover x (1 - deadBand)."
+        ),
+    )
+    min_dwell_seconds: int = Field(
+        default=600, ge=0, description="Minimum time in a mode after a switch."
+    )
+    max_switches_per_hour: int = Field(
+        default=4, ge=1, description="Switch budget over any rolling hour."
+    )
+    stale_after_seconds: int = Field(
+        default=120, ge=1, description="Metrics older than this hold the current mode."
+    )
+    queue_growth_evaluations: int = Field(
+        default=3, ge=1, description="Evaluations a growing queue must persist to count."
+    )
+    relearn_after_seconds: int = Field(
+        default=7200,
+        ge=60,
+        description=(
+            "Measured per-band comparisons older than this are ignored (acceptance drifts and "
+            "cannot be seen while speculation is off), which lets exploration re-measure."
+        ),
+    )
+    explore: bool = Field(
+        default=True,
+        description=(
+            "Try the other mode in a load band seen in only one mode (within the switch budget)."
+        ),
     )
 
 

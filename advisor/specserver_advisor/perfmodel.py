@@ -11,6 +11,8 @@ Constants live in ``Calibration`` (fitted by ``specserver_advisor.calibration``)
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from specserver_advisor.gpus import Gpu
@@ -80,6 +82,8 @@ class Prediction:
     tpot_ms: float
     itl_ms: float
     ttft_ms: float
+    #: Requests of one wave spread over about [0.5, 1.5] x the mean: P99 ~ 1.5 x mean.
+    ttft_p99_ms: float
     output_tok_s: float
     prefill_s: float
 
@@ -202,7 +206,7 @@ def predict(
     running = max(1, min(concurrency, capacity)) if capacity > 0 else 0
     if running == 0:
         inf = float("inf")
-        return Prediction(concurrency, 0, concurrency, inf, inf, inf, inf, 0.0, inf)
+        return Prediction(concurrency, 0, concurrency, inf, inf, inf, inf, inf, 0.0, inf)
     queued = max(0, concurrency - running)
     step = step_time(scn, running, speculative, cal)
     prefill = prefill_time(scn, speculative, cal)
@@ -220,9 +224,15 @@ def predict(
         tpot_ms=step / accept * 1000,
         itl_ms=step * 1000,
         ttft_ms=ttft * 1000,
+        ttft_p99_ms=ttft * 1500,
         output_tok_s=req_per_s * scn.output_len,
         prefill_s=prefill,
     )
+
+
+def throughput(p: Prediction) -> float:
+    """Output tokens per second (the default thing a crossover compares)."""
+    return p.output_tok_s
 
 
 def crossover(
@@ -231,19 +241,21 @@ def crossover(
     cap_off: int,
     concurrencies: list[int],
     cal: Calibration = DEFAULT_CALIBRATION,
+    value: Callable[[Prediction], float] = throughput,
 ) -> float | None:
-    """The concurrency where speculation stops paying in output throughput, interpolated.
+    """The concurrency above which speculation stops paying (in ``value``, throughput default).
 
-    None when one mode wins (or loses) across the whole range.
+    The first point where the on/off ratio falls through 1, interpolated. None when it never
+    does in range (speculation wins everywhere, or already loses at the lowest load).
     """
     prev: tuple[int, float] | None = None
     for c in sorted(set(concurrencies)):
-        on = predict(scn, c, cap_on, True, cal).output_tok_s
-        off = predict(scn, c, cap_off, False, cal).output_tok_s
-        gain = on / off if off else 0.0
-        if prev is not None and (prev[1] - 1) * (gain - 1) <= 0 and prev[1] != gain:
+        on = value(predict(scn, c, cap_on, True, cal))
+        off = value(predict(scn, c, cap_off, False, cal))
+        gain = on / off if off else (math.inf if on else 1.0)
+        if prev is not None and prev[1] >= 1 > gain:
             c0, g0 = prev
-            return c0 + (1 - g0) * (c - c0) / (gain - g0)
+            return c0 + (g0 - 1) * (c - c0) / (g0 - gain) if math.isfinite(g0) else float(c0)
         prev = (c, gain)
     return None
 

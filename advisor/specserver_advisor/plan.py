@@ -7,20 +7,26 @@ to compute ``--max-running-requests`` and by the engine simulator for its timing
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from specserver_advisor import memory
 from specserver_advisor.gpus import Gpu
+from specserver_advisor.models import AutoSpeculation
 from specserver_advisor.modelshape import ModelShape, shape_from_config
 from specserver_advisor.perfmodel import (
     DEFAULT_CALIBRATION,
     Calibration,
+    Prediction,
     Scenario,
     SpecShape,
+    break_even_accept_length,
     crossover,
     predict,
 )
+from specserver_advisor.policy import PolicyContext, score
 from specserver_advisor.sglang.context import ContextCheck, check_context
 from specserver_advisor.sglang.resolve import MTP_TARGETS, Resolution, resolve_launch
 
@@ -285,3 +291,37 @@ def _point(p: Any) -> dict[str, Any]:
         "running": p.running,
         "queued": p.queued,
     }
+
+
+def policy_context(
+    plan: Plan,
+    policy: AutoSpeculation | None = None,
+    cal: Calibration = DEFAULT_CALIBRATION,
+    concurrencies: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256),
+) -> PolicyContext:
+    """The performance model's predictions the auto-speculation policy starts from.
+
+    Crossovers compare what the policy optimises: throughput scaled down when the predicted TTFT
+    P99 misses the SLO (``policy.score``), so a pool-bound card's queue counts against it.
+    """
+    policy = policy or AutoSpeculation()
+    slo = policy.ttft_p99_slo_seconds
+
+    def value(p: Prediction) -> float:
+        return score(p.output_tok_s, p.ttft_p99_ms / 1000, slo)
+
+    scn = plan.scenario
+    top = float(scn.spec.num_draft_tokens if scn.spec else 1) + 1
+    table: list[tuple[float, float]] = []
+    accept = 1.2
+    while accept <= top + 1e-9:
+        trial = dataclasses.replace(scn, accept_length=round(accept, 2))
+        cross = crossover(trial, plan.cap_on, plan.cap_off, list(concurrencies), cal, value)
+        if cross is None:
+            first_on = value(predict(trial, 1, plan.cap_on, True, cal))
+            first_off = value(predict(trial, 1, plan.cap_off, False, cal))
+            cross = math.inf if first_on >= first_off else 0.0
+        table.append((round(accept, 2), cross))
+        accept += 0.2
+    even = break_even_accept_length(scn, 1, plan.cap_on, plan.cap_off, cal)
+    return PolicyContext(table, even, plan.accept_length)

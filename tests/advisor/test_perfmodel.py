@@ -15,12 +15,12 @@ CONC = [1, 2, 4, 8, 16, 32, 64]
 
 @pytest.fixture(scope="module")
 def l4() -> Plan:
-    return calibration._plan("l4", CONC, calibration.DEFAULT_CALIBRATION)
+    return calibration.field_plan("l4", CONC)
 
 
 @pytest.fixture(scope="module")
 def gb10() -> Plan:
-    return calibration._plan("gb10", CONC, calibration.DEFAULT_CALIBRATION)
+    return calibration.field_plan("gb10", CONC)
 
 
 def gain(plan: Plan, c: int, key: str = "output_tok_s") -> float:

@@ -1,0 +1,42 @@
+"""PromQL for the auto-speculation signals, grouped by namespace and SpecServer.
+
+Pure strings, shared by ``specserver-advisor replay --prometheus`` and the operator (one query per
+signal per cycle for every SpecServer at once). SGLang's metrics reach PromQL as ``sglang:name``
+or ``sglang_name`` depending on exposition negotiation, so every selector matches both.
+"""
+
+from __future__ import annotations
+
+GROUP = ("namespace", "specserver")
+
+
+def selector(metric: str, matchers: dict[str, str] | None = None) -> str:
+    """``{__name__=~"sglang[:_]metric", ...}`` with exact-match label matchers."""
+    parts = [f'__name__=~"sglang[:_]{metric}"']
+    for key, value in sorted((matchers or {}).items()):
+        escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+        parts.append(f'{key}="{escaped}"')
+    return "{" + ", ".join(parts) + "}"
+
+
+def signal_queries(matchers: dict[str, str] | None = None, window: str = "1m") -> dict[str, str]:
+    """Observation field -> PromQL returning one series per (namespace, specserver)."""
+    by = ", ".join(GROUP)
+
+    def quantile(q: float, metric: str) -> str:
+        rate = f"rate({selector(metric + '_bucket', matchers)}[{window}])"
+        return f"histogram_quantile({q}, sum by ({by}, le) ({rate}))"
+
+    return {
+        "accept_length": f"avg by ({by}) ({selector('spec_accept_length', matchers)})",
+        "running": f"sum by ({by}) ({selector('num_running_reqs', matchers)})",
+        "queued": f"sum by ({by}) ({selector('num_queue_reqs', matchers)})",
+        "kv_usage": f"max by ({by}) ({selector('token_usage', matchers)})",
+        "output_tok_s": f"sum by ({by}) (rate({selector('generation_tokens_total', matchers)}"
+        f"[{window}]))",
+        "ttft_p99_s": quantile(0.99, "time_to_first_token_seconds"),
+        "ttft_p50_s": quantile(0.5, "time_to_first_token_seconds"),
+        "tpot_p50_ms": f"1000 * {quantile(0.5, 'request_time_per_output_token_seconds')}",
+        "itl_p99_ms": f"1000 * {quantile(0.99, 'inter_token_latency_seconds')}",
+        "age_s": f"time() - max by ({by}) (timestamp({selector('num_running_reqs', matchers)}))",
+    }

@@ -1,0 +1,107 @@
+"""Replay recorded observations through the auto-speculation policy.
+
+``specserver-advisor replay`` reads JSON lines (or Prometheus range queries through
+``loaders.prometheus``), feeds them in order to ``policy.decide`` as if each decision had been
+applied, and returns one decision per observation. Deterministic for the same input.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+
+from specserver_advisor.models import AutoSpeculation
+from specserver_advisor.policy import Decision, Observation, PolicyContext, PolicyState, decide
+
+
+class ReplayInputError(ValueError):
+    """An observation or policy file that cannot be used; the message names file and line."""
+
+
+def read_observations(path: Path) -> list[Observation]:
+    """Parse a JSON-lines file of observations (blank lines and # comments skipped)."""
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ReplayInputError(f"{path}: cannot read: {exc}") from exc
+    out = []
+    for number, line in enumerate(lines, start=1):
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        try:
+            data = json.loads(text)
+            if not isinstance(data, dict):
+                raise ValueError("expected a JSON object")
+            out.append(Observation.from_json(data))
+        except (ValueError, TypeError) as exc:
+            raise ReplayInputError(f"{path}:{number}: {exc}") from exc
+    return out
+
+
+def read_policy(path: Path) -> tuple[AutoSpeculation, dict[str, Any] | None]:
+    """An ``autoSpeculation`` block, or a SpecServer whose spec holds one.
+
+    Returns the policy and the SpecServer spec (None when the file is only the block).
+    """
+    from pydantic import ValidationError
+
+    try:
+        data = YAML(typ="safe").load(path.read_text())
+    except (OSError, UnicodeDecodeError, YAMLError) as exc:
+        raise ReplayInputError(f"{path}: cannot read YAML: {exc}") from exc
+    data = data or {}
+    if not isinstance(data, dict):
+        raise ReplayInputError(f"{path}: expected a mapping")
+    spec = data.get("spec") if isinstance(data.get("spec"), dict) else None
+    block = (spec or {}).get("autoSpeculation", {}) if spec is not None else data
+    try:
+        return AutoSpeculation.model_validate(block or {}), spec
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        prefix = "spec.autoSpeculation." if spec is not None else ""
+        raise ReplayInputError(f"{path}: {prefix}{where}: {err['msg']}") from exc
+
+
+NEUTRAL_CONTEXT = PolicyContext([(1.0, math.inf)], break_even_accept=1.0, prior_accept=2.5)
+
+
+def replay(
+    observations: Iterable[Observation],
+    policy: AutoSpeculation,
+    ctx: PolicyContext = NEUTRAL_CONTEXT,
+    start_mode: str = "on",
+) -> list[Decision]:
+    """Decisions for each observation, the state following the policy's own decisions."""
+    state = PolicyState(mode=start_mode)
+    decisions = []
+    for obs in observations:
+        decision, state = decide(obs, state, policy, ctx)
+        decisions.append(decision)
+    return decisions
+
+
+def _fmt(value: Any) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def render_table(decisions: list[Decision]) -> str:
+    """A fixed-width table, one decision per line."""
+    lines = [
+        f"{'ts':>12} {'action':>8} {'mode':>4} {'reason':<22} {'load':>6} {'accept':>6} "
+        f"{'ttft_p99':>8}"
+    ]
+    for d in decisions:
+        lines.append(
+            f"{d.ts:>12.0f} {d.action:>8} {d.mode:>4} {d.reason:<22} "
+            f"{_fmt(d.inputs.get('load')):>6} {_fmt(d.inputs.get('accept_length')):>6} "
+            f"{_fmt(d.inputs.get('ttft_p99_s')):>8}"
+        )
+    return "\n".join(lines)
