@@ -102,3 +102,119 @@ def namespace(kube: KubeHandle, request: pytest.FixtureRequest) -> Iterator[str]
     kube.kubectl("create", "namespace", name)
     yield name
     kube.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+def load_devprom() -> ModuleType:
+    """Import scripts/devprom.py."""
+    spec = importlib.util.spec_from_file_location("devprom", REPO / "scripts" / "devprom.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["devprom"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real Prometheus on loopback (scrape every second, file-based discovery)."""
+    devprom = load_devprom()
+    server = devprom.DevProm(
+        tmp_path_factory.mktemp("prometheus"),
+        int(os.environ.get("SPECSERVER_TEST_PROM_PORT", "29090")),
+    )
+    server.up()
+    try:
+        yield server
+    finally:
+        server.down()
+
+
+def free_port() -> int:
+    """A free TCP port on loopback."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+QWEN_EAGLE3 = [
+    "--model-path",
+    "Qwen/Qwen3-8B",
+    "--speculative-algorithm",
+    "EAGLE3",
+    "--speculative-draft-model-path",
+    "Tengyunw/qwen3_8b_eagle3",
+    "--speculative-num-steps",
+    "3",
+    "--speculative-eagle-topk",
+    "1",
+    "--speculative-num-draft-tokens",
+    "4",
+    "--mem-fraction-static",
+    "0.85",
+]
+
+
+@dataclass
+class Simulator:
+    """A running ``specserver-engine simulate`` process."""
+
+    url: str
+    port: int
+    process: subprocess.Popen[str]
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        import time
+        import urllib.error
+        import urllib.request
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"simulator exited: {self.process.stdout.read()}")  # type: ignore[union-attr]
+            try:
+                with urllib.request.urlopen(f"{self.url}/ready", timeout=1) as resp:
+                    if resp.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.1)
+        raise AssertionError("simulator not ready in time")
+
+
+@pytest.fixture
+def start_simulator() -> Iterator[Any]:
+    """Factory: start simulators with given SGLang args; all are stopped after the test."""
+    started: list[Simulator] = []
+
+    def start(*args: str, wait: bool = True) -> Simulator:
+        port = free_port()
+        argv = [
+            sys.executable,
+            "-m",
+            "specserver_engine.cli",
+            "simulate",
+            *args,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ]
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        sim = Simulator(f"http://127.0.0.1:{port}", port, proc)
+        started.append(sim)
+        if wait:
+            sim.wait_ready()
+        return sim
+
+    yield start
+    for sim in started:
+        sim.process.terminate()
+        try:
+            sim.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            sim.process.kill()
+            sim.process.wait()
+        if sim.process.stdout:
+            sim.process.stdout.close()

@@ -60,8 +60,11 @@ def field_plan(case: str, concurrency: list[int], cal: Calibration = DEFAULT_CAL
             lookup_gpu("L4"),
             accept_length=2.73,
             concurrency=concurrency,
-            clock_scale=L4_LOCKED_CLOCK if case == "l4-locked" else 1.0,
+            clock_scale=L4_LOCKED_CLOCK if case in ("l4-locked", "l4-gsm8k") else 1.0,
         )
+        if case == "l4-gsm8k":
+            # GSM8K-like: short prompts and answers (lengths assumed: ~120 in, ~120 out).
+            inp.input_len, inp.output_len, inp.accept_length = 120, 120, 2.72
     else:
         argv = ["--model-path", "Qwen/Qwen3-30B-A3B-Instruct-2507", *EAGLE3_314]
         inp = PlanInputs(
@@ -135,6 +138,8 @@ TARGETS: list[Target] = [
     ),
     Target("l4-locked", "L4@900MHz output tok/s c=32 off", 252, _value(32, "off", "output_tok_s")),
     Target("l4-locked", "L4@900MHz output tok/s c=32 on", 240, _value(32, "on", "output_tok_s")),
+    Target("l4-gsm8k", "L4@900MHz GSM8K-like (120/120) tok/s ratio on/off, c=32", 1.65,
+           _ratio(32, "output_tok_s")),
     Target("gb10", "GB10 TPOT gain off/on, c=1", 1.60, _ratio(1, "tpot_ms", inverse=True)),
     Target("gb10", "GB10 TPOT gain off/on, c=32", 1.89, _ratio(32, "tpot_ms", inverse=True)),
     Target("gb10", "GB10 TPOT gain off/on, c=64", 1.84, _ratio(64, "tpot_ms", inverse=True)),
@@ -147,7 +152,8 @@ CONCURRENCY = [1, 8, 32, 64]
 
 def evaluate(cal: Calibration = DEFAULT_CALIBRATION) -> list[tuple[Target, float]]:
     """Model value for every target."""
-    plans = {case: field_plan(case, CONCURRENCY, cal) for case in ("l4", "l4-locked", "gb10")}
+    cases = ("l4", "l4-locked", "l4-gsm8k", "gb10")
+    plans = {case: field_plan(case, CONCURRENCY, cal) for case in cases}
     return [(t, t.compute(plans[t.case])) for t in TARGETS]
 
 

@@ -131,7 +131,7 @@ def serve(tick: Tick, mode: str, restarting_s: float, policy: AutoSpeculation) -
         * _within(policy.ttft_p99_slo_seconds, ttft)
         * _within(policy.tpot_slo_milliseconds, p.tpot_ms)
     )
-    p99 = 1.5 * ttft + (restarting_s if restarting_s else 0.0)
+    p99 = p.ttft_p99_ms / 1000 + restarting_s
     return TickResult(p.output_tok_s * up, good * up, p99)
 
 

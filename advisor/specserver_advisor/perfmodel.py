@@ -24,14 +24,14 @@ class Calibration:
     """The model's few constants (see docs/advisor.md for the fit)."""
 
     bandwidth_efficiency: float = 0.956
-    compute_efficiency: float = 0.268
-    launch_s_per_dense_layer: float = 0.000108
-    launch_s_per_moe_layer: float = 0.000256
-    spec_step_overhead_s: float = 0.0013
+    compute_efficiency: float = 0.601
+    launch_s_per_dense_layer: float = 0.000228
+    launch_s_per_moe_layer: float = 0.000143
+    spec_step_overhead_s: float = 0.000616
     #: Host-side work per request per speculative step (tree build, accept, bookkeeping).
-    spec_s_per_request: float = 0.000794
+    spec_s_per_request: float = 0.000595
     #: Fraction of a request's extra verify positions that route like independent tokens.
-    moe_routing_independence: float = 0.492
+    moe_routing_independence: float = 0.418
     prefill_efficiency: float = 0.488
 
 

@@ -1,0 +1,146 @@
+"""Simulator vs field: the L4 Qwen3-8B sweep run against time-scaled simulated engines.
+
+``python -m specserver_engine.calibrate`` starts a simulated engine with and without EAGLE-3
+(clock locked at 900 MHz as in the field runs), drives each dataset kind with the load
+generator and prints TPOT at 8 users, output tok/s at 32 users and TTFT at 32 users next to
+the published figures, with the ratios. Takes a few minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from typing import Any
+
+from specserver_engine import loadgen
+
+L4_ARGS = ["--model-path", "Qwen/Qwen3-8B", "--mem-fraction-static", "0.85", "--sim-gpu", "L4"]
+EAGLE3 = [
+    "--speculative-algorithm",
+    "EAGLE3",
+    "--speculative-draft-model-path",
+    "Tengyunw/qwen3_8b_eagle3",
+    "--speculative-num-steps",
+    "3",
+    "--speculative-eagle-topk",
+    "1",
+    "--speculative-num-draft-tokens",
+    "4",
+]
+#: Dataset -> (prompt kind, input tokens, output tokens, ignore_eos). random is the field's
+#: 512/128 ignore_eos run; the others are typical lengths of those datasets (assumed).
+DATASETS = {
+    "random": ("random", 512, 128, True),
+    "ShareGPT": ("chat", 300, 220, False),
+    "GSM8K": ("math", 120, 180, False),
+    "code": ("code", 200, 260, False),
+}
+#: Published figures (default, EAGLE-3): TPOT ms at 8 users, output tok/s at 32 users (900 MHz).
+FIELD = {
+    "random": ((67.9, 36.6), (252, 240)),
+    "ShareGPT": ((67.5, 41.3), (284.5, 280)),
+    "GSM8K": ((65.5, 33.8), (397, 654)),
+    "code": ((66.15, 36.8), (365.5, 573.5)),
+}
+FIELD_TTFT_32 = (2970, 8040)  # random, unlocked clocks: default, EAGLE-3
+
+
+def _port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _start(extra: list[str], scale: float, clock: float) -> tuple[subprocess.Popen[bytes], str]:
+    port = _port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "specserver_engine.cli",
+            "simulate",
+            *L4_ARGS,
+            *extra,
+            "--time-scale",
+            str(scale),
+            "--sim-clock-scale",
+            str(clock),
+            "--sim-startup-seconds",
+            "0",
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            with urllib.request.urlopen(f"{url}/ready", timeout=1):
+                return proc, url
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("simulator did not start")
+
+
+def measure(
+    spec: bool, users: int, dataset: str, scale: float, clock: float, rounds: int
+) -> dict[str, Any]:
+    """One loadgen run against a fresh simulator; summary in modelled time."""
+    kind, inp, out, ignore = DATASETS[dataset]
+    proc, url = _start(EAGLE3 if spec else [], scale, clock)
+    try:
+        seg = loadgen.Segment(users, None, users * rounds, kind)
+        results, wall = asyncio.run(loadgen.run_segment(url, seg, inp, out, ignore))
+        return loadgen.summarise(results, wall, scale, users)
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the simulator-vs-field table."""
+    p = argparse.ArgumentParser(prog="python -m specserver_engine.calibrate")
+    p.add_argument("--time-scale", type=float, default=4.0)
+    p.add_argument("--rounds", type=int, default=3, help="requests per user")
+    a = p.parse_args(argv)
+    locked = 900 / 2040
+    print(
+        "| dataset | figure | field default | sim default | ratio | field EAGLE-3 | "
+        "sim EAGLE-3 | ratio |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for dataset, (tpot, tput) in FIELD.items():
+        rows = []
+        for users, key, field in ((8, "median_tpot_ms", tpot), (32, "output_throughput", tput)):
+            sims = [
+                measure(spec, users, dataset, a.time_scale, locked, a.rounds)[key]
+                for spec in (False, True)
+            ]
+            label = "TPOT@8 ms" if users == 8 else "tok/s@32"
+            rows.append(
+                f"| {dataset} | {label} | {field[0]} | {sims[0]:.1f} | "
+                f"{sims[0] / field[0]:.2f} | {field[1]} | {sims[1]:.1f} | "
+                f"{sims[1] / field[1]:.2f} |"
+            )
+        print("\n".join(rows), flush=True)
+    ttft = [
+        measure(spec, 32, "random", a.time_scale, 1.0, a.rounds)["median_ttft_ms"]
+        for spec in (False, True)
+    ]
+    print(
+        f"| random (boost clock) | TTFT@32 ms | {FIELD_TTFT_32[0]} | {ttft[0]:.0f} | "
+        f"{ttft[0] / FIELD_TTFT_32[0]:.2f} | {FIELD_TTFT_32[1]} | {ttft[1]:.0f} | "
+        f"{ttft[1] / FIELD_TTFT_32[1]:.2f} |"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

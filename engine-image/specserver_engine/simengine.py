@@ -1,0 +1,306 @@
+"""The simulated engine's scheduler: continuous batching with the advisor's step times.
+
+Requests wait until the KV pool and ``--max-running-requests`` admit them (that wait is their
+TTFT), are prefilled, then decode together; each step takes the performance model's time for
+the current batch and context, and commits one token per request (or, speculating, a number
+drawn from the prompt kind's acceptance). Time runs ``--time-scale`` times faster than the
+modelled GPU; everything reported (metrics, meta_info) is in modelled seconds.
+Used by simhttp.py (the HTTP API) and tested directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import random
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from specserver_advisor.perfmodel import prefill_time, step_time
+from specserver_engine.acceptance import (
+    continuation_probability,
+    draw_commit,
+    long_context_factor,
+    mean_accept,
+)
+from specserver_engine.simconfig import SimConfig
+from specserver_engine.simmetrics import EngineMetrics
+
+LOG_INTERVAL_STEPS = 40  # --decode-log-interval: gauges average over this many steps
+
+
+@dataclass
+class Chunk:
+    """Tokens committed for one request in one step."""
+
+    tokens: int
+    finished: bool = False
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class SimRequest:
+    """One request inside the simulator."""
+
+    rid: str
+    prompt_tokens: int
+    max_new_tokens: int
+    output_tokens: int
+    kind: str
+    streaming: bool
+    arrival: float = 0.0
+    first_token_at: float | None = None
+    last_chunk_at: float = 0.0
+    generated: int = 0
+    verify_ct: int = 0
+    correct_drafts: int = 0
+    accept_histogram: list[int] = field(default_factory=list)
+    chunks: asyncio.Queue[Chunk] = field(default_factory=asyncio.Queue)
+
+    @property
+    def reserved(self) -> int:
+        return self.prompt_tokens + self.max_new_tokens
+
+
+class SimEngine:
+    """Continuous-batching scheduler over modelled time."""
+
+    def __init__(self, cfg: SimConfig, metrics: EngineMetrics | None) -> None:
+        self.cfg = cfg
+        self.metrics = metrics
+        self.rng = random.Random(cfg.seed)
+        self.started = time.monotonic()
+        self.waiting: deque[SimRequest] = deque()
+        self.running: list[SimRequest] = []
+        self.used_tokens = 0
+        self.wake = asyncio.Event()
+        self.lifetime_tokens = 0
+        self.lifetime_verify = 0
+        self.window: deque[tuple[float, int, int, int]] = deque(maxlen=LOG_INTERVAL_STEPS)
+        self.last_step_s = 0.0
+        self.clock = 0.0  # modelled time at the end of the last step
+        r = cfg.plan.resolution
+        self.spec_shape = (
+            int(r.get("speculative_num_steps") or 0),
+            int(r.get("speculative_eagle_topk") or 1),
+        )
+        self.draft_context = cfg.plan.context.draft
+        self._step_cache: dict[tuple[int, int], float] = {}
+        if metrics:
+            metrics.set_static(
+                cfg.pool_tokens,
+                cfg.context_len,
+                self.spec_shape[0],
+                int(r.get("speculative_num_draft_tokens") or 0),
+            )
+
+    # -- time ------------------------------------------------------------------------------
+    def now(self) -> float:
+        """Modelled seconds since start."""
+        return (time.monotonic() - self.started) * self.cfg.time_scale
+
+    def ready(self) -> bool:
+        return self.now() >= self.cfg.startup_s
+
+    # -- requests --------------------------------------------------------------------------
+    def submit(
+        self,
+        prompt_tokens: int,
+        max_new_tokens: int,
+        ignore_eos: bool,
+        kind: str,
+        streaming: bool,
+        rid: str,
+    ) -> SimRequest:
+        """Queue a request; its chunks arrive on ``request.chunks``."""
+        prompt = max(1, min(prompt_tokens, self.cfg.context_len - 1))
+        max_new = max(1, min(max_new_tokens, self.cfg.context_len - prompt))
+        out = max_new if ignore_eos else max(1, int(max_new * self.rng.uniform(0.3, 1.0)))
+        req = SimRequest(rid, prompt, max_new, out, kind, streaming, arrival=self.now())
+        req.last_chunk_at = req.arrival
+        self.waiting.append(req)
+        self.wake.set()
+        return req
+
+    def avg_accept_length(self) -> float:
+        """Lifetime average (``internal_states[0].avg_spec_accept_length``)."""
+        return self.lifetime_tokens / self.lifetime_verify if self.lifetime_verify else 0.0
+
+    def flush(self) -> bool:
+        """``/flush_cache``: resets lifetime accept stats when idle."""
+        if self.running or self.waiting:
+            return False
+        self.lifetime_tokens = self.lifetime_verify = 0
+        return True
+
+    # -- scheduling ------------------------------------------------------------------------
+    def _admit(self) -> list[SimRequest]:
+        admitted = []
+        cap = self.cfg.max_running_requests
+        while self.waiting and len(self.running) < cap:
+            head = self.waiting[0]
+            if self.used_tokens + head.reserved > self.cfg.pool_tokens and self.running:
+                break
+            self.waiting.popleft()
+            self.used_tokens += head.reserved
+            self.running.append(head)
+            admitted.append(head)
+        return admitted
+
+    def _decode_step_s(self, batch: list[SimRequest]) -> float:
+        if not batch:
+            return 0.0
+        ctx = sum(r.prompt_tokens + r.generated for r in batch) // len(batch)
+        key = (len(batch), ctx // 64)
+        if key not in self._step_cache:
+            scn = dataclasses.replace(self.cfg.plan.scenario, input_len=ctx, output_len=0)
+            self._step_cache[key] = step_time(scn, len(batch), self.cfg.speculative, _calibration())
+        return self._step_cache[key]
+
+    def _prefill_s(self, reqs: list[SimRequest]) -> float:
+        total = 0.0
+        for r in reqs:
+            scn = dataclasses.replace(self.cfg.plan.scenario, input_len=r.prompt_tokens)
+            total += prefill_time(scn, self.cfg.speculative, _calibration())
+        return total
+
+    async def run(self) -> None:
+        """The scheduler loop; runs until cancelled."""
+        while True:
+            if not self.running and not self.waiting:
+                self._update_gauges()
+                self.wake.clear()
+                await self.wake.wait()
+                continue
+            admitted = self._admit()
+            decoding = [r for r in self.running if r.first_token_at is not None]
+            step_s = self._prefill_s(admitted) + self._decode_step_s(decoding)
+            # Sleep to an absolute deadline on the modelled timeline, so the event loop's own
+            # work (HTTP, bookkeeping) does not stretch modelled time when it is scaled up.
+            start = max(self.clock, self.now())
+            self.clock = start + step_s
+            await asyncio.sleep(max(0.0, (self.clock - self.now()) / self.cfg.time_scale))
+            now = self.clock
+            self.last_step_s = step_s
+            for r in admitted:
+                r.first_token_at = now
+                if self.metrics:
+                    self.metrics.ttft.labels(**self.metrics.streaming(r.streaming)).observe(
+                        now - r.arrival
+                    )
+                self._emit(r, 1, now)
+            self._decode(decoding, now, step_s)
+            self._update_gauges()
+
+    def _decode(self, batch: list[SimRequest], now: float, step_s: float) -> None:
+        committed = verifies = correct = 0
+        algo = self.cfg.plan.resolution.algorithm or ""
+        for r in batch:
+            if self.cfg.speculative:
+                depth = self.cfg.depth
+                mean = mean_accept(algo, *self.spec_shape, r.kind, self.cfg.accept_override)
+                mean = 1 + (mean - 1) * long_context_factor(
+                    r.prompt_tokens + r.generated, self.draft_context
+                )
+                tokens, accepted = draw_commit(
+                    self.rng, continuation_probability(mean, depth), depth
+                )
+                r.verify_ct += 1
+                r.correct_drafts += accepted
+                r.accept_histogram.append(accepted)
+                verifies += 1
+                correct += accepted
+            else:
+                tokens = 1
+            tokens = min(tokens, r.output_tokens - r.generated)
+            committed += tokens
+            self._emit(r, tokens, now)
+        if self.cfg.speculative and verifies:
+            self.lifetime_tokens += committed
+            self.lifetime_verify += verifies
+        self.window.append((step_s, committed, verifies, correct))
+
+    def _emit(self, r: SimRequest, tokens: int, now: float) -> None:
+        if self.metrics and r.generated > 0:
+            per_token = (now - r.last_chunk_at) / tokens
+            for _ in range(tokens):
+                self.metrics.itl.labels(**self.metrics.tok).observe(per_token)
+        r.generated += tokens
+        r.last_chunk_at = now
+        finished = r.generated >= r.output_tokens
+        meta: dict[str, Any] = {}
+        if finished:
+            self.running.remove(r)
+            self.used_tokens -= r.reserved
+            meta = self._finish(r, now)
+            self.wake.set()
+        r.chunks.put_nowait(Chunk(tokens, finished, meta))
+
+    def _finish(self, r: SimRequest, now: float) -> dict[str, Any]:
+        e2e = now - r.arrival
+        first = r.first_token_at if r.first_token_at is not None else now
+        meta: dict[str, Any] = {
+            "id": r.rid,
+            "finish_reason": {"type": "length", "length": r.output_tokens}
+            if r.output_tokens >= r.max_new_tokens
+            else {"type": "stop", "matched": 151645},
+            "prompt_tokens": r.prompt_tokens,
+            "completion_tokens": r.generated,
+            "cached_tokens": 0,
+            "reasoning_tokens": 0,
+            "weight_version": "default",
+            "num_retractions": 0,
+            "e2e_latency": e2e,
+        }
+        if self.cfg.speculative and r.verify_ct:
+            ndt = self.cfg.depth + 1
+            hist = [r.accept_histogram.count(i) for i in range(ndt)]
+            meta.update(
+                {
+                    "spec_accept_rate": r.correct_drafts / (r.verify_ct * max(1, ndt - 1)),
+                    "spec_accept_length": r.generated / r.verify_ct,
+                    "spec_num_correct_drafts": r.correct_drafts,
+                    "spec_num_proposed_drafts": r.verify_ct * (ndt - 1),
+                    "spec_verify_ct": r.verify_ct,
+                    "spec_correct_drafts_histogram": hist,
+                }
+            )
+        m = self.metrics
+        if m:
+            labels = m.streaming(r.streaming)
+            m.e2e.labels(**labels).observe(e2e)
+            if r.generated > 1:
+                m.tpot.labels(**labels).observe((now - first) / (r.generated - 1))
+            m.prompt_tokens.labels(**labels).inc(r.prompt_tokens)
+            m.generation_tokens.labels(**labels).inc(r.generated)
+            m.num_requests.labels(**labels).inc()
+            if r.verify_ct:
+                m.spec_verify_calls.labels(**m.tok).inc(r.verify_ct)
+        return meta
+
+    def _update_gauges(self) -> None:
+        m = self.metrics
+        if not m:
+            return
+        s = m.sched
+        m.num_running_reqs.labels(**s).set(len(self.running))
+        m.num_queue_reqs.labels(**s).set(len(self.waiting))
+        m.num_used_tokens.labels(**s).set(self.used_tokens)
+        m.token_usage.labels(**s).set(self.used_tokens / max(1, self.cfg.pool_tokens))
+        secs = sum(w[0] for w in self.window)
+        tokens = sum(w[1] for w in self.window)
+        m.gen_throughput.labels(**s).set(tokens / secs if secs else 0.0)
+        verifies = sum(w[2] for w in self.window)
+        if self.cfg.speculative and verifies:
+            m.spec_accept_length.labels(**s).set(tokens / verifies)
+            m.spec_accept_rate.labels(**s).set(
+                sum(w[3] for w in self.window) / (verifies * max(1, self.cfg.depth))
+            )
+
+
+def _calibration() -> Any:
+    from specserver_advisor.perfmodel import DEFAULT_CALIBRATION
+
+    return DEFAULT_CALIBRATION
