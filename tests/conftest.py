@@ -218,3 +218,11 @@ def start_simulator() -> Iterator[Any]:
             sim.process.wait()
         if sim.process.stdout:
             sim.process.stdout.close()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        help="rewrite tests/golden/*.yaml from the current renderer",
+    )

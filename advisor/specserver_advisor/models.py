@@ -290,6 +290,16 @@ class Engine(ApiModel):
     startup_timeout_seconds: int = Field(
         default=1800, ge=30, description="How long model loading may take before the pod restarts."
     )
+    expected_input_tokens: int = Field(
+        default=512,
+        ge=1,
+        description="Typical prompt length; sizes the computed --max-running-requests.",
+    )
+    expected_output_tokens: int = Field(
+        default=128,
+        ge=1,
+        description="Typical answer length; sizes the computed --max-running-requests.",
+    )
 
 
 class Toleration(ApiModel):

@@ -68,7 +68,7 @@ class EngineMetrics:
 
     def __init__(self, model_name: str) -> None:
         # SGLang exports through the multiprocess collector, which writes no _created series.
-        disable_created_metrics()
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = CollectorRegistry()
         r = self.registry
         self.sched = {

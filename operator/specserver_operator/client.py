@@ -1,0 +1,164 @@
+"""The only module that talks to the Kubernetes API (kubernetes client, synchronous).
+
+Handlers and the controller receive a ``KubeClient`` so tests can pass their own. Children are
+written with server-side apply under the field manager ``specserver`` (so fields other managers
+own are never overwritten) and only when their content hash changed (a resync writes nothing).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from typing import Any
+
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
+
+from specserver_advisor.models import GROUP, PLURAL, VERSION
+
+FIELD_MANAGER = "specserver"
+HASH_ANNOTATION = "specserver.io/applied-hash"
+CONFLICT_RETRIES = 5
+
+
+class NotFoundError(LookupError):
+    """The object does not exist."""
+
+
+class ApiError(RuntimeError):
+    """The API server refused a request; the message carries its reason."""
+
+
+def load_config() -> None:
+    """In-cluster config when running in a pod, else the kubeconfig."""
+    try:
+        k8s_config.load_incluster_config()  # type: ignore[no-untyped-call]
+    except k8s_config.ConfigException:
+        k8s_config.load_kube_config()  # type: ignore[no-untyped-call]
+
+
+def object_hash(obj: dict[str, Any]) -> str:
+    """Content hash of a desired object (without the hash annotation itself)."""
+    clean = json.loads(json.dumps(obj))
+    clean.get("metadata", {}).get("annotations", {}).pop(HASH_ANNOTATION, None)
+    return hashlib.sha256(json.dumps(clean, sort_keys=True).encode()).hexdigest()[:16]
+
+
+class KubeClient:
+    """Typed, minimal access to what the operator reads and writes."""
+
+    def __init__(self, api: k8s.ApiClient | None = None) -> None:
+        self.api = api or k8s.ApiClient()
+        self.core = k8s.CoreV1Api(self.api)
+        self.apps = k8s.AppsV1Api(self.api)
+        self.custom = k8s.CustomObjectsApi(self.api)
+        self.writes = 0  # API writes sent (for the scale benchmark and tests)
+
+    def _dict(self, obj: Any) -> dict[str, Any]:
+        data: dict[str, Any] = self.api.sanitize_for_serialization(obj)  # type: ignore[no-untyped-call]
+        return data
+
+    def get_configmap_data(self, namespace: str, name: str) -> dict[str, str]:
+        try:
+            cm = self.core.read_namespaced_config_map(name, namespace)
+        except ApiException as exc:
+            raise _error(exc, f"ConfigMap {namespace}/{name}") from exc
+        return dict(cm.data or {})
+
+    def get_secret_value(self, namespace: str, name: str, key: str) -> str:
+        import base64
+
+        try:
+            secret = self.core.read_namespaced_secret(name, namespace)
+        except ApiException as exc:
+            raise _error(exc, f"Secret {namespace}/{name}") from exc
+        raw = (secret.data or {}).get(key)
+        if raw is None:
+            raise NotFoundError(f"Secret {namespace}/{name} has no key {key}")
+        return base64.b64decode(raw).decode()
+
+    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """A Deployment or Service as a dict, or None."""
+        try:
+            if kind == "Deployment":
+                return self._dict(self.apps.read_namespaced_deployment(name, namespace))
+            if kind == "Service":
+                return self._dict(self.core.read_namespaced_service(name, namespace))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise _error(exc, f"{kind} {namespace}/{name}") from exc
+        raise ValueError(f"unsupported kind {kind}")
+
+    def apply(self, obj: dict[str, Any]) -> bool:
+        """Server-side apply ``obj`` unless its content hash is already there; True if written."""
+        kind, meta = obj["kind"], obj["metadata"]
+        desired_hash = object_hash(obj)
+        current = self.get(kind, meta["namespace"], meta["name"])
+        if (
+            current
+            and (current["metadata"].get("annotations") or {}).get(HASH_ANNOTATION) == desired_hash
+        ):
+            return False
+        body = json.loads(json.dumps(obj))
+        body["metadata"].setdefault("annotations", {})[HASH_ANNOTATION] = desired_hash
+        patch = {
+            "Deployment": self.apps.patch_namespaced_deployment,
+            "Service": self.core.patch_namespaced_service,
+        }[kind]
+        for attempt in range(CONFLICT_RETRIES):
+            try:
+                patch(
+                    meta["name"],
+                    meta["namespace"],
+                    body,
+                    field_manager=FIELD_MANAGER,
+                    force=True,
+                    _content_type="application/apply-patch+yaml",
+                )
+                self.writes += 1
+                return True
+            except ApiException as exc:
+                if exc.status == 409 and attempt < CONFLICT_RETRIES - 1:
+                    time.sleep(0.2 * (attempt + 1))
+                    continue
+                raise _error(exc, f"{kind} {meta['namespace']}/{meta['name']}") from exc
+        return False
+
+    def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        """Merge-patch the SpecServer status through the status subresource."""
+        for attempt in range(CONFLICT_RETRIES):
+            try:
+                self.custom.patch_namespaced_custom_object_status(
+                    GROUP, VERSION, namespace, PLURAL, name, {"status": status}
+                )
+                self.writes += 1
+                return
+            except ApiException as exc:
+                if exc.status == 409 and attempt < CONFLICT_RETRIES - 1:
+                    time.sleep(0.2 * (attempt + 1))
+                    continue
+                raise _error(exc, f"SpecServer {namespace}/{name} status") from exc
+
+    def get_specserver(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            data: dict[str, Any] = self.custom.get_namespaced_custom_object(  # type: ignore[assignment]
+                GROUP, VERSION, namespace, PLURAL, name
+            )
+            return data
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise _error(exc, f"SpecServer {namespace}/{name}") from exc
+
+
+def _error(exc: ApiException, what: str) -> Exception:
+    if exc.status == 404:
+        return NotFoundError(f"{what} not found")
+    try:
+        message = json.loads(exc.body or "{}").get("message") or exc.reason
+    except json.JSONDecodeError:
+        message = exc.reason
+    return ApiError(f"{what}: {exc.status} {message}")

@@ -1,0 +1,207 @@
+"""One reconcile pass for one SpecServer: read, decide (pure), write what changed.
+
+Called by handlers.py (create/update/resume and the observation timer). Reads model configs
+from the configured source, validates and renders with the advisor, applies children through
+``client.KubeClient`` and writes status. Returns the events to post; raises ``RetryLater`` when a
+dependency (a ConfigMap, an endpoint) is not readable yet.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from specserver_advisor.loaders.configs import (
+    ConfigNotFoundError,
+    ConfigUnreadableError,
+    bundled,
+    fetch_from_endpoint,
+)
+from specserver_advisor.models import SpecServer
+from specserver_operator import conditions as cond
+from specserver_operator.client import ApiError, KubeClient, NotFoundError
+from specserver_operator.configsource import (
+    ConfigSourceError,
+    ModelConfigs,
+    from_configmap,
+    from_inline,
+)
+from specserver_operator.engineconfig import EngineConfig, build_engine_config
+from specserver_operator.reconcile import compute_status, speculation_wanted, status_changes
+from specserver_operator.render import DEFAULT_PREFLIGHT_IMAGE, build_children
+
+
+class RetryLater(Exception):
+    """Something the reconcile needs is not available yet; the message says what."""
+
+
+@dataclass
+class Outcome:
+    """What a pass did, for handlers to report."""
+
+    events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message)
+    wrote_children: int = 0
+    wrote_status: bool = False
+    retry: str | None = None
+
+
+@dataclass
+class Settings:
+    """Operator-wide settings (environment)."""
+
+    hf_endpoint: str | None = os.environ.get("SPECSERVER_HF_ENDPOINT")
+    preflight_image: str = os.environ.get("SPECSERVER_ENGINE_IMAGE", DEFAULT_PREFLIGHT_IMAGE)
+
+
+_CONFIG_CACHE: dict[tuple[str, int], ModelConfigs] = {}
+
+
+def read_configs(
+    client: KubeClient, server: SpecServer, uid: str, settings: Settings
+) -> ModelConfigs:
+    """Model configs from the first source that has them (cached per generation)."""
+    key = (uid, server.metadata.generation or 0)
+    if key in _CONFIG_CACHE:
+        return _CONFIG_CACHE[key]
+    spec, ns = server.spec, server.metadata.namespace or "default"
+    configs = from_inline(spec)
+    src = spec.model_source
+    if configs is None and src and src.config_map_name:
+        try:
+            data = client.get_configmap_data(ns, src.config_map_name)
+        except NotFoundError as exc:
+            raise ConfigSourceError(str(exc)) from exc
+        configs = from_configmap(src.config_map_name, data, spec.draft is not None)
+    endpoint = (src.hf_endpoint if src else None) or settings.hf_endpoint
+    if configs is None and endpoint:
+        token = None
+        if src and src.hf_token_secret_ref:
+            try:
+                token = client.get_secret_value(
+                    ns, src.hf_token_secret_ref.name, src.hf_token_secret_ref.key
+                )
+            except NotFoundError as exc:
+                raise ConfigSourceError(str(exc)) from exc
+        try:
+            target = fetch_from_endpoint(
+                endpoint, spec.model.path, spec.model.revision, "config.json", token
+            )
+            draft = (
+                fetch_from_endpoint(
+                    endpoint, spec.draft.path, spec.draft.revision, "config.json", token
+                )
+                if spec.draft
+                else None
+            )
+        except (ConfigNotFoundError, ConfigUnreadableError) as exc:
+            raise ConfigSourceError(str(exc)) from exc
+        if target is not None and (draft is not None or not spec.draft):
+            configs = ModelConfigs(target, draft, None, None, f"endpoint {endpoint}")
+    if configs is None:
+        target_b = bundled(spec.model.path)
+        draft_b = bundled(spec.draft.path) if spec.draft else None
+        if target_b is None or (spec.draft and draft_b is None):
+            missing = spec.model.path if target_b is None else spec.draft.path  # type: ignore[union-attr]
+            raise ConfigSourceError(
+                f"no config for {missing}: give spec.modelSource.inline, a configMapName, or "
+                "an hfEndpoint (or SPECSERVER_HF_ENDPOINT for the operator)"
+            )
+        configs = ModelConfigs(
+            target_b.config, draft_b.config if draft_b else None, None, None, "bundled"
+        )
+    _CONFIG_CACHE[key] = configs
+    return configs
+
+
+def reconcile(
+    client: KubeClient,
+    body: dict[str, Any],
+    now: str,
+    settings: Settings | None = None,
+    speculative: bool | None = None,
+) -> Outcome:
+    """Bring one SpecServer's children and status in line with its spec.
+
+    ``speculative`` forces the mode to render (the auto-speculation loop's decision); by default
+    it comes from ``spec.mode`` and what runs now.
+    """
+    settings = settings or Settings()
+    meta = body["metadata"]
+    ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
+    current = dict(body.get("status") or {})
+    out = Outcome()
+    cfg: EngineConfig | None = None
+    config_error: str | None = None
+    try:
+        server = SpecServer.model_validate(body)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        cfg = EngineConfig(False, "InvalidSpec", f"{where}: {err['msg']}")
+        server = None
+    if server is not None:
+        try:
+            configs = read_configs(client, server, uid, settings)
+            want = speculation_wanted(server.spec, current) if speculative is None else speculative
+            cfg = build_engine_config(server.spec, configs, want)
+        except ConfigSourceError as exc:
+            config_error = str(exc)
+            out.retry = config_error
+    deployment = client.get("Deployment", ns, name)
+    if server is not None and cfg is not None and cfg.valid:
+        for child in build_children(server, uid, cfg, settings.preflight_image):
+            if client.apply(child):
+                out.wrote_children += 1
+        if out.wrote_children:
+            deployment = client.get("Deployment", ns, name)
+    replicas = server.spec.replicas if server is not None else 0
+    desired = compute_status(
+        generation=meta.get("generation"),
+        current=current,
+        cfg=cfg,
+        config_error=config_error,
+        deployment=deployment,
+        replicas=replicas,
+        now=now,
+    )
+    changes = status_changes(current, desired)
+    if changes:
+        try:
+            client.patch_status(ns, name, changes)
+            out.wrote_status = True
+        except (ApiError, NotFoundError) as exc:
+            out.retry = str(exc)
+    out.events = _events(current, desired, cfg)
+    return out
+
+
+def _events(
+    current: dict[str, Any], desired: dict[str, Any], cfg: EngineConfig | None
+) -> list[tuple[str, str, str]]:
+    """Events for condition flips and reason changes only (no repeats on resync)."""
+    events = []
+    old = current.get("conditions") or []
+    for new in desired.get("conditions", []):
+        before = cond.get_condition(old, new["type"])
+        if (
+            before
+            and before.get("status") == new["status"]
+            and before.get("reason") == new["reason"]
+        ):
+            continue
+        if new["type"] == cond.CONFIG_VALID and new["status"] == "False":
+            events.append(("Warning", new["reason"], new["message"]))
+        elif new["type"] == cond.CONFIG_VALID and new["status"] == "Unknown":
+            events.append(("Warning", "ConfigUnavailable", new["message"]))
+        elif new["type"] == cond.READY and new["status"] == "True":
+            events.append(("Normal", "EngineReady", new["message"]))
+        elif new["type"] == cond.SPECULATION_ACTIVE and new["status"] in ("True", "False"):
+            events.append(("Normal", new["reason"], new["message"]))
+    if cfg is not None and cfg.valid:
+        for code, message in cfg.warnings:
+            if code not in str(current.get("conditions")):
+                events.append(("Warning", code, message))
+    return events

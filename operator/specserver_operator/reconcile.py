@@ -1,0 +1,126 @@
+"""Pure reconcile decisions: which mode to render and what the status should say.
+
+``compute_status`` takes everything observed (engine config or why there is none, the engine
+Deployment, the clock as an argument) and returns the status; ``status_changes`` says which
+top-level fields differ so a resync with nothing new writes nothing. Called by controller.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from specserver_advisor.models import Mode, SpecServerSpec
+from specserver_operator import conditions as cond
+from specserver_operator.engineconfig import EngineConfig
+
+
+def speculation_wanted(spec: SpecServerSpec, status: dict[str, Any]) -> bool:
+    """On/Off from the spec; Auto keeps what runs now (the policy switches it), On at first."""
+    if spec.mode == Mode.ON:
+        return True
+    if spec.mode == Mode.OFF:
+        return False
+    return bool(status.get("speculationMode", "On") != "Off")
+
+
+def deployment_state(deployment: dict[str, Any] | None, replicas: int) -> tuple[bool, bool, str]:
+    """(ready, progressing, message) from a Deployment's status."""
+    if deployment is None:
+        return False, False, "no engine Deployment"
+    st = deployment.get("status") or {}
+    ready = int(st.get("readyReplicas") or 0)
+    updated = int(st.get("updatedReplicas") or 0)
+    observed = st.get("observedGeneration") == deployment["metadata"].get("generation")
+    progressing = not observed or updated < replicas or ready < replicas
+    if replicas == 0:
+        return True, False, "scaled to zero"
+    return ready >= replicas and observed, progressing, f"{ready}/{replicas} engine replicas ready"
+
+
+def compute_status(
+    *,
+    generation: int | None,
+    current: dict[str, Any],
+    cfg: EngineConfig | None,
+    config_error: str | None,
+    deployment: dict[str, Any] | None,
+    replicas: int,
+    now: str,
+) -> dict[str, Any]:
+    """The full status the SpecServer should show."""
+    conds = current.get("conditions") or cond.initial_conditions(generation, now)
+    status: dict[str, Any] = {"observedGeneration": generation}
+
+    def put(type_: str, value: str, reason: str, message: str) -> None:
+        nonlocal conds
+        conds = cond.set_condition(
+            conds, cond.condition(type_, value, reason, message, generation, now), now
+        )
+
+    ready, progressing, ready_msg = deployment_state(deployment, replicas)
+    if config_error is not None:
+        put(cond.CONFIG_VALID, "Unknown", "ConfigUnavailable", config_error)
+    elif cfg is not None and not cfg.valid:
+        put(cond.CONFIG_VALID, "False", cfg.reason, cfg.message)
+    elif cfg is not None:
+        warn = "; ".join(f"{code}: {msg}" for code, msg in cfg.warnings)
+        put(cond.CONFIG_VALID, "True", "Valid", warn or cfg.message)
+    valid = cfg is not None and cfg.valid and config_error is None
+    if ready:
+        put(cond.READY, "True", "EngineReady", ready_msg)
+    else:
+        why = "ConfigInvalid" if not valid and deployment is None else "EngineNotReady"
+        put(
+            cond.READY,
+            "False",
+            why,
+            ready_msg if valid or deployment else "nothing deployed until the spec is valid",
+        )
+    put(
+        cond.PROGRESSING,
+        "True" if progressing and valid else "False",
+        "RollingOut" if progressing and valid else ("ConfigInvalid" if not valid else "Stable"),
+        ready_msg,
+    )
+    running_spec = _running_speculation(deployment)
+    if running_spec is None and valid and cfg is not None:
+        running_spec = cfg.speculative
+    if running_spec is None:
+        put(cond.SPECULATION_ACTIVE, "Unknown", "NoEngine", "no engine deployed")
+    else:
+        put(
+            cond.SPECULATION_ACTIVE,
+            "True" if running_spec else "False",
+            "SpeculationOn" if running_spec else "SpeculationOff",
+            "the engine runs with speculative flags"
+            if running_spec
+            else "the engine runs without speculative flags",
+        )
+        mode = "On" if running_spec else "Off"
+        status["speculationMode"] = mode
+        same = current.get("speculationMode") == mode
+        status["speculationModeSince"] = (
+            current.get("speculationModeSince")
+            if same and current.get("speculationModeSince")
+            else now
+        )
+    status["conditions"] = conds
+    if valid and cfg is not None:
+        status["maxRunningRequests"] = cfg.max_running_requests
+        status["maxRunningRequestsSource"] = cfg.max_running_requests_source
+        status["maxRunningRequestsReason"] = cfg.max_running_requests_reason
+        status["resolved"] = cfg.resolved
+    return status
+
+
+def _running_speculation(deployment: dict[str, Any] | None) -> bool | None:
+    if deployment is None:
+        return None
+    labels = deployment["metadata"].get("labels") or {}
+    mode = labels.get("specserver.io/mode")
+    return None if mode is None else mode == "on"
+
+
+def status_changes(current: dict[str, Any], desired: dict[str, Any]) -> dict[str, Any]:
+    """Top-level fields of ``desired`` that differ from ``current`` (empty: write nothing)."""
+    return {k: v for k, v in desired.items() if current.get(k) != v}

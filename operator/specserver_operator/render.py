@@ -1,0 +1,152 @@
+"""Render a SpecServer's children from the jinja2 templates in ``templates/`` (pure).
+
+``build_children`` returns parsed dicts (Deployment, Service) with owner references and labels;
+callers never see YAML strings. Called by reconcile.py; no API access, no clock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import jinja2
+import yaml
+
+from specserver_advisor.models import API_VERSION, KIND, SpecServer
+from specserver_operator.engineconfig import EngineConfig
+
+ENV = jinja2.Environment(
+    loader=jinja2.PackageLoader("specserver_operator", "templates"),
+    undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    autoescape=False,
+)
+MANAGED_BY = "specserver"
+
+
+def labels(server: SpecServer, mode: str) -> dict[str, str]:
+    """Labels on every child and pod."""
+    name = server.metadata.name or ""
+    return {
+        "app.kubernetes.io/name": "sglang",
+        "app.kubernetes.io/instance": name,
+        "app.kubernetes.io/component": "engine",
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+        "specserver.io/name": name,
+        "specserver.io/mode": mode,
+    }
+
+
+def owner_reference(server: SpecServer, uid: str) -> dict[str, Any]:
+    """The SpecServer as controller owner (deleting it deletes the children)."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "name": server.metadata.name,
+        "uid": uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _volume(server: SpecServer) -> dict[str, Any] | None:
+    src = server.spec.model_source
+    vol = src.volume if src else None
+    if vol is None:
+        return None
+    if vol.persistent_volume_claim_name:
+        return {
+            "persistentVolumeClaim": {
+                "claimName": vol.persistent_volume_claim_name,
+                "readOnly": True,
+            }
+        }
+    if vol.host_path:
+        return {"hostPath": {"path": vol.host_path, "type": "Directory"}}
+    return None
+
+
+def _env(server: SpecServer) -> list[dict[str, Any]]:
+    src = server.spec.model_source
+    env: list[dict[str, Any]] = []
+    if src and src.volume and src.volume.hf_cache:
+        env.append({"name": "HF_HOME", "value": src.volume.mount_path})
+    if src and src.hf_endpoint:
+        env.append({"name": "HF_ENDPOINT", "value": src.hf_endpoint})
+    if src and src.hf_token_secret_ref:
+        ref = src.hf_token_secret_ref
+        env.append(
+            {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
+        )
+    env += [{"name": e.name, "value": e.value} for e in server.spec.engine.env]
+    return env
+
+
+def config_hash(cfg: EngineConfig, server: SpecServer) -> str:
+    """Changes exactly when the pod template would."""
+    material = {
+        "args": cfg.args,
+        "image": server.spec.engine.image,
+        "env": _env(server),
+        "resources": server.spec.resources.model_dump(mode="json"),
+        "volume": _volume(server),
+    }
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:16]
+
+
+DEFAULT_PREFLIGHT_IMAGE = "ghcr.io/specserver/specserver-engine:0.1.0-sglang0.5.23"
+
+
+def build_children(
+    server: SpecServer, uid: str, cfg: EngineConfig, preflight_image: str = DEFAULT_PREFLIGHT_IMAGE
+) -> list[dict[str, Any]]:
+    """The Deployment and the Service for a validated engine config.
+
+    The engine container runs ``sglang serve`` in ``spec.engine.image`` (a stock SGLang image
+    works); the init container runs ``specserver-engine preflight`` from ``preflight_image``
+    (engine-image/Dockerfile) on the same arguments and files.
+    """
+    spec = server.spec
+    mode = "on" if cfg.speculative else "off"
+    res = spec.resources
+    # Quantities as strings: server-side apply's typed patches refuse bare integers.
+    limits: dict[str, Any] = {res.gpu_resource_name: str(res.gpus)}
+    requests: dict[str, Any] = {}
+    for key, value in (("cpu", res.cpu), ("memory", res.memory)):
+        if value:
+            limits[key] = requests[key] = value
+    lab = labels(server, mode)
+    gpu_type = res.gpu_type
+    context = {
+        "name": server.metadata.name,
+        "namespace": server.metadata.namespace,
+        "labels": lab,
+        "selector": {"specserver.io/name": server.metadata.name},
+        "config_hash": config_hash(cfg, server),
+        "replicas": spec.replicas,
+        "mode": mode,
+        "image": spec.engine.image,
+        "port": spec.engine.port,
+        "serve_args": cfg.args,
+        "preflight_image": preflight_image,
+        "preflight_args": ["preflight", "--gpu-type", gpu_type, "--", *cfg.args],
+        "env": _env(server),
+        "limits": limits,
+        "requests": requests,
+        "startup_failures": max(3, spec.engine.startup_timeout_seconds // 10),
+        "node_selector": res.node_selector,
+        "tolerations": [t.model_dump(by_alias=True, exclude_none=True) for t in res.tolerations],
+        "volume": _volume(server),
+        "mount_path": spec.model_source.volume.mount_path
+        if spec.model_source and spec.model_source.volume
+        else "/models",
+    }
+    children = []
+    for template in ("deployment.yaml.j2", "service.yaml.j2"):
+        text = ENV.get_template(template).render(**context)
+        obj: dict[str, Any] = yaml.safe_load(text)
+        obj["metadata"]["ownerReferences"] = [owner_reference(server, uid)]
+        children.append(obj)
+    return children

@@ -1,0 +1,282 @@
+"""The operator as a real process against the real apiserver + controller-manager."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+from conftest import REPO, KubeHandle, free_port, load_config
+
+EXAMPLE = REPO / "manifests" / "examples" / "qwen3-8b-eagle3-l4.yaml"
+
+
+class Operator:
+    """A running ``specserver-operator``."""
+
+    def __init__(self, kube: KubeHandle) -> None:
+        self.kube = kube
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        port = free_port()
+        env = dict(kube_env(self.kube), PYTHONUNBUFFERED="1")
+        self.log = open(f"/tmp/specserver-operator-{port}.log", "wb")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "specserver_operator.main",
+                "--liveness",
+                f"http://127.0.0.1:{port}/healthz",
+            ],
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        wait_for(lambda: _ok(f"http://127.0.0.1:{port}/healthz"), 60, "operator liveness")
+
+    def stop(self) -> None:
+        if self.proc:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            self.log.close()
+            self.proc = None
+
+
+def kube_env(kube: KubeHandle) -> dict[str, str]:
+    return dict(os.environ, KUBECONFIG=str(kube.kubeconfig))
+
+
+def _ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as resp:
+            return bool(resp.status == 200)
+    except OSError:
+        return False
+
+
+def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def operator(kube: KubeHandle) -> Iterator[Operator]:
+    op = Operator(kube)
+    op.start()
+    yield op
+    op.stop()
+
+
+def get(kube: KubeHandle, kind: str, ns: str, name: str) -> dict[str, Any] | None:
+    done = kube.kubectl("get", kind, name, "-n", ns, "-o", "json", check=False)
+    return json.loads(done.stdout) if done.returncode == 0 else None
+
+
+def condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
+    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if c["type"] == type_:
+            return dict(c)
+    return None
+
+
+def apply(kube: KubeHandle, ns: str, doc: dict[str, Any]) -> None:
+    kube.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(doc))
+
+
+def example(**engine: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
+    doc["spec"]["engine"].update(engine)
+    doc["spec"]["engine"] = {k: v for k, v in doc["spec"]["engine"].items() if v is not None}
+    return doc
+
+
+def engine_args(deployment: dict[str, Any]) -> list[str]:
+    return list(deployment["spec"]["template"]["spec"]["containers"][0]["args"])
+
+
+def test_computed_cap_is_explicit_and_status_says_why(
+    kube: KubeHandle, namespace: str, operator: Operator
+) -> None:
+    apply(kube, namespace, example(maxRunningRequests=None))
+    dep = wait_for(lambda: get(kube, "deployment", namespace, "qwen3-8b"), 60, "Deployment")
+    args = engine_args(dep)
+    cap = int(args[args.index("--max-running-requests") + 1])
+    assert 1 <= cap < 48
+    sps = wait_for(
+        lambda: (
+            (o := get(kube, "sps", namespace, "qwen3-8b"))
+            and (o.get("status") or {}).get("maxRunningRequestsSource")
+            and o
+        ),
+        60,
+        "status",
+    )
+    st = sps["status"]
+    assert st["maxRunningRequestsSource"] == "Computed" and st["maxRunningRequests"] == cap
+    assert "KV pool" in st["maxRunningRequestsReason"]
+    assert st["observedGeneration"] == sps["metadata"]["generation"]
+    assert condition(sps, "ConfigValid")["status"] == "True"  # type: ignore[index]
+    assert condition(sps, "SpeculationActive")["status"] == "True"  # type: ignore[index]
+    assert get(kube, "service", namespace, "qwen3-8b") is not None
+    owner = dep["metadata"]["ownerReferences"][0]
+    assert owner["kind"] == "SpecServer" and owner["uid"] == sps["metadata"]["uid"]
+    labels = dep["metadata"]["labels"]
+    assert labels["app.kubernetes.io/managed-by"] == "specserver"
+    assert labels["specserver.io/mode"] == "on" and labels["specserver.io/name"] == "qwen3-8b"
+
+
+def test_short_draft_is_refused_then_fixed(
+    kube: KubeHandle, namespace: str, operator: Operator
+) -> None:
+    target = load_config("llama-3.1-8b")
+    draft = load_config("eagle3-2048-positions")
+    doc = example(maxRunningRequests=None, extraArgs=None)
+    doc["metadata"]["name"] = "llama-short-draft"
+    doc["spec"]["model"] = {"path": "meta-llama/Llama-3.1-8B-Instruct"}
+    doc["spec"]["draft"] = {"path": "org/eagle3-2048"}
+    doc["spec"]["resources"]["gpuType"] = "H100"
+    doc["spec"]["modelSource"] = {"inline": {"target": target, "draft": draft}}
+    apply(kube, namespace, doc)
+    sps = wait_for(
+        lambda: (
+            (o := get(kube, "sps", namespace, "llama-short-draft"))
+            and condition(o, "ConfigValid")
+            and condition(o, "ConfigValid")["status"] == "False"
+            and o
+        ),
+        60,  # type: ignore[index]
+        "ConfigValid=False",
+    )
+    cv = condition(sps, "ConfigValid")
+    assert cv["reason"] == "SPEC002" and "40960" in cv["message"]  # type: ignore[index]
+    time.sleep(3)
+    assert get(kube, "deployment", namespace, "llama-short-draft") is None
+    events = kube.kubectl("get", "events", "-n", namespace, "-o", "json").stdout
+    reasons = {(e["type"], e["reason"]) for e in json.loads(events)["items"]}
+    assert ("Warning", "SPEC002") in reasons
+    doc["spec"]["modelSource"]["inline"]["draft"] = dict(
+        draft, max_position_embeddings=131072, rope_scaling=target["rope_scaling"]
+    )
+    apply(kube, namespace, doc)
+    wait_for(lambda: get(kube, "deployment", namespace, "llama-short-draft"), 60, "Deployment")
+    fixed = wait_for(
+        lambda: (
+            (o := get(kube, "sps", namespace, "llama-short-draft"))
+            and condition(o, "ConfigValid")["status"] == "True"
+            and o
+        ),
+        60,  # type: ignore[index]
+        "ConfigValid=True",
+    )
+    assert fixed["status"]["observedGeneration"] == fixed["metadata"]["generation"]
+
+
+def test_mode_off_renders_no_speculative_flags(
+    kube: KubeHandle, namespace: str, operator: Operator
+) -> None:
+    doc = example()
+    doc["spec"]["mode"] = "Off"
+    apply(kube, namespace, doc)
+    dep = wait_for(lambda: get(kube, "deployment", namespace, "qwen3-8b"), 60, "Deployment")
+    assert not [a for a in engine_args(dep) if a.startswith("--speculative")]
+    assert dep["metadata"]["labels"]["specserver.io/mode"] == "off"
+    sps = wait_for(
+        lambda: (
+            (o := get(kube, "sps", namespace, "qwen3-8b"))
+            and (o.get("status") or {}).get("speculationMode")
+            and o
+        ),
+        60,
+        "status",
+    )
+    assert sps["status"]["speculationMode"] == "Off"
+
+
+def test_owned_flag_in_extra_args_is_refused_and_a_running_engine_is_kept(
+    kube: KubeHandle, namespace: str, operator: Operator
+) -> None:
+    apply(kube, namespace, example())
+    dep = wait_for(lambda: get(kube, "deployment", namespace, "qwen3-8b"), 60, "Deployment")
+    version = dep["metadata"]["resourceVersion"]
+    apply(kube, namespace, example(extraArgs=["--max-running-requests", "64"]))
+    sps = wait_for(
+        lambda: (
+            (o := get(kube, "sps", namespace, "qwen3-8b"))
+            and condition(o, "ConfigValid")["status"] == "False"
+            and o
+        ),
+        60,  # type: ignore[index]
+        "ConfigValid=False",
+    )
+    cv = condition(sps, "ConfigValid")
+    assert cv["reason"] == "OwnedFlagInExtraArgs"  # type: ignore[index]
+    assert "--max-running-requests" in cv["message"]  # type: ignore[index]
+    time.sleep(6)
+    after = get(kube, "deployment", namespace, "qwen3-8b")
+    assert after is not None and after["metadata"]["resourceVersion"] == version
+
+
+def test_resync_and_restart_write_nothing(
+    kube: KubeHandle, namespace: str, operator: Operator
+) -> None:
+    apply(kube, namespace, example())
+    wait_for(lambda: get(kube, "deployment", namespace, "qwen3-8b"), 60, "Deployment")
+    wait_for(
+        lambda: (
+            (o := get(kube, "sps", namespace, "qwen3-8b"))
+            and (o.get("status") or {}).get("resolved")
+        ),
+        60,
+        "status",
+    )
+    time.sleep(6)
+    before = [
+        get(kube, k, namespace, "qwen3-8b")["metadata"]["resourceVersion"]  # type: ignore[index]
+        for k in ("deployment", "service")
+    ]
+    sps_status = get(kube, "sps", namespace, "qwen3-8b")["status"]  # type: ignore[index]
+    operator.stop()
+    operator.start()
+    time.sleep(12)  # resume handler + two timer cycles
+    after = [
+        get(kube, k, namespace, "qwen3-8b")["metadata"]["resourceVersion"]  # type: ignore[index]
+        for k in ("deployment", "service")
+    ]
+    assert after == before
+    assert get(kube, "sps", namespace, "qwen3-8b")["status"] == sps_status  # type: ignore[index]
+
+
+def test_deleting_the_specserver_removes_its_children(
+    kube: KubeHandle, namespace: str, operator: Operator
+) -> None:
+    apply(kube, namespace, example())
+    wait_for(lambda: get(kube, "deployment", namespace, "qwen3-8b"), 60, "Deployment")
+    wait_for(lambda: get(kube, "service", namespace, "qwen3-8b"), 60, "Service")
+    kube.kubectl("delete", "sps", "qwen3-8b", "-n", namespace, "--wait=true", "--timeout=60s")
+    wait_for(
+        lambda: (
+            get(kube, "deployment", namespace, "qwen3-8b") is None
+            and get(kube, "service", namespace, "qwen3-8b") is None
+        ),
+        90,
+        "garbage collection",
+    )

@@ -1,0 +1,79 @@
+"""Rendered children for the shipped examples, pinned as golden files.
+
+Regenerate with ``pytest tests/operator --update-golden``. Every golden file is validated against
+the Kubernetes OpenAPI schema (kubernetes-validate, strict) and its engine arguments are checked
+by the advisor: SGLang 0.5.23 would parse them, resolve them without a startup error, and every
+speculative value is explicit.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from conftest import REPO
+from specserver_advisor.loaders.configs import bundled
+from specserver_advisor.models import SpecServer
+from specserver_advisor.sglang.flags import parse_server_argv
+from specserver_advisor.sglang.resolve import resolve_launch
+from specserver_operator.configsource import ModelConfigs
+from specserver_operator.engineconfig import build_engine_config
+from specserver_operator.render import build_children
+
+EXAMPLES = sorted((REPO / "manifests" / "examples").glob("*.yaml"))
+GOLDEN = REPO / "tests" / "golden"
+K8S_VERSION = "1.25.0"
+
+
+def render(path: Path) -> list[dict[str, Any]]:
+    doc = yaml.safe_load(path.read_text())
+    doc["metadata"]["namespace"] = "llm"
+    server = SpecServer.model_validate(doc)
+    target = bundled(server.spec.model.path)
+    draft = bundled(server.spec.draft.path) if server.spec.draft else None
+    assert target is not None
+    configs = ModelConfigs(target.config, draft.config if draft else None, None, None, "t")
+    cfg = build_engine_config(server.spec, configs, server.spec.mode.value != "Off")
+    assert cfg.valid, cfg.message
+    return build_children(server, "00000000-0000-0000-0000-000000000000", cfg)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_golden(path: Path, request: pytest.FixtureRequest) -> None:
+    children = render(path)
+    text = yaml.safe_dump_all(children, sort_keys=True)
+    golden = GOLDEN / f"{path.stem}.yaml"
+    if request.config.getoption("--update-golden"):
+        golden.write_text(text)
+    assert golden.exists(), f"missing {golden}; run pytest --update-golden"
+    assert text == golden.read_text(), f"{golden} differs; run pytest --update-golden"
+
+
+@pytest.mark.parametrize("path", sorted(GOLDEN.glob("*.yaml")), ids=lambda p: p.stem)
+def test_golden_files_are_valid_kubernetes(path: Path) -> None:
+    for obj in yaml.safe_load_all(path.read_text()):
+        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+
+
+@pytest.mark.parametrize("path", sorted(GOLDEN.glob("*.yaml")), ids=lambda p: p.stem)
+def test_golden_engine_args_pass_the_advisor(path: Path) -> None:
+    deployment = next(o for o in yaml.safe_load_all(path.read_text()) if o["kind"] == "Deployment")
+    engine = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert engine["command"] == ["sglang", "serve"]
+    parsed = parse_server_argv(engine["args"])
+    assert parsed.issues == []
+    values = parsed.values
+    assert values["host"] == "0.0.0.0" and values["enable_metrics"]
+    assert "max_running_requests" in values
+    resolution = resolve_launch(values, bundled(values["model_path"]).config)  # type: ignore[union-attr]
+    assert resolution.errors == []
+    if resolution.speculative:
+        assert not [w for w in resolution.warnings if "adjusted" in w or "reset" in w]
+        mode = deployment["metadata"]["labels"]["specserver.io/mode"]
+        assert mode == "on"
+    preflight = deployment["spec"]["template"]["spec"]["initContainers"][0]
+    assert preflight["args"][-len(engine["args"]) :] == engine["args"]
