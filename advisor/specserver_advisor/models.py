@@ -78,6 +78,13 @@ class MaxRunningRequestsSource(StrEnum):
     COMPUTED = "Computed"
 
 
+class SwitchStrategy(StrEnum):
+    """How the engine is restarted when speculation is switched."""
+
+    RECREATE = "Recreate"
+    ROLLING_UPDATE = "RollingUpdate"
+
+
 class ConditionStatus(StrEnum):
     """Kubernetes condition status values."""
 
@@ -354,6 +361,18 @@ class AutoSpeculation(ApiModel):
     evaluation_interval_seconds: int = Field(
         default=30, ge=5, description="How often the policy is evaluated."
     )
+    switch_strategy: SwitchStrategy = Field(
+        default=SwitchStrategy.RECREATE,
+        description=(
+            "How a switch restarts the engine: Recreate (one GPU, downtime), RollingUpdate "
+            "(a surge pod when a spare GPU exists, no downtime)."
+        ),
+    )
+    switch_timeout_seconds: int = Field(
+        default=900,
+        ge=30,
+        description="A switch not Ready within this time is rolled back (reason SwitchFailed).",
+    )
     ttft_p99_slo_seconds: float = Field(
         default=5.0,
         gt=0,
@@ -496,6 +515,15 @@ class ResolvedEngine(ApiModel):
     notes: list[str] = Field(default_factory=list, description="How values were chosen.")
 
 
+class SwitchInProgress(ApiModel):
+    """A switch between speculation on and off (an engine restart)."""
+
+    target: SpeculationState = Field(description="The speculation state being rolled out.")
+    previous: SpeculationState = Field(description="The state to roll back to on failure.")
+    started_at: str = Field(description="RFC 3339 time the switch started.")
+    reason: str = Field(description="The decision's reason code.")
+
+
 class SpecServerStatus(ApiModel):
     """Observed state, written by the operator through the status subresource."""
 
@@ -526,6 +554,16 @@ class SpecServerStatus(ApiModel):
         default_factory=list,
         max_length=MAX_LEDGER_ENTRIES,
         description=f"The newest {MAX_LEDGER_ENTRIES} speculation decisions, oldest first.",
+    )
+    policy_state: str | None = Field(
+        default=None,
+        description="The auto-speculation policy's state as JSON (kept so a restart resumes).",
+    )
+    switch: SwitchInProgress | None = Field(
+        default=None, description="A speculation switch that has started and not yet finished."
+    )
+    last_decision_reason: str | None = Field(
+        default=None, description="Reason code of the newest policy evaluation."
     )
 
 

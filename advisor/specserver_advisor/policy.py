@@ -300,6 +300,9 @@ def decide(
         return cycle.finish("keep", "MetricsStale")
     load = running + queued
     inputs["load"] = load
+    if inputs["accept_length"] is not None and inputs["accept_length"] < 1:
+        # SGLang's gauge reads 0 when no verify step ran in the interval (an idle engine).
+        inputs["accept_length"] = None
     accept = inputs["accept_length"] if state.mode == ON else None
     if accept:
         state.last_accept = accept

@@ -96,6 +96,7 @@ async def run_segment(
 ) -> tuple[list[Result], float]:
     """Keep ``seg.concurrency`` users busy; returns results and wall duration."""
     results: list[Result] = []
+    errors: list[str] = []
     start = time.perf_counter()
     issued = 0
     timeout = aiohttp.ClientTimeout(total=None)
@@ -110,9 +111,15 @@ async def run_segment(
                     if issued >= seg.requests:
                         return
                     issued += 1
-                results.append(
-                    await one_request(session, url, input_len, output_len, ignore_eos, seg.kind)
-                )
+                try:
+                    results.append(
+                        await one_request(session, url, input_len, output_len, ignore_eos, seg.kind)
+                    )
+                except (TimeoutError, aiohttp.ClientError) as exc:
+                    # A dropped connection (a restarting engine, a keep-alive race) is counted
+                    # and the user carries on, as bench_serving does with failed requests.
+                    errors.append(str(exc))
+                    await asyncio.sleep(0.2)
 
         await asyncio.gather(*(user() for _ in range(seg.concurrency)))
     return results, time.perf_counter() - start

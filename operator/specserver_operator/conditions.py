@@ -9,6 +9,8 @@ Condition types (``status.conditions``, a list keyed by ``type``):
   be read (the reason says which).
 - ``Progressing``: True while the engine rolls out a new template; False when it is done.
 - ``SpeculationActive``: True when the engine runs with speculative flags; False otherwise.
+- ``MetricsAvailable`` (mode Auto): True when fresh signals were read; False (reason
+  PrometheusUnavailable, NoSeries or Stale) when the policy holds the mode for lack of them.
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ READY = "Ready"
 CONFIG_VALID = "ConfigValid"
 PROGRESSING = "Progressing"
 SPECULATION_ACTIVE = "SpeculationActive"
-TYPES = (READY, CONFIG_VALID, PROGRESSING, SPECULATION_ACTIVE)
+METRICS_AVAILABLE = "MetricsAvailable"
+TYPES = (READY, CONFIG_VALID, PROGRESSING, SPECULATION_ACTIVE, METRICS_AVAILABLE)
+#: Written on the first visit; MetricsAvailable only exists in mode Auto.
+INITIAL_TYPES = TYPES[:4]
 
 
 def condition(
@@ -29,8 +34,8 @@ def condition(
     return {
         "type": type_,
         "status": status,
-        "reason": reason,
-        "message": message,
+        "reason": reason or "Unknown",
+        "message": message or reason or "-",
         "observedGeneration": generation,
         "lastTransitionTime": now,
     }
@@ -58,7 +63,8 @@ def set_condition(
 def initial_conditions(generation: int | None, now: str) -> list[dict[str, Any]]:
     """All types as Unknown, for the first visit."""
     return [
-        condition(t, "Unknown", "Reconciling", "first reconcile", generation, now) for t in TYPES
+        condition(t, "Unknown", "Reconciling", "first reconcile", generation, now)
+        for t in INITIAL_TYPES
     ]
 
 

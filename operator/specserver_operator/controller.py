@@ -8,7 +8,9 @@ dependency (a ConfigMap, an endpoint) is not readable yet.
 
 from __future__ import annotations
 
+import json
 import os
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,8 +22,11 @@ from specserver_advisor.loaders.configs import (
     bundled,
     fetch_from_endpoint,
 )
-from specserver_advisor.models import SpecServer
+from specserver_advisor.models import AutoSpeculation, Mode, SpecServer
+from specserver_advisor.policy import PolicyContext
 from specserver_operator import conditions as cond
+from specserver_operator import opmetrics
+from specserver_operator.autopilot import PAUSE_ANNOTATION, AutoStep, auto_step
 from specserver_operator.client import ApiError, KubeClient, NotFoundError
 from specserver_operator.configsource import (
     ConfigSourceError,
@@ -29,9 +34,19 @@ from specserver_operator.configsource import (
     from_configmap,
     from_inline,
 )
-from specserver_operator.engineconfig import EngineConfig, build_engine_config
-from specserver_operator.reconcile import compute_status, speculation_wanted, status_changes
+from specserver_operator.engineconfig import (
+    EngineConfig,
+    build_engine_config,
+    policy_context_for,
+)
+from specserver_operator.reconcile import (
+    compute_status,
+    deployment_state,
+    speculation_wanted,
+    status_changes,
+)
 from specserver_operator.render import DEFAULT_PREFLIGHT_IMAGE, build_children
+from specserver_operator.signals import SignalCache
 
 
 class RetryLater(Exception):
@@ -116,27 +131,73 @@ def read_configs(
     return configs
 
 
+_POLICY_CTX: dict[tuple[str, int], PolicyContext] = {}
+_LAST_EVALUATION: dict[str, float] = {}
+
+
+def _policy_ctx(server: SpecServer, uid: str, configs: ModelConfigs) -> PolicyContext:
+    key = (uid, server.metadata.generation or 0)
+    if key not in _POLICY_CTX:
+        _POLICY_CTX[key] = policy_context_for(server.spec, configs)
+    return _POLICY_CTX[key]
+
+
+def _auto(
+    server: SpecServer,
+    uid: str,
+    configs: ModelConfigs,
+    current: dict[str, Any],
+    deployment: dict[str, Any] | None,
+    signals: SignalCache | None,
+    now_ts: float,
+) -> AutoStep | None:
+    """Evaluate the policy when its interval has passed (or a switch is being followed)."""
+    spec = server.spec
+    policy = spec.auto_speculation or AutoSpeculation()
+    due = now_ts - _LAST_EVALUATION.get(uid, 0.0) >= policy.evaluation_interval_seconds
+    if spec.mode != Mode.AUTO or not (due or current.get("switch")):
+        return None
+    _LAST_EVALUATION[uid] = now_ts
+    running = (deployment or {}).get("metadata", {}).get("labels", {}).get("specserver.io/mode")
+    ready = deployment_state(deployment, spec.replicas)[0]
+    ns, name = server.metadata.namespace or "", server.metadata.name or ""
+    obs = signals.get(ns, name) if signals else None
+    error = signals.last_error if signals else "no Prometheus URL configured"
+    paused = server.metadata.annotations.get(PAUSE_ANNOTATION, "").lower() in ("true", "1")
+    started = time.perf_counter()
+    step = auto_step(
+        spec, current, obs, error, _policy_ctx(server, uid, configs), running, ready, now_ts, paused
+    )
+    opmetrics.EVALUATION.observe(time.perf_counter() - started)
+    if step.decision is not None:
+        d = step.decision
+        opmetrics.DECISIONS.labels(ns, name, d.action, d.reason).inc()
+    if step.switch_result:
+        opmetrics.SWITCHES.labels(ns, name, step.switch_result).inc()
+    return step
+
+
 def reconcile(
     client: KubeClient,
     body: dict[str, Any],
     now: str,
     settings: Settings | None = None,
-    speculative: bool | None = None,
+    signals: SignalCache | None = None,
+    now_ts: float | None = None,
 ) -> Outcome:
-    """Bring one SpecServer's children and status in line with its spec.
-
-    ``speculative`` forces the mode to render (the auto-speculation loop's decision); by default
-    it comes from ``spec.mode`` and what runs now.
-    """
+    """Bring one SpecServer's children and status in line with its spec (and the policy)."""
     settings = settings or Settings()
+    now_ts = time.time() if now_ts is None else now_ts
     meta = body["metadata"]
     ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
     current = dict(body.get("status") or {})
     out = Outcome()
     cfg: EngineConfig | None = None
     config_error: str | None = None
+    step: AutoStep | None = None
+    deployment = client.get("Deployment", ns, name)
     try:
-        server = SpecServer.model_validate(body)
+        server: SpecServer | None = SpecServer.model_validate(body)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
@@ -145,14 +206,20 @@ def reconcile(
     if server is not None:
         try:
             configs = read_configs(client, server, uid, settings)
-            want = speculation_wanted(server.spec, current) if speculative is None else speculative
+            step = _auto(server, uid, configs, current, deployment, signals, now_ts)
+            if step is not None:
+                want = step.speculative
+            elif current.get("switch"):
+                want = current["switch"]["target"] == "On"
+            else:
+                want = speculation_wanted(server.spec, _auto_view(current, deployment))
             cfg = build_engine_config(server.spec, configs, want)
         except ConfigSourceError as exc:
             config_error = str(exc)
             out.retry = config_error
-    deployment = client.get("Deployment", ns, name)
     if server is not None and cfg is not None and cfg.valid:
-        for child in build_children(server, uid, cfg, settings.preflight_image):
+        strategy = (server.spec.auto_speculation or AutoSpeculation()).switch_strategy
+        for child in build_children(server, uid, cfg, settings.preflight_image, strategy.value):
             if client.apply(child):
                 out.wrote_children += 1
         if out.wrote_children:
@@ -167,6 +234,22 @@ def reconcile(
         replicas=replicas,
         now=now,
     )
+    if step is not None:
+        desired.update(step.status)
+        if step.metrics_condition is not None:
+            value, reason, message = step.metrics_condition
+            desired["conditions"] = cond.set_condition(
+                desired["conditions"],
+                cond.condition(
+                    cond.METRICS_AVAILABLE, value, reason, message, meta.get("generation"), now
+                ),
+                now,
+            )
+        out.events += step.events
+    elif server is not None and server.spec.mode != Mode.AUTO:
+        desired["conditions"] = [
+            c for c in desired["conditions"] if c["type"] != cond.METRICS_AVAILABLE
+        ]
     changes = status_changes(current, desired)
     if changes:
         try:
@@ -174,8 +257,22 @@ def reconcile(
             out.wrote_status = True
         except (ApiError, NotFoundError) as exc:
             out.retry = str(exc)
-    out.events = _events(current, desired, cfg)
+    if server is not None:
+        opmetrics.MODE.labels(ns, name).set(1 if desired.get("speculationMode") == "On" else 0)
+    out.events = _events(current, desired, cfg) + out.events
     return out
+
+
+def _auto_view(current: dict[str, Any], deployment: dict[str, Any] | None) -> dict[str, Any]:
+    """For Auto between evaluations: keep what the policy state says (else what runs)."""
+    raw = current.get("policyState")
+    if raw:
+        try:
+            mode = json.loads(raw).get("mode")
+            return {"speculationMode": "On" if mode == "on" else "Off"}
+        except ValueError:
+            pass
+    return current
 
 
 def _events(

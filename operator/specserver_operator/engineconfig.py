@@ -14,7 +14,9 @@ from typing import Any
 from specserver_advisor import findings
 from specserver_advisor.gpus import UnknownGpuError, lookup_gpu
 from specserver_advisor.models import Algorithm, SpecServerSpec
-from specserver_advisor.plan import Plan, PlanInputs, make_plan
+from specserver_advisor.plan import Plan, PlanInputs, make_plan, policy_context
+from specserver_advisor.policy import PolicyContext
+from specserver_advisor.replay import NEUTRAL_CONTEXT
 from specserver_advisor.sglang.flags import match_option, parse_server_argv
 from specserver_advisor.sglang.resolve import MTP_TARGETS
 from specserver_operator.configsource import ModelConfigs
@@ -293,3 +295,20 @@ def _warnings(
             )
         )
     return out
+
+
+def policy_context_for(spec: SpecServerSpec, configs: ModelConfigs) -> PolicyContext:
+    """The performance model's crossover and break-even for this SpecServer (speculation on)."""
+    try:
+        gpu = lookup_gpu(spec.resources.gpu_type)
+    except UnknownGpuError:
+        return NEUTRAL_CONTEXT
+    arch = str((configs.target.get("architectures") or [""])[0])
+    args = _base_args(spec) + _spec_args(spec, None, arch in MTP_TARGETS)
+    args += list(spec.engine.extra_args)
+    if parse_server_argv(args).issues:
+        return NEUTRAL_CONTEXT
+    plan = _plan(spec, configs, gpu, args, {v.name: v.value for v in spec.engine.env})
+    if plan.resolution.errors or plan.mem.kv_pool_tokens_with_draft <= 0:
+        return NEUTRAL_CONTEXT
+    return policy_context(plan, spec.auto_speculation)

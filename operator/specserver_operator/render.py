@@ -100,7 +100,11 @@ DEFAULT_PREFLIGHT_IMAGE = "ghcr.io/specserver/specserver-engine:0.1.0-sglang0.5.
 
 
 def build_children(
-    server: SpecServer, uid: str, cfg: EngineConfig, preflight_image: str = DEFAULT_PREFLIGHT_IMAGE
+    server: SpecServer,
+    uid: str,
+    cfg: EngineConfig,
+    preflight_image: str = DEFAULT_PREFLIGHT_IMAGE,
+    strategy: str = "Recreate",
 ) -> list[dict[str, Any]]:
     """The Deployment and the Service for a validated engine config.
 
@@ -130,6 +134,7 @@ def build_children(
         "image": spec.engine.image,
         "port": spec.engine.port,
         "serve_args": cfg.args,
+        "strategy": strategy,
         "preflight_image": preflight_image,
         "preflight_args": ["preflight", "--gpu-type", gpu_type, "--", *cfg.args],
         "env": _env(server),

@@ -109,6 +109,22 @@ def example(**engine: Any) -> dict[str, Any]:
     return doc
 
 
+def written(obj: dict[str, Any] | None) -> tuple[Any, ...]:
+    """What only a writer of the spec changes (controllers keep updating status and counters)."""
+    assert obj is not None
+    meta = obj["metadata"]
+    managers = sorted(
+        (m["manager"], m.get("time"))
+        for m in meta.get("managedFields") or []
+        if m.get("manager") == "specserver"
+    )
+    return (
+        meta.get("generation"),
+        (meta.get("annotations") or {}).get("specserver.io/applied-hash"),
+        tuple(managers),
+    )
+
+
 def engine_args(deployment: dict[str, Any]) -> list[str]:
     return list(deployment["spec"]["template"]["spec"]["containers"][0]["args"])
 
@@ -216,7 +232,7 @@ def test_owned_flag_in_extra_args_is_refused_and_a_running_engine_is_kept(
 ) -> None:
     apply(kube, namespace, example())
     dep = wait_for(lambda: get(kube, "deployment", namespace, "qwen3-8b"), 60, "Deployment")
-    version = dep["metadata"]["resourceVersion"]
+    version = written(dep)
     apply(kube, namespace, example(extraArgs=["--max-running-requests", "64"]))
     sps = wait_for(
         lambda: (
@@ -232,7 +248,7 @@ def test_owned_flag_in_extra_args_is_refused_and_a_running_engine_is_kept(
     assert "--max-running-requests" in cv["message"]  # type: ignore[index]
     time.sleep(6)
     after = get(kube, "deployment", namespace, "qwen3-8b")
-    assert after is not None and after["metadata"]["resourceVersion"] == version
+    assert after is not None and written(after) == version
 
 
 def test_resync_and_restart_write_nothing(
@@ -249,18 +265,12 @@ def test_resync_and_restart_write_nothing(
         "status",
     )
     time.sleep(6)
-    before = [
-        get(kube, k, namespace, "qwen3-8b")["metadata"]["resourceVersion"]  # type: ignore[index]
-        for k in ("deployment", "service")
-    ]
+    before = [written(get(kube, k, namespace, "qwen3-8b")) for k in ("deployment", "service")]
     sps_status = get(kube, "sps", namespace, "qwen3-8b")["status"]  # type: ignore[index]
     operator.stop()
     operator.start()
     time.sleep(12)  # resume handler + two timer cycles
-    after = [
-        get(kube, k, namespace, "qwen3-8b")["metadata"]["resourceVersion"]  # type: ignore[index]
-        for k in ("deployment", "service")
-    ]
+    after = [written(get(kube, k, namespace, "qwen3-8b")) for k in ("deployment", "service")]
     assert after == before
     assert get(kube, "sps", namespace, "qwen3-8b")["status"] == sps_status  # type: ignore[index]
 
@@ -280,3 +290,43 @@ def test_deleting_the_specserver_removes_its_children(
         90,
         "garbage collection",
     )
+
+
+def test_no_metrics_holds_the_mode_and_manual_off_is_immediate(
+    kube: KubeHandle, namespace: str, operator: Operator
+) -> None:
+    # This operator has no Prometheus: mode Auto must hold, say why, and never switch.
+    doc = example()
+    doc["spec"]["autoSpeculation"] = {"evaluationIntervalSeconds": 5}
+    apply(kube, namespace, doc)
+    sps = wait_for(
+        lambda: (
+            (o := get(kube, "sps", namespace, "qwen3-8b"))
+            and condition(o, "MetricsAvailable")
+            and o
+        ),
+        60,
+        "MetricsAvailable",
+    )
+    metrics = condition(sps, "MetricsAvailable")
+    assert metrics["status"] == "False"  # type: ignore[index]
+    assert metrics["reason"] == "PrometheusUnavailable"  # type: ignore[index]
+    time.sleep(12)
+    sps = get(kube, "sps", namespace, "qwen3-8b")
+    assert sps["status"]["lastDecisionReason"] == "MetricsStale"  # type: ignore[index]
+    assert not sps["status"].get("decisions")  # type: ignore[index]
+    assert sps["status"]["speculationMode"] == "On"  # type: ignore[index]
+    doc["spec"]["mode"] = "Off"
+    started = time.monotonic()
+    apply(kube, namespace, doc)
+    dep = wait_for(
+        lambda: (
+            (d := get(kube, "deployment", namespace, "qwen3-8b"))
+            and d["metadata"]["labels"]["specserver.io/mode"] == "off"
+            and d
+        ),
+        30,
+        "mode Off",
+    )
+    assert time.monotonic() - started < 15
+    assert not [a for a in engine_args(dep) if a.startswith("--speculative")]

@@ -1,0 +1,261 @@
+"""The auto-speculation step for one SpecServer (pure): follow a switch, or ask the policy.
+
+Called by controller.py each cycle with the newest observation (or None) and the engine
+Deployment. Returns the speculation state to render and the status fields to write: the policy
+state (as JSON, so a restarted operator resumes), the switch in progress (written before the
+engine is touched, so a crash mid-switch completes exactly one switch), the bounded ledger, the
+newest metrics (rounded, so unchanged load writes nothing) and ``MetricsAvailable``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from specserver_advisor.models import MAX_LEDGER_ENTRIES, AutoSpeculation, SpecServerSpec
+from specserver_advisor.policy import (
+    OFF,
+    ON,
+    Decision,
+    Observation,
+    PolicyContext,
+    PolicyState,
+    decide,
+)
+
+PAUSE_ANNOTATION = "specserver.io/pause-auto-speculation"
+METRICS_AVAILABLE = "MetricsAvailable"
+#: Learned bands are persisted at most this often (they move every cycle).
+BANDS_PERSIST_S = 300.0
+
+
+@dataclass
+class AutoStep:
+    """What this cycle decided."""
+
+    speculative: bool
+    status: dict[str, Any] = field(default_factory=dict)
+    decision: Decision | None = None
+    events: list[tuple[str, str, str]] = field(default_factory=list)
+    switch_result: str | None = None  # "completed" | "failed"
+    #: (status, reason, message) of MetricsAvailable; None while a switch is followed.
+    metrics_condition: tuple[str, str, str] | None = None
+
+
+def parse_time(text: str) -> float:
+    return (
+        datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ")
+        .replace(tzinfo=datetime.UTC)
+        .timestamp()
+    )
+
+
+def iso(ts: float) -> str:
+    return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def load_state(status: dict[str, Any], running: str | None) -> PolicyState:
+    """The persisted policy state, or a fresh one in the mode that runs now."""
+    raw = status.get("policyState")
+    if raw:
+        try:
+            return PolicyState.from_json(json.loads(raw))
+        except (ValueError, TypeError):
+            pass
+    return PolicyState(mode=running or ON)
+
+
+def persisted(state: PolicyState, previous: str | None, now: float) -> str:
+    """The JSON to store: the learned bands only every few minutes, the rest when it changes."""
+    data = state.to_json()
+    if previous:
+        try:
+            old = json.loads(previous)
+        except ValueError:
+            old = {}
+        if now - float(old.get("bands_saved_at", 0)) < BANDS_PERSIST_S:
+            data["bands"] = old.get("bands", {})
+            data["bands_saved_at"] = old.get("bands_saved_at", now)
+        else:
+            data["bands_saved_at"] = now
+    else:
+        data["bands_saved_at"] = now
+    return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+def _round(value: float | None, digits: int = 2) -> float | None:
+    if value is None or math.isnan(value):
+        return None
+    if value == 0:
+        return 0.0
+    return round(value, -math.floor(math.log10(abs(value))) + digits - 1)
+
+
+def last_metrics(obs: Observation) -> dict[str, Any]:
+    """Newest metrics for status, rounded to two significant digits."""
+    out = {
+        "observedAt": iso(obs.ts),
+        "acceptLength": _round(obs.accept_length),
+        "ttftP99Seconds": _round(obs.ttft_p99_s),
+        "tpotP50Milliseconds": _round(obs.tpot_p50_ms),
+        "runningRequests": _round(obs.running),
+        "queuedRequests": _round(obs.queued),
+        "outputTokensPerSecond": _round(obs.output_tok_s),
+    }
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _ledger(
+    status: dict[str, Any], decision: Decision, mode: str, message: str
+) -> list[dict[str, Any]]:
+    entries = list(status.get("decisions") or [])
+    entries.append(
+        {
+            "time": iso(decision.ts),
+            "action": decision.action,
+            "reason": decision.reason,
+            "mode": "On" if mode == ON else "Off",
+            "message": message[:300],
+        }
+    )
+    return entries[-MAX_LEDGER_ENTRIES:]
+
+
+def _summary(decision: Decision) -> str:
+    keys = ("load", "accept_length", "ttft_p99_s", "running", "queued")
+    parts = [
+        f"{k}={decision.inputs[k]:.3g}"
+        for k in keys
+        if isinstance(decision.inputs.get(k), int | float)
+    ]
+    th = decision.thresholds
+    parts += [
+        f"{k}={th[k]:.3g}"
+        for k in ("crossover", "accept_floor", "ttft_p99_slo_s")
+        if isinstance(th.get(k), int | float) and math.isfinite(th[k])
+    ]
+    return ", ".join(parts)
+
+
+def auto_step(
+    spec: SpecServerSpec,
+    status: dict[str, Any],
+    obs: Observation | None,
+    metrics_error: str | None,
+    ctx: PolicyContext,
+    running: str | None,
+    engine_ready: bool,
+    now: float,
+    paused: bool = False,
+) -> AutoStep:
+    """One cycle. ``running`` is the mode label of the engine Deployment ("on"/"off"/None)."""
+    policy = spec.auto_speculation or AutoSpeculation()
+    state = load_state(status, running)
+    switch = status.get("switch")
+    if switch:
+        return _follow_switch(status, state, switch, policy, running, engine_ready, now)
+    if running is not None and (running == "on") != (state.mode == ON):
+        # The engine runs the other mode (spec.mode was On/Off meanwhile): follow what runs.
+        state.mode, state.mode_since = (ON if running == "on" else OFF), now
+    if obs is None:
+        obs = Observation(ts=now)
+        why = (
+            ("PrometheusUnavailable", metrics_error)
+            if metrics_error
+            else ("NoSeries", "no engine series for this SpecServer")
+        )
+    else:
+        obs.ts = now
+        obs.mode = running or state.mode
+        stale = obs.age_s is None or obs.age_s > policy.stale_after_seconds
+        why = ("Stale", f"newest sample {obs.age_s}s old") if stale else ("", "")
+    metrics_ok = not why[0]
+    decision, state = decide(obs, state, policy, ctx, spec_mode=spec.mode.value, paused=paused)
+    step = AutoStep(speculative=state.mode == ON, decision=decision)
+    step.metrics_condition = (
+        ("True", "Available", "signals are fresh")
+        if metrics_ok
+        else ("False", why[0], why[1] or "")
+    )
+    step.status["policyState"] = persisted(state, status.get("policyState"), now)
+    if metrics_ok:
+        step.status["lastMetrics"] = last_metrics(obs)
+    previous = status.get("lastDecisionReason")
+    if decision.action != "keep":
+        target = "On" if decision.action == "enable" else "Off"
+        step.status["switch"] = {
+            "target": target,
+            "previous": "Off" if target == "On" else "On",
+            "startedAt": iso(now),
+            "reason": decision.reason,
+        }
+        step.status["decisions"] = _ledger(status, decision, state.mode, _summary(decision))
+        verb = "SpeculationEnabled" if target == "On" else "SpeculationDisabled"
+        step.events.append(("Normal", verb, f"{decision.reason}: {_summary(decision)}"))
+    elif decision.reason != previous and decision.reason not in (
+        "WithinThresholds",
+        "BreachPending",
+        "EnablePending",
+    ):
+        step.events.append(
+            (
+                "Normal" if metrics_ok else "Warning",
+                decision.reason,
+                f"kept speculation {'on' if state.mode == ON else 'off'}: "
+                f"{_summary(decision) or decision.reason}",
+            )
+        )
+    step.status["lastDecisionReason"] = decision.reason
+    return step
+
+
+def _follow_switch(
+    status: dict[str, Any],
+    state: PolicyState,
+    switch: dict[str, Any],
+    policy: AutoSpeculation,
+    running: str | None,
+    engine_ready: bool,
+    now: float,
+) -> AutoStep:
+    target = switch["target"]
+    want = "on" if target == "On" else "off"
+    if running == want and engine_ready:
+        step = AutoStep(speculative=want == "on", switch_result="completed")
+        step.status["switch"] = None
+        started = parse_time(switch["startedAt"])
+        step.events.append(
+            (
+                "Normal",
+                "SwitchCompleted",
+                f"speculation {want} after {now - started:.0f}s ({switch['reason']})",
+            )
+        )
+        return step
+    if now - parse_time(switch["startedAt"]) > policy.switch_timeout_seconds:
+        back = switch["previous"]
+        state.mode = ON if back == "On" else OFF
+        state.mode_since = now
+        step = AutoStep(speculative=back == "On", switch_result="failed")
+        step.status["switch"] = None
+        step.status["policyState"] = persisted(state, status.get("policyState"), now)
+        rollback = Decision(
+            now, "enable" if back == "On" else "disable", "SwitchFailed", state.mode
+        )
+        step.status["decisions"] = _ledger(
+            status, rollback, state.mode, f"not Ready within {policy.switch_timeout_seconds}s"
+        )
+        step.status["lastDecisionReason"] = "SwitchFailed"
+        step.events.append(
+            (
+                "Warning",
+                "SwitchFailed",
+                f"speculation {want} not Ready within "
+                f"{policy.switch_timeout_seconds}s; rolled back",
+            )
+        )
+        return step
+    return AutoStep(speculative=want == "on")

@@ -1,0 +1,371 @@
+"""The README's main command: the whole closed loop on one machine, in a few minutes.
+
+Starts the local control plane, Prometheus, the operator and the node agent (which runs
+simulated engines for the pods the operator's Deployments create), applies one SpecServer in
+mode Auto, drives a load that goes low -> high -> low with different prompt kinds, prints each
+decision as it happens and ends with a summary; then stops everything it started. Run through
+``scripts/demo`` (which prepares the virtualenv).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "scripts"))
+import devcluster  # noqa: E402
+import devprom  # noqa: E402
+
+NAMESPACE = "default"
+NAME = "qwen3-8b-auto"
+PHASES = [(4, 40.0, "code"), (40, 60.0, "chat"), (4, 90.0, "math")]  # users, wall s, kind
+TIME_SCALE = 10.0
+TTFT_SLO_S, TPOT_SLO_MS = 5.0, 200.0
+SPEC = {
+    "apiVersion": "specserver.io/v1alpha1",
+    "kind": "SpecServer",
+    "metadata": {"name": NAME, "namespace": NAMESPACE},
+    "spec": {
+        "model": {"path": "Qwen/Qwen3-8B"},
+        "draft": {"path": "Tengyunw/qwen3_8b_eagle3"},
+        "speculative": {"algorithm": "EAGLE3", "numSteps": 3, "eagleTopk": 1, "numDraftTokens": 4},
+        "mode": "Auto",
+        "engine": {"memFractionStatic": 0.85},
+        "resources": {"gpus": 1, "gpuType": "L4"},
+        # Demo pace: decisions every 5 s, a short dwell; defaults are in docs.
+        "autoSpeculation": {
+            "evaluationIntervalSeconds": 5,
+            "disableAfterBreaches": 2,
+            "enableAfterPasses": 3,
+            "minDwellSeconds": 20,
+            "maxSwitchesPerHour": 20,
+            "staleAfterSeconds": 30,
+            "ttftP99SloSeconds": TTFT_SLO_S,
+        },
+    },
+}
+
+
+@dataclass
+class Stats:
+    """What the clients saw (modelled seconds)."""
+
+    good_tokens: int = 0
+    tokens: int = 0
+    errors: int = 0
+    per_phase: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Stack:
+    """Everything the demo starts, so it can stop all of it."""
+
+    def __init__(self, state: Path) -> None:
+        self.state = state
+        self.cluster = devcluster.Cluster(state / "cluster", 17443)
+        self.prom = devprom.DevProm(state / "prometheus", 19190)
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def up(self) -> None:
+        print(
+            "== starting the control plane, Prometheus, the operator and the node agent", flush=True
+        )
+        self.cluster.up()
+        self.prom.up()
+        env = dict(
+            os.environ,
+            KUBECONFIG=str(self.cluster.kubeconfig),
+            PYTHONWARNINGS="ignore",
+            SPECSERVER_PROMETHEUS_URL=self.prom.url,
+            SPECSERVER_TIMER_SECONDS="2",
+            SPECSERVER_QUERY_INTERVAL_SECONDS="2",
+        )
+        self.env = env
+        subprocess.run(
+            ["kubectl", "apply", "-f", str(REPO / "crds")],
+            env=env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        subprocess.run(
+            [
+                "kubectl",
+                "wait",
+                "--for=condition=Established",
+                "--timeout=60s",
+                "crd/specservers.specserver.io",
+            ],
+            env=env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        self.spawn(
+            [
+                sys.executable,
+                "-m",
+                "specserver_operator.main",
+                "--liveness",
+                "http://127.0.0.1:18181/healthz",
+            ],
+            "operator.log",
+        )
+        self.spawn(
+            [
+                sys.executable,
+                str(REPO / "scripts" / "nodeagent.py"),
+                "--kubeconfig",
+                str(self.cluster.kubeconfig),
+                "--state-dir",
+                str(self.state / "agent"),
+                "--targets-file",
+                str(self.prom.targets_file),
+                "--time-scale",
+                str(TIME_SCALE),
+                "--startup-seconds",
+                "30",
+            ],
+            "agent.log",
+        )
+
+    def spawn(self, argv: list[str], log: str) -> None:
+        out = open(self.state / log, "ab")  # noqa: SIM115
+        self.procs.append(
+            subprocess.Popen(
+                argv, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        )
+        out.close()
+
+    def kubectl(self, *args: str, stdin: str | None = None) -> str:
+        done = subprocess.run(
+            ["kubectl", *args],
+            env=self.env,
+            input=stdin,
+            text=True,
+            capture_output=True,
+            check=True,
+        )
+        return done.stdout
+
+    def down(self) -> None:
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+        self.prom.down()
+        self.cluster.down(quiet=True)
+
+
+def endpoint(state: Path) -> str | None:
+    try:
+        urls = json.loads((state / "agent" / "endpoints.json").read_text())
+        return (urls.get(f"{NAMESPACE}/{NAME}") or [None])[0]
+    except (OSError, ValueError):
+        return None
+
+
+async def user(
+    state: Path, stop_at: float, kind: str, stats: Stats, session: aiohttp.ClientSession
+) -> None:
+    body = {
+        "text": "hello " * 512,
+        "stream": True,
+        "prompt_kind": kind,
+        "sampling_params": {"max_new_tokens": 128, "ignore_eos": True},
+    }
+    while time.monotonic() < stop_at:
+        url = endpoint(state)
+        if url is None:
+            await asyncio.sleep(0.5)
+            continue
+        start, first, tokens = time.monotonic(), 0.0, 0
+        try:
+            async with session.post(f"{url}/generate", json=body) as resp:
+                async for raw in resp.content:
+                    line = raw.decode().strip()
+                    if line.startswith("data:") and line != "data: [DONE]":
+                        first = first or time.monotonic()
+                        tokens = json.loads(line[5:])["meta_info"]["completion_tokens"]
+        except (aiohttp.ClientError, ValueError, KeyError):
+            stats.errors += 1
+            await asyncio.sleep(0.5)
+            continue
+        ttft = (first - start) * TIME_SCALE
+        tpot = (time.monotonic() - first) * TIME_SCALE * 1000 / max(1, tokens - 1)
+        stats.tokens += tokens
+        if ttft <= TTFT_SLO_S and tpot <= TPOT_SLO_MS:
+            stats.good_tokens += tokens
+
+
+async def drive(state: Path, stats: Stats) -> None:
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120)) as session:
+        for users, seconds, kind in PHASES:
+            print(
+                f"== load: {users} users, {kind} prompts, {seconds:.0f}s "
+                f"({seconds * TIME_SCALE:.0f}s modelled)",
+                flush=True,
+            )
+            before = stats.good_tokens
+            stop_at = time.monotonic() + seconds
+            await asyncio.gather(
+                *(user(state, stop_at, kind, stats, session) for _ in range(users))
+            )
+            stats.per_phase.append(
+                {
+                    "users": users,
+                    "kind": kind,
+                    "seconds": seconds,
+                    "good_tokens": stats.good_tokens - before,
+                }
+            )
+
+
+def watch(stack: Stack, stop: threading.Event, seen: list[dict[str, Any]]) -> None:
+    """Print each new ledger entry with the signals at that moment."""
+    while not stop.is_set():
+        try:
+            obj = json.loads(stack.kubectl("get", "sps", NAME, "-n", NAMESPACE, "-o", "json"))
+        except subprocess.CalledProcessError:
+            time.sleep(1)
+            continue
+        status = obj.get("status") or {}
+        m = status.get("lastMetrics") or {}
+        for entry in (status.get("decisions") or [])[len(seen) :]:
+            seen.append(entry)
+            print(
+                f"   {entry['time']}  {entry['action']:>7} -> speculation {entry['mode']:<3}  "
+                f"{entry['reason']:<22} accept={m.get('acceptLength', '-')} "
+                f"ttft_p99={m.get('ttftP99Seconds', '-')}s "
+                f"running={m.get('runningRequests', '-')}",
+                flush=True,
+            )
+        stop.wait(1.0)
+
+
+def modelled_static_goodput(mode: str) -> float:
+    """What a static mode would have delivered over the same phases (performance model)."""
+    from specserver_advisor.fleetsim import Tick, serve
+    from specserver_advisor.models import AutoSpeculation
+
+    policy = AutoSpeculation(ttft_p99_slo_seconds=TTFT_SLO_S)
+    accept = {"code": 2.75, "chat": 2.38, "math": 2.72}
+    total = sum(
+        serve(Tick(users, accept[kind]), mode, 0.0, policy).good_tok_s * seconds
+        for users, seconds, kind in PHASES
+    )
+    return total / sum(seconds for _, seconds, _ in PHASES)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the demo."""
+    parser = argparse.ArgumentParser(prog="scripts/demo")
+    parser.add_argument("--summary-json", type=Path)
+    parser.add_argument("--state-dir", type=Path, default=REPO / ".devcluster" / "demo")
+    args = parser.parse_args(argv)
+    args.state_dir.mkdir(parents=True, exist_ok=True)
+    stack = Stack(args.state_dir)
+    stats, seen, stop = Stats(), [], threading.Event()
+    started = time.time()
+    try:
+        stack.up()
+        stack.kubectl("apply", "-f", "-", stdin=json.dumps(SPEC))
+        print(
+            f"== SpecServer {NAMESPACE}/{NAME} applied (mode Auto); waiting for the engine",
+            flush=True,
+        )
+        deadline = time.monotonic() + 180
+        while endpoint(args.state_dir) is None:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the engine did not become ready in 180s")
+            time.sleep(1)
+        watcher = threading.Thread(target=watch, args=(stack, stop, seen), daemon=True)
+        watcher.start()
+        run_started = time.time()
+        asyncio.run(drive(args.state_dir, stats))
+        time.sleep(3)
+        stop.set()
+        watcher.join(timeout=5)
+        summary = summarise(seen, run_started, time.time(), stats)
+        print_summary(summary)
+        print(f"== done in {time.time() - started:.0f}s; stopping everything", flush=True)
+        if args.summary_json:
+            args.summary_json.write_text(json.dumps(summary, indent=2))
+    finally:
+        stop.set()
+        stack.down()
+    return 0
+
+
+def summarise(
+    ledger: list[dict[str, Any]], start: float, end: float, stats: Stats
+) -> dict[str, Any]:
+    """The documented summary: switches, time in mode, decisions, goodput."""
+    import datetime
+
+    def ts(text: str) -> float:
+        return (
+            datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ")
+            .replace(tzinfo=datetime.UTC)
+            .timestamp()
+        )
+
+    time_in = {"on": 0.0, "off": 0.0}
+    mode, since = "on", start
+    for entry in ledger:
+        at = max(start, ts(entry["time"]))
+        time_in[mode] += at - since
+        mode, since = entry["mode"].lower(), at
+    time_in[mode] += end - since
+    wall = end - start
+    return {
+        "switches": sum(1 for e in ledger if e["action"] in ("enable", "disable")),
+        "time_in_mode": {k: round(v, 1) for k, v in time_in.items()},
+        "decisions": [
+            {"ts": e["time"], "action": e["action"], "reason": e["reason"]} for e in ledger
+        ],
+        "goodput": {
+            "adaptive": round(stats.good_tokens / (wall * TIME_SCALE), 1),
+            "always_on": round(modelled_static_goodput("on"), 1),
+            "always_off": round(modelled_static_goodput("off"), 1),
+        },
+        "client_errors_during_switches": stats.errors,
+        "time_scale": TIME_SCALE,
+    }
+
+
+def print_summary(s: dict[str, Any]) -> None:
+    g = s["goodput"]
+    print("== summary", flush=True)
+    print(
+        f"   switches: {s['switches']}; time with speculation on {s['time_in_mode']['on']}s, "
+        f"off {s['time_in_mode']['off']}s (wall)"
+    )
+    print(
+        f"   goodput (output tok/s within TTFT<={TTFT_SLO_S}s and TPOT<={TPOT_SLO_MS}ms, "
+        f"modelled time): adaptive {g['adaptive']} (measured), always-on {g['always_on']}, "
+        f"always-off {g['always_off']} (performance model, same load)"
+    )
+    print(
+        f"   client requests that failed during engine restarts: "
+        f"{s['client_errors_during_switches']}",
+        flush=True,
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,314 @@
+"""A local node agent for the dev cluster: it plays the kubelet for specserver engine pods.
+
+Dev tooling, not part of the operator. It registers one Node, binds pending engine pods to it,
+runs ``specserver-engine simulate`` with each pod's own SGLang arguments on a loopback port,
+reports readiness back through ``pods/status`` (so readiness-gated switching is exercised),
+stops processes whose pods are gone (a changed pod template rolls out new pods), and writes
+Prometheus file-based discovery with the labels a PodMonitor would attach. Used by scripts/demo
+and the closed-loop tests. Needs the project's virtualenv (kubernetes client).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+NODE = "specserver-dev-node"
+SELECTOR = "app.kubernetes.io/managed-by=specserver"
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _ready(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/ready", timeout=1) as resp:
+            return bool(resp.status == 200)
+    except OSError:
+        return False
+
+
+@dataclass
+class Engine:
+    """One simulated engine process for one pod."""
+
+    uid: str
+    namespace: str
+    pod: str
+    specserver: str
+    port: int
+    proc: subprocess.Popen[bytes]
+    ready: bool = False
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+@dataclass
+class Agent:
+    """The agent's state and loop."""
+
+    core: client.CoreV1Api
+    state_dir: Path
+    targets_file: Path | None
+    time_scale: float
+    startup_s: float
+    engines: dict[str, Engine] = field(default_factory=dict)
+
+    def register_node(self) -> None:
+        node = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": NODE, "labels": {"kubernetes.io/hostname": NODE}},
+            "status": {
+                "capacity": {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"},
+                "allocatable": {
+                    "cpu": "64",
+                    "memory": "512Gi",
+                    "pods": "110",
+                    "nvidia.com/gpu": "8",
+                },
+            },
+        }
+        try:
+            self.core.create_node(node)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+        status = {
+            "status": {
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "True",
+                        "reason": "SpecserverDevAgent",
+                        "message": "simulated engines",
+                        "lastHeartbeatTime": _now(),
+                        "lastTransitionTime": _now(),
+                    }
+                ],
+                "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
+            }
+        }
+        self.core.patch_node_status(NODE, status)
+
+    def start(self, pod: Any) -> Engine:
+        containers = {c.name: c for c in pod.spec.containers}
+        engine = containers.get("engine") or pod.spec.containers[0]
+        gpu = "L4"
+        for init in pod.spec.init_containers or []:
+            args = list(init.args or [])
+            if "--gpu-type" in args:
+                gpu = args[args.index("--gpu-type") + 1]
+        port = _port()
+        argv = [
+            sys.executable,
+            "-m",
+            "specserver_engine.cli",
+            "simulate",
+            *(engine.args or []),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--sim-gpu",
+            gpu,
+            "--time-scale",
+            str(self.time_scale),
+            "--sim-startup-seconds",
+            str(self.startup_s),
+        ]
+        log = open(self.state_dir / f"{pod.metadata.name}.log", "ab")  # noqa: SIM115
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+        labels = pod.metadata.labels or {}
+        return Engine(
+            pod.metadata.uid,
+            pod.metadata.namespace,
+            pod.metadata.name,
+            labels.get("specserver.io/name", ""),
+            port,
+            proc,
+        )
+
+    def report(self, engine: Engine, exited: bool) -> None:
+        ready = engine.ready and not exited
+        cond = "True" if ready else "False"
+        status = {
+            "status": {
+                "phase": "Failed" if exited else "Running",
+                "startTime": _now(),
+                "conditions": [
+                    {"type": "PodScheduled", "status": "True", "lastTransitionTime": _now()},
+                    {"type": "Initialized", "status": "True", "lastTransitionTime": _now()},
+                    {"type": "ContainersReady", "status": cond, "lastTransitionTime": _now()},
+                    {"type": "Ready", "status": cond, "lastTransitionTime": _now()},
+                ],
+                "containerStatuses": [
+                    {
+                        "name": "engine",
+                        "ready": ready,
+                        "restartCount": 0,
+                        "image": "specserver-engine-simulator",
+                        "imageID": "",
+                        "started": not exited,
+                        "state": {"running": {"startedAt": _now()}}
+                        if not exited
+                        else {
+                            "terminated": {
+                                "exitCode": engine.proc.returncode or 1,
+                                "reason": "Error",
+                            }
+                        },
+                    }
+                ],
+            }
+        }
+        try:
+            self.core.patch_namespaced_pod_status(engine.pod, engine.namespace, status)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def step(self) -> None:
+        pods = self.core.list_pod_for_all_namespaces(label_selector=SELECTOR).items
+        alive = set()
+        for pod in pods:
+            uid = pod.metadata.uid
+            if pod.metadata.deletion_timestamp is not None:
+                # No kubelet confirms graceful deletion: stop the engine and finish it.
+                self.stop(uid)
+                try:
+                    self.core.delete_namespaced_pod(
+                        pod.metadata.name, pod.metadata.namespace, grace_period_seconds=0
+                    )
+                except ApiException as exc:
+                    if exc.status != 404:
+                        raise
+                continue
+            alive.add(uid)
+            if not pod.spec.node_name:
+                body = {
+                    "apiVersion": "v1",
+                    "kind": "Binding",
+                    "metadata": {"name": pod.metadata.name},
+                    "target": {"apiVersion": "v1", "kind": "Node", "name": NODE},
+                }
+                try:
+                    self.core.create_namespaced_binding(
+                        pod.metadata.namespace, body, _preload_content=False
+                    )
+                except ApiException as exc:
+                    if exc.status not in (404, 409):
+                        raise
+                    continue
+            if uid not in self.engines:
+                self.engines[uid] = self.start(pod)
+                self.report(self.engines[uid], False)
+        for uid in list(self.engines):
+            if uid not in alive:
+                self.stop(uid)
+        for engine in self.engines.values():
+            exited = engine.proc.poll() is not None
+            ready = not exited and _ready(engine.url)
+            if ready != engine.ready or exited:
+                engine.ready = ready
+                self.report(engine, exited)
+        self.write_discovery()
+
+    def stop(self, uid: str) -> None:
+        engine = self.engines.pop(uid, None)
+        if engine and engine.proc.poll() is None:
+            os.killpg(engine.proc.pid, signal.SIGTERM)
+            try:
+                engine.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(engine.proc.pid, signal.SIGKILL)
+                engine.proc.wait()
+
+    def write_discovery(self) -> None:
+        groups = [
+            {
+                "targets": [f"127.0.0.1:{e.port}"],
+                "labels": {"namespace": e.namespace, "specserver": e.specserver, "pod": e.pod},
+            }
+            for e in self.engines.values()
+        ]
+        endpoints: dict[str, list[str]] = {}
+        for e in self.engines.values():
+            if e.ready:
+                endpoints.setdefault(f"{e.namespace}/{e.specserver}", []).append(e.url)
+        for path, data in (
+            (self.targets_file, groups),
+            (self.state_dir / "endpoints.json", endpoints),
+        ):
+            if path is None:
+                continue
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(data))
+            tmp.replace(path)
+
+    def shutdown(self) -> None:
+        for uid in list(self.engines):
+            self.stop(uid)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run until SIGTERM/SIGINT."""
+    p = argparse.ArgumentParser(prog="scripts/nodeagent.py")
+    p.add_argument("--kubeconfig", required=True)
+    p.add_argument("--state-dir", type=Path, required=True)
+    p.add_argument("--targets-file", type=Path, help="Prometheus file_sd JSON to write")
+    p.add_argument("--time-scale", type=float, default=10.0)
+    p.add_argument(
+        "--startup-seconds",
+        type=float,
+        default=30.0,
+        help="modelled engine start-up (weight loading)",
+    )
+    args = p.parse_args(argv)
+    config.load_kube_config(args.kubeconfig)
+    args.state_dir.mkdir(parents=True, exist_ok=True)
+    agent = Agent(
+        client.CoreV1Api(), args.state_dir, args.targets_file, args.time_scale, args.startup_seconds
+    )
+    agent.register_node()
+    stopping = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
+    signal.signal(signal.SIGINT, lambda *_: stopping.append(1))
+    try:
+        while not stopping:
+            try:
+                agent.step()
+            except (ApiException, OSError) as exc:
+                print(f"nodeagent: {exc}", file=sys.stderr, flush=True)
+            time.sleep(1.0)
+    finally:
+        agent.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
