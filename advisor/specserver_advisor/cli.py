@@ -15,6 +15,7 @@ from typing import Any
 from specserver_advisor import SGLANG_VERSION, __version__, policy_commands
 from specserver_advisor.errors import UsageError
 from specserver_advisor.gpus import GPUS, UnknownGpuError, lookup_gpu
+from specserver_advisor.lint import command as lint_command
 from specserver_advisor.loaders.configs import (
     ConfigNotFoundError,
     ConfigUnreadableError,
@@ -205,10 +206,15 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     _add_plan_parser(sub)
     policy_commands.add_parsers(sub)
+    lint_command.add_parsers(sub)
     cal = sub.add_parser("calibrate", help="print the performance model against field figures")
     cal.add_argument("--fit", action="store_true", help="rerun the fit and print the constants")
     a = parser.parse_args(argv)
     try:
+        if a.command == "lint":
+            return lint_command.run_lint(a)
+        if a.command == "explain":
+            return lint_command.run_explain(a)
         if a.command == "replay":
             return policy_commands.run_replay(a)
         if a.command == "fleetsim":

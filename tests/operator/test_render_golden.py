@@ -77,3 +77,11 @@ def test_golden_engine_args_pass_the_advisor(path: Path) -> None:
         assert mode == "on"
     preflight = deployment["spec"]["template"]["spec"]["initContainers"][0]
     assert preflight["args"][-len(engine["args"]) :] == engine["args"]
+
+
+def test_golden_files_and_examples_lint_clean() -> None:
+    from specserver_advisor.lint.engine import Options, lint
+
+    diagnostics, count = lint([GOLDEN, REPO / "manifests" / "examples"], Options(env={}))
+    assert count >= 8
+    assert diagnostics == []

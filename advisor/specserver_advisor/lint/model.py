@@ -1,0 +1,87 @@
+"""What the linter works on: launches found in files, and the diagnostics rules return."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from specserver_advisor.sglang.flags import ParsedArgs
+
+SEVERITIES = ("info", "warning", "error")
+
+
+@dataclass(frozen=True)
+class Position:
+    """1-based line and column in a file."""
+
+    line: int = 1
+    column: int = 1
+
+
+@dataclass
+class Diagnostic:
+    """One finding."""
+
+    path: str
+    line: int
+    column: int
+    code: str
+    rule: str
+    severity: str
+    message: str
+    fix: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "line": self.line,
+            "column": self.column,
+            "code": self.code,
+            "rule": self.rule,
+            "severity": self.severity,
+            "message": self.message,
+            "fix": self.fix,
+        }
+
+
+@dataclass
+class Launch:
+    """An SGLang server launch or a benchmark command found in a file."""
+
+    path: str
+    kind: str  # "server" | "bench" | "specserver"
+    args: list[str]
+    positions: list[Position]  # one per argv item
+    start: Position
+    parsed: ParsedArgs
+    env: dict[str, str] = field(default_factory=dict)
+    env_positions: dict[str, Position] = field(default_factory=dict)
+    in_container: bool = False
+    gpu_type: str | None = None
+    #: Lines covered (for suppressions on the object).
+    first_line: int = 1
+    last_line: int = 1
+    document_suppressions: dict[str, str] = field(default_factory=dict)
+    #: Configs found for the context rules (target, draft), or why not.
+    configs: dict[str, Any] = field(default_factory=dict)
+
+    def position_of(self, field_name: str) -> Position:
+        """Where the flag that set ``field_name`` is (else the launch itself)."""
+        index = self.parsed.positions.get(field_name)
+        if index is not None and index < len(self.positions):
+            return self.positions[index]
+        return self.start
+
+
+@dataclass
+class Context:
+    """Everything a rule may consult besides its launch."""
+
+    launches: list[Launch]
+
+    def speculative_servers(self) -> list[Launch]:
+        return [
+            la
+            for la in self.launches
+            if la.kind in ("server", "specserver") and la.parsed.get("speculative_algorithm")
+        ]

@@ -1,0 +1,79 @@
+"""Shared helpers for rule modules: building diagnostics and cached per-launch analysis."""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+from specserver_advisor.lint.model import Diagnostic, Launch, Position
+from specserver_advisor.sglang.context import ContextCheck, check_context, env_true
+from specserver_advisor.sglang.resolve import Resolution, resolve_launch
+
+
+def diag(rule: ModuleType, launch: Launch, pos: Position, message: str) -> Diagnostic:
+    """A diagnostic carrying the rule module's metadata."""
+    return Diagnostic(
+        launch.path, pos.line, pos.column, rule.CODE, rule.NAME, rule.SEVERITY, message, rule.FIX
+    )
+
+
+def resolution(launch: Launch) -> Resolution:
+    """SGLang's resolution of this launch (with the target/draft configs when found)."""
+    cache = launch.configs
+    if "_resolution" not in cache:
+        args = {k: v for k, v in launch.parsed.values.items() if v != -1}
+        cache["_resolution"] = resolve_launch(args, cache.get("target"), cache.get("draft"))
+    result: Resolution = cache["_resolution"]
+    return result
+
+
+def context_check(launch: Launch) -> ContextCheck | None:
+    """The draft/target context check, when both configs were found."""
+    cache = launch.configs
+    if cache.get("target") is None:
+        return None
+    if "_context" not in cache:
+        r = resolution(launch)
+        cache["_context"] = check_context(
+            cache["target"],
+            cache.get("draft"),
+            launch.parsed.values.get("context_length"),
+            launch.env,
+            r.reserved_tokens,
+        )
+    check: ContextCheck = cache["_context"]
+    return check
+
+
+def speculative(launch: Launch) -> bool:
+    return launch.kind in ("server", "specserver") and bool(
+        launch.parsed.values.get("speculative_algorithm")
+    )
+
+
+def env_is_true(launch: Launch, name: str) -> bool:
+    return env_true(launch.env, name)
+
+
+def missing_config(rule: ModuleType, launch: Launch) -> list[Diagnostic]:
+    """The once-per-launch info that a config-needing rule could not run."""
+    why = launch.configs.get("missing")
+    if not why or launch.configs.get("_missing_reported"):
+        return []
+    launch.configs["_missing_reported"] = True
+    return [
+        Diagnostic(
+            launch.path,
+            launch.start.line,
+            launch.start.column,
+            "INFO001",
+            "config-not-found",
+            "info",
+            f"model configs not found, context rules skipped: {why}",
+            "Pass --model-dir DIR, populate the HF cache, or use --fetch-configs.",
+        )
+    ]
+
+
+def values(launch: Launch) -> dict[str, Any]:
+    return launch.parsed.values

@@ -1,0 +1,44 @@
+"""SPEC001 max-running-requests-unset.
+
+What it does:
+    Flags a speculative launch without ``--max-running-requests``.
+Why it matters:
+    SGLang 0.5.23 silently resets the cap to 48 for every speculative algorithm except UNO, so
+    the server neither uses the KV pool it has nor stops at the concurrency where speculation
+    still wins.
+Example (fails):
+    python -m sglang.launch_server --model-path Qwen/Qwen3-8B --speculative-algorithm EAGLE3 ...
+Use instead:
+    ... --speculative-algorithm EAGLE3 --max-running-requests 16
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+
+from specserver_advisor.lint.model import Context, Diagnostic, Launch
+from specserver_advisor.lint.rules._base import diag, resolution, speculative
+
+CODE = "SPEC001"
+NAME = "max-running-requests-unset"
+SEVERITY = "warning"
+SUMMARY = "Speculation on and --max-running-requests unset: SGLang silently caps at 48."
+FIX = "Set --max-running-requests explicitly (specserver-advisor plan recommends a value)."
+APPLIES_TO = ("server",)
+
+
+def check(launch: Launch, ctx: Context) -> Iterable[Diagnostic]:
+    if not speculative(launch) or "max_running_requests" in launch.parsed.values:
+        return []
+    r = resolution(launch)
+    if r.values.get("max_running_requests") and r.values["max_running_requests"].source == "forced":
+        return [
+            diag(
+                sys.modules[__name__],
+                launch,
+                launch.position_of("speculative_algorithm"),
+                f"{r.algorithm} with --max-running-requests unset: SGLang resets it to 48",
+            )
+        ]
+    return []

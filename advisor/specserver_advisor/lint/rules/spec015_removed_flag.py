@@ -1,0 +1,35 @@
+"""SPEC015 removed-flag.
+
+What it does:
+    Flags arguments SGLang 0.5.23's parser rejects: flags it no longer has, ambiguous prefixes
+    (e.g. ``--cuda-graph-max-bs``, now ``-decode``/``-prefill``), unknown flags and bad values.
+Why it matters:
+    argparse exits at startup; an ambiguous prefix that once worked now fails after an upgrade.
+Example (fails):
+    --cuda-graph-max-bs 8
+Use instead:
+    --cuda-graph-max-bs-decode 8
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+
+from specserver_advisor.lint.model import Context, Diagnostic, Launch
+from specserver_advisor.lint.rules._base import diag
+
+CODE = "SPEC015"
+NAME = "removed-flag"
+SEVERITY = "error"
+SUMMARY = "A flag 0.5.23 no longer has, an ambiguous prefix, or an unknown flag."
+FIX = "Use the 0.5.23 flag name (see `sglang serve --help`)."
+APPLIES_TO = ("server", "specserver")
+
+
+def check(launch: Launch, ctx: Context) -> Iterable[Diagnostic]:
+    out = []
+    for issue in launch.parsed.issues:
+        pos = launch.positions[issue.index] if issue.index < len(launch.positions) else launch.start
+        out.append(diag(sys.modules[__name__], launch, pos, issue.message))
+    return out
