@@ -24,7 +24,7 @@ from specserver_advisor.loaders.configs import (
 )
 from specserver_advisor.modelshape import ConfigShapeError
 from specserver_advisor.perfmodel import DEFAULT_CALIBRATION
-from specserver_advisor.plan import Plan, PlanInputs, make_plan
+from specserver_advisor.plan import Plan, plan_for_configs
 from specserver_advisor.sglang.flags import parse_server_argv
 
 
@@ -113,20 +113,16 @@ def run_plan(a: argparse.Namespace) -> Plan:
         parsed = parse_server_argv(_server_argv(a, draft))
         if parsed.issues:
             raise UsageError(parsed.issues[0].message)
-        return make_plan(
-            PlanInputs(
-                parsed.values,
-                target.config,
-                draft.config if draft else None,
-                gpu,
-                env=env,
-                target_weight_bytes=target.weight_bytes,
-                draft_weight_bytes=draft.weight_bytes if draft else None,
-                accept_length=a.accept_length,
-                input_len=a.input_len,
-                output_len=a.output_len,
-                concurrency=a.concurrency,
-            )
+        return plan_for_configs(
+            parsed.values,
+            target,
+            draft,
+            gpu,
+            env=env,
+            accept_length=a.accept_length,
+            input_len=a.input_len,
+            output_len=a.output_len,
+            concurrency=a.concurrency,
         )
     except UnknownGpuError as exc:
         raise UsageError(str(exc)) from exc

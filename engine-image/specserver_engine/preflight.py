@@ -22,7 +22,7 @@ from specserver_advisor.loaders.configs import (
     ConfigUnreadableError,
     load_config,
 )
-from specserver_advisor.plan import PlanInputs, make_plan
+from specserver_advisor.plan import plan_for_configs
 from specserver_advisor.sglang.flags import parse_server_argv
 
 TERMINATION_LIMIT = 4096  # bytes Kubernetes keeps of a termination message
@@ -106,18 +106,7 @@ def run(
         card = _gpu_for(gpu, gpu_type)
     except UnknownGpuError as exc:
         return _fail(report, "gpu", str(exc))
-    plan = make_plan(
-        PlanInputs(
-            parsed.values,
-            target.config,
-            draft.config if draft else None,
-            card,
-            env=env,
-            target_weight_bytes=target.weight_bytes,
-            draft_weight_bytes=draft.weight_bytes if draft else None,
-            concurrency=[1],
-        )
-    )
+    plan = plan_for_configs(parsed.values, target, draft, card, env=env, concurrency=[1])
     summary = plan.to_json()
     report["resolved"] = {
         k: summary["resolved"][k]

@@ -19,7 +19,7 @@ from specserver_advisor.loaders.configs import (
     load_config,
 )
 from specserver_advisor.memory import sglang_max_running_requests
-from specserver_advisor.plan import Plan, PlanInputs, make_plan
+from specserver_advisor.plan import Plan, plan_for_configs
 from specserver_advisor.sglang.flags import ParsedArgs, parse_server_argv
 
 
@@ -157,19 +157,15 @@ def build_sim_config(argv: list[str], env: dict[str, str] | None = None) -> SimC
         )
     except (UnknownGpuError, ConfigNotFoundError, ConfigUnreadableError) as exc:
         raise SimConfigError(str(exc)) from exc
-    plan = make_plan(
-        PlanInputs(
-            parsed.values,
-            target.config,
-            draft.config if draft else None,
-            gpu,
-            env=env,
-            target_weight_bytes=target.weight_bytes,
-            draft_weight_bytes=draft.weight_bytes if draft else None,
-            accept_length=sim.sim_accept_length,
-            concurrency=[1],
-            clock_scale=sim.sim_clock_scale,
-        )
+    plan = plan_for_configs(
+        parsed.values,
+        target,
+        draft,
+        gpu,
+        env=env,
+        accept_length=sim.sim_accept_length,
+        concurrency=[1],
+        clock_scale=sim.sim_clock_scale,
     )
     if plan.resolution.errors:
         err = plan.resolution.errors[0]

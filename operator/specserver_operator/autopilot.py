@@ -182,7 +182,11 @@ def auto_step(
     )
     step.status["policyState"] = persisted(state, status.get("policyState"), now)
     if metrics_ok:
-        step.status["lastMetrics"] = last_metrics(obs)
+        fresh = last_metrics(obs)
+        old = {k: v for k, v in (status.get("lastMetrics") or {}).items() if k != "observedAt"}
+        # observedAt moves every cycle: write only when a (rounded) value changed.
+        if old != {k: v for k, v in fresh.items() if k != "observedAt"}:
+            step.status["lastMetrics"] = fresh
     previous = status.get("lastDecisionReason")
     if decision.action != "keep":
         target = "On" if decision.action == "enable" else "Off"

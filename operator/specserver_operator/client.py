@@ -142,6 +142,45 @@ class KubeClient:
                     continue
                 raise _error(exc, f"SpecServer {namespace}/{name} status") from exc
 
+    def list_autoscalers(self, namespace: str) -> list[tuple[str, str, str, str]]:
+        """(kind, name, target kind, target name) of HPAs and KEDA ScaledObjects."""
+        out: list[tuple[str, str, str, str]] = []
+        try:
+            hpas = k8s.AutoscalingV1Api(self.api).list_namespaced_horizontal_pod_autoscaler(
+                namespace
+            )
+        except ApiException as exc:
+            raise _error(exc, f"HorizontalPodAutoscalers in {namespace}") from exc
+        for hpa in hpas.items:
+            target = hpa.spec.scale_target_ref
+            out.append(
+                (
+                    "HorizontalPodAutoscaler",
+                    str(hpa.metadata.name if hpa.metadata else ""),
+                    str(target.kind),
+                    str(target.name),
+                )
+            )
+        try:
+            scaled: dict[str, Any] = self.custom.list_namespaced_custom_object(  # type: ignore[assignment]
+                "keda.sh", "v1alpha1", namespace, "scaledobjects"
+            )
+        except ApiException as exc:
+            if exc.status in (403, 404):
+                return out  # KEDA not installed (or not visible): nothing to coexist with
+            raise _error(exc, f"ScaledObjects in {namespace}") from exc
+        for item in scaled.get("items", []):
+            keda_ref: dict[str, Any] = (item.get("spec") or {}).get("scaleTargetRef") or {}
+            out.append(
+                (
+                    "ScaledObject",
+                    str(item["metadata"]["name"]),
+                    str(keda_ref.get("kind", "Deployment")),
+                    str(keda_ref.get("name", "")),
+                )
+            )
+        return out
+
     def get_specserver(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
             data: dict[str, Any] = self.custom.get_namespaced_custom_object(  # type: ignore[assignment]

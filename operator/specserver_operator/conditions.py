@@ -11,6 +11,8 @@ Condition types (``status.conditions``, a list keyed by ``type``):
 - ``SpeculationActive``: True when the engine runs with speculative flags; False otherwise.
 - ``MetricsAvailable`` (mode Auto): True when fresh signals were read; False (reason
   PrometheusUnavailable, NoSeries or Stale) when the policy holds the mode for lack of them.
+- ``AutoscalerPresent``: True when an HPA or KEDA ScaledObject targets the engine Deployment
+  (they coexist, but replica changes and speculation switches interact; the message says how).
 """
 
 from __future__ import annotations
@@ -22,7 +24,15 @@ CONFIG_VALID = "ConfigValid"
 PROGRESSING = "Progressing"
 SPECULATION_ACTIVE = "SpeculationActive"
 METRICS_AVAILABLE = "MetricsAvailable"
-TYPES = (READY, CONFIG_VALID, PROGRESSING, SPECULATION_ACTIVE, METRICS_AVAILABLE)
+AUTOSCALER_PRESENT = "AutoscalerPresent"
+TYPES = (
+    READY,
+    CONFIG_VALID,
+    PROGRESSING,
+    SPECULATION_ACTIVE,
+    METRICS_AVAILABLE,
+    AUTOSCALER_PRESENT,
+)
 #: Written on the first visit; MetricsAvailable only exists in mode Auto.
 INITIAL_TYPES = TYPES[:4]
 

@@ -40,6 +40,7 @@ from specserver_operator.engineconfig import (
     policy_context_for,
 )
 from specserver_operator.reconcile import (
+    autoscaler_condition,
     compute_status,
     deployment_state,
     speculation_wanted,
@@ -250,6 +251,17 @@ def reconcile(
         desired["conditions"] = [
             c for c in desired["conditions"] if c["type"] != cond.METRICS_AVAILABLE
         ]
+    if server is not None and deployment is not None:
+        found = _autoscalers(client, ns, now_ts)
+        if found is not None:
+            value, reason, message = autoscaler_condition(name, found)
+            desired["conditions"] = cond.set_condition(
+                desired["conditions"],
+                cond.condition(
+                    cond.AUTOSCALER_PRESENT, value, reason, message, meta.get("generation"), now
+                ),
+                now,
+            )
     changes = status_changes(current, desired)
     if changes:
         try:
@@ -261,6 +273,25 @@ def reconcile(
         opmetrics.MODE.labels(ns, name).set(1 if desired.get("speculationMode") == "On" else 0)
     out.events = _events(current, desired, cfg) + out.events
     return out
+
+
+_AUTOSCALERS: dict[str, tuple[float, list[tuple[str, str, str, str]]]] = {}
+AUTOSCALER_REFRESH_S = 60.0
+
+
+def _autoscalers(
+    client: KubeClient, namespace: str, now_ts: float
+) -> list[tuple[str, str, str, str]] | None:
+    """HPAs/ScaledObjects of a namespace, listed at most once a minute (None if unreadable)."""
+    cached = _AUTOSCALERS.get(namespace)
+    if cached and now_ts - cached[0] < AUTOSCALER_REFRESH_S:
+        return cached[1]
+    try:
+        found = client.list_autoscalers(namespace)
+    except (ApiError, NotFoundError):
+        return cached[1] if cached else None
+    _AUTOSCALERS[namespace] = (now_ts, found)
+    return found
 
 
 def _auto_view(current: dict[str, Any], deployment: dict[str, Any] | None) -> dict[str, Any]:

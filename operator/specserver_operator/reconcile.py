@@ -124,3 +124,23 @@ def _running_speculation(deployment: dict[str, Any] | None) -> bool | None:
 def status_changes(current: dict[str, Any], desired: dict[str, Any]) -> dict[str, Any]:
     """Top-level fields of ``desired`` that differ from ``current`` (empty: write nothing)."""
     return {k: v for k, v in desired.items() if current.get(k) != v}
+
+
+def autoscaler_condition(
+    deployment_name: str, autoscalers: list[tuple[str, str, str, str]]
+) -> tuple[str, str, str]:
+    """``AutoscalerPresent``: whether an HPA or KEDA ScaledObject scales the engine."""
+    hits = [
+        f"{kind} {name}"
+        for kind, name, target_kind, target in autoscalers
+        if target_kind == "Deployment" and target == deployment_name
+    ]
+    if not hits:
+        return "False", "NoAutoscaler", "no HPA or ScaledObject targets the engine Deployment"
+    return (
+        "True",
+        "AutoscalerTargetsEngine",
+        f"{', '.join(hits)} scales the engine Deployment: replicas change while speculation "
+        "switches restart pods, and each replica's KV pool (not the replica count) is what "
+        "makes speculation stop paying; keep minReplicas stable during switches",
+    )

@@ -330,3 +330,34 @@ def test_no_metrics_holds_the_mode_and_manual_off_is_immediate(
     )
     assert time.monotonic() - started < 15
     assert not [a for a in engine_args(dep) if a.startswith("--speculative")]
+
+
+def test_an_hpa_on_the_engine_is_reported(
+    kube: KubeHandle, namespace: str, operator: Operator
+) -> None:
+    apply(kube, namespace, example())
+    wait_for(lambda: get(kube, "deployment", namespace, "qwen3-8b"), 60, "Deployment")
+    hpa = {
+        "apiVersion": "autoscaling/v1",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "engine-hpa"},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "qwen3-8b"},
+            "minReplicas": 1,
+            "maxReplicas": 3,
+            "targetCPUUtilizationPercentage": 80,
+        },
+    }
+    apply(kube, namespace, hpa)
+    sps = wait_for(
+        lambda: (
+            (o := get(kube, "sps", namespace, "qwen3-8b"))
+            and (c := condition(o, "AutoscalerPresent"))
+            and c["status"] == "True"
+            and o
+        ),
+        90,
+        "AutoscalerPresent=True",
+    )
+    message = condition(sps, "AutoscalerPresent")["message"]  # type: ignore[index]
+    assert "HorizontalPodAutoscaler engine-hpa" in message

@@ -1,0 +1,209 @@
+"""The closed loop at the controller seam: switches complete once, roll back, and steady load
+writes nothing. Uses a fake of our own ``client.KubeClient`` (kopf's pattern), which fails
+loudly on any call it does not implement."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from specserver_advisor.policy import Observation
+from specserver_operator import controller
+
+SPEC = {
+    "apiVersion": "specserver.io/v1alpha1",
+    "kind": "SpecServer",
+    "metadata": {"name": "x", "namespace": "llm", "uid": "u-1", "generation": 1},
+    "spec": {
+        "model": {"path": "Qwen/Qwen3-8B"},
+        "draft": {"path": "Tengyunw/qwen3_8b_eagle3"},
+        "speculative": {"algorithm": "EAGLE3", "numSteps": 3, "eagleTopk": 1, "numDraftTokens": 4},
+        "mode": "Auto",
+        "engine": {"memFractionStatic": 0.85},
+        "resources": {"gpuType": "L4"},
+        "autoSpeculation": {
+            "evaluationIntervalSeconds": 5,
+            "disableAfterBreaches": 1,
+            "minDwellSeconds": 0,
+            "switchTimeoutSeconds": 60,
+        },
+    },
+}
+
+
+class FakeClient:
+    """Our client seam: a Deployment store that becomes ready when told to."""
+
+    def __init__(self) -> None:
+        self.deployment: dict[str, Any] | None = None
+        self.status: dict[str, Any] = {}
+        self.writes = 0
+        self.ready = True
+
+    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        return copy.deepcopy(self.deployment) if kind == "Deployment" else None
+
+    def apply(self, obj: dict[str, Any]) -> bool:
+        if obj["kind"] != "Deployment":
+            return False
+        labels = obj["metadata"]["labels"]
+        if self.deployment and self.deployment["metadata"]["labels"] == labels:
+            return False
+        self.writes += 1
+        self.deployment = copy.deepcopy(obj)
+        self.deployment["metadata"]["generation"] = 1
+        ready = 1 if self.ready else 0
+        self.deployment["status"] = {
+            "readyReplicas": ready,
+            "updatedReplicas": 1,
+            "observedGeneration": 1,
+        }
+        return True
+
+    def patch_status(self, namespace: str, name: str, changes: dict[str, Any]) -> None:
+        self.writes += 1
+        for key, value in changes.items():
+            if value is None:
+                self.status.pop(key, None)
+            else:
+                self.status[key] = value
+
+    def list_autoscalers(self, namespace: str) -> list[tuple[str, str, str, str]]:
+        return []
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"unexpected client call {name}")
+
+
+class Signals:
+    last_error = None
+
+    def __init__(self, **obs: Any) -> None:
+        self.obs = obs
+
+    def get(self, namespace: str, name: str) -> Observation:
+        return Observation(ts=0, **self.obs)
+
+
+OVERLOAD = {
+    "accept_length": 2.4,
+    "ttft_p99_s": 20.0,
+    "running": 13,
+    "queued": 27,
+    "output_tok_s": 300.0,
+    "age_s": 2.0,
+}
+STEADY = {
+    "accept_length": 2.7,
+    "ttft_p99_s": 0.6,
+    "running": 4,
+    "queued": 0,
+    "output_tok_s": 130.0,
+    "age_s": 2.0,
+}
+
+
+@pytest.fixture(autouse=True)
+def fresh_caches() -> None:
+    controller._LAST_EVALUATION.clear()
+    controller._POLICY_CTX.clear()
+    controller._CONFIG_CACHE.clear()
+    controller._AUTOSCALERS.clear()
+
+
+def cycle(client: FakeClient, signals: Signals, t: float) -> controller.Outcome:
+    body = copy.deepcopy(SPEC)
+    body["status"] = copy.deepcopy(client.status)
+    stamp = f"2026-01-01T00:{int(t) // 60 % 60:02d}:{int(t) % 60:02d}Z"
+    return controller.reconcile(
+        client,
+        body,
+        stamp,
+        signals=signals,  # type: ignore[arg-type]
+        now_ts=t,
+    )
+
+
+def mode(client: FakeClient) -> str:
+    assert client.deployment is not None
+    return str(client.deployment["metadata"]["labels"]["specserver.io/mode"])
+
+
+def test_overload_switches_off_once_and_completes() -> None:
+    client = FakeClient()
+    cycle(client, Signals(**STEADY), 1000)
+    assert mode(client) == "on"
+    out = cycle(client, Signals(**OVERLOAD), 1010)
+    assert ("Normal", "SpeculationDisabled") in {(t, r) for t, r, _ in out.events}
+    assert mode(client) == "off" and client.status["switch"]["target"] == "Off"
+    out = cycle(client, Signals(**OVERLOAD), 1020)
+    assert "switch" not in client.status
+    assert "SwitchCompleted" in {r for _, r, _ in out.events}
+    assert [d["reason"] for d in client.status["decisions"]] == ["TTFTSLOBreached"]
+
+
+def test_a_restart_mid_switch_completes_exactly_one_switch() -> None:
+    client = FakeClient()
+    cycle(client, Signals(**STEADY), 1000)
+    # The decision was persisted, then the operator died before touching the Deployment.
+    client.status["switch"] = {
+        "target": "Off",
+        "previous": "On",
+        "startedAt": "2026-01-01T00:16:50Z",
+        "reason": "TTFTSLOBreached",
+    }
+    client.status["decisions"] = [
+        {
+            "time": "2026-01-01T00:16:50Z",
+            "action": "disable",
+            "reason": "TTFTSLOBreached",
+            "mode": "Off",
+        }
+    ]
+    state = json.loads(client.status["policyState"])
+    state["mode"] = "off"
+    client.status["policyState"] = json.dumps(state)
+    controller._LAST_EVALUATION.clear()  # a new process
+    cycle(client, Signals(**OVERLOAD), 1012)
+    assert mode(client) == "off"
+    cycle(client, Signals(**OVERLOAD), 1020)
+    assert "switch" not in client.status
+    assert len(client.status["decisions"]) == 1
+
+
+def test_a_switch_that_never_gets_ready_is_rolled_back() -> None:
+    client = FakeClient()
+    cycle(client, Signals(**STEADY), 1000)
+    client.ready = False
+    cycle(client, Signals(**OVERLOAD), 1010)
+    assert mode(client) == "off"
+    out = cycle(client, Signals(**OVERLOAD), 1100)  # past switchTimeoutSeconds
+    assert ("Warning", "SwitchFailed") in {(t, r) for t, r, _ in out.events}
+    assert mode(client) == "on"
+    assert client.status["decisions"][-1]["reason"] == "SwitchFailed"
+    assert json.loads(client.status["policyState"])["mode"] == "on"
+
+
+def test_steady_load_never_switches_and_stops_writing() -> None:
+    client = FakeClient()
+    for k in range(30):
+        cycle(client, Signals(**STEADY), 1000 + 6 * k)
+        if k == 9:
+            writes = client.writes
+    assert mode(client) == "on" and not client.status.get("decisions")
+    assert client.writes == writes  # steady state: zero API writes per cycle
+
+
+def test_stale_metrics_hold_and_report() -> None:
+    client = FakeClient()
+    cycle(client, Signals(**STEADY), 1000)
+    stale = dict(OVERLOAD, age_s=500.0)
+    for k in range(5):
+        cycle(client, Signals(**stale), 1010 + 6 * k)
+    assert mode(client) == "on"
+    metrics = next(c for c in client.status["conditions"] if c["type"] == "MetricsAvailable")
+    assert (metrics["status"], metrics["reason"]) == ("False", "Stale")
+    assert client.status["lastDecisionReason"] == "MetricsStale"
