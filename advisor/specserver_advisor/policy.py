@@ -210,7 +210,8 @@ class _Cycle:
         """Switch unless dwell time, the hourly budget or dry run forbid it."""
         st, pol = self.state, self.policy
         would = f"{action}:{reason}"
-        revert = st.exploring  # an exploration that did not pay is undone at once
+        # An exploration, or a switch measured to deliver less, is undone without dwelling.
+        revert = st.exploring or reason == "SwitchDidNotPay"
         if (
             not revert
             and st.last_switch is not None
@@ -337,7 +338,7 @@ def decide(
         thresholds["breaches"] = f"{state.disable_breaches}/{policy.disable_after_breaches}"
         if state.disable_breaches < policy.disable_after_breaches:
             return cycle.finish("keep", "BreachPending", would=f"disable:{reason}")
-        return cycle.gated("disable", reason)
+        return cycle.gated("disable", _after_switch(state, policy, now, reason))
     reason = _enable_reason(inputs, policy, floor, crossover, learned, expected_accept)
     state.disable_breaches = 0
     state.enable_passes = state.enable_passes + 1 if reason else 0
@@ -348,7 +349,17 @@ def decide(
     thresholds["passes"] = f"{state.enable_passes}/{policy.enable_after_passes}"
     if state.enable_passes < policy.enable_after_passes:
         return cycle.finish("keep", "EnablePending", would=f"enable:{reason}")
-    return cycle.gated("enable", reason)
+    return cycle.gated("enable", _after_switch(state, policy, now, reason))
+
+
+def _after_switch(state: PolicyState, policy: AutoSpeculation, now: float, reason: str) -> str:
+    """Within the dwell after a switch, measured worse at the same load: the switch did not pay.
+
+    The new mode's score in this band (learned since the switch) is below what the old mode
+    delivered there; the policy reverts at once and says so.
+    """
+    recent = state.last_switch is not None and now - state.last_switch < policy.min_dwell_seconds
+    return "SwitchDidNotPay" if reason == "OtherModeFasterHere" and recent else reason
 
 
 def _disable_reason(

@@ -250,3 +250,24 @@ def test_identical_input_gives_identical_decisions(rows: list[dict[str, Any]]) -
         return out
 
     assert once() == once()
+
+
+def test_a_switch_that_delivers_less_is_reverted_without_dwelling() -> None:
+    # Just switched on (dwell 300 s); at this load and acceptance speculation measured worse.
+    band = band_of(8, 2.5)
+    state = PolicyState(
+        mode=ON,
+        last_switch=1000.0,
+        mode_since=1000.0,
+        switch_times=[1000.0],
+        bands={
+            band: {
+                ON: {"score": 80.0, "n": 3, "at": 1050.0},
+                OFF: {"score": 200.0, "n": 9, "at": 900.0},
+            }
+        },
+    )
+    policy = FAST.model_copy(update={"disable_after_breaches": 1})
+    d, state = decide(obs(1060, running=8, output_tok_s=80.0), state, policy, CTX)
+    assert (d.action, d.reason) == ("disable", "SwitchDidNotPay")
+    assert state.mode == OFF
