@@ -77,6 +77,7 @@ def launch_from_specserver(path: str, doc: Any) -> Launch:
     add("--model-path", spec.model.path, _pos(raw_spec, key="model"))
     add("--host", "0.0.0.0", e_pos)
     add("--enable-metrics", True, e_pos)
+    add("--tp-size", spec.resources.gpus, _pos(raw_spec, key="resources"))
     if spec.mode.value != "Off":
         s = spec.speculative
         add("--speculative-algorithm", s.algorithm.value, s_pos)

@@ -24,6 +24,7 @@ from specserver_advisor.lint.rules import (
     spec013_unknown_algorithm,
     spec014_draft_rope_scaling_missing,
     spec015_removed_flag,
+    spec016_no_kv_memory,
 )
 
 _MODULES: tuple[ModuleType, ...] = (
@@ -42,6 +43,7 @@ _MODULES: tuple[ModuleType, ...] = (
     spec013_unknown_algorithm,
     spec014_draft_rope_scaling_missing,
     spec015_removed_flag,
+    spec016_no_kv_memory,
     bench001_bench_ignore_eos,
     bench002_bench_synthetic_only,
     bench003_bench_concurrency_over_cap,
