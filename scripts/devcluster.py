@@ -186,15 +186,7 @@ class Cluster:
 
     def pid(self, name: str) -> int | None:
         """PID of a running component, or None."""
-        path = self._pidfile(name)
-        if not path.exists():
-            return None
-        pid = int(path.read_text())
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return None
-        return pid
+        return running_pid(self._pidfile(name))
 
     def ready(self) -> bool:
         """True when the apiserver answers /readyz with ok."""
@@ -315,17 +307,7 @@ class Cluster:
         )
 
     def _spawn(self, name: str, argv: list[str]) -> None:
-        # Detach through sh + setsid so the component outlives this process (and no Popen
-        # object is left to be garbage-collected while its child still runs).
-        logfile = self.state_dir / f"{name}.log"
-        done = subprocess.run(
-            ["sh", "-c", 'setsid "$@" >>"$LOG" 2>&1 </dev/null & echo $!', "sh", *argv],
-            env=dict(os.environ, LOG=str(logfile)),
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        self._pidfile(name).write_text(done.stdout.strip())
+        spawn_detached(argv, self.state_dir / f"{name}.log", self._pidfile(name))
 
     def _wait_ready(self, timeout: float = 90.0) -> None:
         deadline = time.monotonic() + timeout
@@ -370,7 +352,7 @@ class Cluster:
         for name in ("kube-controller-manager", "kube-apiserver", "etcd"):
             pid = self.pid(name)
             if pid is not None:
-                _terminate(pid)
+                terminate(pid)
                 if not quiet:
                     log(f"stopped {name} (pid {pid})")
             self._pidfile(name).unlink(missing_ok=True)
@@ -389,7 +371,36 @@ class Cluster:
         }
 
 
-def _terminate(pid: int, grace: float = 10.0) -> None:
+def running_pid(pidfile: Path) -> int | None:
+    """The PID recorded in ``pidfile`` if that process still runs, else None."""
+    if not pidfile.exists():
+        return None
+    pid = int(pidfile.read_text())
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    return pid
+
+
+def spawn_detached(argv: list[str], logfile: Path, pidfile: Path) -> None:
+    """Start ``argv`` in its own session, appending to ``logfile``; record its PID.
+
+    Detached through sh + setsid so it outlives this process (and no Popen object is left to
+    be garbage-collected while its child still runs). Also used by devprom.py.
+    """
+    done = subprocess.run(
+        ["sh", "-c", 'setsid "$@" >>"$LOG" 2>&1 </dev/null & echo $!', "sh", *argv],
+        env=dict(os.environ, LOG=str(logfile)),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    pidfile.write_text(done.stdout.strip())
+
+
+def terminate(pid: int, grace: float = 10.0) -> None:
+    """SIGTERM the process group, SIGKILL it after ``grace`` seconds."""
     try:
         os.killpg(pid, signal.SIGTERM)
     except ProcessLookupError:

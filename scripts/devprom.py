@@ -9,11 +9,9 @@ and by tests/conftest.py.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -23,6 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from devcluster import running_pid, spawn_detached, terminate  # noqa: E402
+
 LOOPBACK = "127.0.0.1"
 
 
@@ -78,15 +79,7 @@ class DevProm:
         return self.state_dir / "targets.json"
 
     def pid(self) -> int | None:
-        path = self.state_dir / "prometheus.pid"
-        if not path.exists():
-            return None
-        pid = int(path.read_text())
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return None
-        return pid
+        return running_pid(self.state_dir / "prometheus.pid")
 
     def ready(self) -> bool:
         try:
@@ -122,12 +115,8 @@ class DevProm:
             "        refresh_interval: 1s\n"
         )
         logfile = self.state_dir / "prometheus.log"
-        done = subprocess.run(
+        spawn_detached(
             [
-                "sh",
-                "-c",
-                'setsid "$@" >>"$LOG" 2>&1 </dev/null & echo $!',
-                "sh",
                 binary,
                 f"--config.file={config}",
                 f"--storage.tsdb.path={self.state_dir / 'data'}",
@@ -135,12 +124,9 @@ class DevProm:
                 "--web.enable-lifecycle",
                 "--storage.tsdb.retention.time=1d",
             ],
-            env=dict(os.environ, LOG=str(logfile)),
-            capture_output=True,
-            text=True,
-            check=True,
+            logfile,
+            self.state_dir / "prometheus.pid",
         )
-        (self.state_dir / "prometheus.pid").write_text(done.stdout.strip())
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.ready():
@@ -154,12 +140,7 @@ class DevProm:
         """Stop it and drop its data."""
         pid = self.pid()
         if pid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGTERM)
-            for _ in range(100):
-                if self.pid() is None:
-                    break
-                time.sleep(0.1)
+            terminate(pid)
         (self.state_dir / "prometheus.pid").unlink(missing_ok=True)
         shutil.rmtree(self.state_dir / "data", ignore_errors=True)
 
