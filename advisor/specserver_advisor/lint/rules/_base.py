@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 from types import ModuleType
 from typing import Any
 
+from specserver_advisor.gpus import UnknownGpuError, lookup_gpu
 from specserver_advisor.lint.model import Diagnostic, Launch, Position
+from specserver_advisor.lint.specservers import COMPUTED_CAP
+from specserver_advisor.modelshape import ConfigShapeError
+from specserver_advisor.plan import Plan, PlanInputs, make_plan
 from specserver_advisor.sglang.context import ContextCheck, check_context, env_true
 from specserver_advisor.sglang.resolve import Resolution, resolve_launch
 
@@ -21,10 +26,37 @@ def resolution(launch: Launch) -> Resolution:
     """SGLang's resolution of this launch (with the target/draft configs when found)."""
     cache = launch.configs
     if "_resolution" not in cache:
-        args = {k: v for k, v in launch.parsed.values.items() if v != -1}
-        cache["_resolution"] = resolve_launch(args, cache.get("target"), cache.get("draft"))
+        cache["_resolution"] = resolve_launch(
+            server_args(launch), cache.get("target"), cache.get("draft")
+        )
     result: Resolution = cache["_resolution"]
     return result
+
+
+def server_args(launch: Launch) -> dict[str, Any]:
+    """The launch's SGLang flags, without the marker of a cap the operator computes."""
+    return {k: v for k, v in launch.parsed.values.items() if v != COMPUTED_CAP}
+
+
+def memory_plan(launch: Launch) -> Plan | None:
+    """The advisor's plan on the launch's GPU type (None without a GPU type or configs)."""
+    cache = launch.configs
+    if "_plan" not in cache:
+        cache["_plan"] = None
+        if launch.gpu_type and cache.get("target") is not None:
+            with contextlib.suppress(UnknownGpuError, ConfigShapeError):
+                cache["_plan"] = make_plan(
+                    PlanInputs(
+                        server_args(launch),
+                        cache["target"],
+                        cache.get("draft"),
+                        lookup_gpu(launch.gpu_type),
+                        env=launch.env,
+                        concurrency=[1],
+                    )
+                )
+    plan: Plan | None = cache["_plan"]
+    return plan
 
 
 def context_check(launch: Launch) -> ContextCheck | None:

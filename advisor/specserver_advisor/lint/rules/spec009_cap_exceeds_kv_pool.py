@@ -19,7 +19,7 @@ import sys
 from collections.abc import Iterable
 
 from specserver_advisor.lint.model import Context, Diagnostic, Launch
-from specserver_advisor.lint.rules._base import diag, speculative, values
+from specserver_advisor.lint.rules._base import diag, memory_plan, speculative, values
 
 CODE = "SPEC009"
 NAME = "cap-exceeds-kv-pool"
@@ -31,33 +31,10 @@ APPLIES_TO = ("server", "specserver")
 
 def check(launch: Launch, ctx: Context) -> Iterable[Diagnostic]:
     cap = values(launch).get("max_running_requests")
-    if (
-        not speculative(launch)
-        or not launch.gpu_type
-        or not isinstance(cap, int)
-        or cap < 1
-        or launch.configs.get("target") is None
-    ):
+    if not speculative(launch) or not isinstance(cap, int) or cap < 1:
         return []
-    from specserver_advisor.gpus import UnknownGpuError, lookup_gpu
-    from specserver_advisor.plan import PlanInputs, make_plan
-
-    try:
-        gpu = lookup_gpu(launch.gpu_type)
-    except UnknownGpuError:
-        return []
-    args = {k: v for k, v in values(launch).items() if v != -1}
-    plan = make_plan(
-        PlanInputs(
-            args,
-            launch.configs["target"],
-            launch.configs.get("draft"),
-            gpu,
-            env=launch.env,
-            concurrency=[1],
-        )
-    )
-    if plan.mem.error or plan.fits_on >= cap:
+    plan = memory_plan(launch)
+    if plan is None or plan.mem.error or plan.fits_on >= cap:
         return []
     return [
         diag(
@@ -65,6 +42,6 @@ def check(launch: Launch, ctx: Context) -> Iterable[Diagnostic]:
             launch,
             launch.position_of("max_running_requests"),
             f"--max-running-requests {cap} but the KV pool with the draft holds "
-            f"{plan.fits_on} requests of 512+128 tokens on {gpu.name}",
+            f"{plan.fits_on} requests of 512+128 tokens on {plan.scenario.gpu.name}",
         )
     ]

@@ -20,7 +20,7 @@ import sys
 from collections.abc import Iterable
 
 from specserver_advisor.lint.model import Context, Diagnostic, Launch
-from specserver_advisor.lint.rules._base import diag, values
+from specserver_advisor.lint.rules._base import diag, memory_plan, values
 
 CODE = "SPEC016"
 NAME = "no-kv-memory"
@@ -31,28 +31,8 @@ APPLIES_TO = ("server", "specserver")
 
 
 def check(launch: Launch, ctx: Context) -> Iterable[Diagnostic]:
-    if not launch.gpu_type or launch.configs.get("target") is None:
-        return []
-    from specserver_advisor.gpus import UnknownGpuError, lookup_gpu
-    from specserver_advisor.modelshape import ConfigShapeError
-    from specserver_advisor.plan import PlanInputs, make_plan
-
-    try:
-        gpu = lookup_gpu(launch.gpu_type)
-        args = {k: v for k, v in values(launch).items() if v != -1}
-        plan = make_plan(
-            PlanInputs(
-                args,
-                launch.configs["target"],
-                launch.configs.get("draft"),
-                gpu,
-                env=launch.env,
-                concurrency=[1],
-            )
-        )
-    except (UnknownGpuError, ConfigShapeError):
-        return []
-    if not plan.mem.error:
+    plan = memory_plan(launch)
+    if plan is None or not plan.mem.error:
         return []
     where = "mem_fraction_static" if "mem_fraction_static" in values(launch) else "model_path"
     return [
@@ -60,6 +40,6 @@ def check(launch: Launch, ctx: Context) -> Iterable[Diagnostic]:
             sys.modules[__name__],
             launch,
             launch.position_of(where),
-            f"on {gpu.name}: {plan.mem.error}",
+            f"on {plan.scenario.gpu.name}: {plan.mem.error}",
         )
     ]
