@@ -15,7 +15,6 @@ import datetime
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,18 +26,14 @@ from typing import Any
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from specserver_engine.ports import free_loopback_port
+
 NODE = "specserver-dev-node"
 SELECTOR = "app.kubernetes.io/managed-by=specserver"
 
 
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _ready(url: str) -> bool:
@@ -122,7 +117,7 @@ class Agent:
             args = list(init.args or [])
             if "--gpu-type" in args:
                 gpu = args[args.index("--gpu-type") + 1]
-        port = _port()
+        port = free_loopback_port()
         argv = [
             sys.executable,
             "-m",

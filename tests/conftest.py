@@ -20,6 +20,8 @@ from urllib.parse import urlparse
 
 import pytest
 
+from specserver_engine.ports import free_loopback_port
+
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data"
 TEST_BASE_PORT = int(os.environ.get("SPECSERVER_TEST_BASE_PORT", "26443"))
@@ -129,15 +131,6 @@ def prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         server.down()
 
 
-def free_port() -> int:
-    """A free TCP port on loopback."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 QWEN_EAGLE3 = [
     "--model-path",
     "Qwen/Qwen3-8B",
@@ -189,7 +182,7 @@ def start_simulator() -> Iterator[Any]:
     started: list[Simulator] = []
 
     def start(*args: str, wait: bool = True) -> Simulator:
-        port = free_port()
+        port = free_loopback_port()
         argv = [
             sys.executable,
             "-m",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ import urllib.request
 from typing import Any
 
 from specserver_engine import loadgen
+from specserver_engine.ports import free_loopback_port
 
 L4_ARGS = ["--model-path", "Qwen/Qwen3-8B", "--mem-fraction-static", "0.85", "--sim-gpu", "L4"]
 EAGLE3 = [
@@ -50,14 +50,8 @@ FIELD = {
 FIELD_TTFT_32 = (2970, 8040)  # random, unlocked clocks: default, EAGLE-3
 
 
-def _port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _start(extra: list[str], scale: float, clock: float) -> tuple[subprocess.Popen[bytes], str]:
-    port = _port()
+    port = free_loopback_port()
     proc = subprocess.Popen(
         [
             sys.executable,

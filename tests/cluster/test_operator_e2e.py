@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import REPO, KubeHandle, free_port, load_config
+from conftest import REPO, KubeHandle, load_config
+from specserver_engine.ports import free_loopback_port
 
 EXAMPLE = REPO / "manifests" / "examples" / "qwen3-8b-eagle3-l4.yaml"
 
@@ -27,7 +28,7 @@ class Operator:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        port = free_port()
+        port = free_loopback_port()
         env = dict(kube_env(self.kube), PYTHONUNBUFFERED="1")
         self.log = open(f"/tmp/specserver-operator-{port}.log", "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
