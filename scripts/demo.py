@@ -89,7 +89,7 @@ class Stack:
             KUBECONFIG=str(self.cluster.kubeconfig),
             PYTHONWARNINGS="ignore",
             SPECSERVER_PROMETHEUS_URL=self.prom.url,
-            SPECSERVER_TIMER_SECONDS="2",
+            SPECSERVER_CYCLE_SECONDS="2",
             SPECSERVER_QUERY_INTERVAL_SECONDS="2",
         )
         self.env = env

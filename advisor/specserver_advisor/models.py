@@ -83,6 +83,7 @@ class SwitchStrategy(StrEnum):
 
     RECREATE = "Recreate"
     ROLLING_UPDATE = "RollingUpdate"
+    BLUE_GREEN = "BlueGreen"
 
 
 class ConditionStatus(StrEnum):
@@ -365,7 +366,10 @@ class AutoSpeculation(ApiModel):
         default=SwitchStrategy.RECREATE,
         description=(
             "How a switch restarts the engine: Recreate (one GPU, downtime), RollingUpdate "
-            "(a surge pod when a spare GPU exists, no downtime)."
+            "(a surge pod when a spare GPU exists, no downtime), BlueGreen (a standby "
+            "Deployment <name>-on or <name>-off starts in the new mode; the Service moves to it "
+            "only once it is Ready, then the old one is scaled to zero; needs the GPUs of both "
+            "for the duration of a switch)."
         ),
     )
     switch_timeout_seconds: int = Field(

@@ -16,9 +16,12 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
-from specserver_advisor.models import GROUP, PLURAL, VERSION
+from specserver_advisor.models import GROUP, KIND, PLURAL, VERSION
+from specserver_operator.opmetrics import API_WRITES
 
 FIELD_MANAGER = "specserver"
+#: Every child carries this label (render.labels); the cycle lists children by it.
+MANAGED_SELECTOR = "app.kubernetes.io/managed-by=specserver"
 HASH_ANNOTATION = "specserver.io/applied-hash"
 CONFLICT_RETRIES = 5
 
@@ -92,16 +95,23 @@ class KubeClient:
             raise _error(exc, f"{kind} {namespace}/{name}") from exc
         raise ValueError(f"unsupported kind {kind}")
 
-    def apply(self, obj: dict[str, Any]) -> bool:
+    def apply(self, obj: dict[str, Any], desired_hash: str | None = None) -> bool:
         """Server-side apply ``obj`` unless its content hash is already there; True if written."""
+        meta = obj["metadata"]
+        current = self.get(obj["kind"], meta["namespace"], meta["name"])
+        return self.apply_over(obj, current, desired_hash) is not None
+
+    def apply_over(
+        self, obj: dict[str, Any], current: dict[str, Any] | None, desired_hash: str | None = None
+    ) -> dict[str, Any] | None:
+        """Apply ``obj`` unless ``current`` already carries its hash; the written object or None."""
         kind, meta = obj["kind"], obj["metadata"]
-        desired_hash = object_hash(obj)
-        current = self.get(kind, meta["namespace"], meta["name"])
+        desired_hash = desired_hash or object_hash(obj)
         if (
             current
             and (current["metadata"].get("annotations") or {}).get(HASH_ANNOTATION) == desired_hash
         ):
-            return False
+            return None
         body = json.loads(json.dumps(obj))
         body["metadata"].setdefault("annotations", {})[HASH_ANNOTATION] = desired_hash
         patch = {
@@ -110,7 +120,7 @@ class KubeClient:
         }[kind]
         for attempt in range(CONFLICT_RETRIES):
             try:
-                patch(
+                written = patch(
                     meta["name"],
                     meta["namespace"],
                     body,
@@ -118,14 +128,83 @@ class KubeClient:
                     force=True,
                     _content_type="application/apply-patch+yaml",
                 )
-                self.writes += 1
-                return True
+                self._wrote()
+                return self._dict(written)
             except ApiException as exc:
                 if exc.status == 409 and attempt < CONFLICT_RETRIES - 1:
                     time.sleep(0.2 * (attempt + 1))
                     continue
                 raise _error(exc, f"{kind} {meta['namespace']}/{meta['name']}") from exc
-        return False
+        return None
+
+    def _wrote(self) -> None:
+        self.writes += 1
+        API_WRITES.inc()
+
+    def delete(self, kind: str, namespace: str, name: str) -> None:
+        """Delete a child this operator owns (a Deployment another strategy left behind)."""
+        remove = {
+            "Deployment": self.apps.delete_namespaced_deployment,
+            "Service": self.core.delete_namespaced_service,
+        }[kind]
+        try:
+            remove(name, namespace)
+            self._wrote()
+        except ApiException as exc:
+            if exc.status != 404:
+                raise _error(exc, f"{kind} {namespace}/{name}") from exc
+
+    def list_specservers(self, namespaces: list[str]) -> list[dict[str, Any]]:
+        """Every SpecServer (of ``namespaces``, or of the cluster when empty): one LIST each."""
+        items: list[dict[str, Any]] = []
+        try:
+            if not namespaces:
+                data: dict[str, Any] = self.custom.list_cluster_custom_object(  # type: ignore[assignment]
+                    GROUP, VERSION, PLURAL
+                )
+                return list(data.get("items", []))
+            for ns in namespaces:
+                data = self.custom.list_namespaced_custom_object(  # type: ignore[assignment]
+                    GROUP, VERSION, ns, PLURAL
+                )
+                items += data.get("items", [])
+        except ApiException as exc:
+            raise _error(exc, "SpecServers") from exc
+        return items
+
+    def list_children(self, namespaces: list[str]) -> dict[tuple[str, str, str], dict[str, Any]]:
+        """Deployments and Services this operator manages, by (kind, namespace, name).
+
+        Read as raw JSON (no client model objects): at a thousand SpecServers the model
+        deserialisation would cost more CPU than everything else in a cycle.
+        """
+        out: dict[tuple[str, str, str], dict[str, Any]] = {}
+        calls: list[tuple[str, Any, Any]] = [
+            (
+                "Deployment",
+                self.apps.list_deployment_for_all_namespaces,
+                self.apps.list_namespaced_deployment,
+            ),
+            (
+                "Service",
+                self.core.list_service_for_all_namespaces,
+                self.core.list_namespaced_service,
+            ),
+        ]
+        for kind, cluster_wide, namespaced in calls:
+            responses = (
+                [cluster_wide(label_selector=MANAGED_SELECTOR, _preload_content=False)]
+                if not namespaces
+                else [
+                    namespaced(ns, label_selector=MANAGED_SELECTOR, _preload_content=False)
+                    for ns in namespaces
+                ]
+            )
+            for response in responses:
+                for item in json.loads(response.data).get("items", []):
+                    meta = item["metadata"]
+                    out[(kind, meta["namespace"], meta["name"])] = item
+        return out
 
     def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         """Merge-patch the SpecServer status through the status subresource."""
@@ -134,7 +213,7 @@ class KubeClient:
                 self.custom.patch_namespaced_custom_object_status(
                     GROUP, VERSION, namespace, PLURAL, name, {"status": status}
                 )
-                self.writes += 1
+                self._wrote()
                 return
             except ApiException as exc:
                 if exc.status == 409 and attempt < CONFLICT_RETRIES - 1:
@@ -191,6 +270,35 @@ class KubeClient:
             if exc.status == 404:
                 return None
             raise _error(exc, f"SpecServer {namespace}/{name}") from exc
+
+    def post_event(
+        self, involved: dict[str, Any], type_: str, reason: str, message: str, now: str
+    ) -> None:
+        """A core/v1 Event about a SpecServer (best effort: a refused event is not an error)."""
+        meta = involved["metadata"]
+        event: Any = {
+            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+            "involvedObject": {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": KIND,
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "uid": meta.get("uid"),
+            },
+            "type": type_,
+            "reason": reason,
+            "message": message[:1000],
+            "source": {"component": "specserver-operator"},
+            "reportingComponent": "specserver-operator",
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        try:
+            self.core.create_namespaced_event(meta["namespace"], event, _preload_content=False)
+            self._wrote()
+        except ApiException:
+            pass
 
 
 def _error(exc: ApiException, what: str) -> Exception:

@@ -1,6 +1,6 @@
 """One reconcile pass for one SpecServer: read, decide (pure), write what changed.
 
-Called by handlers.py (create/update/resume and the observation timer). Reads model configs
+Called by cycle.py (each shared cycle, and kopf's create/update handlers). Reads model configs
 from the configured source, validates and renders with the advisor, applies children through
 ``client.KubeClient`` and writes status. Returns the events to post; raises ``RetryLater`` when a
 dependency (a ConfigMap, an endpoint) is not readable yet.
@@ -24,8 +24,8 @@ from specserver_advisor.loaders.configs import (
 )
 from specserver_advisor.models import AutoSpeculation, Mode, SpecServer
 from specserver_advisor.policy import PolicyContext
+from specserver_operator import children, opmetrics
 from specserver_operator import conditions as cond
-from specserver_operator import opmetrics
 from specserver_operator.autopilot import PAUSE_ANNOTATION, AutoStep, auto_step
 from specserver_operator.client import ApiError, KubeClient, NotFoundError
 from specserver_operator.configsource import (
@@ -46,7 +46,7 @@ from specserver_operator.reconcile import (
     speculation_wanted,
     status_changes,
 )
-from specserver_operator.render import DEFAULT_PREFLIGHT_IMAGE, build_children
+from specserver_operator.render import DEFAULT_PREFLIGHT_IMAGE
 from specserver_operator.signals import SignalCache
 
 
@@ -136,6 +136,62 @@ _POLICY_CTX: dict[tuple[str, int], PolicyContext] = {}
 _LAST_EVALUATION: dict[str, float] = {}
 
 
+_VALIDATED: dict[str, tuple[tuple[Any, ...], SpecServer | None, str | None]] = {}
+_ENGINE_CONFIGS: dict[tuple[str, int, bool], EngineConfig] = {}
+
+
+def _validated(body: dict[str, Any]) -> tuple[SpecServer | None, str | None]:
+    """The SpecServer model (or why the spec is invalid), kept until spec or annotations change."""
+    meta = body["metadata"]
+    annotations = meta.get("annotations") or {}
+    key = (meta.get("generation"), tuple(sorted(annotations.items())))
+    hit = _VALIDATED.get(meta["uid"])
+    if hit and hit[0] == key:
+        return hit[1], hit[2]
+    try:
+        server: SpecServer | None = SpecServer.model_validate(
+            {k: v for k, v in body.items() if k != "status"}
+        )
+        invalid = None
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        invalid = f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
+        server = None
+    _VALIDATED[meta["uid"]] = (key, server, invalid)
+    return server, invalid
+
+
+def _engine_config(
+    server: SpecServer, uid: str, configs: ModelConfigs, speculative: bool
+) -> EngineConfig:
+    key = (uid, server.metadata.generation or 0, speculative)
+    if key not in _ENGINE_CONFIGS:
+        _ENGINE_CONFIGS[key] = build_engine_config(server.spec, configs, speculative)
+    return _ENGINE_CONFIGS[key]
+
+
+def clear_caches() -> None:
+    """Forget everything cached between passes (tests; a fresh operator starts empty)."""
+    for cache in (_CONFIG_CACHE, _POLICY_CTX, _LAST_EVALUATION, _VALIDATED, _ENGINE_CONFIGS):
+        cache.clear()
+    _AUTOSCALERS.clear()
+    children.forget(set())
+
+
+def prune_caches(live: set[tuple[str, int]]) -> None:
+    """Forget cached configs and policy contexts of gone SpecServers and old generations."""
+    for cache in (_CONFIG_CACHE, _POLICY_CTX):
+        for key in [k for k in cache if k not in live]:
+            cache.pop(key, None)
+    for config_key in [k for k in _ENGINE_CONFIGS if k[:2] not in live]:
+        _ENGINE_CONFIGS.pop(config_key, None)
+    uids = {uid for uid, _ in live}
+    for uid in [u for u in _VALIDATED if u not in uids]:
+        _VALIDATED.pop(uid, None)
+    for uid in [u for u in _LAST_EVALUATION if u not in uids]:
+        _LAST_EVALUATION.pop(uid, None)
+
+
 def _policy_ctx(server: SpecServer, uid: str, configs: ModelConfigs) -> PolicyContext:
     key = (uid, server.metadata.generation or 0)
     if key not in _POLICY_CTX:
@@ -196,14 +252,12 @@ def reconcile(
     cfg: EngineConfig | None = None
     config_error: str | None = None
     step: AutoStep | None = None
-    deployment = client.get("Deployment", ns, name)
-    try:
-        server: SpecServer | None = SpecServer.model_validate(body)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        cfg = EngineConfig(False, "InvalidSpec", f"{where}: {err['msg']}")
-        server = None
+    blue_green = children.is_blue_green(body)
+    deployment = children.serving_deployment(client, ns, name, blue_green)
+    switching: str | None = None
+    server, invalid = _validated(body)
+    if invalid is not None:
+        cfg = EngineConfig(False, "InvalidSpec", invalid)
     if server is not None:
         try:
             configs = read_configs(client, server, uid, settings)
@@ -214,17 +268,32 @@ def reconcile(
                 want = current["switch"]["target"] == "On"
             else:
                 want = speculation_wanted(server.spec, _auto_view(current, deployment))
-            cfg = build_engine_config(server.spec, configs, want)
+            cfg = _engine_config(server, uid, configs, want)
         except ConfigSourceError as exc:
             config_error = str(exc)
             out.retry = config_error
     if server is not None and cfg is not None and cfg.valid:
         strategy = (server.spec.auto_speculation or AutoSpeculation()).switch_strategy
-        for child in build_children(server, uid, cfg, settings.preflight_image, strategy.value):
-            if client.apply(child):
+        plan = children.plan_children(
+            client,
+            server,
+            uid,
+            cfg,
+            lambda speculative: _engine_config(server, uid, configs, speculative),
+            settings.preflight_image,
+            strategy.value,
+        )
+        for child, digest in plan.apply:
+            if client.apply(child, digest):
                 out.wrote_children += 1
-        if out.wrote_children:
-            deployment = client.get("Deployment", ns, name)
+        for kind, child_name in plan.delete:
+            client.delete(kind, ns, child_name)
+            out.events.append(
+                ("Normal", "ChildRemoved", f"{kind} {child_name} left by another switch strategy")
+            )
+        if out.wrote_children or plan.delete:
+            deployment = children.serving_deployment(client, ns, name, blue_green)
+        switching = plan.switching
     replicas = server.spec.replicas if server is not None else 0
     desired = compute_status(
         generation=meta.get("generation"),
@@ -235,6 +304,14 @@ def reconcile(
         replicas=replicas,
         now=now,
     )
+    if switching is not None:
+        desired["conditions"] = cond.set_condition(
+            desired["conditions"],
+            cond.condition(
+                cond.PROGRESSING, "True", "BlueGreenSwitch", switching, meta.get("generation"), now
+            ),
+            now,
+        )
     if step is not None:
         desired.update(step.status)
         if step.metrics_condition is not None:

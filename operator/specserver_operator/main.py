@@ -24,7 +24,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
     kopf.configure(verbose=args.verbose)
-    from specserver_operator import handlers  # noqa: F401  (registers the handlers)
+    from specserver_operator import handlers  # registers the handlers
+
+    handlers.NAMESPACES[:] = args.namespace
 
     asyncio.run(
         kopf.operator(

@@ -34,6 +34,43 @@ SWITCHES = Counter(
     registry=REGISTRY,
 )
 
+API_WRITES = Counter(
+    "specserver_api_writes",
+    "Kubernetes API writes (applies, status patches, events, deletes).",
+    registry=REGISTRY,
+)
+PROMETHEUS_QUERIES = Counter(
+    "specserver_prometheus_queries",
+    "PromQL queries sent (one per signal per cycle, for all SpecServers).",
+    registry=REGISTRY,
+)
+CYCLES = Counter(
+    "specserver_cycles",
+    "Shared observation cycles run.",
+    registry=REGISTRY,
+)
+CYCLE_CPU = Counter(
+    "specserver_cycle_cpu_seconds",
+    "CPU time spent in observation cycles (the cycle thread's own time).",
+    registry=REGISTRY,
+)
+CYCLE_DURATION = Histogram(
+    "specserver_cycle_duration_seconds",
+    "Wall time of one observation cycle over every SpecServer.",
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
+    registry=REGISTRY,
+)
+CYCLE_SPECSERVERS = Gauge(
+    "specserver_cycle_specservers",
+    "SpecServers seen by the newest cycle.",
+    registry=REGISTRY,
+)
+CYCLE_ERRORS = Counter(
+    "specserver_cycle_errors",
+    "Cycles or per-SpecServer passes that failed (the log says why).",
+    registry=REGISTRY,
+)
+
 
 def serve(port: int, host: str = "0.0.0.0") -> None:
     """Expose the registry (no-op for port 0)."""

@@ -99,6 +99,55 @@ def config_hash(cfg: EngineConfig, server: SpecServer) -> str:
 DEFAULT_PREFLIGHT_IMAGE = "ghcr.io/specserver/specserver-engine:0.1.0-sglang0.5.23"
 
 
+def _context(
+    server: SpecServer, cfg: EngineConfig, preflight_image: str, strategy: str
+) -> dict[str, Any]:
+    spec = server.spec
+    mode = "on" if cfg.speculative else "off"
+    res = spec.resources
+    # Quantities as strings: server-side apply's typed patches refuse bare integers.
+    limits: dict[str, Any] = {res.gpu_resource_name: str(res.gpus)}
+    requests: dict[str, Any] = {}
+    for key, value in (("cpu", res.cpu), ("memory", res.memory)):
+        if value:
+            limits[key] = requests[key] = value
+    return {
+        "name": server.metadata.name,
+        "namespace": server.metadata.namespace,
+        "labels": labels(server, mode),
+        "selector": {"specserver.io/name": server.metadata.name},
+        "config_hash": config_hash(cfg, server),
+        "replicas": spec.replicas,
+        "mode": mode,
+        "image": spec.engine.image,
+        "port": spec.engine.port,
+        "serve_args": cfg.args,
+        "strategy": strategy,
+        "preflight_image": preflight_image,
+        "preflight_args": ["preflight", "--gpu-type", res.gpu_type, "--", *cfg.args],
+        "env": _env(server),
+        "limits": limits,
+        "requests": requests,
+        "startup_failures": max(3, spec.engine.startup_timeout_seconds // 10),
+        "node_selector": res.node_selector,
+        "tolerations": [t.model_dump(by_alias=True, exclude_none=True) for t in res.tolerations],
+        "volume": _volume(server),
+        "mount_path": spec.model_source.volume.mount_path
+        if spec.model_source and spec.model_source.volume
+        else "/models",
+    }
+
+
+def _render(template: str, context: dict[str, Any], server: SpecServer, uid: str) -> dict[str, Any]:
+    text = ENV.get_template(template).render(**context)
+    obj: dict[str, Any] = yaml.load(text, Loader=_LOADER)
+    obj["metadata"]["ownerReferences"] = [owner_reference(server, uid)]
+    return obj
+
+
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def build_children(
     server: SpecServer,
     uid: str,
@@ -112,46 +161,32 @@ def build_children(
     works); the init container runs ``specserver-engine preflight`` from ``preflight_image``
     (engine-image/Dockerfile) on the same arguments and files.
     """
-    spec = server.spec
-    mode = "on" if cfg.speculative else "off"
-    res = spec.resources
-    # Quantities as strings: server-side apply's typed patches refuse bare integers.
-    limits: dict[str, Any] = {res.gpu_resource_name: str(res.gpus)}
-    requests: dict[str, Any] = {}
-    for key, value in (("cpu", res.cpu), ("memory", res.memory)):
-        if value:
-            limits[key] = requests[key] = value
-    lab = labels(server, mode)
-    gpu_type = res.gpu_type
-    context = {
-        "name": server.metadata.name,
-        "namespace": server.metadata.namespace,
-        "labels": lab,
-        "selector": {"specserver.io/name": server.metadata.name},
-        "config_hash": config_hash(cfg, server),
-        "replicas": spec.replicas,
-        "mode": mode,
-        "image": spec.engine.image,
-        "port": spec.engine.port,
-        "serve_args": cfg.args,
-        "strategy": strategy,
-        "preflight_image": preflight_image,
-        "preflight_args": ["preflight", "--gpu-type", gpu_type, "--", *cfg.args],
-        "env": _env(server),
-        "limits": limits,
-        "requests": requests,
-        "startup_failures": max(3, spec.engine.startup_timeout_seconds // 10),
-        "node_selector": res.node_selector,
-        "tolerations": [t.model_dump(by_alias=True, exclude_none=True) for t in res.tolerations],
-        "volume": _volume(server),
-        "mount_path": spec.model_source.volume.mount_path
-        if spec.model_source and spec.model_source.volume
-        else "/models",
-    }
+    context = _context(server, cfg, preflight_image, strategy)
+    return [_render(t, context, server, uid) for t in ("deployment.yaml.j2", "service.yaml.j2")]
+
+
+def build_blue_green(
+    server: SpecServer,
+    uid: str,
+    configs: dict[str, EngineConfig],
+    replicas: dict[str, int],
+    serve: str,
+    preflight_image: str = DEFAULT_PREFLIGHT_IMAGE,
+) -> list[dict[str, Any]]:
+    """BlueGreen children: one Deployment per mode in ``configs`` and the Service on ``serve``.
+
+    Each Deployment is ``<name>-<mode>`` with its own selector (the mode label), so the two never
+    adopt each other's pods; the Service selects the serving mode only.
+    """
+    name = server.metadata.name or ""
     children = []
-    for template in ("deployment.yaml.j2", "service.yaml.j2"):
-        text = ENV.get_template(template).render(**context)
-        obj: dict[str, Any] = yaml.safe_load(text)
-        obj["metadata"]["ownerReferences"] = [owner_reference(server, uid)]
-        children.append(obj)
+    for mode, cfg in sorted(configs.items()):
+        context = _context(server, cfg, preflight_image, "Recreate")
+        context["name"] = f"{name}-{mode}"
+        context["replicas"] = replicas.get(mode, 0)
+        context["selector"] = {"specserver.io/name": name, "specserver.io/mode": mode}
+        children.append(_render("deployment.yaml.j2", context, server, uid))
+    context = _context(server, configs[serve], preflight_image, "Recreate")
+    context["selector"] = {"specserver.io/name": name, "specserver.io/mode": serve}
+    children.append(_render("service.yaml.j2", context, server, uid))
     return children

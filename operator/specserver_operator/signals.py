@@ -2,7 +2,7 @@
 
 ``SignalCache.refresh`` runs the grouped queries of ``specserver_advisor.promql`` (which match
 both ``sglang:`` and ``sglang_`` names) and keeps one ``Observation`` per (namespace, name);
-per-SpecServer timers read from it. Query failures are counted and leave the cache empty for
+the shared cycle (cycle.py) reads from it. Query failures are counted and leave the cache empty for
 that cycle, which the policy reads as stale metrics.
 """
 
@@ -16,6 +16,7 @@ from typing import Any
 
 from specserver_advisor.policy import Observation
 from specserver_advisor.promql import signal_queries
+from specserver_operator.opmetrics import PROMETHEUS_QUERIES
 
 
 @dataclass
@@ -53,6 +54,7 @@ class SignalCache:
         out: dict[tuple[str, str], Observation] = {}
         for field_name, query in signal_queries().items():
             self.queries_sent += 1
+            PROMETHEUS_QUERIES.inc()
             result: list[dict[str, Any]] = prom.custom_query(query, params={"timeout": "5s"})
             for item in result:
                 labels = item.get("metric", {})

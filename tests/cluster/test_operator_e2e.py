@@ -362,3 +362,36 @@ def test_an_hpa_on_the_engine_is_reported(
     )
     message = condition(sps, "AutoscalerPresent")["message"]  # type: ignore[index]
     assert "HorizontalPodAutoscaler engine-hpa" in message
+
+
+def test_no_finalizer_so_deleting_while_the_operator_is_down_does_not_hang(
+    kube: KubeHandle, namespace: str, operator: Operator
+) -> None:
+    apply(kube, namespace, example())
+    wait_for(lambda: get(kube, "deployment", namespace, "qwen3-8b"), 60, "Deployment")
+    sps = get(kube, "sps", namespace, "qwen3-8b")
+    assert not (sps or {})["metadata"].get("finalizers")
+    operator.stop()
+    try:
+        kube.kubectl("delete", "sps", "qwen3-8b", "-n", namespace, "--wait=true", "--timeout=20s")
+        assert get(kube, "sps", namespace, "qwen3-8b") is None
+    finally:
+        operator.start()
+
+
+def test_the_cycle_recreates_a_deleted_deployment(
+    kube: KubeHandle, namespace: str, operator: Operator
+) -> None:
+    apply(kube, namespace, example())
+    first = wait_for(lambda: get(kube, "deployment", namespace, "qwen3-8b"), 60, "Deployment")
+    kube.kubectl("delete", "deployment", "qwen3-8b", "-n", namespace, "--wait=true")
+    again = wait_for(
+        lambda: (
+            (d := get(kube, "deployment", namespace, "qwen3-8b"))
+            and d["metadata"]["uid"] != first["metadata"]["uid"]
+            and d
+        ),
+        30,
+        "the Deployment re-created by the cycle",
+    )
+    assert engine_args(again) == engine_args(first)

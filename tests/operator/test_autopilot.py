@@ -44,9 +44,12 @@ class FakeClient:
         self.ready = True
 
     def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-        return copy.deepcopy(self.deployment) if kind == "Deployment" else None
+        if kind != "Deployment" or not self.deployment:
+            return None
+        found = self.deployment["metadata"]["name"] == name
+        return copy.deepcopy(self.deployment) if found else None
 
-    def apply(self, obj: dict[str, Any]) -> bool:
+    def apply(self, obj: dict[str, Any], desired_hash: str | None = None) -> bool:
         if obj["kind"] != "Deployment":
             return False
         labels = obj["metadata"]["labels"]
@@ -108,10 +111,7 @@ STEADY = {
 
 @pytest.fixture(autouse=True)
 def fresh_caches() -> None:
-    controller._LAST_EVALUATION.clear()
-    controller._POLICY_CTX.clear()
-    controller._CONFIG_CACHE.clear()
-    controller._AUTOSCALERS.clear()
+    controller.clear_caches()
 
 
 def cycle(client: FakeClient, signals: Signals, t: float) -> controller.Outcome:

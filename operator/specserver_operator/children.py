@@ -1,0 +1,143 @@
+"""The children one reconcile pass applies and deletes, per switch strategy.
+
+Called by controller.reconcile with the engine config of the wanted mode. Recreate and
+RollingUpdate: one Deployment ``<name>`` and the Service. BlueGreen: ``<name>-on`` and
+``<name>-off`` and the Service on the serving mode (bluegreen.py). A Deployment another strategy
+left behind is deleted once the current engine is Ready (so changing strategy drops no traffic
+that the old Deployment still serves). Rendered children and their hashes are kept per
+SpecServer until their inputs change: a steady cycle renders nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from specserver_advisor.models import SpecServer
+from specserver_operator import bluegreen
+from specserver_operator.client import KubeClient, object_hash
+from specserver_operator.engineconfig import EngineConfig
+from specserver_operator.reconcile import deployment_state
+from specserver_operator.render import build_blue_green, build_children
+
+
+@dataclass
+class Children:
+    """What to write: objects with their content hash, deletions, and a switch under way."""
+
+    apply: list[tuple[dict[str, Any], str]] = field(default_factory=list)
+    delete: list[tuple[str, str]] = field(default_factory=list)  # (kind, name)
+    switching: str | None = None
+
+
+_RENDERED: dict[str, tuple[tuple[Any, ...], list[tuple[dict[str, Any], str]]]] = {}
+
+
+def forget(live_uids: set[str]) -> None:
+    """Drop rendered children of SpecServers that are gone."""
+    for uid in [u for u in _RENDERED if u not in live_uids]:
+        _RENDERED.pop(uid, None)
+
+
+def _cached(
+    uid: str, key: tuple[Any, ...], render: Callable[[], list[dict[str, Any]]]
+) -> list[tuple[dict[str, Any], str]]:
+    hit = _RENDERED.get(uid)
+    if hit and hit[0] == key:
+        return hit[1]
+    objects = [(obj, object_hash(obj)) for obj in render()]
+    _RENDERED[uid] = (key, objects)
+    return objects
+
+
+def is_blue_green(body: dict[str, Any]) -> bool:
+    auto = (body.get("spec") or {}).get("autoSpeculation") or {}
+    return isinstance(auto, dict) and auto.get("switchStrategy") == "BlueGreen"
+
+
+def serving_deployment(
+    client: KubeClient, namespace: str, name: str, blue_green: bool
+) -> dict[str, Any] | None:
+    """The engine Deployment that takes the traffic now (what status and the policy read)."""
+    if blue_green:
+        mode = bluegreen.serving_mode(client.get("Service", namespace, name))
+        if mode is not None:
+            found = client.get("Deployment", namespace, bluegreen.deployment_name(name, mode))
+            if found is not None:
+                return found
+    return client.get("Deployment", namespace, name)
+
+
+def _owned(obj: dict[str, Any] | None, uid: str) -> bool:
+    refs = (obj or {}).get("metadata", {}).get("ownerReferences") or []
+    return any(r.get("uid") == uid for r in refs)
+
+
+def plan_children(
+    client: KubeClient,
+    server: SpecServer,
+    uid: str,
+    cfg: EngineConfig,
+    engine_config: Callable[[bool], EngineConfig],
+    preflight_image: str,
+    strategy: str,
+) -> Children:
+    """The children for ``cfg`` (the wanted mode) under ``strategy``."""
+    ns, name = server.metadata.namespace or "", server.metadata.name or ""
+    generation = server.metadata.generation or 0
+    out = Children()
+    if strategy != "BlueGreen":
+        key: tuple[Any, ...] = (generation, cfg.speculative, strategy, preflight_image)
+        out.apply = _cached(
+            uid, key, lambda: build_children(server, uid, cfg, preflight_image, strategy)
+        )
+        if deployment_state(client.get("Deployment", ns, name), server.spec.replicas)[0]:
+            for mode in bluegreen.MODES:
+                left = bluegreen.deployment_name(name, mode)
+                if _owned(client.get("Deployment", ns, left), uid):
+                    out.delete.append(("Deployment", left))
+        return out
+    want = "on" if cfg.speculative else "off"
+    old = bluegreen.other(want)
+    deployments = {
+        m: client.get("Deployment", ns, bluegreen.deployment_name(name, m)) for m in bluegreen.MODES
+    }
+    ready = {m: deployment_state(d, server.spec.replicas)[0] for m, d in deployments.items()}
+    serving = bluegreen.serving_mode(client.get("Service", ns, name))
+    the_plan = bluegreen.plan(
+        want,
+        server.spec.replicas,
+        serving,
+        ready,
+        {m: d is not None for m, d in deployments.items()},
+    )
+    configs = {want: cfg}
+    other_cfg = engine_config(not cfg.speculative)
+    if other_cfg.valid:
+        configs[old] = other_cfg
+    elif _owned(deployments[old], uid):
+        out.delete.append(("Deployment", bluegreen.deployment_name(name, old)))
+    key = (
+        "BlueGreen",
+        generation,
+        tuple(sorted(configs)),
+        tuple(sorted(the_plan.replicas.items())),
+        the_plan.serve,
+        preflight_image,
+    )
+    out.apply = _cached(
+        uid,
+        key,
+        lambda: build_blue_green(
+            server, uid, configs, the_plan.replicas, the_plan.serve, preflight_image
+        ),
+    )
+    if the_plan.switching:
+        out.switching = (
+            f"standby {bluegreen.deployment_name(name, want)} is starting; the Service stays "
+            f"on {bluegreen.deployment_name(name, old)} until it is Ready"
+        )
+    elif ready[want] and _owned(client.get("Deployment", ns, name), uid):
+        out.delete.append(("Deployment", name))
+    return out

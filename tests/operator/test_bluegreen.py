@@ -1,0 +1,177 @@
+"""BlueGreen switching: the pure plan, and the controller seam over a store of our own client.
+
+The store fakes only ``client.KubeClient`` (our seam): objects by (kind, name), a Deployment
+turns Ready when the test says so. The real-stack run is in tests/cluster/test_bluegreen_e2e.py.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from specserver_operator import bluegreen, controller
+
+
+def test_first_deploy_serves_the_wanted_mode_at_once() -> None:
+    p = bluegreen.plan("on", 2, None, {}, {})
+    assert p == bluegreen.BlueGreenPlan({"on": 2, "off": 0}, "on", False)
+
+
+def test_a_switch_keeps_traffic_on_the_old_mode_until_the_new_one_is_ready() -> None:
+    exists = {"on": True, "off": True}
+    during = bluegreen.plan("off", 1, "on", {"on": True, "off": False}, exists)
+    assert during == bluegreen.BlueGreenPlan({"off": 1, "on": 1}, "on", True)
+    after = bluegreen.plan("off", 1, "on", {"on": True, "off": True}, exists)
+    assert after == bluegreen.BlueGreenPlan({"off": 1, "on": 0}, "off", False)
+
+
+def test_nothing_to_protect_when_the_serving_deployment_is_gone() -> None:
+    p = bluegreen.plan("off", 1, "on", {"off": False}, {"on": False, "off": True})
+    assert p.serve == "off" and not p.switching
+
+
+def test_serving_mode_reads_the_service_selector() -> None:
+    svc = {"spec": {"selector": {"specserver.io/name": "x", "specserver.io/mode": "off"}}}
+    assert bluegreen.serving_mode(svc) == "off"
+    assert bluegreen.serving_mode({"spec": {"selector": {"specserver.io/name": "x"}}}) is None
+    assert bluegreen.serving_mode(None) is None
+
+
+BODY: dict[str, Any] = {
+    "apiVersion": "specserver.io/v1alpha1",
+    "kind": "SpecServer",
+    "metadata": {"name": "x", "namespace": "llm", "uid": "u-bg", "generation": 1},
+    "spec": {
+        "model": {"path": "Qwen/Qwen3-8B"},
+        "draft": {"path": "Tengyunw/qwen3_8b_eagle3"},
+        "speculative": {"algorithm": "EAGLE3", "numSteps": 3, "eagleTopk": 1, "numDraftTokens": 4},
+        "mode": "On",
+        "engine": {"memFractionStatic": 0.85},
+        "resources": {"gpuType": "L4"},
+        "autoSpeculation": {"switchStrategy": "BlueGreen"},
+    },
+}
+
+
+class Store:
+    """Our client seam: objects by (kind, name); named Deployments report Ready on request."""
+
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str], dict[str, Any]] = {}
+        self.status: dict[str, Any] = {}
+        self.ready: set[str] = set()
+        self.deleted: list[str] = []
+
+    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        obj = self.objects.get((kind, name))
+        if obj is None:
+            return None
+        obj = copy.deepcopy(obj)
+        if kind == "Deployment":
+            want = obj["spec"]["replicas"]
+            ok = name in self.ready
+            obj["status"] = {
+                "observedGeneration": obj["metadata"]["generation"],
+                "readyReplicas": want if ok else 0,
+                "updatedReplicas": want,
+            }
+        return obj
+
+    def apply(self, obj: dict[str, Any], desired_hash: str | None = None) -> bool:
+        key = (obj["kind"], obj["metadata"]["name"])
+        old = self.objects.get(key)
+        if old is not None and old["spec"] == obj["spec"]:
+            return False
+        new = copy.deepcopy(obj)
+        new["metadata"]["generation"] = (old or {"metadata": {"generation": 0}})["metadata"][
+            "generation"
+        ] + 1
+        self.objects[key] = new
+        return True
+
+    def delete(self, kind: str, namespace: str, name: str) -> None:
+        self.deleted.append(name)
+        self.objects.pop((kind, name), None)
+
+    def patch_status(self, namespace: str, name: str, changes: dict[str, Any]) -> None:
+        for key, value in changes.items():
+            if value is None:
+                self.status.pop(key, None)
+            else:
+                self.status[key] = value
+
+    def list_autoscalers(self, namespace: str) -> list[tuple[str, str, str, str]]:
+        return []
+
+    def replicas(self, name: str) -> int:
+        return int(self.objects[("Deployment", name)]["spec"]["replicas"])
+
+    def selector(self) -> dict[str, str]:
+        return dict(self.objects[("Service", "x")]["spec"]["selector"])
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"unexpected client call {name}")
+
+
+@pytest.fixture(autouse=True)
+def fresh_caches() -> None:
+    controller.clear_caches()
+
+
+def reconcile(store: Store, mode: str, generation: int) -> controller.Outcome:
+    body = copy.deepcopy(BODY)
+    body["spec"]["mode"] = mode
+    body["metadata"]["generation"] = generation
+    body["status"] = copy.deepcopy(store.status)
+    return controller.reconcile(store, body, "2026-01-01T00:00:00Z", now_ts=1000.0)  # type: ignore[arg-type]
+
+
+def condition(store: Store, type_: str) -> dict[str, Any]:
+    return next(c for c in store.status["conditions"] if c["type"] == type_)
+
+
+def test_blue_green_switch_moves_the_service_only_after_the_standby_is_ready() -> None:
+    store = Store()
+    reconcile(store, "On", 1)
+    assert store.replicas("x-on") == 1 and store.replicas("x-off") == 0
+    assert store.selector()["specserver.io/mode"] == "on"
+    off_args = store.objects[("Deployment", "x-off")]["spec"]["template"]["spec"]["containers"][0]
+    assert not [a for a in off_args["args"] if a.startswith("--speculative")]
+    store.ready.add("x-on")
+    reconcile(store, "On", 1)
+    assert store.status["speculationMode"] == "On"
+
+    reconcile(store, "Off", 2)  # the standby starts; traffic stays on the speculative engine
+    assert store.replicas("x-off") == 1 and store.replicas("x-on") == 1
+    assert store.selector()["specserver.io/mode"] == "on"
+    progressing = condition(store, "Progressing")
+    assert progressing["status"] == "True" and progressing["reason"] == "BlueGreenSwitch"
+    assert store.status["speculationMode"] == "On"
+    reconcile(store, "Off", 2)  # still not Ready: nothing moves
+    assert store.selector()["specserver.io/mode"] == "on"
+
+    store.ready.add("x-off")
+    reconcile(store, "Off", 2)
+    assert store.selector()["specserver.io/mode"] == "off"
+    assert store.replicas("x-on") == 0 and store.replicas("x-off") == 1
+    assert store.status["speculationMode"] == "Off"
+    assert condition(store, "Progressing")["reason"] != "BlueGreenSwitch"
+    assert not store.deleted
+
+
+def test_moving_to_blue_green_deletes_the_old_deployment_only_once_the_new_one_serves() -> None:
+    store = Store()
+    body = copy.deepcopy(BODY)
+    body["spec"]["autoSpeculation"] = {"switchStrategy": "Recreate"}
+    body["status"] = {}
+    controller.reconcile(store, body, "2026-01-01T00:00:00Z", now_ts=1000.0)  # type: ignore[arg-type]
+    assert ("Deployment", "x") in store.objects
+    store.ready.add("x")
+    reconcile(store, "On", 2)
+    assert ("Deployment", "x") in store.objects and not store.deleted
+    store.ready.add("x-on")
+    out = reconcile(store, "On", 2)
+    assert store.deleted == ["x"]
+    assert ("Normal", "ChildRemoved") in {(t, r) for t, r, _ in out.events}
