@@ -69,6 +69,8 @@ class DevProm:
     state_dir: Path
     port: int = 19090
     scrape_interval: str = "1s"
+    #: Keep the target's own namespace/specserver labels (one exporter for many SpecServers).
+    honor_labels: bool = False
 
     @property
     def url(self) -> str:
@@ -110,6 +112,7 @@ class DevProm:
             f"  evaluation_interval: {self.scrape_interval}\n"
             "scrape_configs:\n"
             "  - job_name: sglang\n"
+            f"    honor_labels: {'true' if self.honor_labels else 'false'}\n"
             "    file_sd_configs:\n"
             f"      - files: ['{self.targets_file}']\n"
             "        refresh_interval: 1s\n"

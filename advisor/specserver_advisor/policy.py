@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from specserver_advisor.models import AutoSpeculation
@@ -108,7 +108,13 @@ class PolicyState:
     bands: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        # Not dataclasses.asdict: its deep copy was most of the operator's per-object CPU.
+        out = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        out["switch_times"] = list(self.switch_times)
+        out["bands"] = {
+            b: {m: dict(e) for m, e in modes.items()} for b, modes in self.bands.items()
+        }
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PolicyState:

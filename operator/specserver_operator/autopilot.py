@@ -68,21 +68,41 @@ def load_state(status: dict[str, Any], running: str | None) -> PolicyState:
     return PolicyState(mode=running or ON)
 
 
+#: Fields that follow every observation; written along with a material change, never alone.
+VOLATILE_FIELDS = ("last_queued", "last_accept", "bands_saved_at")
+
+
+def _material(data: dict[str, Any]) -> dict[str, Any]:
+    """What a restart must not lose: everything but the last readings and band bookkeeping."""
+    out = {k: v for k, v in data.items() if k not in VOLATILE_FIELDS}
+    out["bands"] = {
+        band: {mode: _round(entry.get("score")) for mode, entry in modes.items()}
+        for band, modes in (data.get("bands") or {}).items()
+    }
+    return out
+
+
 def persisted(state: PolicyState, previous: str | None, now: float) -> str:
-    """The JSON to store: the learned bands only every few minutes, the rest when it changes."""
+    """The JSON to store, or ``previous`` unchanged when nothing material moved.
+
+    Steady load then writes nothing: the newest readings and learned-band sample counts move
+    every cycle but are only stored with a material change (a counter, the mode, a band's score
+    at two significant digits), and band scores at most every ``BANDS_PERSIST_S``.
+    """
     data = state.to_json()
+    old: dict[str, Any] = {}
     if previous:
         try:
             old = json.loads(previous)
         except ValueError:
             old = {}
-        if now - float(old.get("bands_saved_at", 0)) < BANDS_PERSIST_S:
-            data["bands"] = old.get("bands", {})
-            data["bands_saved_at"] = old.get("bands_saved_at", now)
-        else:
-            data["bands_saved_at"] = now
+    if old and now - float(old.get("bands_saved_at", 0)) < BANDS_PERSIST_S:
+        data["bands"] = old.get("bands", {})
+        data["bands_saved_at"] = old.get("bands_saved_at", now)
     else:
         data["bands_saved_at"] = now
+    if old and previous and _material(data) == _material(old):
+        return previous
     return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 

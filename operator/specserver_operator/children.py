@@ -16,22 +16,44 @@ from typing import Any
 
 from specserver_advisor.models import SpecServer
 from specserver_operator import bluegreen
-from specserver_operator.client import KubeClient, object_hash
+from specserver_operator.client import HASH_ANNOTATION, KubeClient, object_hash
 from specserver_operator.engineconfig import EngineConfig
 from specserver_operator.reconcile import deployment_state
 from specserver_operator.render import build_blue_green, build_children
 
 
+@dataclass(frozen=True)
+class Child:
+    """One desired child by kind, name and content hash (the object is rendered on demand)."""
+
+    kind: str
+    name: str
+    digest: str
+
+
 @dataclass
 class Children:
-    """What to write: objects with their content hash, deletions, and a switch under way."""
+    """What to write: the desired children, deletions, and a switch under way."""
 
-    apply: list[tuple[dict[str, Any], str]] = field(default_factory=list)
+    apply: list[Child] = field(default_factory=list)
     delete: list[tuple[str, str]] = field(default_factory=list)  # (kind, name)
     switching: str | None = None
+    render: Callable[[], list[dict[str, Any]]] = list
+    rendered: list[dict[str, Any]] = field(default_factory=list)
+
+    def object(self, child: Child) -> dict[str, Any]:
+        """The full object of ``child`` (rendered again: only needed when it must be written)."""
+        if not self.rendered:
+            self.rendered = self.render()
+        for obj in self.rendered:
+            if (obj["kind"], obj["metadata"]["name"]) == (child.kind, child.name):
+                return obj
+        raise LookupError(f"{child.kind} {child.name} is not rendered")
 
 
-_RENDERED: dict[str, tuple[tuple[Any, ...], list[tuple[dict[str, Any], str]]]] = {}
+#: Per SpecServer: the inputs of the last rendering and the children's hashes (not the
+#: objects: at a thousand SpecServers those would be most of the operator's memory).
+_RENDERED: dict[str, tuple[tuple[Any, ...], list[Child]]] = {}
 
 
 def forget(live_uids: set[str]) -> None:
@@ -42,13 +64,18 @@ def forget(live_uids: set[str]) -> None:
 
 def _cached(
     uid: str, key: tuple[Any, ...], render: Callable[[], list[dict[str, Any]]]
-) -> list[tuple[dict[str, Any], str]]:
+) -> list[Child]:
     hit = _RENDERED.get(uid)
     if hit and hit[0] == key:
         return hit[1]
-    objects = [(obj, object_hash(obj)) for obj in render()]
-    _RENDERED[uid] = (key, objects)
-    return objects
+    found = [Child(o["kind"], o["metadata"]["name"], object_hash(o)) for o in render()]
+    _RENDERED[uid] = (key, found)
+    return found
+
+
+def applied_hash(obj: dict[str, Any] | None) -> str | None:
+    """The content hash this operator stamped on a child when it wrote it."""
+    return ((obj or {}).get("metadata", {}).get("annotations") or {}).get(HASH_ANNOTATION)
 
 
 def is_blue_green(body: dict[str, Any]) -> bool:
@@ -89,9 +116,8 @@ def plan_children(
     out = Children()
     if strategy != "BlueGreen":
         key: tuple[Any, ...] = (generation, cfg.speculative, strategy, preflight_image)
-        out.apply = _cached(
-            uid, key, lambda: build_children(server, uid, cfg, preflight_image, strategy)
-        )
+        out.render = lambda: build_children(server, uid, cfg, preflight_image, strategy)
+        out.apply = _cached(uid, key, out.render)
         if deployment_state(client.get("Deployment", ns, name), server.spec.replicas)[0]:
             for mode in bluegreen.MODES:
                 left = bluegreen.deployment_name(name, mode)
@@ -126,13 +152,10 @@ def plan_children(
         the_plan.serve,
         preflight_image,
     )
-    out.apply = _cached(
-        uid,
-        key,
-        lambda: build_blue_green(
-            server, uid, configs, the_plan.replicas, the_plan.serve, preflight_image
-        ),
+    out.render = lambda: build_blue_green(
+        server, uid, configs, the_plan.replicas, the_plan.serve, preflight_image
     )
+    out.apply = _cached(uid, key, out.render)
     if the_plan.switching:
         out.switching = (
             f"standby {bluegreen.deployment_name(name, want)} is starting; the Service stays "

@@ -1,20 +1,29 @@
-"""The only module that talks to the Kubernetes API (kubernetes client, synchronous).
+"""The only module that talks to the Kubernetes API: a small synchronous REST client.
 
-Handlers and the controller receive a ``KubeClient`` so tests can pass their own. Children are
+Handlers, the cycle and the controller receive a ``KubeClient`` so tests can pass their own.
+It speaks plain JSON over one urllib3 connection pool with the credentials kopf logged in with
+(``Connection.from_kopf``), not the official client library: at a thousand SpecServers that
+library's import and model objects were most of the operator's memory and CPU. Children are
 written with server-side apply under the field manager ``specserver`` (so fields other managers
 own are never overwritten) and only when their content hash changed (a resync writes nothing).
 """
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import hashlib
 import json
+import os
+import ssl
+import tempfile
+import threading
 import time
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote, urlencode
 
-from kubernetes import client as k8s
-from kubernetes import config as k8s_config
-from kubernetes.client.exceptions import ApiException
+import urllib3
 
 from specserver_advisor.models import GROUP, KIND, PLURAL, VERSION
 from specserver_operator.opmetrics import API_WRITES
@@ -22,8 +31,22 @@ from specserver_operator.opmetrics import API_WRITES
 FIELD_MANAGER = "specserver"
 #: Every child carries this label (render.labels); the cycle lists children by it.
 MANAGED_SELECTOR = "app.kubernetes.io/managed-by=specserver"
+#: Objects per LIST page (bounds the memory a cycle's reads take at once).
+LIST_PAGE = 250
 HASH_ANNOTATION = "specserver.io/applied-hash"
 CONFLICT_RETRIES = 5
+TOKEN_REREAD_S = 60.0
+SPECSERVERS = f"/apis/{GROUP}/{VERSION}"
+PATHS = {
+    "Deployment": ("/apis/apps/v1", "deployments"),
+    "Service": ("/api/v1", "services"),
+    "ConfigMap": ("/api/v1", "configmaps"),
+    "Secret": ("/api/v1", "secrets"),
+    "Event": ("/api/v1", "events"),
+    "HorizontalPodAutoscaler": ("/apis/autoscaling/v1", "horizontalpodautoscalers"),
+    "ScaledObject": ("/apis/keda.sh/v1alpha1", "scaledobjects"),
+    KIND: (SPECSERVERS, PLURAL),
+}
 
 
 class NotFoundError(LookupError):
@@ -31,15 +54,66 @@ class NotFoundError(LookupError):
 
 
 class ApiError(RuntimeError):
-    """The API server refused a request; the message carries its reason."""
+    """The API server refused a request (or could not be reached); the message says why."""
+
+    def __init__(self, message: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
 
 
-def load_config() -> None:
-    """In-cluster config when running in a pod, else the kubeconfig."""
-    try:
-        k8s_config.load_incluster_config()  # type: ignore[no-untyped-call]
-    except k8s_config.ConfigException:
-        k8s_config.load_kube_config()  # type: ignore[no-untyped-call]
+@dataclass(frozen=True)
+class Connection:
+    """Where the API server is and how to authenticate (from kopf's login)."""
+
+    server: str
+    token: str | None = None
+    token_file: str | None = None
+    ca_file: str | None = None
+    ca_data: bytes | None = None
+    insecure: bool = False
+    cert_file: str | None = None
+    key_file: str | None = None
+    username: str | None = None
+    password: str | None = None
+
+    @classmethod
+    def from_kopf(cls, info: Any) -> Connection:
+        """From a ``kopf.ConnectionInfo`` (kubeconfig or service account login)."""
+        ca_data = _b64(info.ca_data)
+        sa_token = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+        in_pod = info.server == "https://kubernetes.default.svc" and os.path.exists(sa_token)
+        return cls(
+            server=str(info.server).rstrip("/"),
+            token=info.token,
+            token_file=sa_token if in_pod else None,
+            ca_file=str(os.fspath(info.ca_path)) if info.ca_path else None,
+            ca_data=ca_data,
+            insecure=bool(info.insecure),
+            cert_file=_file(info.certificate_path, info.certificate_data),
+            key_file=_file(info.private_key_path, info.private_key_data),
+            username=info.username,
+            password=info.password,
+        )
+
+
+def _b64(data: str | bytes | None) -> bytes | None:
+    if not data:
+        return None
+    raw = data.encode() if isinstance(data, str) else data
+    return raw if raw.lstrip().startswith(b"-----") else base64.b64decode(raw)
+
+
+def _file(path: Any, data: str | bytes | None) -> str | None:
+    """A path for urllib3: the given one, or a private temporary file holding ``data``."""
+    if path:
+        return str(os.fspath(path))
+    raw = _b64(data)
+    if raw is None:
+        return None
+    fd, name = tempfile.mkstemp(prefix="specserver-cred-")
+    with os.fdopen(fd, "wb") as f:
+        f.write(raw)
+    return name
 
 
 def object_hash(obj: dict[str, Any]) -> str:
@@ -49,51 +123,159 @@ def object_hash(obj: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(clean, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def slim(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+    """What a reconcile pass reads of a child: metadata (no managedFields), replicas and
+    selector, status. The pod template is compared by its hash annotation, not read."""
+    meta = {k: v for k, v in obj["metadata"].items() if k != "managedFields"}
+    spec = obj.get("spec") or {}
+    keep = ("replicas", "selector") if kind == "Deployment" else ("selector",)
+    return {
+        "kind": kind,
+        "metadata": meta,
+        "spec": {k: spec[k] for k in keep if k in spec},
+        "status": obj.get("status") or {},
+    }
+
+
+def _scopes(namespaces: list[str]) -> list[str | None]:
+    """The namespaces to list, or None for the whole cluster."""
+    return [*namespaces] if namespaces else [None]
+
+
+def object_path(kind: str, namespace: str | None, name: str | None = None) -> str:
+    """The REST path of a kind's collection (all namespaces when None) or of one object."""
+    base, plural = PATHS[kind]
+    path = f"{base}/namespaces/{quote(namespace)}/{plural}" if namespace else f"{base}/{plural}"
+    return f"{path}/{quote(name)}" if name else path
+
+
 class KubeClient:
     """Typed, minimal access to what the operator reads and writes."""
 
-    def __init__(self, api: k8s.ApiClient | None = None) -> None:
-        self.api = api or k8s.ApiClient()
-        self.core = k8s.CoreV1Api(self.api)
-        self.apps = k8s.AppsV1Api(self.api)
-        self.custom = k8s.CustomObjectsApi(self.api)
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        ctx = ssl.create_default_context()
+        if connection.insecure:
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+            # The kubeconfig asked for it (insecure-skip-tls-verify): say so once, not per call.
+            urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+        elif connection.ca_file or connection.ca_data:
+            ctx.load_verify_locations(
+                cafile=connection.ca_file,
+                cadata=connection.ca_data.decode() if connection.ca_data else None,
+            )
+        if connection.cert_file:
+            ctx.load_cert_chain(connection.cert_file, connection.key_file)
+        self.pool = urllib3.PoolManager(
+            num_pools=2,
+            maxsize=4,
+            ssl_context=ctx,
+            retries=False,
+            timeout=urllib3.Timeout(connect=5.0, read=60.0),
+        )
+        self._token = connection.token
+        self._token_read = time.monotonic()
+        self._lock = threading.Lock()
         self.writes = 0  # API writes sent (for the scale benchmark and tests)
 
-    def _dict(self, obj: Any) -> dict[str, Any]:
-        data: dict[str, Any] = self.api.sanitize_for_serialization(obj)  # type: ignore[no-untyped-call]
-        return data
+    def _headers(self, content_type: str | None) -> dict[str, str]:
+        conn = self.connection
+        if conn.token_file and time.monotonic() - self._token_read > TOKEN_REREAD_S:
+            with self._lock, open(conn.token_file, encoding="utf-8") as f:
+                self._token, self._token_read = f.read().strip(), time.monotonic()
+        headers = {"Accept": "application/json", "User-Agent": "specserver-operator"}
+        if self._token:
+            headers["Authorization"] = f"Bearer {self._token}"
+        elif conn.username:
+            raw = f"{conn.username}:{conn.password or ''}".encode()
+            headers["Authorization"] = f"Basic {base64.b64encode(raw).decode()}"
+        if content_type:
+            headers["Content-Type"] = content_type
+        return headers
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        what: str,
+        params: dict[str, Any] | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+    ) -> Any:
+        """One API call; the decoded JSON answer. 404 raises NotFoundError, the rest ApiError."""
+        url = self.connection.server + path
+        if params:
+            url += "?" + urlencode({k: v for k, v in params.items() if v is not None})
+        data = None if body is None else json.dumps(body).encode()
+        try:
+            resp = self.pool.request(
+                method,
+                url,
+                body=data,
+                headers=self._headers(content_type or ("application/json" if data else None)),
+            )
+        except urllib3.exceptions.HTTPError as exc:
+            raise ApiError(f"{what}: API server unreachable: {exc}") from exc
+        if resp.status == 404:
+            raise NotFoundError(f"{what} not found")
+        if resp.status >= 400:
+            try:
+                message = json.loads(resp.data or b"{}").get("message") or resp.reason
+            except ValueError:
+                message = resp.reason
+            raise ApiError(f"{what}: {resp.status} {message}", resp.status)
+        return json.loads(resp.data) if resp.data else {}
+
+    def _write(self, method: str, path: str, what: str, **kwargs: Any) -> Any:
+        """A write, retried on a conflict."""
+        for attempt in range(CONFLICT_RETRIES):
+            try:
+                answer = self.request(method, path, what, **kwargs)
+                self.writes += 1
+                API_WRITES.inc()
+                return answer
+            except ApiError as exc:
+                if exc.status == 409 and attempt < CONFLICT_RETRIES - 1:
+                    time.sleep(0.2 * (attempt + 1))
+                    continue
+                raise
+        return None
 
     def get_configmap_data(self, namespace: str, name: str) -> dict[str, str]:
-        try:
-            cm = self.core.read_namespaced_config_map(name, namespace)
-        except ApiException as exc:
-            raise _error(exc, f"ConfigMap {namespace}/{name}") from exc
-        return dict(cm.data or {})
+        cm = self.request(
+            "GET", object_path("ConfigMap", namespace, name), f"ConfigMap {namespace}/{name}"
+        )
+        return dict(cm.get("data") or {})
 
     def get_secret_value(self, namespace: str, name: str, key: str) -> str:
-        import base64
-
-        try:
-            secret = self.core.read_namespaced_secret(name, namespace)
-        except ApiException as exc:
-            raise _error(exc, f"Secret {namespace}/{name}") from exc
-        raw = (secret.data or {}).get(key)
+        what = f"Secret {namespace}/{name}"
+        secret = self.request("GET", object_path("Secret", namespace, name), what)
+        raw = (secret.get("data") or {}).get(key)
         if raw is None:
-            raise NotFoundError(f"Secret {namespace}/{name} has no key {key}")
+            raise NotFoundError(f"{what} has no key {key}")
         return base64.b64decode(raw).decode()
 
     def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         """A Deployment or Service as a dict, or None."""
+        if kind not in ("Deployment", "Service"):
+            raise ValueError(f"unsupported kind {kind}")
         try:
-            if kind == "Deployment":
-                return self._dict(self.apps.read_namespaced_deployment(name, namespace))
-            if kind == "Service":
-                return self._dict(self.core.read_namespaced_service(name, namespace))
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise _error(exc, f"{kind} {namespace}/{name}") from exc
-        raise ValueError(f"unsupported kind {kind}")
+            found: dict[str, Any] = self.request(
+                "GET", object_path(kind, namespace, name), f"{kind} {namespace}/{name}"
+            )
+        except NotFoundError:
+            return None
+        return found
+
+    def get_specserver(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            found: dict[str, Any] = self.request(
+                "GET", object_path(KIND, namespace, name), f"SpecServer {namespace}/{name}"
+            )
+        except NotFoundError:
+            return None
+        return found
 
     def apply(self, obj: dict[str, Any], desired_hash: str | None = None) -> bool:
         """Server-side apply ``obj`` unless its content hash is already there; True if written."""
@@ -114,169 +296,109 @@ class KubeClient:
             return None
         body = json.loads(json.dumps(obj))
         body["metadata"].setdefault("annotations", {})[HASH_ANNOTATION] = desired_hash
-        patch = {
-            "Deployment": self.apps.patch_namespaced_deployment,
-            "Service": self.core.patch_namespaced_service,
-        }[kind]
-        for attempt in range(CONFLICT_RETRIES):
-            try:
-                written = patch(
-                    meta["name"],
-                    meta["namespace"],
-                    body,
-                    field_manager=FIELD_MANAGER,
-                    force=True,
-                    _content_type="application/apply-patch+yaml",
-                )
-                self._wrote()
-                return self._dict(written)
-            except ApiException as exc:
-                if exc.status == 409 and attempt < CONFLICT_RETRIES - 1:
-                    time.sleep(0.2 * (attempt + 1))
-                    continue
-                raise _error(exc, f"{kind} {meta['namespace']}/{meta['name']}") from exc
-        return None
-
-    def _wrote(self) -> None:
-        self.writes += 1
-        API_WRITES.inc()
+        written: dict[str, Any] = self._write(
+            "PATCH",
+            object_path(kind, meta["namespace"], meta["name"]),
+            f"{kind} {meta['namespace']}/{meta['name']}",
+            params={"fieldManager": FIELD_MANAGER, "force": "true"},
+            body=body,
+            content_type="application/apply-patch+yaml",
+        )
+        return written
 
     def delete(self, kind: str, namespace: str, name: str) -> None:
         """Delete a child this operator owns (a Deployment another strategy left behind)."""
-        remove = {
-            "Deployment": self.apps.delete_namespaced_deployment,
-            "Service": self.core.delete_namespaced_service,
-        }[kind]
-        try:
-            remove(name, namespace)
-            self._wrote()
-        except ApiException as exc:
-            if exc.status != 404:
-                raise _error(exc, f"{kind} {namespace}/{name}") from exc
+        with contextlib.suppress(NotFoundError):
+            self._write("DELETE", object_path(kind, namespace, name), f"{kind} {namespace}/{name}")
+
+    def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
+        """Merge-patch the SpecServer status through the status subresource; the new object."""
+        answer: dict[str, Any] = self._write(
+            "PATCH",
+            object_path(KIND, namespace, name) + "/status",
+            f"SpecServer {namespace}/{name} status",
+            body={"status": status},
+            content_type="application/merge-patch+json",
+        )
+        return answer
+
+    def _list(
+        self, kind: str, namespace: str | None, selector: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Every object of a kind (in pages of LIST_PAGE)."""
+        items: list[dict[str, Any]] = []
+        token = None
+        while True:
+            data = self.request(
+                "GET",
+                object_path(kind, namespace),
+                f"{kind} list" + (f" in {namespace}" if namespace else ""),
+                params={"labelSelector": selector, "limit": LIST_PAGE, "continue": token},
+            )
+            items += data.get("items") or []
+            token = (data.get("metadata") or {}).get("continue")
+            if not token:
+                return items
 
     def list_specservers(self, namespaces: list[str]) -> list[dict[str, Any]]:
-        """Every SpecServer (of ``namespaces``, or of the cluster when empty): one LIST each."""
-        items: list[dict[str, Any]] = []
-        try:
-            if not namespaces:
-                data: dict[str, Any] = self.custom.list_cluster_custom_object(  # type: ignore[assignment]
-                    GROUP, VERSION, PLURAL
-                )
-                return list(data.get("items", []))
-            for ns in namespaces:
-                data = self.custom.list_namespaced_custom_object(  # type: ignore[assignment]
-                    GROUP, VERSION, ns, PLURAL
-                )
-                items += data.get("items", [])
-        except ApiException as exc:
-            raise _error(exc, "SpecServers") from exc
+        """Every SpecServer (of ``namespaces``, or of the cluster when empty)."""
+        items = []
+        for ns in _scopes(namespaces):
+            for item in self._list(KIND, ns):
+                item["metadata"].pop("managedFields", None)
+                items.append(item)
         return items
 
     def list_children(self, namespaces: list[str]) -> dict[tuple[str, str, str], dict[str, Any]]:
-        """Deployments and Services this operator manages, by (kind, namespace, name).
-
-        Read as raw JSON (no client model objects): at a thousand SpecServers the model
-        deserialisation would cost more CPU than everything else in a cycle.
-        """
+        """Deployments and Services this operator manages, by (kind, namespace, name), slimmed
+        to what a pass reads (``slim``)."""
         out: dict[tuple[str, str, str], dict[str, Any]] = {}
-        calls: list[tuple[str, Any, Any]] = [
-            (
-                "Deployment",
-                self.apps.list_deployment_for_all_namespaces,
-                self.apps.list_namespaced_deployment,
-            ),
-            (
-                "Service",
-                self.core.list_service_for_all_namespaces,
-                self.core.list_namespaced_service,
-            ),
-        ]
-        for kind, cluster_wide, namespaced in calls:
-            responses = (
-                [cluster_wide(label_selector=MANAGED_SELECTOR, _preload_content=False)]
-                if not namespaces
-                else [
-                    namespaced(ns, label_selector=MANAGED_SELECTOR, _preload_content=False)
-                    for ns in namespaces
-                ]
-            )
-            for response in responses:
-                for item in json.loads(response.data).get("items", []):
+        for kind in ("Deployment", "Service"):
+            for ns in _scopes(namespaces):
+                for item in self._list(kind, ns, MANAGED_SELECTOR):
                     meta = item["metadata"]
-                    out[(kind, meta["namespace"], meta["name"])] = item
+                    out[(kind, meta["namespace"], meta["name"])] = slim(kind, item)
         return out
-
-    def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        """Merge-patch the SpecServer status through the status subresource."""
-        for attempt in range(CONFLICT_RETRIES):
-            try:
-                self.custom.patch_namespaced_custom_object_status(
-                    GROUP, VERSION, namespace, PLURAL, name, {"status": status}
-                )
-                self._wrote()
-                return
-            except ApiException as exc:
-                if exc.status == 409 and attempt < CONFLICT_RETRIES - 1:
-                    time.sleep(0.2 * (attempt + 1))
-                    continue
-                raise _error(exc, f"SpecServer {namespace}/{name} status") from exc
 
     def list_autoscalers(self, namespace: str) -> list[tuple[str, str, str, str]]:
         """(kind, name, target kind, target name) of HPAs and KEDA ScaledObjects."""
         out: list[tuple[str, str, str, str]] = []
-        try:
-            hpas = k8s.AutoscalingV1Api(self.api).list_namespaced_horizontal_pod_autoscaler(
-                namespace
-            )
-        except ApiException as exc:
-            raise _error(exc, f"HorizontalPodAutoscalers in {namespace}") from exc
-        for hpa in hpas.items:
-            target = hpa.spec.scale_target_ref
+        for item in self._list("HorizontalPodAutoscaler", namespace):
+            target = (item.get("spec") or {}).get("scaleTargetRef") or {}
             out.append(
                 (
                     "HorizontalPodAutoscaler",
-                    str(hpa.metadata.name if hpa.metadata else ""),
-                    str(target.kind),
-                    str(target.name),
+                    str(item["metadata"]["name"]),
+                    str(target.get("kind", "")),
+                    str(target.get("name", "")),
                 )
             )
         try:
-            scaled: dict[str, Any] = self.custom.list_namespaced_custom_object(  # type: ignore[assignment]
-                "keda.sh", "v1alpha1", namespace, "scaledobjects"
-            )
-        except ApiException as exc:
-            if exc.status in (403, 404):
-                return out  # KEDA not installed (or not visible): nothing to coexist with
-            raise _error(exc, f"ScaledObjects in {namespace}") from exc
-        for item in scaled.get("items", []):
-            keda_ref: dict[str, Any] = (item.get("spec") or {}).get("scaleTargetRef") or {}
+            scaled = self._list("ScaledObject", namespace)
+        except NotFoundError:
+            return out  # KEDA not installed: nothing to coexist with
+        except ApiError as exc:
+            if exc.status == 403:
+                return out  # not visible to this operator
+            raise
+        for item in scaled:
+            ref = (item.get("spec") or {}).get("scaleTargetRef") or {}
             out.append(
                 (
                     "ScaledObject",
                     str(item["metadata"]["name"]),
-                    str(keda_ref.get("kind", "Deployment")),
-                    str(keda_ref.get("name", "")),
+                    str(ref.get("kind", "Deployment")),
+                    str(ref.get("name", "")),
                 )
             )
         return out
-
-    def get_specserver(self, namespace: str, name: str) -> dict[str, Any] | None:
-        try:
-            data: dict[str, Any] = self.custom.get_namespaced_custom_object(  # type: ignore[assignment]
-                GROUP, VERSION, namespace, PLURAL, name
-            )
-            return data
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise _error(exc, f"SpecServer {namespace}/{name}") from exc
 
     def post_event(
         self, involved: dict[str, Any], type_: str, reason: str, message: str, now: str
     ) -> None:
         """A core/v1 Event about a SpecServer (best effort: a refused event is not an error)."""
         meta = involved["metadata"]
-        event: Any = {
+        event = {
             "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
             "involvedObject": {
                 "apiVersion": f"{GROUP}/{VERSION}",
@@ -294,18 +416,5 @@ class KubeClient:
             "lastTimestamp": now,
             "count": 1,
         }
-        try:
-            self.core.create_namespaced_event(meta["namespace"], event, _preload_content=False)
-            self._wrote()
-        except ApiException:
-            pass
-
-
-def _error(exc: ApiException, what: str) -> Exception:
-    if exc.status == 404:
-        return NotFoundError(f"{what} not found")
-    try:
-        message = json.loads(exc.body or "{}").get("message") or exc.reason
-    except json.JSONDecodeError:
-        message = exc.reason
-    return ApiError(f"{what}: {exc.status} {message}")
+        with contextlib.suppress(ApiError, NotFoundError):
+            self._write("POST", object_path("Event", meta["namespace"]), "Event", body=event)

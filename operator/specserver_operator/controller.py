@@ -9,6 +9,7 @@ dependency (a ConfigMap, an endpoint) is not readable yet.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from dataclasses import dataclass, field
@@ -49,6 +50,10 @@ from specserver_operator.reconcile import (
 from specserver_operator.render import DEFAULT_PREFLIGHT_IMAGE
 from specserver_operator.signals import SignalCache
 
+log = logging.getLogger("specserver.controller")
+#: Status fields of a new switch, written before the engine is touched.
+INTENT_FIELDS = ("switch", "policyState", "decisions", "lastDecisionReason")
+
 
 class RetryLater(Exception):
     """Something the reconcile needs is not available yet; the message says what."""
@@ -73,6 +78,7 @@ class Settings:
 
 
 _CONFIG_CACHE: dict[tuple[str, int], ModelConfigs] = {}
+_BUNDLED: dict[tuple[str, str | None], ModelConfigs] = {}
 
 
 def read_configs(
@@ -125,9 +131,12 @@ def read_configs(
                 f"no config for {missing}: give spec.modelSource.inline, a configMapName, or "
                 "an hfEndpoint (or SPECSERVER_HF_ENDPOINT for the operator)"
             )
-        configs = ModelConfigs(
-            target_b.config, draft_b.config if draft_b else None, None, None, "bundled"
-        )
+        shared = (spec.model.path, spec.draft.path if spec.draft else None)
+        if shared not in _BUNDLED:  # one copy per model pair, however many SpecServers use it
+            _BUNDLED[shared] = ModelConfigs(
+                target_b.config, draft_b.config if draft_b else None, None, None, "bundled"
+            )
+        configs = _BUNDLED[shared]
     _CONFIG_CACHE[key] = configs
     return configs
 
@@ -272,7 +281,18 @@ def reconcile(
         except ConfigSourceError as exc:
             config_error = str(exc)
             out.retry = config_error
-    if server is not None and cfg is not None and cfg.valid:
+    hold = False
+    if step is not None and step.status.get("switch") and not current.get("switch"):
+        # The intent goes to status before any child changes: an operator killed in between
+        # finds the switch there on restart and completes it (exactly once in the ledger).
+        intent = {k: v for k, v in step.status.items() if k in INTENT_FIELDS}
+        try:
+            client.patch_status(ns, name, intent)
+            current.update(intent)
+            out.wrote_status = True
+        except (ApiError, NotFoundError) as exc:
+            out.retry, hold = f"switch not recorded, engine left as it is: {exc}", True
+    if server is not None and cfg is not None and cfg.valid and not hold:
         strategy = (server.spec.auto_speculation or AutoSpeculation()).switch_strategy
         plan = children.plan_children(
             client,
@@ -283,8 +303,10 @@ def reconcile(
             settings.preflight_image,
             strategy.value,
         )
-        for child, digest in plan.apply:
-            if client.apply(child, digest):
+        for child in plan.apply:
+            if children.applied_hash(client.get(child.kind, ns, child.name)) == child.digest:
+                continue
+            if client.apply(plan.object(child), child.digest):
                 out.wrote_children += 1
         for kind, child_name in plan.delete:
             client.delete(kind, ns, child_name)
@@ -341,6 +363,7 @@ def reconcile(
             )
     changes = status_changes(current, desired)
     if changes:
+        log.debug("%s/%s: status fields changed: %s", ns, name, ", ".join(sorted(changes)))
         try:
             client.patch_status(ns, name, changes)
             out.wrote_status = True

@@ -1,7 +1,9 @@
 """The only module with ``@kopf.on.*`` handlers; loaded by ``specserver-operator`` (main.py).
 
 kopf watches SpecServers and calls ``reconcile`` on create and on every spec change, which runs
-an immediate pass through the shared cycle (cycle.py) on a fresh read. Everything periodic
+an immediate pass through the shared cycle (cycle.py) on a fresh read. Watch events of
+SpecServers and of the Deployments and Services the operator manages fill the object cache the
+cycle reads (objectcache.py). Everything periodic
 (following engine readiness, the auto-speculation policy, drift repair, resuming after a
 restart) is the shared cycle's: one thread, one LIST per kind per cycle, no per-object timer
 and therefore no finalizer on SpecServers.
@@ -15,10 +17,11 @@ from typing import Any
 
 import kopf
 
-from specserver_advisor.models import GROUP, PLURAL, VERSION
+from specserver_advisor.models import GROUP, KIND, PLURAL, VERSION
 from specserver_operator import opmetrics
-from specserver_operator.client import KubeClient, load_config
+from specserver_operator.client import Connection, KubeClient
 from specserver_operator.cycle import Cycle
+from specserver_operator.objectcache import ObjectCache
 
 ANNOTATION_PREFIX = "specserver.io"
 RESOURCE = (GROUP, VERSION, PLURAL)
@@ -26,20 +29,38 @@ RESOURCE = (GROUP, VERSION, PLURAL)
 NAMESPACES: list[str] = []
 _CYCLE: list[Cycle] = []
 _STOP = threading.Event()
+_LOGGED_IN = threading.Event()
+_CONNECTION: list[Connection] = []
+
+
+@kopf.on.login()
+def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+    """kopf's own minimal logins (service account in a pod, else the kubeconfig); our client
+    uses the same credentials, so the official client library is never imported."""
+    info = kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+    if info is not None:
+        _CONNECTION[:] = [Connection.from_kopf(info)]
+        _LOGGED_IN.set()
+    return info
 
 
 def cycle() -> Cycle:
-    """The process-wide cycle (its client is created after kopf's login settings)."""
+    """The process-wide cycle (its client is created once kopf has logged in)."""
     if not _CYCLE:
-        load_config()
+        _LOGGED_IN.wait()
         _CYCLE.append(
             Cycle(
-                KubeClient(),
+                KubeClient(_CONNECTION[0]),
                 list(NAMESPACES),
+                cache=CACHE,
                 query_interval_s=float(os.environ.get("SPECSERVER_QUERY_INTERVAL_SECONDS", "5")),
             )
         )
     return _CYCLE[0]
+
+
+def _run_cycle(interval: float) -> None:
+    cycle().run_forever(_STOP, interval)
 
 
 @kopf.on.startup()
@@ -59,7 +80,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     interval = float(os.environ.get("SPECSERVER_CYCLE_SECONDS", "5"))
     _STOP.clear()
     threading.Thread(
-        target=cycle().run_forever, args=(_STOP, interval), name="specserver-cycle", daemon=True
+        target=_run_cycle, args=(interval,), name="specserver-cycle", daemon=True
     ).start()
 
 
@@ -67,6 +88,26 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
 def stop_cycle(**_: Any) -> None:
     """Let the cycle thread finish its current pass and stop."""
     _STOP.set()
+
+
+#: Filled by the watch events below; the cycle reads it (no LIST per cycle).
+CACHE = ObjectCache()
+MANAGED = {"app.kubernetes.io/managed-by": "specserver"}
+
+
+@kopf.on.event(*RESOURCE)
+async def specserver_seen(event: kopf.RawEvent, **_: Any) -> None:
+    CACHE.observe(KIND, dict(event))
+
+
+@kopf.on.event("apps", "v1", "deployments", labels=MANAGED)
+async def deployment_seen(event: kopf.RawEvent, **_: Any) -> None:
+    CACHE.observe("Deployment", dict(event))
+
+
+@kopf.on.event("v1", "services", labels=MANAGED)
+async def service_seen(event: kopf.RawEvent, **_: Any) -> None:
+    CACHE.observe("Service", dict(event))
 
 
 @kopf.on.create(*RESOURCE, retries=None, backoff=10)

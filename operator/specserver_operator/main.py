@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 
-import kopf
+# kopf imports the official client library when it is installed, only to recognise its objects;
+# this operator never passes any (client.py speaks REST itself) and the import alone is ~30 MB.
+for _unused in ("kubernetes", "kubernetes_asyncio", "pykube"):
+    sys.modules.setdefault(_unused, None)  # type: ignore[arg-type]
+
+import kopf  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

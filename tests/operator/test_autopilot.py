@@ -207,3 +207,35 @@ def test_stale_metrics_hold_and_report() -> None:
     metrics = next(c for c in client.status["conditions"] if c["type"] == "MetricsAvailable")
     assert (metrics["status"], metrics["reason"]) == ("False", "Stale")
     assert client.status["lastDecisionReason"] == "MetricsStale"
+
+
+def test_policy_state_is_rewritten_only_for_a_material_change() -> None:
+    from specserver_advisor.policy import PolicyState
+    from specserver_operator.autopilot import persisted
+
+    first = persisted(PolicyState(mode="on", last_queued=0.0, last_accept=2.7), None, 1000.0)
+    noisy = PolicyState(mode="on", last_queued=3.0, last_accept=2.74)
+    assert persisted(noisy, first, 1005.0) == first
+    counted = PolicyState(mode="on", queue_growth=1, last_queued=3.0, last_accept=2.74)
+    written = persisted(counted, first, 1010.0)
+    assert written != first and json.loads(written)["last_queued"] == 3.0
+    switched = PolicyState(mode="off", mode_since=1015.0)
+    assert json.loads(persisted(switched, written, 1015.0))["mode"] == "off"
+
+
+def test_the_switch_is_in_status_before_the_engine_changes() -> None:
+    class Ordered(FakeClient):
+        """Fails the test if the engine's mode changes while status has no switch."""
+
+        def apply(self, obj: dict[str, Any], desired_hash: str | None = None) -> bool:
+            new_mode = obj["metadata"]["labels"].get("specserver.io/mode")
+            if self.deployment is not None and obj["kind"] == "Deployment":
+                old_mode = self.deployment["metadata"]["labels"]["specserver.io/mode"]
+                if new_mode != old_mode:
+                    assert self.status.get("switch", {}).get("target") == new_mode.title()
+            return super().apply(obj, desired_hash)
+
+    client = Ordered()
+    cycle(client, Signals(**STEADY), 1000)
+    cycle(client, Signals(**OVERLOAD), 1010)
+    assert mode(client) == "off"

@@ -1,0 +1,331 @@
+"""Scale benchmark of the operator: N SpecServers, one local apiserver, one Prometheus.
+
+Run through ``scripts/bench-operator-scale --specservers 1000 [--format json]``. Starts a private
+control plane (scripts/devcluster.py) and Prometheus (scripts/devprom.py), a synthetic exporter
+whose series carry each SpecServer's ``namespace``/``specserver`` labels (steady low load, so
+the policy keeps speculation on), creates the SpecServers, runs the real ``specserver-operator``
+process and waits until a whole cycle writes nothing. Then it measures over a few cycles, from
+the operator's own ``/metrics``: CPU time per cycle (the cycle thread's), PromQL queries per
+cycle, API writes per cycle at steady state, and the process RSS. Stops everything it started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.server
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "scripts"))
+import devcluster  # noqa: E402
+import devprom  # noqa: E402
+from specserver_advisor.promql import signal_queries  # noqa: E402
+from specserver_engine.ports import free_loopback_port  # noqa: E402
+from specserver_engine.simmetrics import ITL_BUCKETS, TTFT_BUCKETS  # noqa: E402
+
+NAMESPACE = "bench"
+#: Zero-write cycles in a row that count as steady state (the rate windows have filled).
+STEADY_CYCLES = 3
+TARGETS = {"cpu_s_per_cycle": 1.0, "writes_per_cycle_steady": 0.0, "rss_mb": 150.0}
+
+
+def specserver(i: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "specserver.io/v1alpha1",
+        "kind": "SpecServer",
+        "metadata": {"name": f"s{i:04d}", "namespace": NAMESPACE},
+        "spec": {
+            "model": {"path": "Qwen/Qwen3-8B"},
+            "draft": {"path": "Tengyunw/qwen3_8b_eagle3"},
+            "speculative": {
+                "algorithm": "EAGLE3",
+                "numSteps": 3,
+                "eagleTopk": 1,
+                "numDraftTokens": 4,
+            },
+            "mode": "Auto",
+            "engine": {"memFractionStatic": 0.85},
+            "resources": {"gpus": 1, "gpuType": "L4"},
+            # Evaluated every cycle, so each measured cycle runs the policy for every object.
+            "autoSpeculation": {"evaluationIntervalSeconds": 5, "staleAfterSeconds": 60},
+        },
+    }
+
+
+def _histogram(name: str, labels: str, buckets: tuple[float, ...], cdf: Any, count: float) -> str:
+    lines = [f'sglang:{name}_bucket{{{labels},le="{le}"}} {count * cdf(le):.3f}' for le in buckets]
+    lines.append(f'sglang:{name}_bucket{{{labels},le="+Inf"}} {count:.3f}')
+    lines.append(f"sglang:{name}_count{{{labels}}} {count:.3f}")
+    lines.append(f"sglang:{name}_sum{{{labels}}} {count * buckets[0]:.3f}")
+    return "\n".join(lines)
+
+
+def synthetic_metrics(names: list[str], elapsed: float) -> str:
+    """SGLang's series for every SpecServer at a steady low load (constant rates)."""
+
+    def ttft_cdf(le: float) -> float:
+        return min(1.0, 0.5 + le / 2)
+
+    def tpot_cdf(le: float) -> float:
+        return min(1.0, le / 0.04)
+
+    out = []
+    for name in names:
+        labels = f'namespace="{NAMESPACE}",specserver="{name}",model_name="Qwen/Qwen3-8B"'
+        out += [
+            f"sglang:spec_accept_length{{{labels}}} 2.7",
+            f"sglang:num_running_reqs{{{labels}}} 4",
+            f"sglang:num_queue_reqs{{{labels}}} 0",
+            f"sglang:token_usage{{{labels}}} 0.3",
+            f"sglang:generation_tokens_total{{{labels}}} {130 * elapsed:.1f}",
+            _histogram("time_to_first_token_seconds", labels, TTFT_BUCKETS, ttft_cdf, elapsed),
+            _histogram(
+                "request_time_per_output_token_seconds", labels, ITL_BUCKETS, tpot_cdf, elapsed
+            ),
+            _histogram("inter_token_latency_seconds", labels, ITL_BUCKETS, tpot_cdf, 30 * elapsed),
+        ]
+    return "\n".join(out) + "\n"
+
+
+def serve_exporter(names: list[str]) -> tuple[http.server.ThreadingHTTPServer, int]:
+    started = time.monotonic()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = synthetic_metrics(names, 1000 + time.monotonic() - started).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+    port = free_loopback_port()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, port
+
+
+def operator_metrics(url: str) -> dict[str, float]:
+    """The unlabelled samples of the operator's /metrics."""
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        text = resp.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("#") or "{" in line or " " not in line:
+            continue
+        name, value = line.rsplit(" ", 1)
+        out[name] = float(value)
+    return out
+
+
+def rss_mb(pid: int) -> tuple[float, float]:
+    """(current, peak) resident set size of a process, in MB."""
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        fields[key] = value.strip()
+    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
+
+
+def create_specservers(kubeconfig: Path, count: int) -> None:
+    import urllib3
+    from kubernetes import client, config
+
+    urllib3.disable_warnings()  # the local apiserver's self-signed certificate
+
+    api = client.CustomObjectsApi(config.new_client_from_config(str(kubeconfig)))
+
+    def create(i: int) -> None:
+        api.create_namespaced_custom_object(
+            "specserver.io", "v1alpha1", NAMESPACE, "specservers", specserver(i)
+        )
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(create, range(count)))
+
+
+def wait_cycle(url: str, after: float, timeout: float = 300) -> dict[str, float]:
+    """Metrics once the cycle counter has passed ``after``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            m = operator_metrics(url)
+            if m.get("specserver_cycles_total", 0) > after:
+                return m
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise SystemExit(f"bench-operator-scale: no operator cycle within {timeout:.0f}s")
+
+
+def run(
+    count: int, measure_cycles: int, state: Path, log: Any, verbose: bool = False
+) -> dict[str, Any]:
+    cluster = devcluster.Cluster(state / "cluster", free_loopback_port())
+    prom = devprom.DevProm(
+        state / "prometheus", free_loopback_port(), scrape_interval="5s", honor_labels=True
+    )
+    exporter, export_port = serve_exporter([f"s{i:04d}" for i in range(count)])
+    operator: subprocess.Popen[bytes] | None = None
+    try:
+        log(f"== control plane and Prometheus ({state})")
+        cluster.up()
+        prom.up()
+        prom.write_targets([{"targets": [f"127.0.0.1:{export_port}"], "labels": {}}])
+        env = dict(os.environ, KUBECONFIG=str(cluster.kubeconfig))
+        kubectl = ["kubectl", "--kubeconfig", str(cluster.kubeconfig)]
+        subprocess.run(
+            [*kubectl, "apply", "-f", str(REPO / "crds")],
+            check=True,
+            env=env,
+            stdout=subprocess.DEVNULL,
+        )
+        subprocess.run(
+            [
+                *kubectl,
+                "wait",
+                "--for=condition=Established",
+                "--timeout=60s",
+                "crd/specservers.specserver.io",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        subprocess.run(
+            [*kubectl, "create", "namespace", NAMESPACE], check=True, stdout=subprocess.DEVNULL
+        )
+        started = time.monotonic()
+        create_specservers(cluster.kubeconfig, count)
+        log(f"== created {count} SpecServers in {time.monotonic() - started:.1f}s")
+        metrics_port, live_port = free_loopback_port(), free_loopback_port()
+        url = f"http://127.0.0.1:{metrics_port}/metrics"
+        operator = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "specserver_operator.main",
+                "--liveness",
+                f"http://127.0.0.1:{live_port}/healthz",
+                *(["--verbose"] if verbose else []),
+            ],
+            env=dict(
+                env,
+                SPECSERVER_PROMETHEUS_URL=prom.url,
+                SPECSERVER_METRICS_PORT=str(metrics_port),
+                SPECSERVER_CYCLE_SECONDS="5",
+                SPECSERVER_QUERY_INTERVAL_SECONDS="4",
+                PYTHONWARNINGS="ignore",
+                MALLOC_ARENA_MAX="2",  # as manifests/operator.yaml runs it
+            ),
+            stdout=open(state / "operator.log", "wb"),  # noqa: SIM115
+            stderr=subprocess.STDOUT,
+        )
+        started = time.monotonic()
+        m = wait_cycle(url, 0)
+        steady_after = None
+        quiet = 0  # consecutive cycles over every SpecServer that wrote nothing
+        while steady_after is None:
+            before = m
+            m = wait_cycle(url, before["specserver_cycles_total"])
+            wrote = m["specserver_api_writes_total"] - before["specserver_api_writes_total"]
+            seen = m.get("specserver_cycle_specservers", 0)
+            log(
+                f"   cycle {m['specserver_cycles_total']:.0f}: {seen:.0f} SpecServers, "
+                f"{wrote:.0f} writes"
+            )
+            quiet = quiet + 1 if seen == count and wrote == 0 else 0
+            if quiet >= STEADY_CYCLES:
+                steady_after = time.monotonic() - started
+            elif time.monotonic() - started > 900:
+                raise SystemExit("bench-operator-scale: no steady state within 15 minutes")
+        log(f"== steady after {steady_after:.0f}s; measuring {measure_cycles} cycles")
+        first = m
+        last = wait_cycle(url, first["specserver_cycles_total"] + measure_cycles - 1)
+        cycles = last["specserver_cycles_total"] - first["specserver_cycles_total"]
+
+        def per_cycle(name: str) -> float:
+            return (last[name] - first[name]) / cycles
+
+        current, peak = rss_mb(operator.pid)
+        wall = (
+            last["specserver_cycle_duration_seconds_sum"]
+            - first["specserver_cycle_duration_seconds_sum"]
+        ) / cycles
+        return {
+            "specservers": count,
+            "cycles_measured": int(cycles),
+            "cpu_s_per_cycle": round(per_cycle("specserver_cycle_cpu_seconds_total"), 3),
+            "cycle_wall_s": round(wall, 3),
+            "queries_per_cycle": round(per_cycle("specserver_prometheus_queries_total"), 2),
+            "signals": len(signal_queries()),
+            "writes_per_cycle_steady": round(per_cycle("specserver_api_writes_total"), 2),
+            "rss_mb": round(current, 1),
+            "rss_peak_mb": round(peak, 1),
+            "steady_after_s": round(steady_after, 1),
+        }
+    finally:
+        if operator is not None:
+            operator.terminate()
+            try:
+                operator.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                operator.kill()
+        exporter.shutdown()
+        prom.down()
+        cluster.down(quiet=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="scripts/bench-operator-scale", description=__doc__)
+    p.add_argument("--specservers", type=int, default=1000)
+    p.add_argument("--cycles", type=int, default=6, help="cycles to measure at steady state")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument("--keep-state", action="store_true", help="keep logs and data afterwards")
+    p.add_argument("--verbose", action="store_true", help="debug log of the operator (kept state)")
+    args = p.parse_args(argv)
+    if args.specservers < 1 or args.cycles < 1:
+        p.error("--specservers and --cycles must be at least 1")
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr if args.format == "json" else sys.stdout, flush=True)
+
+    # SIGTERM unwinds like Ctrl-C, so the control plane and Prometheus are stopped too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    state = Path(tempfile.mkdtemp(prefix="specserver-bench-"))
+    result = run(args.specservers, args.cycles, state, log, args.verbose)
+    if args.format == "json":
+        print(json.dumps(result, indent=2))
+    else:
+        for key, value in result.items():
+            target = TARGETS.get(key)
+            mark = (
+                "" if target is None else f"   (target < {target:g})" if target else "   (target 0)"
+            )
+            if key == "queries_per_cycle":
+                mark = f"   (target: independent of N; {result['signals']} signals)"
+            print(f"{key:26} {value}{mark}")
+    if not args.keep_state:
+        import shutil
+
+        shutil.rmtree(state, ignore_errors=True)
+    else:
+        log(f"state kept in {state}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
