@@ -175,13 +175,40 @@ def _engine_config(
 ) -> EngineConfig:
     key = (uid, server.metadata.generation or 0, speculative)
     if key not in _ENGINE_CONFIGS:
-        _ENGINE_CONFIGS[key] = build_engine_config(server.spec, configs, speculative)
+        _ENGINE_CONFIGS[key] = _shared(
+            server,
+            configs,
+            "on" if speculative else "off",
+            lambda: build_engine_config(server.spec, configs, speculative),
+        )
     return _ENGINE_CONFIGS[key]
+
+
+#: Results that depend only on the spec and the model configs, shared by every SpecServer with
+#: the same ones (a fleet of identical engines keeps one copy): (spec JSON, id of the configs,
+#: what) -> (the configs, kept alive so the id stays theirs, the result).
+_SHARED: dict[tuple[str, int, str], tuple[ModelConfigs, Any]] = {}
+
+
+def _shared(server: SpecServer, configs: ModelConfigs, what: str, build: Any) -> Any:
+    spec_json = server.spec.model_dump_json(by_alias=True)
+    key = (spec_json, id(configs), what)
+    if key not in _SHARED:
+        _SHARED[key] = (configs, build())
+    return _SHARED[key][1]
 
 
 def clear_caches() -> None:
     """Forget everything cached between passes (tests; a fresh operator starts empty)."""
-    for cache in (_CONFIG_CACHE, _POLICY_CTX, _LAST_EVALUATION, _VALIDATED, _ENGINE_CONFIGS):
+    for cache in (
+        _CONFIG_CACHE,
+        _POLICY_CTX,
+        _LAST_EVALUATION,
+        _VALIDATED,
+        _ENGINE_CONFIGS,
+        _SHARED,
+        _BUNDLED,
+    ):
         cache.clear()
     _AUTOSCALERS.clear()
     children.forget(set())
@@ -194,6 +221,9 @@ def prune_caches(live: set[tuple[str, int]]) -> None:
             cache.pop(key, None)
     for config_key in [k for k in _ENGINE_CONFIGS if k[:2] not in live]:
         _ENGINE_CONFIGS.pop(config_key, None)
+    used = {id(v) for v in _POLICY_CTX.values()} | {id(v) for v in _ENGINE_CONFIGS.values()}
+    for shared_key in [k for k, (_, v) in _SHARED.items() if id(v) not in used]:
+        _SHARED.pop(shared_key, None)
     uids = {uid for uid, _ in live}
     for uid in [u for u in _VALIDATED if u not in uids]:
         _VALIDATED.pop(uid, None)
@@ -204,7 +234,9 @@ def prune_caches(live: set[tuple[str, int]]) -> None:
 def _policy_ctx(server: SpecServer, uid: str, configs: ModelConfigs) -> PolicyContext:
     key = (uid, server.metadata.generation or 0)
     if key not in _POLICY_CTX:
-        _POLICY_CTX[key] = policy_context_for(server.spec, configs)
+        _POLICY_CTX[key] = _shared(
+            server, configs, "policy", lambda: policy_context_for(server.spec, configs)
+        )
     return _POLICY_CTX[key]
 
 
