@@ -54,6 +54,8 @@ SPEC = {
             "maxSwitchesPerHour": 20,
             "staleAfterSeconds": 30,
             "ttftP99SloSeconds": TTFT_SLO_S,
+            # The standby starts in the new mode; traffic moves only once it is Ready.
+            "switchStrategy": "BlueGreen",
         },
     },
 }
@@ -276,7 +278,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/demo")
     parser.add_argument("--summary-json", type=Path)
     parser.add_argument("--state-dir", type=Path, default=REPO / ".devcluster" / "demo")
+    parser.add_argument(
+        "--strategy",
+        choices=["BlueGreen", "RollingUpdate", "Recreate"],
+        default="BlueGreen",
+        help="how the engine is switched (BlueGreen: no request is dropped)",
+    )
     args = parser.parse_args(argv)
+    SPEC["spec"]["autoSpeculation"]["switchStrategy"] = args.strategy
     args.state_dir.mkdir(parents=True, exist_ok=True)
     stack = Stack(args.state_dir)
     stats, seen, stop = Stats(), [], threading.Event()
@@ -344,6 +353,7 @@ def summarise(
             "always_off": round(modelled_static_goodput("off"), 1),
         },
         "client_errors_during_switches": stats.errors,
+        "switch_strategy": SPEC["spec"]["autoSpeculation"]["switchStrategy"],
         "time_scale": TIME_SCALE,
     }
 
@@ -361,7 +371,7 @@ def print_summary(s: dict[str, Any]) -> None:
         f"always-off {g['always_off']} (performance model, same load)"
     )
     print(
-        f"   client requests that failed during engine restarts: "
+        f"   client requests that failed during switches ({s['switch_strategy']}): "
         f"{s['client_errors_during_switches']}",
         flush=True,
     )

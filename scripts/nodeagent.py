@@ -29,6 +29,8 @@ from kubernetes.client.exceptions import ApiException
 from specserver_engine.ports import free_loopback_port
 
 NODE = "specserver-dev-node"
+#: Wall seconds a deleted pod's engine keeps serving its in-flight requests (not new ones).
+DRAIN_S = 5.0
 SELECTOR = "app.kubernetes.io/managed-by=specserver"
 
 
@@ -54,7 +56,9 @@ class Engine:
     specserver: str
     port: int
     proc: subprocess.Popen[bytes]
+    labels: dict[str, str] = field(default_factory=dict)
     ready: bool = False
+    terminating_since: float | None = None
 
     @property
     def url(self) -> str:
@@ -146,6 +150,7 @@ class Agent:
             labels.get("specserver.io/name", ""),
             port,
             proc,
+            dict(labels),
         )
 
     def report(self, engine: Engine, exited: bool) -> None:
@@ -193,7 +198,15 @@ class Agent:
         for pod in pods:
             uid = pod.metadata.uid
             if pod.metadata.deletion_timestamp is not None:
-                # No kubelet confirms graceful deletion: stop the engine and finish it.
+                # Graceful deletion as a kubelet does it: out of the endpoints at once, in-flight
+                # requests get DRAIN_S to finish, then the engine stops and the pod is gone.
+                engine = self.engines.get(uid)
+                if engine is not None:
+                    since = engine.terminating_since or time.monotonic()
+                    engine.terminating_since = since
+                    if time.monotonic() - since < DRAIN_S:
+                        alive.add(uid)
+                        continue
                 self.stop(uid)
                 try:
                     self.core.delete_namespaced_pod(
@@ -231,7 +244,13 @@ class Agent:
             if ready != engine.ready or exited:
                 engine.ready = ready
                 self.report(engine, exited)
-        self.write_discovery()
+        services = self.core.list_service_for_all_namespaces(label_selector=SELECTOR).items
+        self.write_discovery(
+            {
+                (svc.metadata.namespace, svc.metadata.name): dict(svc.spec.selector or {})
+                for svc in services
+            }
+        )
 
     def stop(self, uid: str) -> None:
         engine = self.engines.pop(uid, None)
@@ -243,7 +262,13 @@ class Agent:
                 os.killpg(engine.proc.pid, signal.SIGKILL)
                 engine.proc.wait()
 
-    def write_discovery(self) -> None:
+    def write_discovery(self, services: dict[tuple[str, str], dict[str, str]]) -> None:
+        """Scrape targets for every engine; endpoints per Service, as kube-proxy would route.
+
+        A Service's endpoints are the ready engines of its namespace whose pod labels match its
+        selector, so a BlueGreen switch moves traffic exactly when the operator moves the
+        selector.
+        """
         groups = [
             {
                 "targets": [f"127.0.0.1:{e.port}"],
@@ -252,9 +277,16 @@ class Agent:
             for e in self.engines.values()
         ]
         endpoints: dict[str, list[str]] = {}
-        for e in self.engines.values():
-            if e.ready:
-                endpoints.setdefault(f"{e.namespace}/{e.specserver}", []).append(e.url)
+        for (namespace, name), selector in sorted(services.items()):
+            endpoints[f"{namespace}/{name}"] = [
+                e.url
+                for e in self.engines.values()
+                if e.ready
+                and e.terminating_since is None
+                and e.namespace == namespace
+                and selector
+                and all(e.labels.get(k) == v for k, v in selector.items())
+            ]
         for path, data in (
             (self.targets_file, groups),
             (self.state_dir / "endpoints.json", endpoints),

@@ -1,7 +1,8 @@
 """The product's headline, end to end: ``scripts/demo`` on the real control plane + Prometheus.
 
-Load rises (speculation switched off with a load reason) and falls (switched back on); the
-summary JSON has the documented keys. Takes about four minutes.
+Load rises (speculation switched off with a load reason) and falls (switched back on), with
+BlueGreen switches that fail no client request; the summary JSON has the documented keys.
+Takes about four minutes.
 """
 
 from __future__ import annotations
@@ -44,6 +45,9 @@ def test_demo_switches_off_under_load_and_back_on(tmp_path: Path) -> None:
     later_on = [d for d in decisions[decisions.index(first_off) :] if d["action"] == "enable"]
     assert later_on and later_on[0]["reason"] in ("LoadBelowCrossover", "OtherModeFasterHere")
     assert summary["time_in_mode"]["on"] > 0 and summary["time_in_mode"]["off"] > 0
+    # BlueGreen: the Service moves only to a Ready engine and the old one drains first.
+    assert summary["switch_strategy"] == "BlueGreen"
+    assert summary["client_errors_during_switches"] == 0
     assert "disable -> speculation Off" in done.stdout and "== summary" in done.stdout
     # Everything it started is stopped.
     leftover = subprocess.run(["pgrep", "-f", str(tmp_path / "state")], capture_output=True)

@@ -1,0 +1,263 @@
+"""The closed loop on the real stack: apiserver + controller-manager, Prometheus, the node agent
+running simulated engines, and the operator as a process (killed and restarted on purpose).
+
+Covers what the demo does not: steady load never switches; Prometheus stopped means
+``MetricsStale``/``MetricsAvailable=False`` and no switch; an operator killed in the middle of a
+BlueGreen switch completes exactly that one switch after restart, and the Service moves only
+when the operator sees the standby Ready.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_operator_e2e import condition, get, wait_for
+
+from conftest import REPO, KubeHandle
+from specserver_engine.loadgen import Segment, run_segment
+from specserver_engine.ports import free_loopback_port
+
+NAME = "qwen3-8b"
+
+
+def spec(**auto: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "specserver.io/v1alpha1",
+        "kind": "SpecServer",
+        "metadata": {"name": NAME},
+        "spec": {
+            "model": {"path": "Qwen/Qwen3-8B"},
+            "draft": {"path": "Tengyunw/qwen3_8b_eagle3"},
+            "speculative": {
+                "algorithm": "EAGLE3",
+                "numSteps": 3,
+                "eagleTopk": 1,
+                "numDraftTokens": 4,
+            },
+            "mode": "Auto",
+            "engine": {"memFractionStatic": 0.85},
+            "resources": {"gpus": 1, "gpuType": "L4"},
+            "autoSpeculation": {
+                "evaluationIntervalSeconds": 5,
+                "staleAfterSeconds": 20,
+                "switchStrategy": "BlueGreen",
+                **auto,
+            },
+        },
+    }
+
+
+class Stack:
+    """The operator and the node agent as processes, against the session's apiserver and
+    Prometheus."""
+
+    def __init__(self, kube: KubeHandle, prom: Any, state: Path) -> None:
+        self.kube, self.prom, self.state = kube, prom, state
+        self.operator: subprocess.Popen[bytes] | None = None
+        self.agent: subprocess.Popen[bytes] | None = None
+
+    def env(self) -> dict[str, str]:
+        return dict(
+            os.environ,
+            KUBECONFIG=str(self.kube.kubeconfig),
+            PYTHONWARNINGS="ignore",
+            PYTHONUNBUFFERED="1",
+            SPECSERVER_PROMETHEUS_URL=self.prom.url,
+            SPECSERVER_CYCLE_SECONDS="2",
+            SPECSERVER_QUERY_INTERVAL_SECONDS="2",
+        )
+
+    def start_operator(self) -> None:
+        port = free_loopback_port()
+        log = open(self.state / "operator.log", "ab")  # noqa: SIM115
+        self.operator = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "specserver_operator.main",
+                "--liveness",
+                f"http://127.0.0.1:{port}/healthz",
+            ],
+            env=self.env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+
+    def kill_operator(self) -> None:
+        """SIGKILL: no cleanup, as a crashed or evicted operator."""
+        assert self.operator is not None
+        self.operator.kill()
+        self.operator.wait()
+        self.operator = None
+
+    def start_agent(self) -> None:
+        log = open(self.state / "agent.log", "ab")  # noqa: SIM115
+        self.agent = subprocess.Popen(
+            [
+                sys.executable,
+                str(REPO / "scripts" / "nodeagent.py"),
+                "--kubeconfig",
+                str(self.kube.kubeconfig),
+                "--state-dir",
+                str(self.state / "agent"),
+                "--targets-file",
+                str(self.prom.targets_file),
+                "--time-scale",
+                "10",
+                "--startup-seconds",
+                "40",
+            ],
+            env=self.env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()
+
+    def endpoint(self, namespace: str) -> str | None:
+        try:
+            data = json.loads((self.state / "agent" / "endpoints.json").read_text())
+        except (OSError, ValueError):
+            return None
+        return (data.get(f"{namespace}/{NAME}") or [None])[0]
+
+    def stop(self) -> None:
+        if self.operator is not None:
+            self.operator.terminate()
+            self.operator.wait(timeout=30)
+        if self.agent is not None:
+            self.agent.terminate()  # the agent stops its engines on SIGTERM
+            self.agent.wait(timeout=60)
+        self.prom.write_targets([])
+
+
+@pytest.fixture
+def stack(kube: KubeHandle, prom: Any, tmp_path: Path) -> Iterator[Stack]:
+    s = Stack(kube, prom, tmp_path)
+    s.start_agent()
+    s.start_operator()
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+def load(url: str, users: int, seconds: float) -> threading.Thread:
+    """Closed-loop users against one engine, in the background."""
+
+    def run() -> None:
+        asyncio.run(run_segment(url, Segment(users, seconds, None, "chat"), 512, 64, True))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def apply(kube: KubeHandle, namespace: str, doc: dict[str, Any]) -> None:
+    kube.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(doc))
+
+
+def status(kube: KubeHandle, namespace: str) -> dict[str, Any]:
+    return dict((get(kube, "sps", namespace, NAME) or {}).get("status") or {})
+
+
+def serving(kube: KubeHandle, namespace: str) -> str | None:
+    svc = get(kube, "service", namespace, NAME) or {}
+    return (svc.get("spec") or {}).get("selector", {}).get("specserver.io/mode")
+
+
+def test_steady_load_holds_and_stopped_prometheus_means_stale_with_no_switch(
+    kube: KubeHandle, namespace: str, stack: Stack, prom: Any
+) -> None:
+    apply(kube, namespace, spec(minDwellSeconds=0))
+    url = wait_for(lambda: stack.endpoint(namespace), 120, "the engine Ready")
+    worker = load(url, 3, 45)
+    wait_for(
+        lambda: (
+            (c := condition(get(kube, "sps", namespace, NAME), "MetricsAvailable"))
+            and c["status"] == "True"
+        ),
+        60,
+        "MetricsAvailable=True",
+    )
+    worker.join(timeout=90)
+    st = status(kube, namespace)
+    assert not st.get("decisions"), st.get("decisions")
+    assert st["speculationMode"] == "On" and not st.get("switch")
+    assert st["lastMetrics"]["acceptLength"] > 1.5
+
+    prom.down()
+    try:
+        c = wait_for(
+            lambda: (
+                (c := condition(get(kube, "sps", namespace, NAME), "MetricsAvailable"))
+                and c["status"] == "False"
+                and c
+            ),
+            60,
+            "MetricsAvailable=False",
+        )
+        assert c["reason"] == "PrometheusUnavailable" and prom.url.split("//")[1] in c["message"]
+        wait_for(
+            lambda: status(kube, namespace).get("lastDecisionReason") == "MetricsStale",
+            30,
+            "MetricsStale",
+        )
+        time.sleep(10)  # two more evaluations without metrics
+        st = status(kube, namespace)
+        assert not st.get("decisions") and st["speculationMode"] == "On"
+        assert serving(kube, namespace) == "on"
+    finally:
+        prom.up()
+
+
+def test_operator_killed_mid_switch_completes_exactly_one_switch(
+    kube: KubeHandle, namespace: str, stack: Stack
+) -> None:
+    # Any measured TTFT breaches a 1 ms SLO: the first evaluation with load switches off.
+    apply(
+        kube,
+        namespace,
+        spec(ttftP99SloSeconds=0.001, disableAfterBreaches=1, minDwellSeconds=3600),
+    )
+    url = wait_for(lambda: stack.endpoint(namespace), 120, "the engine Ready")
+    worker = load(url, 4, 120)
+    switch = wait_for(lambda: status(kube, namespace).get("switch"), 90, "a switch recorded")
+    stack.kill_operator()
+    assert switch["target"] == "Off" and switch["reason"] == "TTFTSLOBreached"
+    # The standby starts without the operator; traffic stays where it was.
+    wait_for(
+        lambda: (
+            (d := get(kube, "deployment", namespace, f"{NAME}-off"))
+            and (d.get("status") or {}).get("readyReplicas") == 1
+        ),
+        120,
+        "the standby Ready",
+    )
+    assert serving(kube, namespace) == "on"
+    stack.start_operator()
+    wait_for(lambda: serving(kube, namespace) == "off", 60, "the Service on the standby")
+    wait_for(lambda: not status(kube, namespace).get("switch"), 60, "the switch completed")
+    wait_for(
+        lambda: (get(kube, "deployment", namespace, f"{NAME}-on") or {})["spec"]["replicas"] == 0,
+        30,
+        "the old engine scaled to zero",
+    )
+    worker.join(timeout=1)
+    st = status(kube, namespace)
+    assert [(d["action"], d["reason"]) for d in st["decisions"]] == [("disable", "TTFTSLOBreached")]
+    assert st["speculationMode"] == "Off"
+    events = json.loads(kube.kubectl("get", "events", "-n", namespace, "-o", "json").stdout)
+    completed = [e for e in events["items"] if e["reason"] == "SwitchCompleted"]
+    assert len(completed) == 1
