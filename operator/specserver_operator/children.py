@@ -96,7 +96,7 @@ def serving_deployment(
     return client.get("Deployment", namespace, name)
 
 
-def _owned(obj: dict[str, Any] | None, uid: str) -> bool:
+def owned(obj: dict[str, Any] | None, uid: str) -> bool:
     refs = (obj or {}).get("metadata", {}).get("ownerReferences") or []
     return any(r.get("uid") == uid for r in refs)
 
@@ -121,7 +121,7 @@ def plan_children(
         if deployment_state(client.get("Deployment", ns, name), server.spec.replicas)[0]:
             for mode in bluegreen.MODES:
                 left = bluegreen.deployment_name(name, mode)
-                if _owned(client.get("Deployment", ns, left), uid):
+                if owned(client.get("Deployment", ns, left), uid):
                     out.delete.append(("Deployment", left))
         return out
     want = "on" if cfg.speculative else "off"
@@ -142,7 +142,7 @@ def plan_children(
     other_cfg = engine_config(not cfg.speculative)
     if other_cfg.valid:
         configs[old] = other_cfg
-    elif _owned(deployments[old], uid):
+    elif owned(deployments[old], uid):
         out.delete.append(("Deployment", bluegreen.deployment_name(name, old)))
     key = (
         "BlueGreen",
@@ -161,6 +161,6 @@ def plan_children(
             f"standby {bluegreen.deployment_name(name, want)} is starting; the Service stays "
             f"on {bluegreen.deployment_name(name, old)} until it is Ready"
         )
-    elif ready[want] and _owned(client.get("Deployment", ns, name), uid):
+    elif ready[want] and owned(client.get("Deployment", ns, name), uid):
         out.delete.append(("Deployment", name))
     return out

@@ -295,7 +295,7 @@ def reconcile(
     step: AutoStep | None = None
     blue_green = children.is_blue_green(body)
     deployment = children.serving_deployment(client, ns, name, blue_green)
-    switching: str | None = None
+    progressing: tuple[str, str, str] | None = None  # overrides Progressing (status, reason, msg)
     server, invalid = _validated(body)
     if invalid is not None:
         cfg = EngineConfig(False, "InvalidSpec", invalid)
@@ -335,11 +335,22 @@ def reconcile(
             settings.preflight_image,
             strategy.value,
         )
+        conflicts = []
         for child in plan.apply:
-            if children.applied_hash(client.get(child.kind, ns, child.name)) == child.digest:
+            found = client.get(child.kind, ns, child.name)
+            if children.applied_hash(found) == child.digest:
+                continue
+            if found is not None and not children.owned(found, uid):
+                conflicts.append(f"{child.kind} {child.name}")  # never take over another's
                 continue
             if client.apply(plan.object(child), child.digest):
                 out.wrote_children += 1
+        if conflicts:
+            progressing = (
+                "False",
+                "NameConflict",
+                f"{', '.join(conflicts)} exists and is not this SpecServer's; rename one of them",
+            )
         for kind, child_name in plan.delete:
             client.delete(kind, ns, child_name)
             out.events.append(
@@ -347,7 +358,8 @@ def reconcile(
             )
         if out.wrote_children or plan.delete:
             deployment = children.serving_deployment(client, ns, name, blue_green)
-        switching = plan.switching
+        if plan.switching is not None and progressing is None:
+            progressing = ("True", "BlueGreenSwitch", plan.switching)
     replicas = server.spec.replicas if server is not None else 0
     desired = compute_status(
         generation=meta.get("generation"),
@@ -358,12 +370,14 @@ def reconcile(
         replicas=replicas,
         now=now,
     )
-    if switching is not None:
+    if progressing is not None:
+        value, reason, message = progressing
+        before = cond.get_condition(current.get("conditions") or [], cond.PROGRESSING) or {}
+        if reason == "NameConflict" and before.get("reason") != reason:
+            out.events.append(("Warning", reason, message))
         desired["conditions"] = cond.set_condition(
             desired["conditions"],
-            cond.condition(
-                cond.PROGRESSING, "True", "BlueGreenSwitch", switching, meta.get("generation"), now
-            ),
+            cond.condition(cond.PROGRESSING, value, reason, message, meta.get("generation"), now),
             now,
         )
     if step is not None:
@@ -383,9 +397,9 @@ def reconcile(
             c for c in desired["conditions"] if c["type"] != cond.METRICS_AVAILABLE
         ]
     if server is not None and deployment is not None:
-        found = _autoscalers(client, ns, now_ts)
-        if found is not None:
-            value, reason, message = autoscaler_condition(name, found)
+        scalers = _autoscalers(client, ns, now_ts)
+        if scalers is not None:
+            value, reason, message = autoscaler_condition(name, scalers)
             desired["conditions"] = cond.set_condition(
                 desired["conditions"],
                 cond.condition(

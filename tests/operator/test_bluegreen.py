@@ -175,3 +175,26 @@ def test_moving_to_blue_green_deletes_the_old_deployment_only_once_the_new_one_s
     out = reconcile(store, "On", 2)
     assert store.deleted == ["x"]
     assert ("Normal", "ChildRemoved") in {(t, r) for t, r, _ in out.events}
+
+
+def test_a_deployment_of_another_owner_is_never_taken_over() -> None:
+    store = Store()
+    # Another SpecServer named "x-off" owns the Deployment "x-off" this one's standby would use.
+    theirs = {
+        "kind": "Deployment",
+        "metadata": {
+            "name": "x-off",
+            "generation": 1,
+            "ownerReferences": [{"kind": "SpecServer", "name": "x-off", "uid": "u-other"}],
+        },
+        "spec": {"replicas": 1, "template": {"metadata": {"labels": {"app": "theirs"}}}},
+    }
+    store.objects[("Deployment", "x-off")] = copy.deepcopy(theirs)
+    out = reconcile(store, "On", 1)
+    assert store.objects[("Deployment", "x-off")] == theirs
+    progressing = condition(store, "Progressing")
+    assert progressing["reason"] == "NameConflict" and "Deployment x-off" in progressing["message"]
+    assert ("Warning", "NameConflict") in {(t, r) for t, r, _ in out.events}
+    again = reconcile(store, "On", 1)  # reported once, not every cycle
+    assert ("Warning", "NameConflict") not in {(t, r) for t, r, _ in again.events}
+    assert store.replicas("x-on") == 1  # its own engine still runs
