@@ -20,9 +20,10 @@ from specserver_advisor.loaders.configs import bundled
 from specserver_advisor.models import SpecServer
 from specserver_advisor.sglang.flags import parse_server_argv
 from specserver_advisor.sglang.resolve import resolve_launch
+from specserver_operator import bluegreen
 from specserver_operator.configsource import ModelConfigs
 from specserver_operator.engineconfig import build_engine_config
-from specserver_operator.render import build_children
+from specserver_operator.render import build_blue_green, build_children
 
 EXAMPLES = sorted((REPO / "manifests" / "examples").glob("*.yaml"))
 GOLDEN = REPO / "tests" / "golden"
@@ -39,7 +40,16 @@ def render(path: Path) -> list[dict[str, Any]]:
     configs = ModelConfigs(target.config, draft.config if draft else None, None, None, "t")
     cfg = build_engine_config(server.spec, configs, server.spec.mode.value != "Off")
     assert cfg.valid, cfg.message
-    return build_children(server, "00000000-0000-0000-0000-000000000000", cfg)
+    uid = "00000000-0000-0000-0000-000000000000"
+    auto = server.spec.auto_speculation
+    if auto is not None and auto.switch_strategy.value == "BlueGreen":
+        # First deploy: the wanted mode serves, the other is rendered as the standby at zero.
+        want = "on" if cfg.speculative else "off"
+        other = build_engine_config(server.spec, configs, not cfg.speculative)
+        modes = {want: cfg, bluegreen.other(want): other}
+        plan = bluegreen.plan(want, server.spec.replicas, None, {}, {})
+        return build_blue_green(server, uid, modes, plan.replicas, plan.serve)
+    return build_children(server, uid, cfg)
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
