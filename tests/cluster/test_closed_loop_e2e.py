@@ -2,7 +2,8 @@
 running simulated engines, and the operator as a process (killed and restarted on purpose).
 
 Covers what the demo does not: steady load never switches; Prometheus stopped means
-``MetricsStale``/``MetricsAvailable=False`` and no switch; an operator killed in the middle of a
+``MetricsStale``/``MetricsAvailable=False`` and no switch; ``mode: Off`` set by hand during Auto
+is honoured at once; an operator killed in the middle of a
 BlueGreen switch completes exactly that one switch after restart, and the Service moves only
 when the operator sees the standby Ready.
 """
@@ -177,7 +178,7 @@ def serving(kube: KubeHandle, namespace: str) -> str | None:
     return (svc.get("spec") or {}).get("selector", {}).get("specserver.io/mode")
 
 
-def test_steady_load_holds_and_stopped_prometheus_means_stale_with_no_switch(
+def test_steady_load_holds_prometheus_stopped_is_stale_and_manual_off_is_immediate(
     kube: KubeHandle, namespace: str, stack: Stack, prom: Any
 ) -> None:
     apply(kube, namespace, spec(minDwellSeconds=0))
@@ -220,6 +221,21 @@ def test_steady_load_holds_and_stopped_prometheus_means_stale_with_no_switch(
         assert serving(kube, namespace) == "on"
     finally:
         prom.up()
+
+    # mode: Off by hand during Auto is honoured at once (not a policy decision, no ledger entry).
+    doc = spec(minDwellSeconds=0)
+    doc["spec"]["mode"] = "Off"
+    started = time.monotonic()
+    apply(kube, namespace, doc)
+    wait_for(
+        lambda: (get(kube, "deployment", namespace, f"{NAME}-off") or {})["spec"]["replicas"] == 1,
+        15,
+        "the Off engine started",
+    )
+    assert time.monotonic() - started < 15
+    wait_for(lambda: serving(kube, namespace) == "off", 90, "the Service on the Off engine")
+    st = status(kube, namespace)
+    assert st["speculationMode"] == "Off" and not st.get("decisions")
 
 
 def test_operator_killed_mid_switch_completes_exactly_one_switch(
