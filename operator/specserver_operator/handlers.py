@@ -3,10 +3,9 @@
 kopf watches SpecServers and calls ``reconcile`` on create and on every spec change, which runs
 an immediate pass through the shared cycle (cycle.py) on a fresh read. Watch events of
 SpecServers and of the Deployments and Services the operator manages fill the object cache the
-cycle reads (objectcache.py). Everything periodic
-(following engine readiness, the auto-speculation policy, drift repair, resuming after a
-restart) is the shared cycle's: one thread, one LIST per kind per cycle, no per-object timer
-and therefore no finalizer on SpecServers.
+cycle reads (objectcache.py). Everything periodic (following engine readiness, the
+auto-speculation policy, drift repair, resuming after a restart) is the shared cycle's: one
+thread, no per-object timer and therefore no finalizer on SpecServers.
 """
 
 from __future__ import annotations

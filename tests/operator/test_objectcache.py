@@ -1,0 +1,63 @@
+"""The watch-fed object cache: newest version wins, LISTs repair, kopf's notes are dropped."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from specserver_operator.objectcache import ObjectCache
+
+
+def deployment(rv: str, replicas: int) -> dict[str, Any]:
+    return {
+        "kind": "Deployment",
+        "metadata": {"name": "x", "namespace": "llm", "resourceVersion": rv, "managedFields": [1]},
+        "spec": {"replicas": replicas, "template": {"spec": {"containers": []}}},
+        "status": {"readyReplicas": replicas},
+    }
+
+
+def test_a_late_event_with_an_older_version_does_not_replace_what_we_wrote() -> None:
+    cache = ObjectCache()
+    cache.put("Deployment", deployment("20", 2))  # the answer of our own write
+    cache.observe("Deployment", {"type": "MODIFIED", "object": deployment("15", 1)})
+    found = cache.get("Deployment", "llm", "x")
+    assert found is not None and found["spec"] == {"replicas": 2}  # slimmed, newest kept
+    assert "managedFields" not in found["metadata"]
+    cache.observe("Deployment", {"type": "DELETED", "object": deployment("21", 2)})
+    assert cache.get("Deployment", "llm", "x") is None
+
+
+def test_a_list_replaces_the_cache_but_keeps_newer_entries() -> None:
+    cache = ObjectCache()
+    assert cache.needs_resync()
+    cache.put("Deployment", deployment("30", 3))
+    gone = deployment("5", 1)
+    gone["metadata"]["name"] = "gone"
+    cache.put("Deployment", gone)
+    listed = {("Deployment", "llm", "x"): deployment("25", 1)}
+    cache.replace(listed)
+    assert not cache.needs_resync()
+    assert cache.get("Deployment", "llm", "x")["spec"]["replicas"] == 3  # type: ignore[index]
+    assert cache.get("Deployment", "llm", "gone") is None
+
+
+def test_specservers_keep_their_annotations_but_not_kopfs_copy_of_the_spec() -> None:
+    cache = ObjectCache()
+    body = {
+        "kind": "SpecServer",
+        "metadata": {
+            "name": "s",
+            "namespace": "llm",
+            "resourceVersion": "3",
+            "annotations": {
+                "specserver.io/last-handled-configuration": '{"spec": {}}',
+                "specserver.io/pause-auto-speculation": "true",
+            },
+        },
+        "spec": {"mode": "Auto"},
+        "status": {"speculationMode": "On"},
+    }
+    cache.observe("SpecServer", {"type": None, "object": body})
+    [stored] = cache.specservers()
+    assert stored["metadata"]["annotations"] == {"specserver.io/pause-auto-speculation": "true"}
+    assert stored["status"] == {"speculationMode": "On"}
