@@ -16,7 +16,7 @@ from typing import Any
 
 from specserver_advisor.models import SpecServer
 from specserver_operator import bluegreen
-from specserver_operator.client import HASH_ANNOTATION, KubeClient, object_hash
+from specserver_operator.client import KubeClient, object_hash
 from specserver_operator.engineconfig import EngineConfig
 from specserver_operator.reconcile import deployment_state
 from specserver_operator.render import build_blue_green, build_children
@@ -71,11 +71,6 @@ def _cached(
     found = [Child(o["kind"], o["metadata"]["name"], object_hash(o)) for o in render()]
     _RENDERED[uid] = (key, found)
     return found
-
-
-def applied_hash(obj: dict[str, Any] | None) -> str | None:
-    """The content hash this operator stamped on a child when it wrote it."""
-    return ((obj or {}).get("metadata", {}).get("annotations") or {}).get(HASH_ANNOTATION)
 
 
 def is_blue_green(body: dict[str, Any]) -> bool:

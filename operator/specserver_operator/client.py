@@ -123,6 +123,11 @@ def object_hash(obj: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(clean, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def applied_hash(obj: dict[str, Any] | None) -> str | None:
+    """The content hash this operator stamped on a child when it wrote it."""
+    return ((obj or {}).get("metadata", {}).get("annotations") or {}).get(HASH_ANNOTATION)
+
+
 def slim(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
     """What a reconcile pass reads of a child: metadata (no managedFields), replicas and
     selector, status. The pod template is compared by its hash annotation, not read."""
@@ -177,7 +182,6 @@ class KubeClient:
         self._token = connection.token
         self._token_read = time.monotonic()
         self._lock = threading.Lock()
-        self.writes = 0  # API writes sent (for the scale benchmark and tests)
 
     def _headers(self, content_type: str | None) -> dict[str, str]:
         conn = self.connection
@@ -232,7 +236,6 @@ class KubeClient:
         for attempt in range(CONFLICT_RETRIES):
             try:
                 answer = self.request(method, path, what, **kwargs)
-                self.writes += 1
                 API_WRITES.inc()
                 return answer
             except ApiError as exc:
@@ -256,10 +259,7 @@ class KubeClient:
             raise NotFoundError(f"{what} has no key {key}")
         return base64.b64decode(raw).decode()
 
-    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-        """A Deployment or Service as a dict, or None."""
-        if kind not in ("Deployment", "Service"):
-            raise ValueError(f"unsupported kind {kind}")
+    def _get_or_none(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         try:
             found: dict[str, Any] = self.request(
                 "GET", object_path(kind, namespace, name), f"{kind} {namespace}/{name}"
@@ -268,14 +268,14 @@ class KubeClient:
             return None
         return found
 
+    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """A Deployment or Service as a dict, or None."""
+        if kind not in ("Deployment", "Service"):
+            raise ValueError(f"unsupported kind {kind}")
+        return self._get_or_none(kind, namespace, name)
+
     def get_specserver(self, namespace: str, name: str) -> dict[str, Any] | None:
-        try:
-            found: dict[str, Any] = self.request(
-                "GET", object_path(KIND, namespace, name), f"SpecServer {namespace}/{name}"
-            )
-        except NotFoundError:
-            return None
-        return found
+        return self._get_or_none(KIND, namespace, name)
 
     def apply(self, obj: dict[str, Any], desired_hash: str | None = None) -> bool:
         """Server-side apply ``obj`` unless its content hash is already there; True if written."""
@@ -289,10 +289,7 @@ class KubeClient:
         """Apply ``obj`` unless ``current`` already carries its hash; the written object or None."""
         kind, meta = obj["kind"], obj["metadata"]
         desired_hash = desired_hash or object_hash(obj)
-        if (
-            current
-            and (current["metadata"].get("annotations") or {}).get(HASH_ANNOTATION) == desired_hash
-        ):
+        if applied_hash(current) == desired_hash:
             return None
         body = json.loads(json.dumps(obj))
         body["metadata"].setdefault("annotations", {})[HASH_ANNOTATION] = desired_hash

@@ -2,8 +2,8 @@
 
 Called by cycle.py (each shared cycle, and kopf's create/update handlers). Reads model configs
 from the configured source, validates and renders with the advisor, applies children through
-``client.KubeClient`` and writes status. Returns the events to post; raises ``RetryLater`` when a
-dependency (a ConfigMap, an endpoint) is not readable yet.
+``client.KubeClient`` and writes status. Returns the events to post and, when a dependency (a
+ConfigMap, an endpoint) is not readable yet, why the next pass should try again.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from specserver_advisor.policy import PolicyContext
 from specserver_operator import children, opmetrics
 from specserver_operator import conditions as cond
 from specserver_operator.autopilot import PAUSE_ANNOTATION, AutoStep, auto_step
-from specserver_operator.client import ApiError, KubeClient, NotFoundError
+from specserver_operator.client import ApiError, KubeClient, NotFoundError, applied_hash
 from specserver_operator.configsource import (
     ConfigSourceError,
     ModelConfigs,
@@ -53,10 +53,6 @@ from specserver_operator.signals import SignalCache
 log = logging.getLogger("specserver.controller")
 #: Status fields of a new switch, written before the engine is touched.
 INTENT_FIELDS = ("switch", "policyState", "decisions", "lastDecisionReason")
-
-
-class RetryLater(Exception):
-    """Something the reconcile needs is not available yet; the message says what."""
 
 
 @dataclass
@@ -338,7 +334,7 @@ def reconcile(
         conflicts = []
         for child in plan.apply:
             found = client.get(child.kind, ns, child.name)
-            if children.applied_hash(found) == child.digest:
+            if applied_hash(found) == child.digest:
                 continue
             if found is not None and not children.owned(found, uid):
                 conflicts.append(f"{child.kind} {child.name}")  # never take over another's

@@ -38,7 +38,6 @@ class CachedClient(KubeClient):
 
     def __init__(self, base: KubeClient, cache: ObjectCache, read_through: bool = False) -> None:
         self.__dict__.update(base.__dict__)  # the same connection pool and credentials
-        self.writes = 0
         self.cache = cache
         self.read_through = read_through
 

@@ -29,6 +29,14 @@ def _version(obj: dict[str, Any]) -> int | None:
         return None  # opaque on this API server: the newest arrival wins
 
 
+def _older(new: dict[str, Any], cached: dict[str, Any] | None) -> bool:
+    """True when ``new`` is an older version of what the cache holds (the cached one stays)."""
+    if cached is None:
+        return False
+    new_v, cached_v = _version(new), _version(cached)
+    return new_v is not None and cached_v is not None and new_v < cached_v
+
+
 def trimmed(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
     """What the cache keeps: children slimmed, SpecServers without managedFields."""
     if kind == KIND:
@@ -56,12 +64,8 @@ class ObjectCache:
         key = (kind, meta.get("namespace") or "", meta["name"])
         new = trimmed(kind, obj)
         with self.lock:
-            old = self.objects.get(key)
-            if old is not None:
-                old_v, new_v = _version(old), _version(new)
-                if old_v is not None and new_v is not None and new_v < old_v:
-                    return
-            self.objects[key] = new
+            if not _older(new, self.objects.get(key)):
+                self.objects[key] = new
 
     def remove(self, kind: str, namespace: str, name: str) -> None:
         with self.lock:
@@ -87,15 +91,10 @@ class ObjectCache:
     def replace(self, listed: dict[Key, dict[str, Any]]) -> None:
         """Take a full LIST as the truth, except entries that are newer in the cache."""
         with self.lock:
-            merged: dict[Key, dict[str, Any]] = {}
-            for key, obj in listed.items():
-                old = self.objects.get(key)
-                merged[key] = obj
-                if old is not None:
-                    old_v, new_v = _version(old), _version(obj)
-                    if old_v is not None and new_v is not None and old_v > new_v:
-                        merged[key] = old
-            self.objects = merged
+            self.objects = {
+                key: self.objects[key] if _older(obj, self.objects.get(key)) else obj
+                for key, obj in listed.items()
+            }
             self.synced_at = time.monotonic()
 
     def specservers(self) -> list[dict[str, Any]]:

@@ -28,7 +28,6 @@ class SignalCache:
     observations: dict[tuple[str, str], Observation] = field(default_factory=dict)
     refreshed_at: float = 0.0
     last_error: str | None = None
-    queries_sent: int = 0
     query_errors: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -53,7 +52,6 @@ class SignalCache:
         prom = PrometheusConnect(url=self.url, disable_ssl=True)
         out: dict[tuple[str, str], Observation] = {}
         for field_name, query in signal_queries().items():
-            self.queries_sent += 1
             PROMETHEUS_QUERIES.inc()
             result: list[dict[str, Any]] = prom.custom_query(query, params={"timeout": "5s"})
             for item in result:

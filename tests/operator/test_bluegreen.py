@@ -10,6 +10,7 @@ import copy
 from typing import Any
 
 import pytest
+from test_autopilot import SPEC
 
 from specserver_operator import bluegreen, controller
 
@@ -39,20 +40,11 @@ def test_serving_mode_reads_the_service_selector() -> None:
     assert bluegreen.serving_mode(None) is None
 
 
-BODY: dict[str, Any] = {
-    "apiVersion": "specserver.io/v1alpha1",
-    "kind": "SpecServer",
-    "metadata": {"name": "x", "namespace": "llm", "uid": "u-bg", "generation": 1},
-    "spec": {
-        "model": {"path": "Qwen/Qwen3-8B"},
-        "draft": {"path": "Tengyunw/qwen3_8b_eagle3"},
-        "speculative": {"algorithm": "EAGLE3", "numSteps": 3, "eagleTopk": 1, "numDraftTokens": 4},
-        "mode": "On",
-        "engine": {"memFractionStatic": 0.85},
-        "resources": {"gpuType": "L4"},
-        "autoSpeculation": {"switchStrategy": "BlueGreen"},
-    },
-}
+# The controller-seam SpecServer of test_autopilot, in mode On with the BlueGreen strategy.
+BODY: dict[str, Any] = copy.deepcopy(SPEC)
+BODY["metadata"]["uid"] = "u-bg"
+BODY["spec"]["mode"] = "On"
+BODY["spec"]["autoSpeculation"] = {"switchStrategy": "BlueGreen"}
 
 
 class Store:
