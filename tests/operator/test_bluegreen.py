@@ -10,7 +10,7 @@ import copy
 from typing import Any
 
 import pytest
-from test_autopilot import SPEC
+from test_autopilot import SPEC, FakeClient
 
 from specserver_operator import bluegreen, controller
 
@@ -47,13 +47,13 @@ BODY["spec"]["mode"] = "On"
 BODY["spec"]["autoSpeculation"] = {"switchStrategy": "BlueGreen"}
 
 
-class Store:
+class Store(FakeClient):
     """Our client seam: objects by (kind, name); named Deployments report Ready on request."""
 
     def __init__(self) -> None:
+        super().__init__()  # status patches, no autoscalers, loud on anything else
         self.objects: dict[tuple[str, str], dict[str, Any]] = {}
-        self.status: dict[str, Any] = {}
-        self.ready: set[str] = set()
+        self.ready_deployments: set[str] = set()
         self.deleted: list[str] = []
 
     def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
@@ -63,7 +63,7 @@ class Store:
         obj = copy.deepcopy(obj)
         if kind == "Deployment":
             want = obj["spec"]["replicas"]
-            ok = name in self.ready
+            ok = name in self.ready_deployments
             obj["status"] = {
                 "observedGeneration": obj["metadata"]["generation"],
                 "readyReplicas": want if ok else 0,
@@ -87,24 +87,11 @@ class Store:
         self.deleted.append(name)
         self.objects.pop((kind, name), None)
 
-    def patch_status(self, namespace: str, name: str, changes: dict[str, Any]) -> None:
-        for key, value in changes.items():
-            if value is None:
-                self.status.pop(key, None)
-            else:
-                self.status[key] = value
-
-    def list_autoscalers(self, namespace: str) -> list[tuple[str, str, str, str]]:
-        return []
-
     def replicas(self, name: str) -> int:
         return int(self.objects[("Deployment", name)]["spec"]["replicas"])
 
     def selector(self) -> dict[str, str]:
         return dict(self.objects[("Service", "x")]["spec"]["selector"])
-
-    def __getattr__(self, name: str) -> Any:
-        raise AssertionError(f"unexpected client call {name}")
 
 
 @pytest.fixture(autouse=True)
@@ -131,7 +118,7 @@ def test_blue_green_switch_moves_the_service_only_after_the_standby_is_ready() -
     assert store.selector()["specserver.io/mode"] == "on"
     off_args = store.objects[("Deployment", "x-off")]["spec"]["template"]["spec"]["containers"][0]
     assert not [a for a in off_args["args"] if a.startswith("--speculative")]
-    store.ready.add("x-on")
+    store.ready_deployments.add("x-on")
     reconcile(store, "On", 1)
     assert store.status["speculationMode"] == "On"
 
@@ -144,7 +131,7 @@ def test_blue_green_switch_moves_the_service_only_after_the_standby_is_ready() -
     reconcile(store, "Off", 2)  # still not Ready: nothing moves
     assert store.selector()["specserver.io/mode"] == "on"
 
-    store.ready.add("x-off")
+    store.ready_deployments.add("x-off")
     reconcile(store, "Off", 2)
     assert store.selector()["specserver.io/mode"] == "off"
     assert store.replicas("x-on") == 0 and store.replicas("x-off") == 1
@@ -160,10 +147,10 @@ def test_moving_to_blue_green_deletes_the_old_deployment_only_once_the_new_one_s
     body["status"] = {}
     controller.reconcile(store, body, "2026-01-01T00:00:00Z", now_ts=1000.0)  # type: ignore[arg-type]
     assert ("Deployment", "x") in store.objects
-    store.ready.add("x")
+    store.ready_deployments.add("x")
     reconcile(store, "On", 2)
     assert ("Deployment", "x") in store.objects and not store.deleted
-    store.ready.add("x-on")
+    store.ready_deployments.add("x-on")
     out = reconcile(store, "On", 2)
     assert store.deleted == ["x"]
     assert ("Normal", "ChildRemoved") in {(t, r) for t, r, _ in out.events}
