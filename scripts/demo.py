@@ -18,9 +18,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import aiohttp
 
@@ -61,6 +62,49 @@ SPEC = {
 }
 
 
+class Ports(NamedTuple):
+    """The loopback ports the demo listens on."""
+
+    apiserver: int = 17443
+    prometheus: int = 19190
+    health: int = 18181
+
+    @classmethod
+    def parse(cls, text: str) -> Ports:
+        try:
+            values = [int(part) for part in text.split(",")]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not integers: {text!r}") from None
+        if len(values) != 3 or not all(1024 <= v <= 65535 for v in values):
+            raise argparse.ArgumentTypeError(
+                f"expected APISERVER,PROMETHEUS,HEALTH (1024-65535), got {text!r}"
+            )
+        return cls(*values)
+
+
+class DemoFailed(RuntimeError):
+    """A process the demo started has exited, or the engine never came up: stop at once."""
+
+
+@dataclass
+class Watched:
+    """A process the demo depends on: how to tell it still runs, and where it logs."""
+
+    name: str
+    log: Path
+    alive: Callable[[], bool]
+    exit_code: Callable[[], int | None] = lambda: None
+
+
+def log_tail(path: Path, lines: int = 25) -> str:
+    """The last ``lines`` lines of a log file (empty when it does not exist)."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
 @dataclass
 class Stats:
     """What the clients saw (modelled seconds)."""
@@ -74,18 +118,35 @@ class Stats:
 class Stack:
     """Everything the demo starts, so it can stop all of it."""
 
-    def __init__(self, state: Path) -> None:
+    def __init__(self, state: Path, ports: Ports) -> None:
         self.state = state
-        self.cluster = devcluster.Cluster(state / "cluster", 17443)
-        self.prom = devprom.DevProm(state / "prometheus", 19190)
+        self.ports = ports
+        self.cluster = devcluster.Cluster(state / "cluster", ports.apiserver)
+        self.prom = devprom.DevProm(state / "prometheus", ports.prometheus)
         self.procs: list[subprocess.Popen[bytes]] = []
+        self.watched: list[Watched] = []
 
     def up(self) -> None:
         print(
             "== starting the control plane, Prometheus, the operator and the node agent", flush=True
         )
         self.cluster.up()
+        for part in ("etcd", "kube-apiserver"):
+            self.watched.append(
+                Watched(
+                    part,
+                    self.cluster.state_dir / f"{part}.log",
+                    lambda part=part: self.cluster.pid(part) is not None,
+                )
+            )
         self.prom.up()
+        self.watched.append(
+            Watched(
+                "Prometheus",
+                self.prom.state_dir / "prometheus.log",
+                lambda: self.prom.pid() is not None,
+            )
+        )
         env = dict(
             os.environ,
             KUBECONFIG=str(self.cluster.kubeconfig),
@@ -119,8 +180,9 @@ class Stack:
                 "-m",
                 "specserver_operator.main",
                 "--liveness",
-                "http://127.0.0.1:18181/healthz",
+                f"http://127.0.0.1:{self.ports.health}/healthz",
             ],
+            "operator",
             "operator.log",
         )
         self.spawn(
@@ -138,17 +200,30 @@ class Stack:
                 "--startup-seconds",
                 "30",
             ],
+            "node agent",
             "agent.log",
         )
 
-    def spawn(self, argv: list[str], log: str) -> None:
+    def spawn(self, argv: list[str], name: str, log: str) -> None:
+        """Start a process the demo depends on; it is watched from now on."""
         out = open(self.state / log, "ab")  # noqa: SIM115
-        self.procs.append(
-            subprocess.Popen(
-                argv, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-            )
+        proc = subprocess.Popen(
+            argv, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
         out.close()
+        self.procs.append(proc)
+        self.watched.append(Watched(name, self.state / log, lambda: proc.poll() is None, proc.poll))
+
+    def check(self) -> None:
+        """Raise DemoFailed, with the end of its log, when a watched process has exited."""
+        for part in self.watched:
+            if part.alive():
+                continue
+            code = part.exit_code()
+            how = f"exited with code {code}" if code is not None else "is no longer running"
+            raise DemoFailed(
+                f"the {part.name} {how}; last lines of {part.log}:\n{log_tail(part.log)}"
+            )
 
     def kubectl(self, *args: str, stdin: str | None = None) -> str:
         done = subprocess.run(
@@ -214,7 +289,25 @@ async def user(
             stats.good_tokens += tokens
 
 
-async def drive(state: Path, stats: Stats) -> None:
+async def guard(stack: Stack) -> None:
+    """Fail the load at once when a process the demo depends on exits."""
+    while True:
+        stack.check()
+        await asyncio.sleep(0.5)
+
+
+async def drive(stack: Stack, stats: Stats) -> None:
+    """Run the load phases while the guard watches the stack."""
+    load = asyncio.create_task(run_phases(stack.state, stats))
+    watchdog = asyncio.create_task(guard(stack))
+    done, _ = await asyncio.wait({load, watchdog}, return_when=asyncio.FIRST_COMPLETED)
+    for task in (load, watchdog):
+        task.cancel()
+    for task in done:
+        task.result()
+
+
+async def run_phases(state: Path, stats: Stats) -> None:
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120)) as session:
         for users, seconds, kind in PHASES:
             print(
@@ -284,10 +377,17 @@ def main(argv: list[str] | None = None) -> int:
         default="BlueGreen",
         help="how the engine is switched (BlueGreen: no request is dropped)",
     )
+    parser.add_argument(
+        "--ports",
+        type=Ports.parse,
+        default=Ports(),
+        metavar="APISERVER,PROMETHEUS,HEALTH",
+        help="loopback ports (default 17443,19190,18181; etcd takes the two after APISERVER)",
+    )
     args = parser.parse_args(argv)
     SPEC["spec"]["autoSpeculation"]["switchStrategy"] = args.strategy
     args.state_dir.mkdir(parents=True, exist_ok=True)
-    stack = Stack(args.state_dir)
+    stack = Stack(args.state_dir, args.ports)
     stats, seen, stop = Stats(), [], threading.Event()
     started = time.time()
     try:
@@ -299,13 +399,17 @@ def main(argv: list[str] | None = None) -> int:
         )
         deadline = time.monotonic() + 180
         while endpoint(args.state_dir) is None:
+            stack.check()
             if time.monotonic() > deadline:
-                raise RuntimeError("the engine did not become ready in 180s")
+                raise DemoFailed(
+                    "the engine did not become ready in 180s; last lines of the node agent's "
+                    f"log:\n{log_tail(args.state_dir / 'agent.log')}"
+                )
             time.sleep(1)
         watcher = threading.Thread(target=watch, args=(stack, stop, seen), daemon=True)
         watcher.start()
         run_started = time.time()
-        asyncio.run(drive(args.state_dir, stats))
+        asyncio.run(drive(stack, stats))
         time.sleep(3)
         stop.set()
         watcher.join(timeout=5)
@@ -314,6 +418,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== done in {time.time() - started:.0f}s; stopping everything", flush=True)
         if args.summary_json:
             args.summary_json.write_text(json.dumps(summary, indent=2))
+    except DemoFailed as failure:
+        print(f"demo failed: {failure}", file=sys.stderr, flush=True)
+        return 1
     finally:
         stop.set()
         stack.down()

@@ -1,40 +1,82 @@
-"""The product's headline, end to end: ``scripts/demo`` on the real control plane + Prometheus.
+"""The README's main command, run the way a newcomer runs it, and its fail-fast watchdog.
 
-Load rises (speculation switched off with a load reason) and falls (switched back on), with
-BlueGreen switches that fail no client request; the summary JSON has the documented keys.
-Takes about four minutes.
+``scripts/demo`` runs in a temporary copy of this checkout (tracked and untracked, non-ignored
+files: what a fresh clone would hold plus uncommitted work) with no virtualenv, so it must
+install everything it needs itself: the test suite's ``.venv`` cannot make it pass. Load rises
+(speculation switched off with a load reason) and falls (switched back on), with BlueGreen
+switches that fail no client request. Takes about five minutes.
+
+The second test gives the demo a node agent that cannot start (its ``kubernetes`` import fails,
+the original fresh-clone bug) and asserts the demo stops at once with the agent's own error.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
-from conftest import REPO
+from conftest import REPO, TEST_BASE_PORT
 
 LOAD_REASONS = {"TTFTSLOBreached", "QueueBuilding", "LoadAboveCrossover", "OtherModeFasterHere"}
+#: Demo ports inside the test's own range, so a demo a developer runs by hand cannot collide.
+DEMO_PORTS = f"{TEST_BASE_PORT + 50},{TEST_BASE_PORT + 53},{TEST_BASE_PORT + 54}"
 
 
-def test_demo_switches_off_under_load_and_back_on(tmp_path: Path) -> None:
+def copy_checkout(dest: Path) -> Path:
+    """Copy what a clone would hold (plus uncommitted, non-ignored files) to ``dest``."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        capture_output=True,
+        check=True,
+    ).stdout.split(b"\0")
+    for name in filter(None, listed):
+        src = REPO / name.decode()
+        if src.is_file():
+            target = dest / name.decode()
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, target)
+    return dest
+
+
+def newcomer_env() -> dict[str, str]:
+    """The environment without any trace of the test suite's virtualenv."""
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    venv_bin = str(REPO / ".venv" / "bin")
+    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if p != venv_bin)
+    return env
+
+
+def test_demo_from_a_fresh_copy_switches_both_ways(tmp_path: Path) -> None:
+    checkout = copy_checkout(tmp_path / "clone")
+    assert not (checkout / ".venv").exists()
     summary_file = tmp_path / "summary.json"
+    state = tmp_path / "state"
     done = subprocess.run(
         [
-            sys.executable,
-            "-W",
-            "ignore",
-            str(REPO / "scripts" / "demo.py"),
+            "bash",
+            str(checkout / "scripts" / "demo"),
             "--summary-json",
             str(summary_file),
             "--state-dir",
-            str(tmp_path / "state"),
+            str(state),
+            "--ports",
+            DEMO_PORTS,
         ],
+        cwd=checkout,
+        env=newcomer_env(),
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=1200,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    # It ran from its own virtualenv, not the suite's.
+    assert (checkout / ".venv" / "bin" / "python").exists()
     summary = json.loads(summary_file.read_text())
     assert set(summary) >= {"switches", "time_in_mode", "decisions", "goodput"}
     assert set(summary["goodput"]) >= {"adaptive", "always_on", "always_off"}
@@ -49,6 +91,46 @@ def test_demo_switches_off_under_load_and_back_on(tmp_path: Path) -> None:
     assert summary["switch_strategy"] == "BlueGreen"
     assert summary["client_errors_during_switches"] == 0
     assert "disable -> speculation Off" in done.stdout and "== summary" in done.stdout
+    assert "client requests that failed during switches (BlueGreen): 0" in done.stdout
     # Everything it started is stopped.
-    leftover = subprocess.run(["pgrep", "-f", str(tmp_path / "state")], capture_output=True)
+    leftover = subprocess.run(["pgrep", "-f", str(state)], capture_output=True)
+    assert leftover.stdout == b""
+
+
+def test_demo_stops_at_once_with_the_node_agents_error(tmp_path: Path) -> None:
+    # The agent's import of the official client fails exactly as on a venv without it; the
+    # operator blocks that import on purpose, so only the agent is affected.
+    shadow = tmp_path / "shadow" / "kubernetes"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'kubernetes'\", name='kubernetes')\n"
+    )
+    state = tmp_path / "state"
+    env = dict(os.environ, PYTHONPATH=str(shadow.parent))
+    started = time.monotonic()
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-W",
+            "ignore",
+            str(REPO / "scripts" / "demo.py"),
+            "--state-dir",
+            str(state),
+            "--ports",
+            DEMO_PORTS,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    elapsed = time.monotonic() - started
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "the node agent exited with code 1" in done.stderr
+    assert "No module named 'kubernetes'" in done.stderr
+    assert "agent.log" in done.stderr
+    # Fails fast: well before the 180 s engine-readiness timeout it used to wait out.
+    assert elapsed < 120, elapsed
+    assert "== load" not in done.stdout
+    leftover = subprocess.run(["pgrep", "-f", str(state)], capture_output=True)
     assert leftover.stdout == b""
