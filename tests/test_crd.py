@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 import yaml
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from conftest import REPO
 from specserver_advisor import crdgen, models
@@ -57,7 +57,7 @@ def test_structural_inlines_refs_and_drops_null_unions() -> None:
 
 def test_structural_carries_enums_defaults_maps_and_bounds() -> None:
     props = crdgen.structural(_Outer.model_json_schema())["properties"]
-    assert props["mode"]["enum"] == ["On", "Off", "Auto"]
+    assert props["mode"]["enum"] == ["Enabled", "Disabled", "Auto"]
     assert props["mode"]["default"] == "Auto"
     assert props["labels"]["additionalProperties"] == {"type": "string"}
     assert props["free"]["x-kubernetes-preserve-unknown-fields"] is True
@@ -99,8 +99,52 @@ def test_status_conditions_are_a_map_list_keyed_by_type() -> None:
 
 
 def test_yaml_quotes_on_and_off_for_kubectl() -> None:
+    # status.speculationMode keeps On/Off (written by the operator as JSON, never by hand).
     text = crdgen.render_crd_yaml()
     assert "- 'On'" in text and "- 'Off'" in text
+
+
+def test_spec_mode_values_cannot_be_yaml_booleans() -> None:
+    crd = crdgen.build_crd()
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    values = spec["properties"]["mode"]["enum"]
+    assert values == ["Enabled", "Disabled", "Auto"]
+    # YAML 1.1 (kubectl) reads these bare; none of them may come back as anything but itself.
+    assert [yaml.safe_load(f"v: {v}")["v"] for v in values] == values
+
+
+def _spec(mode: Any) -> dict[str, Any]:
+    return {
+        "spec": {
+            "model": {"path": "Qwen/Qwen3-8B"},
+            "speculative": {"algorithm": "NGRAM"},
+            "resources": {"gpus": 1, "gpuType": "L4"},
+            "mode": mode,
+        }
+    }
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [("On", "'Enabled'"), ("Off", "'Disabled'"), (True, "use Enabled"), (False, "use Disabled")],
+)
+def test_old_mode_values_are_refused_naming_the_new_ones(old: Any, new: str) -> None:
+    with pytest.raises(ValidationError) as err:
+        models.SpecServer.model_validate(_spec(old))
+    (only,) = err.value.errors()
+    assert only["loc"] == ("spec", "mode")
+    assert new in only["msg"] and "Enabled, Disabled, Auto" in only["msg"]
+
+
+def test_bare_yaml_off_is_refused_with_the_yaml_reason() -> None:
+    doc = yaml.safe_load("spec:\n  mode: Off\n")
+    with pytest.raises(ValidationError, match=r"YAML 1\.1 reads a bare On/Off"):
+        models.SpecServer.model_validate(_spec(doc["spec"]["mode"]))
+
+
+@pytest.mark.parametrize("mode", ["Enabled", "Disabled", "Auto"])
+def test_new_mode_values_are_accepted(mode: str) -> None:
+    assert models.SpecServer.model_validate(_spec(mode)).spec.mode.value == mode
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 GROUP = "specserver.io"
@@ -50,11 +50,24 @@ class Algorithm(StrEnum):
 
 
 class Mode(StrEnum):
-    """Who decides whether speculation runs."""
+    """Who decides whether speculation runs.
 
-    ON = "On"
-    OFF = "Off"
+    Not ``On``/``Off``: YAML 1.1 (what kubectl reads) turns a bare ``On``/``Off`` into a
+    boolean, so every hand-written manifest would have had to quote them.
+    """
+
+    ENABLED = "Enabled"
+    DISABLED = "Disabled"
     AUTO = "Auto"
+
+
+# The values v1alpha1 used before Enabled/Disabled, and the booleans YAML 1.1 makes of them.
+RENAMED_MODES: dict[object, Mode] = {
+    "On": Mode.ENABLED,
+    "Off": Mode.DISABLED,
+    True: Mode.ENABLED,
+    False: Mode.DISABLED,
+}
 
 
 class SpeculationState(StrEnum):
@@ -450,7 +463,9 @@ class SpecServerSpec(ApiModel):
     speculative: Speculative = Field(description="Speculative-decoding algorithm and shape.")
     mode: Mode = Field(
         default=Mode.AUTO,
-        description="On: always speculate. Off: never. Auto: the operator decides from metrics.",
+        description=(
+            "Enabled: always speculate. Disabled: never. Auto: the operator decides from metrics."
+        ),
     )
     engine: Engine = Field(default_factory=Engine, description="Engine container settings.")
     resources: Resources = Field(description="GPUs and placement.")
@@ -461,6 +476,23 @@ class SpecServerSpec(ApiModel):
     auto_speculation: AutoSpeculation | None = Field(
         default=None, description="Policy for mode Auto."
     )
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _refuse_renamed_mode(cls, value: object) -> object:
+        """Name the new values when a manifest still says On/Off (or YAML made it a boolean)."""
+        if isinstance(value, bool):
+            new = RENAMED_MODES[value]
+            raise ValueError(
+                f"got the boolean {str(value).lower()} (YAML 1.1 reads a bare On/Off/yes/no as a "
+                f"boolean); use {new.value}, or one of Enabled, Disabled, Auto"
+            )
+        if isinstance(value, str) and value in RENAMED_MODES:
+            new = RENAMED_MODES[value]
+            raise ValueError(
+                f"{value!r} was renamed to {new.value!r}; use one of Enabled, Disabled, Auto"
+            )
+        return value
 
 
 # ----------------------------------------------------------------------------- status

@@ -178,7 +178,7 @@ def auto_step(
     if switch:
         return _follow_switch(status, state, switch, policy, running, engine_ready, now)
     if running is not None and (running == "on") != (state.mode == ON):
-        # The engine runs the other mode (spec.mode was On/Off meanwhile): follow what runs.
+        # The engine runs the other mode (spec.mode was Enabled/Disabled meanwhile): follow it.
         state.mode, state.mode_since = (ON if running == "on" else OFF), now
     if obs is None:
         obs = Observation(ts=now)

@@ -212,7 +212,7 @@ def _plan(
         PlanInputs(
             parsed.values,
             configs.target,
-            # Off: the draft is not loaded, so neither its memory nor its context matters.
+            # Speculation off: the draft is not loaded; neither its memory nor its context matters.
             configs.draft if "--speculative-algorithm" in args else None,
             gpu,
             env=env,

@@ -15,10 +15,10 @@ from specserver_operator.engineconfig import EngineConfig
 
 
 def speculation_wanted(spec: SpecServerSpec, status: dict[str, Any]) -> bool:
-    """On/Off from the spec; Auto keeps what runs now (the policy switches it), On at first."""
-    if spec.mode == Mode.ON:
+    """Enabled/Disabled from the spec; Auto keeps what runs (the policy switches), on at first."""
+    if spec.mode == Mode.ENABLED:
         return True
-    if spec.mode == Mode.OFF:
+    if spec.mode == Mode.DISABLED:
         return False
     return bool(status.get("speculationMode", "On") != "Off")
 

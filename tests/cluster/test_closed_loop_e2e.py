@@ -2,8 +2,8 @@
 running simulated engines, and the operator as a process (killed and restarted on purpose).
 
 Covers what the demo does not: steady load never switches; Prometheus stopped means
-``MetricsStale``/``MetricsAvailable=False`` and no switch; ``mode: Off`` set by hand during Auto
-is honoured at once; an operator killed in the middle of a
+``MetricsStale``/``MetricsAvailable=False`` and no switch; ``mode: Disabled`` set by hand during
+Auto is honoured at once; an operator killed in the middle of a
 BlueGreen switch completes exactly that one switch after restart, and the Service moves only
 when the operator sees the standby Ready.
 """
@@ -222,9 +222,9 @@ def test_steady_load_holds_prometheus_stopped_is_stale_and_manual_off_is_immedia
     finally:
         prom.up()
 
-    # mode: Off by hand during Auto is honoured at once (not a policy decision, no ledger entry).
+    # mode: Disabled by hand during Auto is honoured at once (no policy decision, no ledger entry).
     doc = spec(minDwellSeconds=0)
-    doc["spec"]["mode"] = "Off"
+    doc["spec"]["mode"] = "Disabled"
     started = time.monotonic()
     apply(kube, namespace, doc)
     wait_for(
