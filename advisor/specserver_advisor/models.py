@@ -22,6 +22,10 @@ SHORT_NAMES = ["sps"]
 API_VERSION = f"{GROUP}/{VERSION}"
 DEFAULT_IMAGE = "lmsysorg/sglang:v0.5.23-runtime"
 MAX_LEDGER_ENTRIES = 50
+#: Kubernetes object names (DNS-1123 subdomain); checked here and again in the operator's paths.
+DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+#: URLs the operator or the engine may be pointed at: http(s) only.
+HTTP_URL = r"^https?://[^\s]+$"
 
 
 class ApiModel(BaseModel):
@@ -209,18 +213,33 @@ class Speculative(ApiModel):
 class SecretKeyRef(ApiModel):
     """A key of a Secret in the SpecServer's namespace."""
 
-    name: str = Field(min_length=1, description="Secret name.")
-    key: str = Field(default="token", min_length=1, description="Key inside the Secret.")
+    name: str = Field(
+        min_length=1, max_length=253, pattern=DNS1123_SUBDOMAIN, description="Secret name."
+    )
+    key: str = Field(
+        default="token",
+        min_length=1,
+        max_length=253,
+        pattern=r"^[-._a-zA-Z0-9]+$",
+        description="Key inside the Secret.",
+    )
 
 
 class ModelVolume(ApiModel):
     """The volume that holds model weights or the Hugging Face cache."""
 
     persistent_volume_claim_name: str | None = Field(
-        default=None, description="PVC holding weights or an HF cache, mounted read-only."
+        default=None,
+        max_length=253,
+        pattern=DNS1123_SUBDOMAIN,
+        description="PVC holding weights or an HF cache, mounted read-only.",
     )
     host_path: str | None = Field(
-        default=None, description="Node path holding weights or an HF cache (single-node setups)."
+        default=None,
+        description=(
+            "Node path holding weights or an HF cache (single-node setups); refused unless the "
+            "cluster admin allows hostPath volumes (docs/security.md)."
+        ),
     )
     mount_path: str = Field(
         default="/models", description="Where the volume is mounted in the engine container."
@@ -256,13 +275,23 @@ class ModelSource(ApiModel):
     )
     hf_endpoint: str | None = Field(
         default=None,
-        description="HF-compatible base URL (HF_ENDPOINT), e.g. an internal mirror.",
+        pattern=HTTP_URL,
+        description=(
+            "HF-compatible base URL (HF_ENDPOINT) for the engine, e.g. an internal mirror; the "
+            "operator itself reads configs from it only when the admin allow-listed it."
+        ),
     )
     hf_token_secret_ref: SecretKeyRef | None = Field(
-        default=None, description="HF token, injected as HF_TOKEN through secretKeyRef."
+        default=None,
+        description=(
+            "HF token for the engine pod, injected as HF_TOKEN through secretKeyRef (a Secret "
+            "in this namespace); the operator never reads it."
+        ),
     )
     config_map_name: str | None = Field(
         default=None,
+        max_length=253,
+        pattern=DNS1123_SUBDOMAIN,
         description=(
             "ConfigMap with keys target-config.json, draft-config.json and optionally "
             "target-index.json/draft-index.json; the operator validates against these."
@@ -367,7 +396,11 @@ class AutoSpeculation(ApiModel):
 
     prometheus_url: str | None = Field(
         default=None,
-        description="Prometheus base URL; unset uses the operator-wide default.",
+        pattern=HTTP_URL,
+        description=(
+            "Prometheus base URL; unset uses the operator-wide default. Queried only when the "
+            "cluster admin allow-listed it (SPECSERVER_PROMETHEUS_ALLOWED_URLS)."
+        ),
     )
     dry_run: bool = Field(
         default=False, description="Compute and record decisions without switching the engine."

@@ -15,6 +15,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import ssl
 import tempfile
 import threading
@@ -41,7 +42,6 @@ PATHS = {
     "Deployment": ("/apis/apps/v1", "deployments"),
     "Service": ("/api/v1", "services"),
     "ConfigMap": ("/api/v1", "configmaps"),
-    "Secret": ("/api/v1", "secrets"),
     "Event": ("/api/v1", "events"),
     "HorizontalPodAutoscaler": ("/apis/autoscaling/v1", "horizontalpodautoscalers"),
     "ScaledObject": ("/apis/keda.sh/v1alpha1", "scaledobjects"),
@@ -51,6 +51,10 @@ PATHS = {
 
 class NotFoundError(LookupError):
     """The object does not exist."""
+
+
+class InvalidNameError(NotFoundError):
+    """A name no Kubernetes object can have (so none is asked for: no traversal, no query)."""
 
 
 class ApiError(RuntimeError):
@@ -147,11 +151,31 @@ def _scopes(namespaces: list[str]) -> list[str | None]:
     return [*namespaces] if namespaces else [None]
 
 
+#: DNS-1123 subdomain (object names) and label (namespaces); both at most 253/63 characters.
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def _segment(value: str, label: bool, what: str) -> str:
+    """``value`` path-encoded, after checking it is a name Kubernetes allows."""
+    pattern, most = (_LABEL, 63) if label else (_SUBDOMAIN, 253)
+    if not value or len(value) > most or not pattern.match(value):
+        raise InvalidNameError(f"{what} {value[:80]!r} is not a valid Kubernetes name")
+    return quote(value, safe="")
+
+
 def object_path(kind: str, namespace: str | None, name: str | None = None) -> str:
-    """The REST path of a kind's collection (all namespaces when None) or of one object."""
+    """The REST path of a kind's collection (all namespaces when None) or of one object.
+
+    Names are checked (DNS-1123) and encoded with no safe characters, so a name such as
+    ``../../victim/secrets/x`` raises InvalidNameError instead of reaching another path.
+    """
     base, plural = PATHS[kind]
-    path = f"{base}/namespaces/{quote(namespace)}/{plural}" if namespace else f"{base}/{plural}"
-    return f"{path}/{quote(name)}" if name else path
+    if namespace is None:
+        path = f"{base}/{plural}"
+    else:
+        path = f"{base}/namespaces/{_segment(namespace, True, 'namespace')}/{plural}"
+    return f"{path}/{_segment(name, False, kind + ' name')}" if name is not None else path
 
 
 class KubeClient:
@@ -250,14 +274,6 @@ class KubeClient:
             "GET", object_path("ConfigMap", namespace, name), f"ConfigMap {namespace}/{name}"
         )
         return dict(cm.get("data") or {})
-
-    def get_secret_value(self, namespace: str, name: str, key: str) -> str:
-        what = f"Secret {namespace}/{name}"
-        secret = self.request("GET", object_path("Secret", namespace, name), what)
-        raw = (secret.get("data") or {}).get(key)
-        if raw is None:
-            raise NotFoundError(f"{what} has no key {key}")
-        return base64.b64decode(raw).decode()
 
     def _get_or_none(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         try:

@@ -17,22 +17,19 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from specserver_advisor.loaders.configs import (
-    ConfigNotFoundError,
-    ConfigUnreadableError,
-    bundled,
-    fetch_from_endpoint,
-)
+from specserver_advisor.loaders.configs import bundled
 from specserver_advisor.models import AutoSpeculation, Mode, SpecServer
 from specserver_advisor.policy import PolicyContext
-from specserver_operator import children, opmetrics
+from specserver_operator import children, opmetrics, podpolicy
 from specserver_operator import conditions as cond
 from specserver_operator.autopilot import PAUSE_ANNOTATION, AutoStep, auto_step
 from specserver_operator.client import ApiError, KubeClient, NotFoundError, applied_hash
 from specserver_operator.configsource import (
     ConfigSourceError,
+    HfSettings,
     ModelConfigs,
     from_configmap,
+    from_endpoint,
     from_inline,
 )
 from specserver_operator.engineconfig import (
@@ -69,7 +66,8 @@ class Outcome:
 class Settings:
     """Operator-wide settings (environment)."""
 
-    hf_endpoint: str | None = os.environ.get("SPECSERVER_HF_ENDPOINT")
+    hf: HfSettings = field(default_factory=HfSettings.from_env)
+    pod_policy: podpolicy.PodPolicy = field(default_factory=podpolicy.PodPolicy.from_env)
     preflight_image: str = os.environ.get("SPECSERVER_ENGINE_IMAGE", DEFAULT_PREFLIGHT_IMAGE)
 
 
@@ -93,39 +91,17 @@ def read_configs(
         except NotFoundError as exc:
             raise ConfigSourceError(str(exc)) from exc
         configs = from_configmap(src.config_map_name, data, spec.draft is not None)
-    endpoint = (src.hf_endpoint if src else None) or settings.hf_endpoint
-    if configs is None and endpoint:
-        token = None
-        if src and src.hf_token_secret_ref:
-            try:
-                token = client.get_secret_value(
-                    ns, src.hf_token_secret_ref.name, src.hf_token_secret_ref.key
-                )
-            except NotFoundError as exc:
-                raise ConfigSourceError(str(exc)) from exc
-        try:
-            target = fetch_from_endpoint(
-                endpoint, spec.model.path, spec.model.revision, "config.json", token
-            )
-            draft = (
-                fetch_from_endpoint(
-                    endpoint, spec.draft.path, spec.draft.revision, "config.json", token
-                )
-                if spec.draft
-                else None
-            )
-        except (ConfigNotFoundError, ConfigUnreadableError) as exc:
-            raise ConfigSourceError(str(exc)) from exc
-        if target is not None and (draft is not None or not spec.draft):
-            configs = ModelConfigs(target, draft, None, None, f"endpoint {endpoint}")
+    note = None
+    if configs is None:
+        configs, note = from_endpoint(spec, settings.hf)
     if configs is None:
         target_b = bundled(spec.model.path)
         draft_b = bundled(spec.draft.path) if spec.draft else None
         if target_b is None or (spec.draft and draft_b is None):
             missing = spec.model.path if target_b is None else spec.draft.path  # type: ignore[union-attr]
             raise ConfigSourceError(
-                f"no config for {missing}: give spec.modelSource.inline, a configMapName, or "
-                "an hfEndpoint (or SPECSERVER_HF_ENDPOINT for the operator)"
+                f"no config for {missing}: give spec.modelSource.inline or a configMapName "
+                "(or the admin an SPECSERVER_HF_ENDPOINT)" + (f"; {note}" if note else "")
             )
         shared = (spec.model.path, spec.draft.path if spec.draft else None)
         if shared not in _BUNDLED:  # one copy per model pair, however many SpecServers use it
@@ -306,6 +282,9 @@ def reconcile(
             else:
                 want = speculation_wanted(server.spec, _auto_view(current, deployment))
             cfg = _engine_config(server, uid, configs, want)
+            refused = podpolicy.refusal(server.spec, settings.pod_policy)
+            if refused:
+                cfg = EngineConfig(False, podpolicy.REFUSED, refused)
         except ConfigSourceError as exc:
             config_error = str(exc)
             out.retry = config_error

@@ -50,12 +50,42 @@ class EngineConfig:
     max_running_requests_reason: str = ""
     resolved: dict[str, Any] = field(default_factory=dict)
     warnings: list[tuple[str, str]] = field(default_factory=list)
+    #: Weights per GPU (target, and the draft when speculating): sizes the pod's requests.
+    weight_gib: float = 0.0
+
+
+#: Flags that make SGLang read arguments or the model config from a file the operator never
+#: sees: a ``--config`` YAML is merged into the argv before the CLI's own flags, so it could set
+#: every owned flag the operator leaves unset (docs/security.md). Refused like owned flags.
+ARG_SOURCES = {
+    "--config": "reads engine arguments from a file",
+    "--decrypted-config-file": "replaces the model config the operator validated",
+    "--decrypted-draft-config-file": "replaces the draft config the operator validated",
+}
+#: argparse accepts unambiguous prefixes; ``--conf`` is the shortest that only ``--config`` has.
+_SHORTEST_PREFIX = {"--config": 6}
+
+
+def _arg_source(option: str) -> str | None:
+    """The arg-source flag ``option`` spells (exactly or as an argparse prefix), if any."""
+    for flag in ARG_SOURCES:
+        if option == flag:
+            return flag
+        if flag.startswith(option) and len(option) >= _SHORTEST_PREFIX.get(flag, len(flag)):
+            return flag
+    return None
 
 
 def _owned_in_extra(extra: list[str]) -> str | None:
     for item in extra:
         if not item.startswith("--"):
             continue
+        source = _arg_source(item.split("=", 1)[0])
+        if source:
+            return (
+                f"extraArgs may not set {source} (it {ARG_SOURCES[source]}, behind the "
+                "operator's back; give the settings as spec fields or plain extraArgs)"
+            )
         flag, _ = match_option(item.split("=", 1)[0])
         if flag is None:
             continue
@@ -200,6 +230,7 @@ def build_engine_config(
     final = parse_server_argv(cfg.args)
     assert not final.issues, final.issues  # rendered from validated parts
     cfg.resolved = _summary(plan, speculative)
+    cfg.weight_gib = plan.mem.target_weight_gib + (plan.mem.draft_weight_gib if speculative else 0)
     cfg.warnings = _warnings(spec, plan, cfg, speculative)
     return cfg
 

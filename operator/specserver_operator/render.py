@@ -15,6 +15,7 @@ import yaml
 
 from specserver_advisor.models import API_VERSION, KIND, SpecServer
 from specserver_operator.engineconfig import EngineConfig
+from specserver_operator.podpolicy import pod_resources, shm_gib
 
 ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("specserver_operator", "templates"),
@@ -91,6 +92,7 @@ def config_hash(cfg: EngineConfig, server: SpecServer) -> str:
         "image": server.spec.engine.image,
         "env": _env(server),
         "resources": server.spec.resources.model_dump(mode="json"),
+        "requests": pod_resources(server.spec, cfg.weight_gib),
         "volume": _volume(server),
     }
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:16]
@@ -105,12 +107,7 @@ def _context(
     spec = server.spec
     mode = "on" if cfg.speculative else "off"
     res = spec.resources
-    # Quantities as strings: server-side apply's typed patches refuse bare integers.
-    limits: dict[str, Any] = {res.gpu_resource_name: str(res.gpus)}
-    requests: dict[str, Any] = {}
-    for key, value in (("cpu", res.cpu), ("memory", res.memory)):
-        if value:
-            limits[key] = requests[key] = value
+    limits, requests = pod_resources(spec, cfg.weight_gib)
     return {
         "name": server.metadata.name,
         "namespace": server.metadata.namespace,
@@ -128,6 +125,7 @@ def _context(
         "env": _env(server),
         "limits": limits,
         "requests": requests,
+        "shm_size": f"{shm_gib(res.gpus)}Gi",
         "startup_failures": max(3, spec.engine.startup_timeout_seconds // 10),
         "node_selector": res.node_selector,
         "tolerations": [t.model_dump(by_alias=True, exclude_none=True) for t in res.tolerations],

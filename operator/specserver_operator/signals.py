@@ -4,19 +4,78 @@
 both ``sglang:`` and ``sglang_`` names) and keeps one ``Observation`` per (namespace, name);
 the shared cycle (cycle.py) reads from it. Query failures are counted and leave the cache empty for
 that cycle, which the policy reads as stale metrics.
+
+Only Prometheus URLs the cluster admin allowed are queried (``allowed_urls``: the operator-wide
+``SPECSERVER_PROMETHEUS_URL`` and ``SPECSERVER_PROMETHEUS_ALLOWED_URLS``); a SpecServer's own
+``prometheusUrl`` elsewhere is never contacted. Queries go through the advisor's outbound rules
+(http(s) only, no redirects to other origins with credentials) and an error is a status code and
+a fixed reason: nothing a Prometheus (or anything posing as one) answers reaches a condition.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode, urlsplit
 
+from specserver_advisor.loaders import outbound
 from specserver_advisor.policy import Observation
 from specserver_advisor.promql import signal_queries
 from specserver_operator.opmetrics import PROMETHEUS_QUERIES
+
+
+def allowed_urls(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The Prometheus URLs the admin allowed: ``SPECSERVER_PROMETHEUS_URL`` and the
+    comma-separated ``SPECSERVER_PROMETHEUS_ALLOWED_URLS``."""
+    env = os.environ if env is None else env
+    listed = env.get("SPECSERVER_PROMETHEUS_ALLOWED_URLS", "").split(",")
+    urls = [env.get("SPECSERVER_PROMETHEUS_URL", ""), *listed]
+    return tuple(dict.fromkeys(u.strip() for u in urls if u.strip()))
+
+
+def _normal(url: str) -> str:
+    scheme, host, port = outbound.origin(url)
+    return f"{scheme}://{host}:{port}{urlsplit(url).path.rstrip('/')}"
+
+
+def url_refusal(url: str, allowed: tuple[str, ...]) -> str | None:
+    """Why the operator will not query ``url`` (None when it will): a fixed sentence."""
+    problem = outbound.url_problem(url)
+    if problem:
+        return f"Prometheus URL refused: {problem}"
+    if _normal(url) not in {_normal(a) for a in allowed if not outbound.url_problem(a)}:
+        return (
+            f"Prometheus {outbound.redact(url)} is not on the operator's allow-list "
+            "(SPECSERVER_PROMETHEUS_ALLOWED_URLS); it is not queried"
+        )
+    return None
+
+
+class QueryError(RuntimeError):
+    """A query failed; the message is fixed text (never the answer's body)."""
+
+
+def query(url: str, promql: str, timeout_s: float = 10.0) -> list[dict[str, Any]]:
+    """One instant query: the result vector (raises QueryError)."""
+    target = f"{url.rstrip('/')}/api/v1/query?" + urlencode({"query": promql, "timeout": "5s"})
+    try:
+        answer = outbound.get(target, timeout=timeout_s)
+    except outbound.OutboundError as exc:
+        raise QueryError(str(exc)) from exc
+    try:
+        data = json.loads(answer.body)
+        result = data["data"]["result"] if data.get("status") == "success" else None
+    except (ValueError, TypeError, KeyError, AttributeError):
+        result = None
+    if not isinstance(result, list):
+        raise QueryError(f"{outbound.redact(url)}: not a Prometheus query answer")
+    return result
 
 
 @dataclass
@@ -30,36 +89,43 @@ class SignalCache:
     last_error: str | None = None
     query_errors: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    allowed: tuple[str, ...] = field(default_factory=allowed_urls)
+
+    def __post_init__(self) -> None:
+        self.last_error = url_refusal(self.url, self.allowed)
 
     def refresh(self, now: float | None = None) -> None:
         """Run the grouped queries if the last refresh is older than ``min_interval_s``."""
         now = time.time() if now is None else now
+        refusal = url_refusal(self.url, self.allowed)
         with self.lock:
+            if refusal:
+                self.observations, self.last_error = {}, refusal
+                return
             if now - self.refreshed_at < self.min_interval_s:
                 return
             self.refreshed_at = now
             try:
                 self.observations = self._query(now)
                 self.last_error = None
-            except Exception as exc:  # the client raises several unrelated types
+            except QueryError as exc:
                 self.observations = {}
-                self.last_error = f"Prometheus {self.url}: {exc}"
+                self.last_error = f"Prometheus query failed: {exc}"
                 self.query_errors += 1
 
     def _query(self, now: float) -> dict[tuple[str, str], Observation]:
-        from prometheus_api_client import PrometheusConnect
-
-        prom = PrometheusConnect(url=self.url, disable_ssl=True)
         out: dict[tuple[str, str], Observation] = {}
-        for field_name, query in signal_queries().items():
+        for field_name, promql in signal_queries().items():
             PROMETHEUS_QUERIES.inc()
-            result: list[dict[str, Any]] = prom.custom_query(query, params={"timeout": "5s"})
-            for item in result:
-                labels = item.get("metric", {})
-                key = (labels.get("namespace", ""), labels.get("specserver", ""))
+            for item in query(self.url, promql):
+                labels = item.get("metric", {}) if isinstance(item, dict) else {}
+                key = (str(labels.get("namespace", "")), str(labels.get("specserver", "")))
                 if not all(key):
                     continue
-                value = float(item["value"][1])
+                try:
+                    value = float(item["value"][1])
+                except (KeyError, IndexError, TypeError, ValueError):
+                    continue
                 obs = out.setdefault(key, Observation(ts=now))
                 setattr(obs, field_name, None if math.isnan(value) else value)
         return out
