@@ -1,0 +1,415 @@
+"""Issue 13 on the real local control plane: the operator runs as the ServiceAccount of
+manifests/rbac.yaml, a tenant with rights on SpecServers only writes hostile SpecServers, and
+loopback listeners record every request the operator sends (docs/security.md)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import secrets
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from test_operator_e2e import condition, wait_for
+
+from conftest import REPO, KubeHandle, load_config
+from podsecurity import violations
+from specserver_engine.ports import free_loopback_port
+
+pytestmark = pytest.mark.cluster
+
+SA = "system:serviceaccount:specserver-system:specserver-operator"
+EXAMPLE = REPO / "manifests" / "examples" / "qwen3-8b-eagle3-l4.yaml"
+LEAK = "INTERNAL-ONLY: db_password=hunter2-" + secrets.token_hex(4)
+#: Ports for our listeners (this clone's range; the first free ones are taken).
+PORT_RANGE = range(31453, 31534)
+
+
+def _free_port(skip: set[int]) -> int:
+    for port in PORT_RANGE:
+        if port in skip:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError("no free port in the test range")
+
+
+class Recorder:
+    """A loopback listener that records every request (path, headers) and answers by route."""
+
+    def __init__(self, port: int) -> None:
+        self.requests: list[tuple[str, dict[str, str]]] = []
+        self.routes: list[tuple[str, Any]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                outer.requests.append((self.path, dict(self.headers.items())))
+                for prefix, answer in outer.routes:
+                    if self.path.startswith(prefix):
+                        status, headers, body = answer(self.path)
+                        break
+                else:
+                    status, headers, body = 404, {}, b""
+                self.send_response(status, LEAK)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.url = f"http://127.0.0.1:{port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _kubeconfig(path: Path, server: str, token: str) -> Path:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "c",
+        "clusters": [
+            {"name": "c", "cluster": {"server": server, "insecure-skip-tls-verify": True}}
+        ],
+        "users": [{"name": "u", "user": {"token": token}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+    }
+    path.write_text(json.dumps(config))
+    return path
+
+
+def _sa_token(kube: KubeHandle, namespace: str, name: str) -> str:
+    """The token of a ServiceAccount (the 1.20 token controller writes it into a Secret)."""
+
+    def find() -> str | None:
+        sa = json.loads(kube.kubectl("get", "sa", name, "-n", namespace, "-o", "json").stdout)
+        for ref in sa.get("secrets") or []:
+            got = kube.kubectl("get", "secret", ref["name"], "-n", namespace, "-o", "json")
+            data = json.loads(got.stdout).get("data") or {}
+            if "token" in data:
+                return base64.b64decode(data["token"]).decode()
+        return None
+
+    token: str = wait_for(find, 60, f"token of {namespace}/{name}")
+    return token
+
+
+@pytest.fixture(scope="module")
+def installed(kube: KubeHandle) -> KubeHandle:
+    kube.kubectl("apply", "-k", str(REPO / "manifests"))
+    return kube
+
+
+def _documented_rights() -> dict[str, set[str]]:
+    text = (REPO / "docs" / "security.md").read_text()
+    block = text.split("<!-- rbac-snapshot: begin -->")[1].split("<!-- rbac-snapshot: end -->")[0]
+    rights = {}
+    for m in re.finditer(r"^\| `([^`]+)` \| ([a-z, ]+) \|$", block, re.M):
+        rights[m.group(1)] = {v.strip() for v in m.group(2).split(",")}
+    assert rights, "no RBAC table in docs/security.md"
+    return rights
+
+
+def _can_i_list(kube: KubeHandle, namespace: str) -> dict[str, set[str]]:
+    out = kube.kubectl("auth", "can-i", "--list", "--as", SA, "-n", namespace).stdout
+    rights: dict[str, set[str]] = {}
+    for line in out.splitlines()[1:]:
+        m = re.match(r"^(\S+)\s+\[.*?\]\s+\[.*?\]\s+\[(.*)\]\s*$", line)
+        if m:  # rows with a resource (non-resource URL rows start with blanks)
+            rights.setdefault(m.group(1), set()).update(m.group(2).split())
+    return rights
+
+
+def test_service_account_rights_match_the_documented_set(
+    installed: KubeHandle, namespace: str
+) -> None:
+    assert _can_i_list(installed, namespace) == _documented_rights()
+    assert _can_i_list(installed, "kube-system") == _documented_rights()
+
+
+def test_operator_pod_passes_restricted(installed: KubeHandle) -> None:
+    done = installed.kubectl(
+        "get", "deploy", "specserver-operator", "-n", "specserver-system", "-o", "json"
+    )
+    assert violations(json.loads(done.stdout)) == []
+
+
+def _config_for(path: str) -> bytes:
+    name = "qwen3-8b-eagle3" if "eagle" in path else "qwen3-8b"
+    return json.dumps(load_config(name)).encode()
+
+
+def _spec(name: str, **changes: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
+    doc["metadata"]["name"] = name
+    spec = doc["spec"]
+    spec["autoSpeculation"] = {"evaluationIntervalSeconds": 5}
+    for key, value in changes.items():
+        section, _, field = key.partition("__")
+        if field:
+            spec.setdefault(section, {})[field] = value
+        else:
+            spec[section] = value
+    return doc
+
+
+@pytest.fixture
+def tenant(installed: KubeHandle, namespace: str, tmp_path: Path) -> Iterator[Path]:
+    """A ServiceAccount in ``namespace`` allowed SpecServers only; its kubeconfig."""
+    rbac = f"""
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: tenant, namespace: {namespace}}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: specservers-only, namespace: {namespace}}}
+rules:
+  - apiGroups: [specserver.io]
+    resources: [specservers, specservers/status]
+    verbs: ["*"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: tenant, namespace: {namespace}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: specservers-only}}
+subjects: [{{kind: ServiceAccount, name: tenant, namespace: {namespace}}}]
+"""
+    installed.kubectl("apply", "-f", "-", input=rbac)
+    token = _sa_token(installed, namespace, "tenant")
+    yield _kubeconfig(tmp_path / "tenant.kubeconfig", installed.server, token)
+
+
+def test_tenant_gets_no_secret_out_of_the_operator(
+    installed: KubeHandle, namespace: str, tenant: Path, tmp_path: Path
+) -> None:
+    kube = installed
+    victim_value, tenant_value, admin_value = (secrets.token_hex(16) for _ in range(3))
+    victim = f"{namespace}-victim"
+    kube.kubectl("create", "namespace", victim)
+    kube.kubectl(
+        "create",
+        "secret",
+        "generic",
+        "prod-api",
+        "-n",
+        victim,
+        f"--from-literal=token={victim_value}",
+    )
+    kube.kubectl(
+        "create",
+        "secret",
+        "generic",
+        "hf-token",
+        "-n",
+        namespace,
+        f"--from-literal=token={tenant_value}",
+    )
+    first = _free_port(set())
+    a, b = Recorder(first), Recorder(_free_port({first}))
+    a.routes = [
+        (
+            "/hf-allowed",
+            lambda p: (302, {"Location": b.url + p.replace("/hf-allowed", "/cdn")}, b""),
+        ),
+        ("/prom-allowed", lambda p: (403, {}, LEAK.encode())),
+        ("/", lambda p: (403, {}, LEAK.encode())),
+    ]
+    b.routes = [("/cdn", lambda p: (200, {}, _config_for(p)))]
+    admin_token = tmp_path / "admin-hf-token"
+    admin_token.write_text(admin_value)
+    op_config = _kubeconfig(
+        tmp_path / "operator.kubeconfig",
+        kube.server,
+        _sa_token(kube, "specserver-system", "specserver-operator"),
+    )
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("SPECSERVER_")}
+    env = {
+        **inherited,
+        "KUBECONFIG": str(op_config),
+        "PYTHONUNBUFFERED": "1",
+        "SPECSERVER_CYCLE_SECONDS": "1",
+        "SPECSERVER_QUERY_INTERVAL_SECONDS": "1",
+        "SPECSERVER_PROMETHEUS_ALLOWED_URLS": a.url + "/prom-allowed",
+        "SPECSERVER_HF_ALLOWED_ENDPOINTS": a.url + "/hf-allowed",
+        "SPECSERVER_HF_TOKEN_FILE": str(admin_token),
+    }
+    log_path = tmp_path / "operator.log"
+    port = free_loopback_port()
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "specserver_operator.main",
+                "-n",
+                namespace,
+                "--liveness",
+                f"http://127.0.0.1:{port}/healthz",
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+
+        def tenant_apply(
+            doc: dict[str, Any], check: bool = True
+        ) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                ["kubectl", "--kubeconfig", str(tenant), "apply", "-n", namespace, "-f", "-"],
+                input=json.dumps(doc),
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=check,
+            )
+
+        unknown = {"path": "org/not-bundled-model"}
+        tenant_apply(
+            _spec(
+                "plain",
+                model=unknown,
+                modelSource={
+                    "hfEndpoint": a.url + "/hf-plain",
+                    "hfTokenSecretRef": {"name": "hf-token"},
+                },
+            )
+        )
+        refused = tenant_apply(
+            _spec(
+                "traversal",
+                model=unknown,
+                modelSource={
+                    "hfEndpoint": a.url + "/hf-plain",
+                    "hfTokenSecretRef": {"name": f"../../{victim}/secrets/prod-api"},
+                },
+            ),
+            check=False,
+        )
+        assert refused.returncode != 0 and "hfTokenSecretRef.name" in refused.stderr
+        tenant_apply(
+            _spec(
+                "redirect",
+                model={"path": "org/qwen3-8b"},
+                draft={"path": "org/eagle-draft"},
+                modelSource={
+                    "hfEndpoint": a.url + "/hf-allowed",
+                    "hfTokenSecretRef": {"name": "hf-token"},
+                },
+            )
+        )
+        tenant_apply(
+            _spec(
+                "prom-allowed",
+                autoSpeculation={
+                    "prometheusUrl": a.url + "/prom-allowed",
+                    "evaluationIntervalSeconds": 5,
+                },
+            )
+        )
+        tenant_apply(
+            _spec(
+                "prom-denied",
+                autoSpeculation={
+                    "prometheusUrl": a.url + "/prom-denied",
+                    "evaluationIntervalSeconds": 5,
+                },
+            )
+        )
+        tenant_apply(_spec("config-file", engine__extraArgs=["--config", "/models/x.yaml"]))
+        tenant_apply(_spec("host-path", modelSource={"volume": {"hostPath": "/"}}))
+
+        def sps(name: str) -> dict[str, Any] | None:
+            got = kube.kubectl("get", "sps", name, "-n", namespace, "-o", "json", check=False)
+            return json.loads(got.stdout) if got.returncode == 0 else None
+
+        def reason(name: str, type_: str) -> tuple[str, str, str] | None:
+            c = condition(sps(name), type_)
+            return (c["status"], c["reason"], c["message"]) if c else None
+
+        plain = wait_for(lambda: reason("plain", "ConfigValid"), 90, "plain ConfigValid")
+        assert plain[0] == "Unknown" and "allow-list" in plain[2]
+        assert (
+            wait_for(lambda: reason("config-file", "ConfigValid"), 60, "config")[1]
+            == "OwnedFlagInExtraArgs"
+        )
+        assert (
+            wait_for(lambda: reason("host-path", "ConfigValid"), 60, "hostPath")[1]
+            == "PodPolicyRefused"
+        )
+        allowed = wait_for(
+            lambda: (r := reason("prom-allowed", "MetricsAvailable")) and "403" in r[2] and r,
+            90,
+            "403",
+        )
+        assert allowed[0] == "False" and "HTTP 403 Forbidden" in allowed[2]
+        denied = wait_for(lambda: reason("prom-denied", "MetricsAvailable"), 60, "denied")
+        assert "allow-list" in denied[2]
+        deployment = wait_for(
+            lambda: (
+                json.loads(got.stdout)
+                if (
+                    got := kube.kubectl(
+                        "get", "deploy", "redirect", "-n", namespace, "-o", "json", check=False
+                    )
+                ).returncode
+                == 0
+                else None
+            ),
+            90,
+            "the redirect SpecServer's engine",
+        )
+        assert violations(deployment) == [], violations(deployment)
+        assert deployment["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
+        time.sleep(3)  # a few more cycles: every repeat would be recorded too
+        events = kube.kubectl("get", "events", "-n", namespace, "-o", "json").stdout
+        assert "OwnedFlagInExtraArgs" in events  # the operator may post events
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        a.close()
+        b.close()
+        kube.kubectl("delete", "namespace", victim, "--wait=false", check=False)
+    recorded = a.requests + b.requests
+    sent = json.dumps(recorded)
+    for value in (victim_value, tenant_value):
+        assert value not in sent
+    assert not any(p.startswith(("/hf-plain", "/prom-denied")) for p, _ in a.requests)
+    assert any(p.startswith("/prom-allowed") for p, _ in a.requests)
+    hf = [(p, h) for p, h in a.requests if p.startswith("/hf-allowed")]
+    assert hf and all(h.get("Authorization") == f"Bearer {admin_value}" for _, h in hf)
+    assert b.requests and all("Authorization" not in h for _, h in b.requests)
+    statuses = kube.kubectl("get", "sps", "-n", namespace, "-o", "json").stdout
+    events = kube.kubectl("get", "events", "-n", namespace, "-o", "json").stdout
+    log_text = log_path.read_text(errors="replace")
+    for where, text in (("status", statuses), ("events", events), ("operator log", log_text)):
+        assert "hunter2" not in text and "INTERNAL-ONLY" not in text, where
+        assert admin_value not in text, where
+    assert "is forbidden" not in log_text  # the ServiceAccount's rights were enough
