@@ -158,6 +158,9 @@ def from_endpoint(
     """Configs from the admin-allowed endpoint (with the admin's token), and a note on why a
     spec endpoint was passed over. Raises ConfigSourceError when the endpoint fails."""
     endpoint, note = choose_endpoint(spec, hf)
+    if hf.problems:  # the admin's own settings: say why an endpoint was dropped
+        ignored = "operator settings ignored: " + "; ".join(hf.problems)
+        note = f"{note}; {ignored}" if note else ignored
     refs = [spec.model.path] + ([spec.draft.path] if spec.draft else [])
     if endpoint is None or any(repo_problem(r) for r in refs):
         return None, note  # a local path is not asked of an endpoint

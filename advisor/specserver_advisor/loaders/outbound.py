@@ -99,11 +99,12 @@ def get(url: str, headers: dict[str, str] | None = None, timeout: float = 10.0) 
 
 
 def _get(pool: urllib3.PoolManager, url: str, headers: dict[str, str], timeout: float) -> Answer:
-    first = origin(url)
+    first: tuple[str, str, int | None] | None = None
     for _ in range(MAX_REDIRECTS + 1):
         problem = url_problem(url)
         if problem:
             raise OutboundError(f"{redact(url)}: {problem}")
+        first = first or origin(url)
         send = dict(headers)
         if origin(url) != first:
             send = {k: v for k, v in send.items() if k.lower() not in ("authorization", "cookie")}
