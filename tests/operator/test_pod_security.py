@@ -130,3 +130,11 @@ def test_plain_extra_args_still_render() -> None:
     assert cfg.valid, cfg.message
     deployment = build_children(server, "uid", cfg)[0]
     assert violations(deployment) == []
+
+
+def test_the_operator_manifest_passes_restricted() -> None:
+    docs = list(yaml.safe_load_all((REPO / "manifests" / "operator.yaml").read_text()))
+    deployment = next(d for d in docs if d and d["kind"] == "Deployment")
+    assert violations(deployment) == []
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
