@@ -4,116 +4,27 @@ loopback listeners record every request the operator sends (docs/security.md).""
 
 from __future__ import annotations
 
-import base64
 import json
-import os
 import re
 import secrets
-import socket
 import subprocess
-import sys
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from tenancy import LEAK, Recorder, free_port, kubeconfig, sa_token, start_operator, stop
 from test_operator_e2e import condition, wait_for
 
 from conftest import REPO, KubeHandle, load_config
 from podsecurity import violations
-from specserver_engine.ports import free_loopback_port
 
 pytestmark = pytest.mark.cluster
 
 SA = "system:serviceaccount:specserver-system:specserver-operator"
 EXAMPLE = REPO / "manifests" / "examples" / "qwen3-8b-eagle3-l4.yaml"
-LEAK = "INTERNAL-ONLY: db_password=hunter2-" + secrets.token_hex(4)
-#: Ports for our listeners (this clone's range; the first free ones are taken).
-PORT_RANGE = range(31453, 31534)
-
-
-def _free_port(skip: set[int]) -> int:
-    for port in PORT_RANGE:
-        if port in skip:
-            continue
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise AssertionError("no free port in the test range")
-
-
-class Recorder:
-    """A loopback listener that records every request (path, headers) and answers by route."""
-
-    def __init__(self, port: int) -> None:
-        self.requests: list[tuple[str, dict[str, str]]] = []
-        self.routes: list[tuple[str, Any]] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                outer.requests.append((self.path, dict(self.headers.items())))
-                for prefix, answer in outer.routes:
-                    if self.path.startswith(prefix):
-                        status, headers, body = answer(self.path)
-                        break
-                else:
-                    status, headers, body = 404, {}, b""
-                self.send_response(status, LEAK)
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.url = f"http://127.0.0.1:{port}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def _kubeconfig(path: Path, server: str, token: str) -> Path:
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "current-context": "c",
-        "clusters": [
-            {"name": "c", "cluster": {"server": server, "insecure-skip-tls-verify": True}}
-        ],
-        "users": [{"name": "u", "user": {"token": token}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-    }
-    path.write_text(json.dumps(config))
-    return path
-
-
-def _sa_token(kube: KubeHandle, namespace: str, name: str) -> str:
-    """The token of a ServiceAccount (the 1.20 token controller writes it into a Secret)."""
-
-    def find() -> str | None:
-        sa = json.loads(kube.kubectl("get", "sa", name, "-n", namespace, "-o", "json").stdout)
-        for ref in sa.get("secrets") or []:
-            got = kube.kubectl("get", "secret", ref["name"], "-n", namespace, "-o", "json")
-            data = json.loads(got.stdout).get("data") or {}
-            if "token" in data:
-                return base64.b64decode(data["token"]).decode()
-        return None
-
-    token: str = wait_for(find, 60, f"token of {namespace}/{name}")
-    return token
 
 
 @pytest.fixture(scope="module")
@@ -198,8 +109,8 @@ roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: specservers-on
 subjects: [{{kind: ServiceAccount, name: tenant, namespace: {namespace}}}]
 """
     installed.kubectl("apply", "-f", "-", input=rbac)
-    token = _sa_token(installed, namespace, "tenant")
-    yield _kubeconfig(tmp_path / "tenant.kubeconfig", installed.server, token)
+    token = sa_token(installed, namespace, "tenant")
+    yield kubeconfig(tmp_path / "tenant.kubeconfig", installed.server, token)
 
 
 def test_tenant_gets_no_secret_out_of_the_operator(
@@ -227,8 +138,8 @@ def test_tenant_gets_no_secret_out_of_the_operator(
         namespace,
         f"--from-literal=token={tenant_value}",
     )
-    first = _free_port(set())
-    a, b = Recorder(first), Recorder(_free_port({first}))
+    first = free_port(set())
+    a, b = Recorder(first), Recorder(free_port({first}))
     a.routes = [
         (
             "/hf-allowed",
@@ -240,39 +151,18 @@ def test_tenant_gets_no_secret_out_of_the_operator(
     b.routes = [("/cdn", lambda p: (200, {}, _config_for(p)))]
     admin_token = tmp_path / "admin-hf-token"
     admin_token.write_text(admin_value)
-    op_config = _kubeconfig(
+    op_config = kubeconfig(
         tmp_path / "operator.kubeconfig",
         kube.server,
-        _sa_token(kube, "specserver-system", "specserver-operator"),
+        sa_token(kube, "specserver-system", "specserver-operator"),
     )
-    inherited = {k: v for k, v in os.environ.items() if not k.startswith("SPECSERVER_")}
-    env = {
-        **inherited,
-        "KUBECONFIG": str(op_config),
-        "PYTHONUNBUFFERED": "1",
-        "SPECSERVER_CYCLE_SECONDS": "1",
-        "SPECSERVER_QUERY_INTERVAL_SECONDS": "1",
+    log_path = tmp_path / "operator.log"
+    settings = {
         "SPECSERVER_PROMETHEUS_ALLOWED_URLS": a.url + "/prom-allowed",
         "SPECSERVER_HF_ALLOWED_ENDPOINTS": a.url + "/hf-allowed",
         "SPECSERVER_HF_TOKEN_FILE": str(admin_token),
     }
-    log_path = tmp_path / "operator.log"
-    port = free_loopback_port()
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "specserver_operator.main",
-                "-n",
-                namespace,
-                "--liveness",
-                f"http://127.0.0.1:{port}/healthz",
-            ],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+    proc = start_operator(op_config, namespace, settings, log_path)
     try:
 
         def tenant_apply(
@@ -388,12 +278,7 @@ def test_tenant_gets_no_secret_out_of_the_operator(
         events = kube.kubectl("get", "events", "-n", namespace, "-o", "json").stdout
         assert "OwnedFlagInExtraArgs" in events  # the operator may post events
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
         a.close()
         b.close()
         kube.kubectl("delete", "namespace", victim, "--wait=false", check=False)
