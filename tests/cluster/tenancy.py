@@ -1,5 +1,5 @@
-"""Helpers for tests/cluster/test_security.py: recording loopback listeners, ServiceAccount
-kubeconfigs, and the operator as a process under given credentials and settings."""
+"""Helpers for tests/cluster/test_tenant_isolation.py: recording loopback listeners,
+ServiceAccount kubeconfigs, and the operator as a process under given credentials and settings."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ def test_install_and_least_privilege(kube: KubeHandle) -> None:
     assert can("patch", "specservers.specserver.io/status")
     assert can("create", "deployments.apps") and can("patch", "services")
     assert can("create", "events") and can("get", "configmaps")
-    # No Secrets and no Pods at all (docs/security.md; test_security.py snapshots the rest).
+    # No Secrets and no Pods (docs/security.md; test_tenant_isolation.py snapshots the rest).
     assert not can("get", "secrets") and not can("list", "secrets") and not can("list", "pods")
     assert not can("create", "clusterroles.rbac.authorization.k8s.io")
     assert not can("create", "pods") and not can("update", "configmaps")

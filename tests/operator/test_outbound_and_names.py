@@ -1,7 +1,7 @@
 """Security rules without a cluster (issue 13; docs/security.md): outbound GETs against real
-loopback listeners, names in API paths, ``--config`` in extraArgs, the pod policy and the
-"restricted" profile of rendered engine pods. tests/cluster/test_security.py runs the same
-rules on the real control plane as a tenant."""
+loopback listeners, admin allow-lists, names in API paths and in the schema.
+tests/cluster/test_tenant_isolation.py runs the same rules on the real control plane as a
+tenant; tests/operator/test_pod_security.py holds the engine pods."""
 
 from __future__ import annotations
 
