@@ -21,6 +21,7 @@ from specserver_operator import opmetrics
 from specserver_operator.client import Connection, KubeClient
 from specserver_operator.cycle import Cycle
 from specserver_operator.objectcache import ObjectCache
+from specserver_operator.settings import value
 
 ANNOTATION_PREFIX = "specserver.io"
 RESOURCE = (GROUP, VERSION, PLURAL)
@@ -75,7 +76,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     # One replica by design (the Deployment in manifests/ runs one); no peering objects needed.
     settings.peering.standalone = True
     settings.watching.server_timeout = 60
-    opmetrics.serve(int(os.environ.get("SPECSERVER_METRICS_PORT", "0")))
+    opmetrics.serve(int(value("SPECSERVER_METRICS_PORT")), value("SPECSERVER_METRICS_ADDRESS"))
     interval = float(os.environ.get("SPECSERVER_CYCLE_SECONDS", "5"))
     _STOP.clear()
     threading.Thread(
