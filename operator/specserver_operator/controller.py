@@ -411,8 +411,9 @@ def reconcile(
             out.wrote_status = True
         except (ApiError, NotFoundError) as exc:
             out.retry = str(exc)
-    if server is not None:
-        opmetrics.MODE.labels(ns, name).set(1 if desired.get("speculationMode") == "On" else 0)
+    opmetrics.MODE.labels(ns, name).set(opmetrics.mode_value(desired.get("speculationMode")))
+    ready = [c for c in desired.get("conditions") or [] if c["type"] == cond.READY]
+    opmetrics.READY.labels(ns, name).set(1 if ready and ready[0]["status"] == "True" else 0)
     out.events = _events(current, desired, cfg) + out.events
     return out
 

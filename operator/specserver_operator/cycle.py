@@ -143,7 +143,7 @@ class Cycle:
             signals = self.signal_cache(url)
             if signals is not None:
                 signals.refresh()
-        opmetrics.QUERY_ERRORS.set(sum(c.query_errors for c in self.signals.values()))
+        opmetrics.count_query_errors(sum(c.query_errors for c in self.signals.values()))
         done = 0
         for snapshot in bodies:
             meta = snapshot["metadata"]
@@ -160,6 +160,7 @@ class Cycle:
                     opmetrics.CYCLE_ERRORS.inc()
                     log.warning("%s/%s: %s", meta["namespace"], meta["name"], exc)
         live = {b["metadata"]["uid"] for b in bodies}
+        opmetrics.retain({(b["metadata"]["namespace"], b["metadata"]["name"]) for b in bodies})
         self.forget(live)
         children.forget(live)
         controller.prune_caches(
