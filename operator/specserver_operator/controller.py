@@ -471,6 +471,11 @@ def _events(
             events.append(("Normal", "EngineReady", new["message"]))
         elif new["type"] == cond.SPECULATION_ACTIVE and new["status"] in ("True", "False"):
             events.append(("Normal", new["reason"], new["message"]))
+    if desired.get("memFractionStaticSource") == "Computed" and (
+        current.get("memFractionStatic") != desired.get("memFractionStatic")
+        or current.get("memFractionStaticSource") != "Computed"
+    ):
+        events.append(("Normal", "MemFractionComputed", desired["memFractionStaticReason"]))
     if cfg is not None and cfg.valid:
         for code, message in cfg.warnings:
             if code not in str(current.get("conditions")):

@@ -13,6 +13,7 @@ from typing import Any
 
 from specserver_advisor import findings
 from specserver_advisor.gpus import UnknownGpuError, lookup_gpu
+from specserver_advisor.memfraction import FractionChoice, choose_fraction
 from specserver_advisor.models import Algorithm, SpecServerSpec
 from specserver_advisor.plan import Plan, PlanInputs, make_plan, policy_context
 from specserver_advisor.policy import PolicyContext
@@ -50,6 +51,11 @@ class EngineConfig:
     max_running_requests_reason: str = ""
     resolved: dict[str, Any] = field(default_factory=dict)
     warnings: list[tuple[str, str]] = field(default_factory=list)
+    #: The --mem-fraction-static SGLang will use, and where it came from (Spec, Heuristic:
+    #: SGLang's own, not rendered; Computed: rendered by the operator, see memfraction.py).
+    mem_fraction_static: float | None = None
+    mem_fraction_static_source: str | None = None
+    mem_fraction_static_reason: str = ""
 
 
 def _owned_in_extra(extra: list[str]) -> str | None:
@@ -65,7 +71,7 @@ def _owned_in_extra(extra: list[str]) -> str | None:
     return None
 
 
-def _base_args(spec: SpecServerSpec) -> list[str]:
+def _base_args(spec: SpecServerSpec, mem_fraction: float | None = None) -> list[str]:
     e = spec.engine
     args = ["--model-path", spec.model.path]
     if spec.model.revision:
@@ -81,8 +87,9 @@ def _base_args(spec: SpecServerSpec) -> list[str]:
     ]
     if e.context_length:
         args += ["--context-length", str(e.context_length)]
-    if e.mem_fraction_static:
-        args += ["--mem-fraction-static", str(e.mem_fraction_static)]
+    fraction = e.mem_fraction_static or mem_fraction
+    if fraction:
+        args += ["--mem-fraction-static", str(fraction)]
     return args
 
 
@@ -161,6 +168,16 @@ def build_engine_config(
     head = _base_args(spec) + (_spec_args(spec, None, mtp) if speculative else [])
     plan = _plan(spec, configs, gpu, head + extra, env)
     invalid = _check(plan, speculative)
+    computed = None
+    if invalid and invalid.reason == findings.NO_KV_MEMORY:
+        computed = _computed_fraction(spec, plan, speculative, gpu.name)
+    mem_fraction = computed.fraction if computed else None
+    if computed is not None and mem_fraction is None:
+        return EngineConfig(False, findings.NO_KV_MEMORY, computed.message)
+    if mem_fraction is not None:
+        head = _base_args(spec, mem_fraction) + (_spec_args(spec, None, mtp) if speculative else [])
+        plan = _plan(spec, configs, gpu, head + extra, env)
+        invalid = _check(plan, speculative)
     if invalid:
         return invalid
     cfg = EngineConfig(
@@ -168,6 +185,17 @@ def build_engine_config(
         "Valid",
         "the advisor finds nothing that stops SGLang starting",
         speculative=speculative,
+        mem_fraction_static=plan.mem.settings.mem_fraction_static,
+        mem_fraction_static_source=(
+            "Spec" if spec.engine.mem_fraction_static else "Computed" if computed else "Heuristic"
+        ),
+        mem_fraction_static_reason=(
+            computed.message
+            if computed
+            else "given in spec.engine.memFractionStatic"
+            if spec.engine.mem_fraction_static
+            else "SGLang's heuristic for this GPU leaves room for the KV cache"
+        ),
     )
     if spec.engine.max_running_requests:
         cfg.max_running_requests = spec.engine.max_running_requests
@@ -191,7 +219,7 @@ def build_engine_config(
         )
     body = _spec_args(spec, plan, mtp) if speculative else []
     cfg.args = [
-        *_base_args(spec),
+        *_base_args(spec, mem_fraction),
         "--max-running-requests",
         str(cfg.max_running_requests),
         *body,
@@ -202,6 +230,29 @@ def build_engine_config(
     cfg.resolved = _summary(plan, speculative)
     cfg.warnings = _warnings(spec, plan, cfg, speculative)
     return cfg
+
+
+def _computed_fraction(
+    spec: SpecServerSpec, plan: Plan, speculative: bool, gpu_name: str
+) -> FractionChoice | None:
+    """A fraction to render when the spec leaves it to SGLang and its heuristic leaves no KV."""
+    pool = (
+        plan.mem.kv_pool_tokens_with_draft if speculative else plan.mem.kv_pool_tokens_without_draft
+    )
+    if spec.engine.mem_fraction_static or pool > 0:
+        return None
+    r = plan.resolution
+    request = spec.engine.expected_input_tokens + spec.engine.expected_output_tokens
+    request += r.reserved_tokens + (2 * r.draft_slots if speculative else 0)
+    planned = spec.engine.max_running_requests or plan.mem.settings.cuda_graph_max_bs
+    return choose_fraction(
+        plan.mem,
+        request_tokens=request,
+        planned_requests=planned,
+        with_draft=speculative and plan.mem.draft_weight_gib > 0,
+        gpus=spec.resources.gpus,
+        gpu_name=gpu_name,
+    )
 
 
 def _plan(

@@ -109,6 +109,9 @@ def compute_status(
         status["maxRunningRequests"] = cfg.max_running_requests
         status["maxRunningRequestsSource"] = cfg.max_running_requests_source
         status["maxRunningRequestsReason"] = cfg.max_running_requests_reason
+        status["memFractionStatic"] = cfg.mem_fraction_static
+        status["memFractionStaticSource"] = cfg.mem_fraction_static_source
+        status["memFractionStaticReason"] = cfg.mem_fraction_static_reason
         status["resolved"] = cfg.resolved
     return status
 
