@@ -94,7 +94,13 @@ def test_status_conditions_are_a_map_list_keyed_by_type() -> None:
     assert conditions["x-kubernetes-list-map-keys"] == ["type"]
     assert version["subresources"] == {"status": {}}
     names = [c["name"] for c in version["additionalPrinterColumns"]]
-    assert names[:4] == ["Mode", "Accept", "TTFT-P99", "Ready"] and names[-1] == "Age"
+    assert names[:5] == ["Mode", "Accept", "TTFT-P99", "Ready", "Reason"] and names[-1] == "Age"
+    wide = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
+    assert wide["Reason"] == '.status.conditions[?(@.type=="Ready")].reason'
+    assert wide["Algorithm"] == ".spec.speculative.algorithm"
+    assert wide["GPU"] == ".spec.resources.gpuType"
+    assert wide["Cap"] == ".status.maxRunningRequests"
+    assert wide["Cap-Source"] == ".status.maxRunningRequestsSource"
     assert "x-kubernetes-preserve-unknown-fields" not in str(
         version["schema"]["openAPIV3Schema"]["properties"]["status"]
     )

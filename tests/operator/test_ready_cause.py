@@ -1,0 +1,65 @@
+"""Ready's reason and message carry the first real cause (pure compute_status)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from specserver_operator import conditions as cond
+from specserver_operator.engineconfig import EngineConfig
+from specserver_operator.reconcile import compute_status
+
+DOES_NOT_FIT = "does not fit on 1 x L4: needs >= 4 GPUs or a quantized checkpoint"
+
+
+def ready(
+    cfg: EngineConfig | None,
+    config_error: str | None = None,
+    deployment: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    status = compute_status(
+        generation=2,
+        current={},
+        cfg=cfg,
+        config_error=config_error,
+        deployment=deployment,
+        replicas=1,
+        now="2026-01-01T00:00:00Z",
+    )
+    found = cond.get_condition(status["conditions"], cond.READY)
+    assert found is not None
+    return found
+
+
+def deployment(ready_replicas: int) -> dict[str, Any]:
+    return {
+        "metadata": {"generation": 3, "labels": {"specserver.io/mode": "on"}},
+        "status": {
+            "observedGeneration": 3,
+            "readyReplicas": ready_replicas,
+            "updatedReplicas": 1,
+        },
+    }
+
+
+def test_an_invalid_spec_names_its_rule_code_and_message_in_ready() -> None:
+    got = ready(EngineConfig(False, "SPEC016", DOES_NOT_FIT))
+    assert got["status"] == "False" and got["reason"] == "SPEC016"
+    assert got["message"].startswith(DOES_NOT_FIT) and "nothing deployed" in got["message"]
+
+
+def test_unreadable_configs_name_the_missing_secret() -> None:
+    got = ready(None, config_error="Secret llm/hf-token not found")
+    assert got["reason"] == "ConfigUnavailable"
+    assert got["message"].startswith("Secret llm/hf-token not found")
+
+
+def test_an_invalid_change_keeps_the_running_engine_and_says_so() -> None:
+    got = ready(EngineConfig(False, "SPEC002", "draft context shorter"), deployment=deployment(0))
+    assert got["reason"] == "SPEC002" and "the running engine is kept" in got["message"]
+    serving = ready(EngineConfig(False, "SPEC002", "draft context shorter"), None, deployment(1))
+    assert serving["status"] == "True"  # the old engine still serves
+
+
+def test_a_valid_spec_waiting_for_its_engine_says_engine_not_ready() -> None:
+    got = ready(EngineConfig(True, "Valid", "ok"), deployment=deployment(0))
+    assert (got["reason"], got["message"]) == ("EngineNotReady", "0/1 engine replicas ready")
