@@ -27,7 +27,7 @@ from specserver_advisor.models import AutoSpeculation, Mode, SpecServer
 from specserver_advisor.policy import PolicyContext
 from specserver_operator import children, opmetrics
 from specserver_operator import conditions as cond
-from specserver_operator.autopilot import PAUSE_ANNOTATION, AutoStep, auto_step
+from specserver_operator.autopilot import NO_PROMETHEUS_URL, PAUSE_ANNOTATION, AutoStep, auto_step
 from specserver_operator.client import ApiError, KubeClient, NotFoundError, applied_hash
 from specserver_operator.configsource import (
     ConfigSourceError,
@@ -256,7 +256,7 @@ def _auto(
     ready = deployment_state(deployment, spec.replicas)[0]
     ns, name = server.metadata.namespace or "", server.metadata.name or ""
     obs = signals.get(ns, name) if signals else None
-    error = signals.last_error if signals else "no Prometheus URL configured"
+    error = signals.last_error if signals else NO_PROMETHEUS_URL
     paused = server.metadata.annotations.get(PAUSE_ANNOTATION, "").lower() in ("true", "1")
     started = time.perf_counter()
     step = auto_step(

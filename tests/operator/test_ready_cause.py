@@ -63,3 +63,33 @@ def test_an_invalid_change_keeps_the_running_engine_and_says_so() -> None:
 def test_a_valid_spec_waiting_for_its_engine_says_engine_not_ready() -> None:
     got = ready(EngineConfig(True, "Valid", "ok"), deployment=deployment(0))
     assert (got["reason"], got["message"]) == ("EngineNotReady", "0/1 engine replicas ready")
+
+
+def test_no_prometheus_url_is_named_as_the_cause_not_metrics_stale() -> None:
+    from specserver_advisor.models import SpecServerSpec
+    from specserver_advisor.replay import NEUTRAL_CONTEXT
+    from specserver_operator.autopilot import NO_PROMETHEUS_URL, auto_step
+
+    spec = SpecServerSpec.model_validate(
+        {
+            "model": {"path": "Qwen/Qwen3-8B"},
+            "speculative": {"algorithm": "NGRAM"},
+            "resources": {"gpuType": "L4"},
+        }
+    )
+    step = auto_step(spec, {}, None, NO_PROMETHEUS_URL, NEUTRAL_CONTEXT, "on", True, 1000.0)
+    assert step.metrics_condition[:2] == ("False", "NoPrometheusURL")
+    ((kind, reason, message),) = step.events
+    assert (kind, reason) == ("Warning", "MetricsStale")
+    assert message.startswith("kept speculation on: no Prometheus URL configured")
+    again = auto_step(
+        spec,
+        {"lastDecisionReason": "MetricsStale"},
+        None,
+        NO_PROMETHEUS_URL,
+        NEUTRAL_CONTEXT,
+        "on",
+        True,
+        1010.0,
+    )
+    assert not again.events  # once, not every cycle
