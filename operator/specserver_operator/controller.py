@@ -8,6 +8,7 @@ ConfigMap, an endpoint) is not readable yet, why the next pass should try again.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -137,6 +138,39 @@ def read_configs(
     return configs
 
 
+_SECRETS: dict[tuple[str, int], tuple[float, tuple[str, str] | None]] = {}
+SECRET_RECHECK_S = 60.0
+
+
+def _missing_secret(
+    client: KubeClient, server: SpecServer, uid: str, now_ts: float
+) -> tuple[str, str] | None:
+    """A warning when the HF token Secret the engine pod reads is missing, whatever the config
+    source (the pod could not start); checked once a minute per generation, not every pass."""
+    src = server.spec.model_source
+    ref = src.hf_token_secret_ref if src else None
+    if ref is None:
+        return None
+    key = (uid, server.metadata.generation or 0)
+    cached = _SECRETS.get(key)
+    if cached and now_ts - cached[0] < SECRET_RECHECK_S:
+        return cached[1]
+    ns = server.metadata.namespace or "default"
+    found: tuple[str, str] | None = None
+    try:
+        client.get_secret_value(ns, ref.name, ref.key)
+    except NotFoundError as exc:
+        found = (
+            "SecretNotFound",
+            f"{exc} (spec.modelSource.hfTokenSecretRef): the engine pod cannot start until it "
+            "exists",
+        )
+    except ApiError:
+        found = cached[1] if cached else None
+    _SECRETS[key] = (now_ts, found)
+    return found
+
+
 _POLICY_CTX: dict[tuple[str, int], PolicyContext] = {}
 _LAST_EVALUATION: dict[str, float] = {}
 
@@ -212,7 +246,7 @@ def clear_caches() -> None:
 
 def prune_caches(live: set[tuple[str, int]]) -> None:
     """Forget cached configs and policy contexts of gone SpecServers and old generations."""
-    for cache in (_CONFIG_CACHE, _POLICY_CTX):
+    for cache in (_CONFIG_CACHE, _POLICY_CTX, _SECRETS):
         for key in [k for k in cache if k not in live]:
             cache.pop(key, None)
     for config_key in [k for k in _ENGINE_CONFIGS if k[:2] not in live]:
@@ -306,6 +340,9 @@ def reconcile(
             else:
                 want = speculation_wanted(server.spec, _auto_view(current, deployment))
             cfg = _engine_config(server, uid, configs, want)
+            missing = _missing_secret(client, server, uid, now_ts)
+            if missing and cfg.valid:
+                cfg = dataclasses.replace(cfg, warnings=[*cfg.warnings, missing])
         except ConfigSourceError as exc:
             config_error = str(exc)
             out.retry = config_error

@@ -93,3 +93,46 @@ def test_no_prometheus_url_is_named_as_the_cause_not_metrics_stale() -> None:
         1010.0,
     )
     assert not again.events  # once, not every cycle
+
+
+def test_a_missing_token_secret_warns_once_whatever_the_config_source() -> None:
+    import copy
+
+    from test_autopilot import SPEC, FakeClient
+
+    from specserver_operator import controller
+    from specserver_operator.client import NotFoundError
+
+    class NoSecret(FakeClient):
+        secret = False
+        reads = 0
+
+        def get_secret_value(self, namespace: str, name: str, key: str) -> str:
+            self.reads += 1
+            if not self.secret:
+                raise NotFoundError(f"Secret {namespace}/{name} not found")
+            return "t"
+
+    client = NoSecret()
+    body = copy.deepcopy(SPEC)
+    body["metadata"]["uid"] = "u-secret"
+    body["spec"]["mode"] = "Enabled"  # bundled configs: the Secret is not needed to read them
+    body["spec"]["modelSource"] = {"hfTokenSecretRef": {"name": "hf-token"}}
+
+    def reconcile(now: float) -> list[tuple[str, str, str]]:
+        body["status"] = copy.deepcopy(client.status)
+        out = controller.reconcile(client, body, "2026-01-01T00:00:00Z", now_ts=now)  # type: ignore[arg-type]
+        return out.events
+
+    first = reconcile(1000.0)
+    warned = [(t, m) for t, r, m in first if r == "SecretNotFound"]
+    assert warned and warned[0][0] == "Warning"
+    assert "Secret llm/hf-token not found" in warned[0][1]
+    valid = next(c for c in client.status["conditions"] if c["type"] == "ConfigValid")
+    assert valid["status"] == "True" and "SecretNotFound" in valid["message"]
+    assert not [r for _, r, _ in reconcile(1005.0) if r == "SecretNotFound"]  # once
+    assert client.reads == 1  # not re-read every pass
+    client.secret = True
+    reconcile(1070.0)
+    valid = next(c for c in client.status["conditions"] if c["type"] == "ConfigValid")
+    assert "SecretNotFound" not in valid["message"]
