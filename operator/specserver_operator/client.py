@@ -259,6 +259,70 @@ class KubeClient:
             raise NotFoundError(f"{what} has no key {key}")
         return base64.b64decode(raw).decode()
 
+    # ----------------------------------------------------------- admission webhook (webhook.py)
+
+    def get_secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        """A Secret's decoded data, or None when there is no such Secret."""
+        try:
+            secret = self.request(
+                "GET", object_path("Secret", namespace, name), f"Secret {namespace}/{name}"
+            )
+        except NotFoundError:
+            return None
+        return {k: base64.b64decode(v).decode() for k, v in (secret.get("data") or {}).items()}
+
+    def put_secret(
+        self, namespace: str, name: str, data: dict[str, str], labels: dict[str, str]
+    ) -> None:
+        """Create the Secret, or replace its data when it exists (the operator owns it)."""
+        body = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "type": "kubernetes.io/tls",
+            "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
+        }
+        what = f"Secret {namespace}/{name}"
+        try:
+            self._write("POST", object_path("Secret", namespace), what, body=body)
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+            patch = {"metadata": {"labels": labels}, "data": body["data"]}
+            self._write(
+                "PATCH",
+                object_path("Secret", namespace, name),
+                what,
+                body=patch,
+                content_type="application/merge-patch+json",
+            )
+
+    def ensure_webhook_ca_bundle(self, name: str, ca_pem: str) -> bool | None:
+        """Set every webhook's caBundle in the ValidatingWebhookConfiguration ``name``.
+
+        Returns:
+            True when it was patched, False when already current, None when it does not exist.
+        """
+        base = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+        path = f"{base}/{quote(name)}"
+        what = f"ValidatingWebhookConfiguration {name}"
+        try:
+            current = self.request("GET", path, what)
+        except NotFoundError:
+            return None
+        bundle = base64.b64encode(ca_pem.encode()).decode()
+        hooks = current.get("webhooks") or []
+        if all((h.get("clientConfig") or {}).get("caBundle") == bundle for h in hooks):
+            return False
+        for hook in hooks:
+            hook.setdefault("clientConfig", {})["caBundle"] = bundle
+        patch: dict[str, Any] = {
+            "metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
+            "webhooks": hooks,
+        }
+        self._write("PATCH", path, what, body=patch, content_type="application/merge-patch+json")
+        return True
+
     def _get_or_none(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         try:
             found: dict[str, Any] = self.request(

@@ -82,6 +82,39 @@ SETTINGS: tuple[Setting, ...] = (
         ("HF_ENDPOINT",),
     ),
     Setting(
+        "--webhook-port",
+        "SPECSERVER_WEBHOOK_PORT",
+        "0",
+        "serve the validating admission webhook (HTTPS, POST /validate) on this port (0: off; "
+        "manifests/operator.yaml sets 9443)",
+    ),
+    Setting(
+        "--webhook-address",
+        "SPECSERVER_WEBHOOK_ADDRESS",
+        "0.0.0.0",
+        "address the webhook listens on",
+    ),
+    Setting(
+        "--webhook-secret",
+        "SPECSERVER_WEBHOOK_SECRET",
+        "specserver-system/specserver-webhook-tls",
+        "namespace/name of the Secret the operator keeps the webhook's CA and serving "
+        "certificate in (created when missing, renewed 30 days before expiry)",
+    ),
+    Setting(
+        "--webhook-config",
+        "SPECSERVER_WEBHOOK_CONFIG",
+        "specserver-validation",
+        "the ValidatingWebhookConfiguration whose caBundle the operator keeps current",
+    ),
+    Setting(
+        "--webhook-dns-names",
+        "SPECSERVER_WEBHOOK_DNS_NAMES",
+        "specserver-operator-webhook.specserver-system.svc",
+        "comma-separated names (or IP addresses) the serving certificate covers: what the "
+        "apiserver dials",
+    ),
+    Setting(
         "--engine-image",
         "SPECSERVER_ENGINE_IMAGE",
         "ghcr.io/specserver/specserver-engine:0.1.0-sglang0.5.23",
