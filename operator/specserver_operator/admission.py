@@ -7,11 +7,11 @@ ConfigMap or an HF endpoint gets the schema and flag checks here and the rest fr
 ConfigValid condition. Problems:
 
 1. the models' validation, every error with its field path;
-2. the advisor's lint rules for SpecServers (the CLI's catalogue), error severity; warning
-   severity comes back as admission warnings (``kubectl`` prints them);
-3. the operator's own render (``build_engine_config``) for each mode the spec can run, which
+2. the operator's own render (``build_engine_config``) for each mode the spec can run, which
    is what ConfigValid reports (without engine.memFractionStatic it also decides memory: a
-   fraction the operator would compute is not a problem, so the lint's SPEC016 defers to it).
+   fraction the operator would compute is not a problem, so the lint's SPEC016 defers to it);
+3. the advisor's lint rules for SpecServers (the CLI's catalogue) for codes not found yet,
+   error severity; warning severity comes back as admission warnings (kubectl prints them).
 """
 
 from __future__ import annotations
@@ -58,16 +58,19 @@ def offline_configs(server: SpecServer) -> ModelConfigs | None:
 
 
 def _lint(
-    doc: dict[str, Any], configs: ModelConfigs | None, verdict: Verdict, computes_memory: bool
-) -> set[str]:
+    doc: dict[str, Any],
+    configs: ModelConfigs | None,
+    verdict: Verdict,
+    computes_memory: bool,
+    seen: set[str],
+) -> None:
     try:
         launch = launch_from_specserver("admission", doc)
     except SpecServerError as exc:
         verdict.problems.append(str(exc))
-        return set()
+        return
     if configs is not None:
         launch.configs.update({"target": configs.target, "draft": configs.draft})
-    codes = set()
     ctx = Context([launch])
     for module in RULES.values():
         if "specserver" not in module.APPLIES_TO:
@@ -75,12 +78,11 @@ def _lint(
         for d in module.check(launch, ctx):
             if d.code == findings.NO_KV_MEMORY and computes_memory:
                 continue  # the operator's render decides (it may compute the fraction)
-            if d.severity == "error":
+            if d.severity == "error" and d.code not in seen:
                 verdict.problems.append(f"{d.code}: {d.message}")
-                codes.add(d.code)
+                seen.add(d.code)
             elif d.severity == "warning":
                 verdict.warnings.append(f"{d.code}: {d.message}")
-    return codes
 
 
 def review_specserver(obj: dict[str, Any]) -> Verdict:
@@ -95,7 +97,8 @@ def review_specserver(obj: dict[str, Any]) -> Verdict:
             verdict.problems.append(f"{where}: {err['msg']}")
         return verdict
     configs = offline_configs(server)
-    seen = _lint(doc, configs, verdict, server.spec.engine.mem_fraction_static is None)
+    # The operator's own render first: its messages are written for the SpecServer's author.
+    seen: set[str] = set()
     modes = {
         Mode.ENABLED: [True],
         Mode.DISABLED: [False],
@@ -107,6 +110,7 @@ def review_specserver(obj: dict[str, Any]) -> Verdict:
             seen.add(cfg.reason)
             off = "" if speculative else " (with speculation off)"
             verdict.problems.append(f"{cfg.reason}: {cfg.message}{off}")
+    _lint(doc, configs, verdict, server.spec.engine.mem_fraction_static is None, seen)
     return verdict
 
 

@@ -39,7 +39,7 @@ def _invalid() -> list[tuple[dict[str, Any], str, str]]:
     unknown["metadata"]["name"] = "unknown-model"
     unknown["spec"]["model"] = {"path": "example-org/not-a-known-model"}
     return [
-        (too_long, "SPEC002", "context_length (100000)"),
+        (too_long, "SPEC002", "longer than the 40960 tokens the model supports"),
         (too_big, "SPEC016", "does not fit on 1 x L4: needs >= 4 GPUs or a quantized checkpoint"),
         (unknown, "ConfigUnavailable", "no config for example-org/not-a-known-model"),
     ]
