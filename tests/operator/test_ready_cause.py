@@ -136,3 +136,22 @@ def test_a_missing_token_secret_warns_once_whatever_the_config_source() -> None:
     reconcile(1070.0)
     valid = next(c for c in client.status["conditions"] if c["type"] == "ConfigValid")
     assert "SecretNotFound" not in valid["message"]
+
+
+def test_a_lasting_problem_is_logged_once_not_every_cycle(monkeypatch: Any, caplog: Any) -> None:
+    import logging
+
+    from specserver_operator import controller
+    from specserver_operator.cycle import Cycle
+
+    answers = iter(["Secret llm/hf-token not found"] * 3 + [None, None])
+    monkeypatch.setattr(
+        controller, "reconcile", lambda *a, **k: controller.Outcome(retry=next(answers))
+    )
+    cycle = Cycle(client=None)  # type: ignore[arg-type]
+    body = {"metadata": {"namespace": "llm", "name": "x", "uid": "u-log"}}
+    with caplog.at_level(logging.INFO):
+        for _ in range(5):
+            cycle._pass(None, body)  # type: ignore[arg-type]
+    lines = [r.getMessage() for r in caplog.records if "llm/x" in r.getMessage()]
+    assert lines == ["llm/x: Secret llm/hf-token not found", "llm/x: recovered"]
