@@ -277,7 +277,7 @@ def test_steady_load_holds_prometheus_stopped_is_stale_and_manual_off_is_immedia
 
 
 def test_operator_killed_mid_switch_completes_exactly_one_switch(
-    kube: KubeHandle, namespace: str, stack: Stack
+    kube: KubeHandle, namespace: str, stack: Stack, prom: Any
 ) -> None:
     # Any measured TTFT breaches a 1 ms SLO: the first evaluation with load switches off.
     apply(
@@ -288,6 +288,10 @@ def test_operator_killed_mid_switch_completes_exactly_one_switch(
     url = wait_for(lambda: stack.endpoint(namespace), 120, "the engine Ready")
     worker = load(url, 4, 120)
     switch = wait_for(lambda: status(kube, namespace).get("switch"), 90, "a switch recorded")
+    # The dashboard's decisions panel has the decision (scraped from the operator's metrics).
+    (decisions,) = [v for k, v in dashboard_queries(namespace).items() if "Decisions" in k]
+    found = wait_for(lambda: query(prom, decisions), 15, "the decision in the dashboard panel")
+    assert found[0]["metric"]["reason"] == "TTFTSLOBreached"
     stack.kill_operator()
     assert switch["target"] == "Off" and switch["reason"] == "TTFTSLOBreached"
     # The standby starts without the operator; traffic stays where it was.
