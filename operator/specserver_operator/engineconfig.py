@@ -13,7 +13,12 @@ from typing import Any
 
 from specserver_advisor import findings
 from specserver_advisor.gpus import UnknownGpuError, lookup_gpu
-from specserver_advisor.memfraction import FractionChoice, choose_fraction
+from specserver_advisor.memfraction import (
+    CEILING,
+    FractionChoice,
+    choose_fraction,
+    fraction_for_tokens,
+)
 from specserver_advisor.models import Algorithm, SpecServerSpec
 from specserver_advisor.plan import Plan, PlanInputs, make_plan, policy_context
 from specserver_advisor.policy import PolicyContext
@@ -178,6 +183,9 @@ def build_engine_config(
         head = _base_args(spec, mem_fraction) + (_spec_args(spec, None, mtp) if speculative else [])
         plan = _plan(spec, configs, gpu, head + extra, env)
         invalid = _check(plan, speculative)
+    if invalid and invalid.reason == findings.NO_KV_MEMORY and spec.engine.mem_fraction_static:
+        message = _given_fraction_message(spec, plan, speculative)
+        return EngineConfig(False, findings.NO_KV_MEMORY, message)
     if invalid:
         return invalid
     cfg = EngineConfig(
@@ -230,6 +238,24 @@ def build_engine_config(
     cfg.resolved = _summary(plan, speculative)
     cfg.warnings = _warnings(spec, plan, cfg, speculative)
     return cfg
+
+
+def _given_fraction_message(spec: SpecServerSpec, plan: Plan, speculative: bool) -> str:
+    """SPEC016 for an explicit engine.memFractionStatic, in the author's terms."""
+    mem = plan.mem
+    with_draft = speculative and mem.draft_weight_gib > 0
+    weights = mem.target_weight_gib + (mem.draft_weight_gib if with_draft else 0.0)
+    least = fraction_for_tokens(mem, 1, with_draft)
+    fix = (
+        f"set it to at least {least:.3f}"
+        if least <= CEILING
+        else "it cannot fit on this GPU at any safe value: add GPUs or use a quantized checkpoint"
+    )
+    return (
+        f"engine.memFractionStatic {spec.engine.mem_fraction_static} leaves no KV cache after "
+        f"{weights:.1f} GiB of weights{' with the draft' if with_draft else ''}: {fix}, or "
+        "remove it and the operator computes one"
+    )
 
 
 def _computed_fraction(

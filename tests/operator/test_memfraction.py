@@ -83,6 +83,11 @@ def test_a_given_fraction_is_never_replaced() -> None:
     assert rendered_fraction(cfg.args) == 0.85 and cfg.mem_fraction_static_source == "Spec"
     refused = build_engine_config(flagship(memFractionStatic=0.6).spec, QWEN, True)
     assert not refused.valid and refused.reason == findings.NO_KV_MEMORY
+    # Written for the author: the field, the weights, the value that works, the alternative.
+    assert refused.message.startswith("engine.memFractionStatic 0.6 leaves no KV cache after ")
+    least = float(refused.message.split("set it to at least ")[1].split(",")[0])
+    assert 0.6 < least <= CEILING and "the operator computes one" in refused.message
+    assert build_engine_config(flagship(memFractionStatic=least).spec, QWEN, True).valid
 
 
 def test_a_model_that_cannot_fit_says_how_many_gpus_never_a_fraction_above_one() -> None:
