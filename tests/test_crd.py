@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import jsonschema
 import pytest
 import yaml
 from pydantic import BaseModel, Field, ValidationError
 
 from conftest import REPO
-from specserver_advisor import crdgen, models
+from specserver_advisor import crdgen, jsonschemagen, models
 
 
 def test_crd_file_matches_the_models() -> None:
@@ -92,7 +94,13 @@ def test_status_conditions_are_a_map_list_keyed_by_type() -> None:
     assert conditions["x-kubernetes-list-map-keys"] == ["type"]
     assert version["subresources"] == {"status": {}}
     names = [c["name"] for c in version["additionalPrinterColumns"]]
-    assert names[:4] == ["Mode", "Accept", "TTFT-P99", "Ready"] and names[-1] == "Age"
+    assert names[:5] == ["Mode", "Accept", "TTFT-P99", "Ready", "Reason"] and names[-1] == "Age"
+    wide = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
+    assert wide["Reason"] == '.status.conditions[?(@.type=="Ready")].reason'
+    assert wide["Algorithm"] == ".spec.speculative.algorithm"
+    assert wide["GPU"] == ".spec.resources.gpuType"
+    assert wide["Cap"] == ".status.maxRunningRequests"
+    assert wide["Cap-Source"] == ".status.maxRunningRequestsSource"
     assert "x-kubernetes-preserve-unknown-fields" not in str(
         version["schema"]["openAPIV3Schema"]["properties"]["status"]
     )
@@ -154,3 +162,66 @@ def test_examples_validate_against_the_models(path: Any) -> None:
     for doc in yaml.safe_load_all(path.read_text()):
         server = models.SpecServer.model_validate(doc)
         assert server.spec.resources.gpu_type
+
+
+# ----------------------------------------------------------------------------- JSON Schema
+
+
+def _json_schema() -> dict[str, Any]:
+    return json.loads((REPO / jsonschemagen.SCHEMA_PATH).read_text())
+
+
+def test_json_schema_file_matches_the_models() -> None:
+    current = (REPO / jsonschemagen.SCHEMA_PATH).read_text()
+    assert current == jsonschemagen.render_json_schema(crdgen.build_crd()), (
+        f"{jsonschemagen.SCHEMA_PATH} is stale: run python -m specserver_advisor.crdgen"
+    )
+
+
+def test_check_mode_reports_a_stale_json_schema(tmp_path: Any) -> None:
+    crd, schema = tmp_path / "crd.yaml", tmp_path / "s" / "schema.json"
+    argv = ["--output", str(crd), "--schema-output", str(schema)]
+    assert crdgen.main(argv) == 0
+    assert crdgen.main([*argv, "--check"]) == 0
+    schema.write_text("{}\n")
+    assert crdgen.main([*argv, "--check"]) == 1
+
+
+def test_json_schema_is_a_valid_draft7_schema() -> None:
+    jsonschema.Draft7Validator.check_schema(_json_schema())
+
+
+@pytest.mark.parametrize(
+    "path", sorted((REPO / "manifests" / "examples").glob("*.yaml")), ids=lambda p: p.name
+)
+def test_examples_validate_against_the_json_schema(path: Any) -> None:
+    validator = jsonschema.Draft7Validator(_json_schema())
+    for doc in yaml.safe_load_all(path.read_text()):
+        assert not [e.message for e in validator.iter_errors(doc)]
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("mode: Off", "False is not of type 'string'"),
+        ("mode: On", "True is not of type 'string'"),
+        ("mode: Sometimes", "'Sometimes' is not one of"),
+        ("replicas: -1", "-1 is less than the minimum of 0"),
+        ("modle: {path: x}", "'modle' was unexpected"),
+    ],
+)
+def test_json_schema_refuses_what_the_api_refuses(text: str, needle: str) -> None:
+    doc = yaml.safe_load((REPO / "manifests" / "examples" / "qwen3-8b-eagle3-l4.yaml").read_text())
+    key, value = next(iter(yaml.safe_load(text).items()))
+    doc["spec"][key] = value
+    errors = [e.message for e in jsonschema.Draft7Validator(_json_schema()).iter_errors(doc)]
+    assert any(needle in e for e in errors), errors
+
+
+def test_exclusive_bounds_become_draft7_numbers() -> None:
+    node = jsonschemagen.from_openapi(
+        {"type": "number", "minimum": 0, "exclusiveMinimum": True, "maximum": 1}
+    )
+    assert node == {"type": "number", "exclusiveMinimum": 0, "maximum": 1}
+    v = jsonschema.Draft7Validator(node)
+    assert not v.is_valid(0) and v.is_valid(0.5) and v.is_valid(1)

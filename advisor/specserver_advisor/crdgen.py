@@ -1,9 +1,9 @@
 """Generate the SpecServer CustomResourceDefinition from the pydantic models.
 
-Called by ``python -m specserver_advisor.crdgen`` (writes ``crds/specserver.yaml``) and by
-the drift test. Pydantic's JSON Schema is not a structural CRD schema, so ``structural``
-inlines ``$ref``, turns ``anyOf [X, null]`` into an optional ``X`` (nulls are pruned), and
-gives every level an explicit type.
+Called by ``python -m specserver_advisor.crdgen`` (writes ``crds/specserver.yaml`` and the
+JSON Schema of ``jsonschemagen.py``) and by the drift test. Pydantic's JSON Schema is not a
+structural CRD schema, so ``structural`` inlines ``$ref``, turns ``anyOf [X, null]`` into an
+optional ``X`` (nulls are pruned), and gives every level an explicit type.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from specserver_advisor import models
+from specserver_advisor import jsonschemagen, models
 
 _PY_TO_OPENAPI = {
     "integer": "integer",
@@ -55,9 +55,43 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
     {
         "name": "Reason",
         "type": "string",
+        "jsonPath": '.status.conditions[?(@.type=="Ready")].reason',
+        "description": "Ready's reason: the first real cause (a rule code such as SPEC016).",
+    },
+    {
+        "name": "Algorithm",
+        "type": "string",
+        "priority": 1,
+        "jsonPath": ".spec.speculative.algorithm",
+        "description": "Speculative algorithm.",
+    },
+    {
+        "name": "GPU",
+        "type": "string",
+        "priority": 1,
+        "jsonPath": ".spec.resources.gpuType",
+        "description": "GPU type.",
+    },
+    {
+        "name": "Cap",
+        "type": "integer",
+        "priority": 1,
+        "jsonPath": ".status.maxRunningRequests",
+        "description": "The --max-running-requests rendered.",
+    },
+    {
+        "name": "Cap-Source",
+        "type": "string",
+        "priority": 1,
+        "jsonPath": ".status.maxRunningRequestsSource",
+        "description": "Spec (given) or Computed (from the KV pool).",
+    },
+    {
+        "name": "Message",
+        "type": "string",
         "priority": 1,
         "jsonPath": '.status.conditions[?(@.type=="Ready")].message',
-        "description": "Ready condition message.",
+        "description": "Ready's message: the cause, written for the SpecServer's author.",
     },
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]
@@ -219,24 +253,25 @@ def render_crd_yaml() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Write (or ``--check``) the generated CRD file."""
+    """Write (or ``--check``) the generated CRD and JSON Schema files."""
     parser = argparse.ArgumentParser(prog="python -m specserver_advisor.crdgen")
     parser.add_argument("--output", default="crds/specserver.yaml", type=Path)
-    parser.add_argument("--check", action="store_true", help="fail if the file is out of date")
+    parser.add_argument("--schema-output", default=jsonschemagen.SCHEMA_PATH, type=Path)
+    parser.add_argument("--check", action="store_true", help="fail if a file is out of date")
     args = parser.parse_args(argv)
-    text = render_crd_yaml()
+    wanted = {
+        args.output: render_crd_yaml(),
+        args.schema_output: jsonschemagen.render_json_schema(build_crd()),
+    }
+    stale = [p for p, text in wanted.items() if (p.read_text() if p.exists() else "") != text]
     if args.check:
-        current = args.output.read_text() if args.output.exists() else ""
-        if current != text:
-            print(
-                f"{args.output} is out of date; run python -m specserver_advisor.crdgen",
-                file=sys.stderr,
-            )
-            return 1
-        return 0
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(text)
-    print(f"wrote {args.output}")
+        for path in stale:
+            print(f"{path} is stale; run python -m specserver_advisor.crdgen", file=sys.stderr)
+        return 1 if stale else 0
+    for path, text in wanted.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        print(f"wrote {path}")
     return 0
 
 

@@ -95,6 +95,14 @@ class MaxRunningRequestsSource(StrEnum):
     COMPUTED = "Computed"
 
 
+class MemFractionStaticSource(StrEnum):
+    """Where the effective --mem-fraction-static came from."""
+
+    SPEC = "Spec"
+    HEURISTIC = "Heuristic"
+    COMPUTED = "Computed"
+
+
 class SwitchStrategy(StrEnum):
     """How the engine is restarted when speculation is switched."""
 
@@ -615,6 +623,19 @@ class SpecServerStatus(ApiModel):
         default=None, description="Spec (given) or Computed (from the KV pool)."
     )
     max_running_requests_reason: str | None = Field(
+        default=None, description="Why the value was chosen."
+    )
+    mem_fraction_static: float | None = Field(
+        default=None, description="The --mem-fraction-static SGLang runs with (predicted)."
+    )
+    mem_fraction_static_source: MemFractionStaticSource | None = Field(
+        default=None,
+        description=(
+            "Spec (given), Heuristic (SGLang's own, not rendered) or Computed (rendered by the "
+            "operator because the heuristic leaves no KV cache)."
+        ),
+    )
+    mem_fraction_static_reason: str | None = Field(
         default=None, description="Why the value was chosen."
     )
     resolved: ResolvedEngine | None = Field(default=None, description="Resolved engine config.")

@@ -42,6 +42,7 @@ PATHS = {
     "Deployment": ("/apis/apps/v1", "deployments"),
     "Service": ("/api/v1", "services"),
     "ConfigMap": ("/api/v1", "configmaps"),
+    "Secret": ("/api/v1", "secrets"),
     "Event": ("/api/v1", "events"),
     "HorizontalPodAutoscaler": ("/apis/autoscaling/v1", "horizontalpodautoscalers"),
     "ScaledObject": ("/apis/keda.sh/v1alpha1", "scaledobjects"),
@@ -207,12 +208,12 @@ class KubeClient:
         self._token_read = time.monotonic()
         self._lock = threading.Lock()
 
-    def _headers(self, content_type: str | None) -> dict[str, str]:
+    def _headers(self, content_type: str | None, accept: str | None = None) -> dict[str, str]:
         conn = self.connection
         if conn.token_file and time.monotonic() - self._token_read > TOKEN_REREAD_S:
             with self._lock, open(conn.token_file, encoding="utf-8") as f:
                 self._token, self._token_read = f.read().strip(), time.monotonic()
-        headers = {"Accept": "application/json", "User-Agent": "specserver-operator"}
+        headers = {"Accept": accept or "application/json", "User-Agent": "specserver-operator"}
         if self._token:
             headers["Authorization"] = f"Bearer {self._token}"
         elif conn.username:
@@ -230,6 +231,7 @@ class KubeClient:
         params: dict[str, Any] | None = None,
         body: Any = None,
         content_type: str | None = None,
+        accept: str | None = None,
     ) -> Any:
         """One API call; the decoded JSON answer. 404 raises NotFoundError, the rest ApiError."""
         url = self.connection.server + path
@@ -241,7 +243,9 @@ class KubeClient:
                 method,
                 url,
                 body=data,
-                headers=self._headers(content_type or ("application/json" if data else None)),
+                headers=self._headers(
+                    content_type or ("application/json" if data else None), accept
+                ),
             )
         except urllib3.exceptions.HTTPError as exc:
             raise ApiError(f"{what}: API server unreachable: {exc}") from exc
@@ -274,6 +278,88 @@ class KubeClient:
             "GET", object_path("ConfigMap", namespace, name), f"ConfigMap {namespace}/{name}"
         )
         return dict(cm.get("data") or {})
+
+    def secret_exists(self, namespace: str, name: str) -> bool:
+        """Whether a Secret exists, asked for its metadata only (no value reaches the operator).
+
+        Needs ``get`` on Secrets in ``namespace``, which the default install does not grant:
+        callers treat ApiError (403) as "unknown" (docs/security.md).
+        """
+        path = object_path("Secret", namespace, name)
+        try:
+            self.request(
+                "GET",
+                path,
+                f"Secret {namespace}/{name}",
+                accept="application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+            )
+        except NotFoundError:
+            return False
+        return True
+
+    # ----------------------------------------------------------- admission webhook (webhook.py)
+
+    def get_secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        """A Secret's decoded data, or None when there is no such Secret."""
+        try:
+            secret = self.request(
+                "GET", object_path("Secret", namespace, name), f"Secret {namespace}/{name}"
+            )
+        except NotFoundError:
+            return None
+        return {k: base64.b64decode(v).decode() for k, v in (secret.get("data") or {}).items()}
+
+    def put_secret(
+        self, namespace: str, name: str, data: dict[str, str], labels: dict[str, str]
+    ) -> None:
+        """Create the Secret, or replace its data when it exists (the operator owns it)."""
+        body = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "type": "kubernetes.io/tls",
+            "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
+        }
+        what = f"Secret {namespace}/{name}"
+        try:
+            self._write("POST", object_path("Secret", namespace), what, body=body)
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+            patch = {"metadata": {"labels": labels}, "data": body["data"]}
+            self._write(
+                "PATCH",
+                object_path("Secret", namespace, name),
+                what,
+                body=patch,
+                content_type="application/merge-patch+json",
+            )
+
+    def ensure_webhook_ca_bundle(self, name: str, ca_pem: str) -> bool | None:
+        """Set every webhook's caBundle in the ValidatingWebhookConfiguration ``name``.
+
+        Returns:
+            True when it was patched, False when already current, None when it does not exist.
+        """
+        base = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+        path = f"{base}/{quote(name)}"
+        what = f"ValidatingWebhookConfiguration {name}"
+        try:
+            current = self.request("GET", path, what)
+        except NotFoundError:
+            return None
+        bundle = base64.b64encode(ca_pem.encode()).decode()
+        hooks = current.get("webhooks") or []
+        if all((h.get("clientConfig") or {}).get("caBundle") == bundle for h in hooks):
+            return False
+        for hook in hooks:
+            hook.setdefault("clientConfig", {})["caBundle"] = bundle
+        patch: dict[str, Any] = {
+            "metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
+            "webhooks": hooks,
+        }
+        self._write("PATCH", path, what, body=patch, content_type="application/merge-patch+json")
+        return True
 
     def _get_or_none(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         try:

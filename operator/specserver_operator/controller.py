@@ -8,6 +8,7 @@ ConfigMap, an endpoint) is not readable yet, why the next pass should try again.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -22,7 +23,7 @@ from specserver_advisor.models import AutoSpeculation, Mode, SpecServer
 from specserver_advisor.policy import PolicyContext
 from specserver_operator import children, opmetrics, podpolicy
 from specserver_operator import conditions as cond
-from specserver_operator.autopilot import PAUSE_ANNOTATION, AutoStep, auto_step
+from specserver_operator.autopilot import NO_PROMETHEUS_URL, PAUSE_ANNOTATION, AutoStep, auto_step
 from specserver_operator.client import ApiError, KubeClient, NotFoundError, applied_hash
 from specserver_operator.configsource import (
     ConfigSourceError,
@@ -113,6 +114,39 @@ def read_configs(
     return configs
 
 
+_SECRETS: dict[tuple[str, int], tuple[float, tuple[str, str] | None]] = {}
+SECRET_RECHECK_S = 60.0
+
+
+def _missing_secret(
+    client: KubeClient, server: SpecServer, uid: str, now_ts: float
+) -> tuple[str, str] | None:
+    """A warning when the HF token Secret the engine pod reads is missing, whatever the config
+    source (the pod could not start); checked once a minute per generation, not every pass."""
+    src = server.spec.model_source
+    ref = src.hf_token_secret_ref if src else None
+    if ref is None:
+        return None
+    key = (uid, server.metadata.generation or 0)
+    cached = _SECRETS.get(key)
+    if cached and now_ts - cached[0] < SECRET_RECHECK_S:
+        return cached[1]
+    ns = server.metadata.namespace or "default"
+    found: tuple[str, str] | None = None
+    try:
+        if not client.secret_exists(ns, ref.name):
+            found = (
+                "SecretNotFound",
+                f"Secret {ns}/{ref.name} not found (spec.modelSource.hfTokenSecretRef): the "
+                "engine pod cannot start until it exists",
+            )
+    except ApiError:
+        # No `get` on Secrets in this namespace (the default install grants none): unknown.
+        found = cached[1] if cached else None
+    _SECRETS[key] = (now_ts, found)
+    return found
+
+
 _POLICY_CTX: dict[tuple[str, int], PolicyContext] = {}
 _LAST_EVALUATION: dict[str, float] = {}
 
@@ -188,7 +222,7 @@ def clear_caches() -> None:
 
 def prune_caches(live: set[tuple[str, int]]) -> None:
     """Forget cached configs and policy contexts of gone SpecServers and old generations."""
-    for cache in (_CONFIG_CACHE, _POLICY_CTX):
+    for cache in (_CONFIG_CACHE, _POLICY_CTX, _SECRETS):
         for key in [k for k in cache if k not in live]:
             cache.pop(key, None)
     for config_key in [k for k in _ENGINE_CONFIGS if k[:2] not in live]:
@@ -232,7 +266,7 @@ def _auto(
     ready = deployment_state(deployment, spec.replicas)[0]
     ns, name = server.metadata.namespace or "", server.metadata.name or ""
     obs = signals.get(ns, name) if signals else None
-    error = signals.last_error if signals else "no Prometheus URL configured"
+    error = signals.last_error if signals else NO_PROMETHEUS_URL
     paused = server.metadata.annotations.get(PAUSE_ANNOTATION, "").lower() in ("true", "1")
     started = time.perf_counter()
     step = auto_step(
@@ -285,6 +319,9 @@ def reconcile(
             refused = podpolicy.refusal(server.spec, settings.pod_policy)
             if refused:
                 cfg = EngineConfig(False, podpolicy.REFUSED, refused)
+            missing = _missing_secret(client, server, uid, now_ts)
+            if missing and cfg.valid:
+                cfg = dataclasses.replace(cfg, warnings=[*cfg.warnings, missing])
         except ConfigSourceError as exc:
             config_error = str(exc)
             out.retry = config_error
@@ -390,8 +427,9 @@ def reconcile(
             out.wrote_status = True
         except (ApiError, NotFoundError) as exc:
             out.retry = str(exc)
-    if server is not None:
-        opmetrics.MODE.labels(ns, name).set(1 if desired.get("speculationMode") == "On" else 0)
+    opmetrics.MODE.labels(ns, name).set(opmetrics.mode_value(desired.get("speculationMode")))
+    ready = [c for c in desired.get("conditions") or [] if c["type"] == cond.READY]
+    opmetrics.READY.labels(ns, name).set(1 if ready and ready[0]["status"] == "True" else 0)
     out.events = _events(current, desired, cfg) + out.events
     return out
 
@@ -449,6 +487,11 @@ def _events(
             events.append(("Normal", "EngineReady", new["message"]))
         elif new["type"] == cond.SPECULATION_ACTIVE and new["status"] in ("True", "False"):
             events.append(("Normal", new["reason"], new["message"]))
+    if desired.get("memFractionStaticSource") == "Computed" and (
+        current.get("memFractionStatic") != desired.get("memFractionStatic")
+        or current.get("memFractionStaticSource") != "Computed"
+    ):
+        events.append(("Normal", "MemFractionComputed", desired["memFractionStaticReason"]))
     if cfg is not None and cfg.valid:
         for code, message in cfg.warnings:
             if code not in str(current.get("conditions")):

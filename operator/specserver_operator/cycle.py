@@ -86,6 +86,7 @@ class Cycle:
     signals: dict[str, SignalCache] = field(default_factory=dict)
     locks: dict[str, threading.Lock] = field(default_factory=dict)
     handled_at: dict[str, float] = field(default_factory=dict)
+    last_retry: dict[str, str | None] = field(default_factory=dict)
     guard: threading.Lock = field(default_factory=threading.Lock)
 
     def lock(self, uid: str) -> threading.Lock:
@@ -106,9 +107,14 @@ class Cycle:
         outcome = controller.reconcile(client, body, now, signals=cache)
         for type_, reason, message in outcome.events:
             client.post_event(body, type_, reason, message, now)
-        if outcome.retry:
-            meta = body["metadata"]
-            log.info("%s/%s: %s", meta["namespace"], meta["name"], outcome.retry)
+        meta = body["metadata"]
+        # One log line per change of state, not one per cycle while it lasts.
+        if outcome.retry != self.last_retry.get(meta["uid"]):
+            if outcome.retry:
+                log.info("%s/%s: %s", meta["namespace"], meta["name"], outcome.retry)
+            elif self.last_retry.get(meta["uid"]):
+                log.info("%s/%s: recovered", meta["namespace"], meta["name"])
+            self.last_retry[meta["uid"]] = outcome.retry
 
     def reconcile_one(self, namespace: str, name: str, uid: str) -> None:
         """An immediate pass for one SpecServer on a fresh read (kopf create/update)."""
@@ -143,7 +149,7 @@ class Cycle:
             signals = self.signal_cache(url)
             if signals is not None:
                 signals.refresh()
-        opmetrics.QUERY_ERRORS.set(sum(c.query_errors for c in self.signals.values()))
+        opmetrics.count_query_errors(sum(c.query_errors for c in self.signals.values()))
         done = 0
         for snapshot in bodies:
             meta = snapshot["metadata"]
@@ -160,6 +166,7 @@ class Cycle:
                     opmetrics.CYCLE_ERRORS.inc()
                     log.warning("%s/%s: %s", meta["namespace"], meta["name"], exc)
         live = {b["metadata"]["uid"] for b in bodies}
+        opmetrics.retain({(b["metadata"]["namespace"], b["metadata"]["name"]) for b in bodies})
         self.forget(live)
         children.forget(live)
         controller.prune_caches(
@@ -177,6 +184,7 @@ class Cycle:
             for uid in [u for u in self.locks if u not in live]:
                 self.locks.pop(uid, None)
                 self.handled_at.pop(uid, None)
+                self.last_retry.pop(uid, None)
 
     def run_forever(self, stop: threading.Event, interval_s: float) -> None:
         """Cycle every ``interval_s`` until ``stop`` is set; a failed cycle is logged, not fatal."""

@@ -69,13 +69,7 @@ def compute_status(
     if ready:
         put(cond.READY, "True", "EngineReady", ready_msg)
     else:
-        why = "ConfigInvalid" if not valid and deployment is None else "EngineNotReady"
-        put(
-            cond.READY,
-            "False",
-            why,
-            ready_msg if valid or deployment else "nothing deployed until the spec is valid",
-        )
+        put(cond.READY, "False", *_not_ready_cause(cfg, config_error, deployment, ready_msg))
     put(
         cond.PROGRESSING,
         "True" if progressing and valid else "False",
@@ -109,8 +103,29 @@ def compute_status(
         status["maxRunningRequests"] = cfg.max_running_requests
         status["maxRunningRequestsSource"] = cfg.max_running_requests_source
         status["maxRunningRequestsReason"] = cfg.max_running_requests_reason
+        status["memFractionStatic"] = cfg.mem_fraction_static
+        status["memFractionStaticSource"] = cfg.mem_fraction_static_source
+        status["memFractionStaticReason"] = cfg.mem_fraction_static_reason
         status["resolved"] = cfg.resolved
     return status
+
+
+def _not_ready_cause(
+    cfg: EngineConfig | None,
+    config_error: str | None,
+    deployment: dict[str, Any] | None,
+    ready_msg: str,
+) -> tuple[str, str]:
+    """Ready=False's reason and message: the first real cause, not a generic placeholder."""
+    if config_error is not None:
+        reason, cause = "ConfigUnavailable", config_error
+    elif cfg is not None and not cfg.valid:
+        reason, cause = cfg.reason, cfg.message
+    else:
+        return "EngineNotReady", ready_msg
+    if deployment is None:
+        return reason, f"{cause} (nothing deployed until this is fixed)"
+    return reason, f"{cause} (the running engine is kept: {ready_msg})"
 
 
 def _running_speculation(deployment: dict[str, Any] | None) -> bool | None:

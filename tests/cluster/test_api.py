@@ -54,7 +54,14 @@ def test_every_example_applies_and_lists(kube: KubeHandle, namespace: str) -> No
     expected = {yaml.safe_load(p.read_text())["metadata"]["name"] for p in examples}
     assert names == expected
     table = kube.kubectl("get", "sps", "-n", namespace).stdout.splitlines()[0].split()
-    assert table == ["NAME", "MODE", "ACCEPT", "TTFT-P99", "READY", "AGE"]
+    assert table == ["NAME", "MODE", "ACCEPT", "TTFT-P99", "READY", "REASON", "AGE"]
+    wide = kube.kubectl("get", "sps", "-n", namespace, "-o", "wide").stdout.splitlines()
+    assert wide[0].split() == [
+        "NAME", "MODE", "ACCEPT", "TTFT-P99", "READY", "REASON",
+        "ALGORITHM", "GPU", "CAP", "CAP-SOURCE", "MESSAGE", "AGE",
+    ]  # fmt: skip
+    deepseek = next(line for line in wide if line.startswith("deepseek-v3 "))
+    assert "NEXTN" in deepseek and "H200" in deepseek
 
 
 @pytest.mark.parametrize(

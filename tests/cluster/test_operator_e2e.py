@@ -311,7 +311,8 @@ def test_no_metrics_holds_the_mode_and_manual_off_is_immediate(
     )
     metrics = condition(sps, "MetricsAvailable")
     assert metrics["status"] == "False"  # type: ignore[index]
-    assert metrics["reason"] == "PrometheusUnavailable"  # type: ignore[index]
+    assert metrics["reason"] == "NoPrometheusURL"  # type: ignore[index]
+    assert "no Prometheus URL configured" in metrics["message"]  # type: ignore[index]
     time.sleep(12)
     sps = get(kube, "sps", namespace, "qwen3-8b")
     assert sps["status"]["lastDecisionReason"] == "MetricsStale"  # type: ignore[index]

@@ -33,9 +33,9 @@ def installed(kube: KubeHandle) -> KubeHandle:
     return kube
 
 
-def _documented_rights() -> dict[str, set[str]]:
+def _documented_rights(table: str = "rbac-snapshot") -> dict[str, set[str]]:
     text = (REPO / "docs" / "security.md").read_text()
-    block = text.split("<!-- rbac-snapshot: begin -->")[1].split("<!-- rbac-snapshot: end -->")[0]
+    block = text.split(f"<!-- {table}: begin -->")[1].split(f"<!-- {table}: end -->")[0]
     rights = {}
     for m in re.finditer(r"^\| `([^`]+)` \| ([a-z, ]+) \|$", block, re.M):
         rights[m.group(1)] = {v.strip() for v in m.group(2).split(",")}
@@ -58,6 +58,8 @@ def test_service_account_rights_match_the_documented_set(
 ) -> None:
     assert _can_i_list(installed, namespace) == _documented_rights()
     assert _can_i_list(installed, "kube-system") == _documented_rights()
+    own = _documented_rights() | _documented_rights("rbac-own-namespace")
+    assert _can_i_list(installed, "specserver-system") == own
 
 
 def test_operator_pod_passes_restricted(installed: KubeHandle) -> None:
