@@ -243,15 +243,14 @@ def run(paths: list[Path], options: Options) -> Report:
 
 
 def _unresolved(launch: Launch) -> list[Diagnostic]:
-    """INFO002 for each shell variable the launch uses that the file never sets."""
-    return [
-        engine_diag(
-            "INFO002",
-            launch.path,
-            pos.line,
-            pos.column,
-            f"${name} is not set in this file: the arguments it supplies are not checked",
-            f"Set {name} in the script (or give a default: ${{{name}:-value}}).",
-        )
-        for name, pos in launch.unresolved.items()
-    ]
+    """INFO002 for each shell variable (or command output) the launch uses that is unknown."""
+    out = []
+    for name, pos in launch.unresolved.items():
+        if name.startswith("$"):
+            shown, fix = name, "Write the value in the script, or exclude the line from the check."
+        else:
+            shown = f"${name}"
+            fix = f"Set {name} in the script (or give a default: ${{{name}:-value}})."
+        message = f"{shown} is not set in this file: the arguments it supplies are not checked"
+        out.append(engine_diag("INFO002", launch.path, pos.line, pos.column, message, fix))
+    return out

@@ -46,10 +46,8 @@ def summary(report: ReportLike) -> str:
     if not report.diagnostics:
         return f"All checks passed ({looked})."
     counts = Counter(d.severity for d in report.diagnostics)
-    parts = ", ".join(
-        [_plural(counts["error"], "error"), _plural(counts["warning"], "warning")]
-        + [f"{counts['info']} info"]
-    )
+    errors, warnings = _plural(counts["error"], "error"), _plural(counts["warning"], "warning")
+    parts = f"{errors}, {warnings}, {counts['info']} info"
     return f"Found {_plural(len(report.diagnostics), 'finding')} ({parts}) in {looked}."
 
 

@@ -188,17 +188,14 @@ def _arith(part: Arith, world: World) -> Piece:
         return text.strip()
 
     expr = re.sub(
-        r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*|[0-9])|\b([A-Za-z_][A-Za-z0-9_]*)\b",
+        r"\$\{([A-Za-z_]\w*)\}|\$([A-Za-z_]\w*|[0-9])|\b([A-Za-z_]\w*)\b",
         value_of,
         part.expr,
     )
     if not unknown:
         try:
-            return Piece(
-                str(_eval(ast.parse(expr.replace("/", "//"), mode="eval").body)),
-                part.line,
-                part.column,
-            )
+            result = _eval(ast.parse(expr.strip().replace("/", "//"), mode="eval").body)
+            return Piece(str(result), part.line, part.column)
         except (SyntaxError, ValueError, ZeroDivisionError, KeyError, RecursionError):
             unknown.append(f"$(({part.expr.strip()}))")
     name = unknown[0]
@@ -457,7 +454,12 @@ def _forget_unresolved(launch: Launch, indexes: set[int]) -> None:
         return
     parsed = launch.parsed
     near = indexes | {i - 1 for i in indexes}
-    parsed.issues = [iss for iss in parsed.issues if iss.index not in near]
+    texts = {repr(launch.args[i]) for i in indexes}
+    parsed.issues = [
+        iss
+        for iss in parsed.issues
+        if iss.index not in near and not any(t in iss.message for t in texts)
+    ]
     for name, at in list(parsed.positions.items()):
         valued_by_next = at + 1 in indexes and _takes_value(launch.args[at])
         if at in indexes or valued_by_next:

@@ -256,7 +256,9 @@ def _double_quoted(r: _Reader, word: Word) -> None:
                     start = (r.line, r.col - 1)
                 buf.append(nxt)
             continue
-        if ch in "$`" and (ch == "`" or r.peek(1) in "{(" or NAME.match(r.peek(1) or "-")):
+        nxt = r.peek(1)
+        special = bool(nxt) and nxt in "{(@*#?$!0123456789"
+        if ch in "$`" and (ch == "`" or special or NAME.match(nxt or "-")):
             if buf:
                 word.parts.append(Lit("".join(buf), start[0], start[1], True))
                 buf = []
