@@ -66,7 +66,9 @@ def test_unknown_codes_exit_2_with_the_valid_choices(
 
 def test_ignore_and_extend_select_combine(capsys: pytest.CaptureFixture[str]) -> None:
     assert lint(capsys, "--ignore", "SPEC0", str(SPEC011_FAIL))[1] == []
-    rc, found, _ = lint(capsys, "--select", "BENCH", "--extend-select", "SPEC011", str(SPEC011_FAIL))
+    rc, found, _ = lint(
+        capsys, "--select", "BENCH", "--extend-select", "SPEC011", str(SPEC011_FAIL)
+    )
     assert found == ["SPEC011"] and rc == 1
 
 
@@ -77,9 +79,7 @@ def test_config_is_discovered_up_to_the_repository_root(
     deep = repo / "deploy" / "engines"
     deep.mkdir(parents=True)
     (repo / ".git").mkdir()
-    (repo / "pyproject.toml").write_text(
-        '[tool.specserver-advisor]\nignore = "SPEC011, SPEC001"\n'
-    )
+    (repo / "pyproject.toml").write_text('[tool.specserver-advisor]\nignore = "SPEC011, SPEC001"\n')
     (tmp_path / ".specserver-advisor.yaml").write_text("select: [BENCH]\n")  # above the root
     monkeypatch.chdir(deep)
     assert lint(capsys, str(SPEC011_FAIL))[1] == []
@@ -137,7 +137,7 @@ def test_excludes_and_helm_templates(tmp_path: Path, capsys: pytest.CaptureFixtu
     template.write_text(
         "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}\n"
         "spec:\n  template:\n    spec:\n      containers:\n"
-        "        {{- include \"engine.containers\" . | nindent 8 }}\n"
+        '        {{- include "engine.containers" . | nindent 8 }}\n'
     )
     (tmp_path / "old").mkdir()
     (tmp_path / "old" / "run.sh").write_text(f"{LAUNCH}\n")

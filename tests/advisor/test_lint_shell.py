@@ -178,3 +178,34 @@ def test_branch_explosion_is_bounded() -> None:
     script = "".join(f"if a; then V{i}=1; else V{i}=2; fi\n" for i in range(30))
     script += f"python -m sglang.launch_server {QWEN}\n"
     assert 1 <= len(launches(script)) <= 16
+
+
+MODELS = Path(__file__).parent / "fixtures" / "models"
+
+
+@pytest.mark.parametrize(
+    ("model", "algorithm", "expected"),
+    [
+        ("Qwen/Qwen3-8B", "NEXTN", ["SPEC007"]),
+        ("Qwen/Qwen3-8B", "EAGLE", ["SPEC007"]),
+        ("Qwen/Qwen3-8B", "EAGLE3", ["SPEC007"]),
+        ("deepseek-ai/DeepSeek-V3", "NEXTN", []),
+        ("deepseek-ai/DeepSeek-V3", "EAGLE", []),
+        ("deepseek-v3-no-mtp", "NEXTN", ["SPEC007"]),
+        ("org/not-found", "NEXTN", []),  # unknown target: INFO001 says the rule did not run
+        ("org/not-found", "EAGLE3", ["SPEC007"]),
+    ],
+)
+def test_nextn_and_eagle_without_a_draft_need_mtp_layers(
+    tmp_path: Path, model: str, algorithm: str, expected: list[str]
+) -> None:
+    path = tmp_path / "run.sh"
+    path.write_text(
+        f"python -m sglang.launch_server --model-path {model} --speculative-algorithm "
+        f"{algorithm} --enable-metrics --max-running-requests 8\n"
+    )
+    options = Options(env={}, enabled=frozenset({"SPEC007"}), model_dirs=[MODELS])
+    diags = run([path], options).diagnostics
+    assert [d.code for d in diags] == expected
+    if expected and "no-mtp" in model:
+        assert "DeepseekV3ForCausalLM has no MTP layers" in diags[0].message
