@@ -47,6 +47,16 @@ class Diagnostic:
 
 
 @dataclass
+class Workload:
+    """Where a launch runs: the object, its pod spec (or compose service) and its container."""
+
+    kind: str  # a Kubernetes kind, or "compose"
+    obj: Any
+    pod: Any
+    container: Any
+
+
+@dataclass
 class Launch:
     """An SGLang server launch or a benchmark command found in a file."""
 
@@ -69,7 +79,7 @@ class Launch:
     #: SGLang fields whose value comes from such a variable (not checked; numbers left out).
     unresolved_fields: set[str] = field(default_factory=set)
     #: The pod spec and container a workload launch runs in (for the pod-spec rules).
-    workload: Any = None
+    workload: Workload | None = None
     #: Configs found for the context rules (target, draft), or why not.
     configs: dict[str, Any] = field(default_factory=dict)
 

@@ -9,7 +9,6 @@ files is this module's only I/O; unreadable input raises ``InputError`` with a c
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -17,7 +16,7 @@ import yaml
 from specserver_advisor.lint import yamlnodes
 from specserver_advisor.lint.argv import detect
 from specserver_advisor.lint.argv import make_launch as make_launch
-from specserver_advisor.lint.model import Launch, Position
+from specserver_advisor.lint.model import Launch, Position, Workload
 from specserver_advisor.lint.shell import from_shell
 from specserver_advisor.lint.shellwords import ShellSyntaxError
 from specserver_advisor.sglang.flags import flag_table, values_from_config
@@ -85,16 +84,6 @@ def load_yaml_documents(text: str) -> list[Any]:
         raise InputError(f"invalid YAML{where}: {problem}", line, column) from exc
     except (ValueError, TypeError, RecursionError) as exc:
         raise InputError(f"invalid YAML: {exc}") from exc
-
-
-@dataclass
-class Workload:
-    """Where a launch runs: the object, its pod spec (a compose service) and the container."""
-
-    kind: str  # a Kubernetes kind, or "compose"
-    obj: Any
-    pod: Any
-    container: Any
 
 
 def _scope(launches: list[Launch], obj: Any, workload: Workload) -> None:

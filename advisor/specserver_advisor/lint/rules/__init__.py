@@ -10,6 +10,13 @@ from specserver_advisor.lint.rules import (
     bench002_bench_synthetic_only,
     bench003_bench_concurrency_over_cap,
     bench004_bench_lifetime_accept_length,
+    pod001_tp_exceeds_gpu_limit,
+    pod002_shm_not_memory,
+    pod003_liveness_without_startup,
+    pod004_hf_token_plain_env,
+    pod005_hf_cache_emptydir,
+    pod006_image_unpinned,
+    pod007_no_gpu_resource,
     spec001_max_running_requests_unset,
     spec002_draft_context_shorter,
     spec003_context_override_env,
@@ -50,6 +57,13 @@ _MODULES: tuple[ModuleType, ...] = (
     bench002_bench_synthetic_only,
     bench003_bench_concurrency_over_cap,
     bench004_bench_lifetime_accept_length,
+    pod001_tp_exceeds_gpu_limit,
+    pod002_shm_not_memory,
+    pod003_liveness_without_startup,
+    pod004_hf_token_plain_env,
+    pod005_hf_cache_emptydir,
+    pod006_image_unpinned,
+    pod007_no_gpu_resource,
 )
 
 
