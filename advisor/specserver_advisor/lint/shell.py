@@ -20,7 +20,15 @@ from dataclasses import dataclass, field
 
 from specserver_advisor.lint.argv import detect, make_launch
 from specserver_advisor.lint.model import Launch, Position
-from specserver_advisor.lint.shellparse import Block, Branches, Command, Function, Node, parse
+from specserver_advisor.lint.shellparse import (
+    Block,
+    Branches,
+    Command,
+    Function,
+    Loop,
+    Node,
+    parse,
+)
 from specserver_advisor.lint.shellwords import Arith, Lit, Part, Subst, Word, tokenize
 from specserver_advisor.sglang.flags import match_option
 
@@ -290,6 +298,14 @@ class Evaluator:
             return [world]
         if isinstance(node, Block):
             return self.body(node.body, [world])
+        if isinstance(node, Loop):  # one world per value (bounded), as for branches
+            values = [_as_value(f) for item in node.items for f in expand_word(item, world)]
+            out_worlds: list[World] = []
+            for value in values[:MAX_WORLDS] or [()]:
+                inner = world.copy()
+                inner.vars[node.name] = value
+                out_worlds += self.body(node.body, [inner])
+            return out_worlds
         if isinstance(node, Branches):
             out: list[World] = [] if node.exhaustive else [world]
             for body in node.bodies:

@@ -37,6 +37,15 @@ class Block:
 
 
 @dataclass
+class Loop:
+    """``for NAME in WORDS; do BODY; done``: the body runs once per word."""
+
+    name: str
+    items: list[Word]
+    body: list[Node]
+
+
+@dataclass
 class Function:
     """``name() { ... }``."""
 
@@ -44,7 +53,7 @@ class Function:
     body: list[Node]
 
 
-Node = Command | Branches | Block | Function
+Node = Command | Branches | Block | Loop | Function
 
 
 class _Parser:
@@ -91,9 +100,12 @@ class _Parser:
         if kw == "case":
             return self.case()
         if kw in ("for", "while", "until", "select"):
+            loop = self.loop_header() if kw == "for" else None
             self.skip_to("do")
             body = self.parse_list(("done",))
             self.expect("done")
+            if loop is not None:
+                return Loop(loop[0], loop[1], body)
             return Block(body)
         if kw == "function":
             self.i += 1
@@ -126,6 +138,18 @@ class _Parser:
             self.i += 3
             return Function(kw, self.compound())
         return self.command()
+
+    def loop_header(self) -> tuple[str, list[Word]] | None:
+        """``for NAME in WORDS``: the name and the words (None for other forms)."""
+        name, keyword = self.peek(1), self.peek(2)
+        if name is None or keyword is None or keyword.unquoted_literal() != "in":
+            return None
+        self.i += 3
+        items = []
+        while (w := self.peek()) is not None and not w.op and self.keyword() != "do":
+            items.append(w)
+            self.i += 1
+        return (name.unquoted_literal() or "", items)
 
     def skip_to(self, word: str) -> None:
         while self.peek() is not None and self.keyword() != word:

@@ -9,6 +9,7 @@ files is this module's only I/O; unreadable input raises ``InputError`` with a c
 from __future__ import annotations
 
 import re
+import shlex
 from typing import Any
 
 import yaml
@@ -143,9 +144,17 @@ def _container_launches(
             env_pos[str(name)] = _pos(raw_env, key=name)
     items: list[str] = []
     positions: list[Position] = []
-    for field_key in ("entrypoint", "command", "args"):
+    given = [k for k in ("entrypoint", "command", "args") if container.get(k) is not None]
+    for field_key in given:
         raw: Any = container.get(field_key)
-        if isinstance(raw, str):
+        if isinstance(raw, str) and len(given) > 1:  # compose splits each string like a shell
+            try:
+                words = shlex.split(raw)
+            except ValueError:
+                words = [raw]
+            items += words
+            positions += [_pos(container, key=field_key)] * len(words)
+        elif isinstance(raw, str):
             items.append(raw)
             positions.append(_pos(container, key=field_key))
         elif isinstance(raw, list):
