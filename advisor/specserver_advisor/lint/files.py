@@ -13,6 +13,7 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
+from functools import lru_cache
 from pathlib import Path, PurePath
 
 YAML_EXT = (".yaml", ".yml")
@@ -43,17 +44,25 @@ class FileSelection:
 
 
 def is_helm_template(path: Path) -> bool:
-    """A file under a chart's ``templates/`` folder (a ``Chart.yaml`` beside that folder)."""
-    parents = path.parents
-    return any(
-        parent.name == "templates" and (parent.parent / "Chart.yaml").is_file()
-        for parent in list(parents)[:-1]
-    )
+    """A chart's ``templates/`` folder (a ``Chart.yaml`` beside it), or a file in one."""
+    return path.name == "templates" and (path.parent / "Chart.yaml").is_file()
 
 
 def excluded(path: Path, patterns: Iterable[str]) -> bool:
-    """Whether ``path`` matches one of the exclude patterns."""
+    """Whether ``path`` (relative to the working directory when under it) matches a pattern."""
+    text = str(path)
+    if os.path.isabs(text):
+        relative = os.path.relpath(text)
+        text = text if relative.startswith("..") else relative
+    return _excluded(text, tuple(patterns))
+
+
+@lru_cache(maxsize=4096)
+def _excluded(path: str, patterns: tuple[str, ...]) -> bool:
     pure = PurePath(os.path.normpath(path))
+    parent = str(pure.parent)
+    if parent not in (".", str(pure)) and _excluded(parent, patterns):
+        return True
     text = pure.as_posix()
     for pattern in patterns:
         if pattern == HELM_TEMPLATES:
@@ -63,9 +72,7 @@ def excluded(path: Path, patterns: Iterable[str]) -> bool:
             stripped = pattern.rstrip("/")
             if fnmatchcase(text, stripped) or fnmatchcase(text, f"*/{stripped}"):
                 return True
-            if any(fnmatchcase(p.as_posix(), stripped) for p in pure.parents):
-                return True
-        elif any(fnmatchcase(part, pattern) for part in pure.parts):
+        elif fnmatchcase(pure.name, pattern):
             return True
     return False
 

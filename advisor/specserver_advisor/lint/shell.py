@@ -17,6 +17,7 @@ import operator
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from specserver_advisor.lint.argv import detect, make_launch
 from specserver_advisor.lint.model import Launch, Position
@@ -225,6 +226,11 @@ def split_fields(segments: list[list[Piece]]) -> list[Field]:
     """Field splitting of expanded segments (only unquoted expansion text splits)."""
     out: list[Field] = []
     for seg in segments:
+        if seg and not any(p.split for p in seg):  # quoted or literal only: one field
+            unknown = [p.unknown for p in seg if p.unknown is not None]
+            text = "".join(p.text for p in seg)
+            out.append(Field(text, Position(seg[0].line, seg[0].column), unknown))
+            continue
         current: Field | None = None
         quoted_seen = False
         for piece in seg:
@@ -414,6 +420,8 @@ def _as_value(f: Field) -> Value:
 
 
 def _dedupe(worlds: list[World]) -> list[World]:
+    if len(worlds) <= 1:
+        return worlds
     seen: dict[tuple[object, ...], World] = {}
     for w in worlds:
         seen.setdefault(w.key(), w)
@@ -423,6 +431,7 @@ def _dedupe(worlds: list[World]) -> list[World]:
 # ------------------------------------------------------------------------------ launches
 
 
+@lru_cache(maxsize=1024)
 def _takes_value(token: str) -> bool:
     if not token.startswith("--") or "=" in token:
         return False

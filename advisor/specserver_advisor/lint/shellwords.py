@@ -13,6 +13,13 @@ from dataclasses import dataclass, field
 
 OPERATORS = ("&&", "||", ";;", ";&", ";", "&", "|", "(", ")", "\n")
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+BLANKS = re.compile(r"[ \t\r]+")
+OPERATOR = re.compile(r"&&|\|\||;;|;&|[;&|()\n]")
+#: Runs of characters with no special meaning in double quotes, and inside $( ) / ${ }.
+QUOTED_PLAIN = re.compile(r'[^"\\$`]+')
+BALANCED_PLAIN = re.compile(r"[^\\(){}]+")
+#: A run of characters with no special meaning outside quotes.
+PLAIN = re.compile(r"[^\s;&|()<>\\'\"$`]+")
 
 
 class ShellSyntaxError(ValueError):
@@ -105,13 +112,13 @@ class _Reader:
 
     def take(self, n: int = 1) -> str:
         out = self.text[self.i : self.i + n]
-        for ch in out:
-            if ch == "\n":
-                self.line += 1
-                self.col = 1
-            else:
-                self.col += 1
-        self.i += n
+        newlines = out.count("\n")
+        if newlines:
+            self.line += newlines
+            self.col = len(out) - out.rfind("\n")
+        else:
+            self.col += len(out)
+        self.i += len(out)
         return out
 
     def error(self, message: str, line: int, col: int) -> ShellSyntaxError:
@@ -128,7 +135,7 @@ def tokenize(text: str) -> list[Word]:
             r.take(2)
             continue
         if ch in " \t\r":
-            r.take()
+            r.take(len(BLANKS.match(r.text, r.i).group(0)))  # type: ignore[union-attr]
             continue
         if ch == "#":
             while r.peek() and r.peek() != "\n":
@@ -150,7 +157,8 @@ def tokenize(text: str) -> list[Word]:
             delim = "".join(p.text for p in word.parts if isinstance(p, Lit))
             r.heredocs.append((delim, strip))
             continue
-        op = next((o for o in OPERATORS if r.text.startswith(o, r.i)), None)
+        m = OPERATOR.match(r.text, r.i)
+        op = m.group(0) if m else None
         if op is not None:
             out.append(Word(line=r.line, column=r.col, op=op))
             r.take(len(op))
@@ -231,7 +239,8 @@ def _word(r: _Reader) -> Word:
             continue
         if not buf:
             start = (r.line, r.col)
-        buf.append(r.take())
+        plain = PLAIN.match(r.text, r.i)
+        buf.append(r.take(len(plain.group(0)) if plain else 1))
     flush()
     return word
 
@@ -267,7 +276,8 @@ def _double_quoted(r: _Reader, word: Word) -> None:
             continue
         if not buf:
             start = (r.line, r.col)
-        buf.append(r.take())
+        plain = QUOTED_PLAIN.match(r.text, r.i)
+        buf.append(r.take(len(plain.group(0)) if plain else 1))
     if buf or not word.parts:
         word.parts.append(Lit("".join(buf), start[0], start[1], True))
 
@@ -288,7 +298,8 @@ def _balanced(r: _Reader, open_: str, close: str, line: int, col: int) -> str:
             if depth == 0:
                 r.take()
                 return "".join(out)
-        out.append(r.take())
+        plain = BALANCED_PLAIN.match(r.text, r.i + 1)
+        out.append(r.take(1 + (len(plain.group(0)) if plain else 0)))
 
 
 def _expansion(r: _Reader, quoted: bool) -> Part:
