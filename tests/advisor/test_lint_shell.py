@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from specserver_advisor.lint.engine import Options, run
 from specserver_advisor.lint.model import Diagnostic, Launch
@@ -209,3 +211,25 @@ def test_nextn_and_eagle_without_a_draft_need_mtp_layers(
     assert [d.code for d in diags] == expected
     if expected and "no-mtp" in model:
         assert "DeepseekV3ForCausalLM has no MTP layers" in diags[0].message
+
+
+SHELLISH = st.lists(
+    st.sampled_from(
+        list("abcXYZ_=$-{}()[]:+#;&|'\"\\`\n\t <>*@!0123")
+        + ["python -m sglang.launch_server ", "--tp ", "if ", "then ", "fi ", "case ", "esac "]
+        + ["$((", "))", "${", "for x in ", "do ", "done ", "f() { ", "}", "<<EOF\n", "EOF\n"]
+    ),
+    max_size=60,
+).map("".join)
+
+
+@settings(max_examples=150, deadline=None)
+@given(SHELLISH)
+def test_arbitrary_shell_never_raises_anything_but_a_syntax_error(text: str) -> None:
+    try:
+        found = from_shell("x.sh", text)
+    except ShellSyntaxError as exc:
+        assert exc.line >= 1 and exc.column >= 1
+        return
+    for launch in found:
+        assert len(launch.args) == len(launch.positions)
