@@ -30,7 +30,7 @@ from specserver_advisor.lint.shellparse import (
     Node,
     parse,
 )
-from specserver_advisor.lint.shellwords import Arith, Lit, Part, Subst, Word, tokenize
+from specserver_advisor.lint.shellwords import Arith, Lit, Part, Subst, Var, Word, tokenize
 from specserver_advisor.sglang.flags import match_option
 
 MAX_WORLDS = 16
@@ -358,6 +358,8 @@ class Evaluator:
             return [world]
         if name in self.functions and self.depth < MAX_CALL_DEPTH:
             return self.call(self.functions[name], rest[1:], world)
+        if not any(_may_launch(part, world) for word in rest for part in word.parts):
+            return [world]
         fields = [f for word in rest for f in expand_word(word, world)]
         texts = [f.text for f in fields]
         if detect(texts):
@@ -411,6 +413,21 @@ class Evaluator:
                 return
             value = old + value
         world.vars[name] = value
+
+
+def _may_launch(part: Part, world: World) -> bool:
+    """Whether expanding this part could yield an SGLang command or change a variable."""
+    if isinstance(part, Lit):
+        return "sglang" in part.text
+    if not isinstance(part, Var):
+        return False
+    if part.op in (":=", "="):
+        return True
+    value = _lookup(world, part.name, part.index)
+    values = value if isinstance(value, list) else [value] if value is not None else []
+    if any("sglang" in _text(v) for v in values):
+        return True
+    return any(_may_launch(p, world) for p in part.arg)
 
 
 def _as_value(f: Field) -> Value:
