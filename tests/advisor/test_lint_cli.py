@@ -219,3 +219,40 @@ def test_explain_every_code(capsys: pytest.CaptureFixture[str], code: str) -> No
     assert out.startswith(f"{code} {doc.name} ({doc.severity})")
     assert "Why it matters:" in out and f"Fix: {doc.fix}" in out
     assert main(["explain", doc.name]) == 0
+
+
+def test_suppression_at_a_function_call_covers_the_launch_inside(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "run.sh"
+    script.write_text(
+        f'serve() {{\n  {LAUNCH} --port "$1"\n}}\n'
+        "serve 30000  # specserver-advisor: ignore[SPEC011] a dev server\n"
+        "serve 30001\n"
+    )
+    main(["lint", "--format", "json", "--select", "SPEC011,SUPP001", str(script)])
+    found = [(d["line"], d["code"]) for d in json.loads(capsys.readouterr().out)]
+    assert found == [(2, "SPEC011")], "only the 30001 launch is reported"
+
+
+def test_kubernetes_env_references_in_args(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    deployment = tmp_path / "deploy.yaml"
+    deployment.write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: a}\nspec:\n  template:\n"
+        "    spec:\n      containers:\n        - name: e\n"
+        "          image: lmsysorg/sglang:v0.5.23\n"
+        "          command: [python3, -m, sglang.launch_server]\n"
+        '          args: [--model-path, "$(MODEL)", --max-running-requests, "$(CAP)",\n'
+        "                 --speculative-algorithm, EAGLE3, --speculative-draft-model-path,\n"
+        "                 Tengyunw/qwen3_8b_eagle3, --host, 0.0.0.0, --enable-metrics,\n"
+        '                 --served-model-name, "$$(literal)"]\n'
+        "          env:\n            - {name: MODEL, value: Qwen/Qwen3-8B}\n"
+        "            - name: CAP\n              valueFrom: {configMapKeyRef: {name: c, key: cap}}\n"
+        "          resources: {limits: {nvidia.com/gpu: 1}}\n"
+    )
+    main(["lint", "--format", "json", "--select", "SPEC,INFO", str(deployment)])
+    found = [(d["line"], d["code"], d["message"]) for d in json.loads(capsys.readouterr().out)]
+    assert [(line, code) for line, code, _ in found] == [(11, "INFO002")]
+    assert found[0][2].startswith("$CAP ")

@@ -73,6 +73,8 @@ class Launch:
     #: Lines covered (for suppressions on the object).
     first_line: int = 1
     last_line: int = 1
+    #: Shell function calls that led to the launch: their lines are in its scope too.
+    call_lines: list[int] = field(default_factory=list)
     document_suppressions: dict[str, str] = field(default_factory=dict)
     #: Shell variables (or command outputs) the launch uses that the file never sets.
     unresolved: dict[str, Position] = field(default_factory=dict)

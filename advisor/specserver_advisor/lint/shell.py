@@ -279,6 +279,8 @@ class Found:
     env_positions: dict[str, Position]
     first_line: int
     last_line: int
+    #: Lines of the function calls that led to the launch (suppressions there count too).
+    call_lines: list[int] = field(default_factory=list)
 
 
 class Evaluator:
@@ -293,6 +295,7 @@ class Evaluator:
         self.functions: dict[str, list[Node]] = {}
         self.found: list[Found] = []
         self.depth = 0
+        self.call_sites: list[tuple[int, int]] = []
 
     def run(self, nodes: list[Node]) -> None:
         for node in nodes:
@@ -357,7 +360,11 @@ class Evaluator:
             world.params = world.params[1:]
             return [world]
         if name in self.functions and self.depth < MAX_CALL_DEPTH:
-            return self.call(self.functions[name], rest[1:], world)
+            self.call_sites.append((cmd.first_line, cmd.last_line))
+            try:
+                return self.call(self.functions[name], rest[1:], world)
+            finally:
+                self.call_sites.pop()
         if not any(_may_launch(part, world) for word in rest for part in word.parts):
             return [world]
         fields = [f for word in rest for f in expand_word(word, world)]
@@ -372,7 +379,8 @@ class Evaluator:
                 if n in prefix.exported and not isinstance(v, list)
             }
             positions = {n: p for n, p in prefix.assigned_at.items() if n in env}
-            self.found.append(Found(fields, env, positions, cmd.first_line, cmd.last_line))
+            calls = [n for a, b in self.call_sites for n in range(a, b + 1)]
+            self.found.append(Found(fields, env, positions, cmd.first_line, cmd.last_line, calls))
         return [world]
 
     def call(self, body: list[Node], args: list[Word], world: World) -> list[World]:
@@ -485,12 +493,13 @@ def to_launch(path: str, found: Found, base: Position | None, in_container: bool
         (base.line, base.line) if base else (found.first_line, found.last_line)
     )
     launch.env_positions = {} if base else found.env_positions
+    launch.call_lines = [] if base else found.call_lines
     launch.unresolved = unresolved
-    _forget_unresolved(launch, unresolved_fields)
+    forget_unresolved(launch, unresolved_fields)
     return launch
 
 
-def _forget_unresolved(launch: Launch, indexes: set[int]) -> None:
+def forget_unresolved(launch: Launch, indexes: set[int]) -> None:
     """Issues and values that come from unknown words are not findings: drop them."""
     if not indexes:
         return

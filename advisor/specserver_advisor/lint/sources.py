@@ -18,7 +18,7 @@ from specserver_advisor.lint import yamlnodes
 from specserver_advisor.lint.argv import detect
 from specserver_advisor.lint.argv import make_launch as make_launch
 from specserver_advisor.lint.model import Launch, Position, Workload
-from specserver_advisor.lint.shell import from_shell
+from specserver_advisor.lint.shell import forget_unresolved, from_shell
 from specserver_advisor.lint.shellwords import ShellSyntaxError
 from specserver_advisor.sglang.flags import flag_table, values_from_config
 
@@ -121,8 +121,44 @@ def _pod_specs(doc: Any) -> list[Any]:
     return [p for p in found if isinstance(p, dict)]
 
 
+KUBE_REF = re.compile(r"\$(\$?)\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+def _literal_env(raw_env: Any) -> dict[str, str]:
+    """Env vars with a literal value (``valueFrom`` ones are unknown to a linter)."""
+    out: dict[str, str] = {}
+    for item in raw_env if isinstance(raw_env, list) else []:
+        if isinstance(item, dict) and "name" in item and item.get("value") is not None:
+            out[str(item["name"])] = str(item["value"])
+    return out
+
+
+def kube_expand(items: list[str], env: dict[str, str]) -> tuple[list[str], dict[int, list[str]]]:
+    """Kubernetes ``$(VAR)`` references in command/args replaced from the container's env
+    (``$$(VAR)`` is a literal ``$(VAR)``); the names it could not resolve, by item index."""
+    unknown: dict[int, list[str]] = {}
+    out = []
+    for index, item in enumerate(items):
+
+        def replace(m: re.Match[str], index: int = index) -> str:
+            escaped, name = m.group(1), m.group(2)
+            if escaped:
+                return f"$({name})"
+            if name in env:
+                return env[name]
+            unknown.setdefault(index, []).append(name)
+            return m.group(0)
+
+        out.append(KUBE_REF.sub(replace, item))
+    return out, unknown
+
+
 def _container_launches(
-    path: str, container: Any, in_container: bool, doc_suppress: dict[str, str]
+    path: str,
+    container: Any,
+    in_container: bool,
+    doc_suppress: dict[str, str],
+    kubernetes: bool = True,
 ) -> list[Launch]:
     if not isinstance(container, dict):
         return []
@@ -161,6 +197,9 @@ def _container_launches(
             for k, item in enumerate(raw):
                 items.append(str(item))
                 positions.append(_pos(raw, index=k))
+    unknown: dict[int, list[str]] = {}
+    if kubernetes:
+        items, unknown = kube_expand(items, _literal_env(raw_env))
     out: list[Launch] = []
     start = _pos(container)
     # A whole command given as one string (compose), or bash -c "...": parse as shell.
@@ -172,18 +211,21 @@ def _container_launches(
         if found:
             kind, first = found
             positional = kind == "server" and items[first - 1] == "serve"
-            out.append(
-                make_launch(
-                    path,
-                    kind,
-                    items[first:],
-                    positions[first:] or [start],
-                    start,
-                    env,
-                    in_container,
-                    positional,
-                )
+            launch = make_launch(
+                path,
+                kind,
+                items[first:],
+                positions[first:] or [start],
+                start,
+                env,
+                in_container,
+                positional,
             )
+            for index, names in unknown.items():
+                for name in names:
+                    launch.unresolved.setdefault(name, positions[index])
+            forget_unresolved(launch, {i - first for i in unknown if i >= first})
+            out.append(launch)
     for la in out:
         la.env_positions = env_pos
         la.document_suppressions = dict(doc_suppress)
@@ -227,7 +269,7 @@ def from_yaml(path: str, text: str) -> tuple[list[Launch], list[Any]]:
                         launches += found
         elif isinstance(doc.get("services"), dict):  # docker-compose
             for service in doc["services"].values():
-                found = _container_launches(path, service, True, doc_suppress)
+                found = _container_launches(path, service, True, doc_suppress, kubernetes=False)
                 _scope(found, service, Workload("compose", doc, service, service))
                 launches += found
         elif _looks_like_config(doc):

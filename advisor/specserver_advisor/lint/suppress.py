@@ -2,8 +2,9 @@
 ``specserver.io/ignore: "CODE: reason"`` annotation, with an exact scope.
 
 A comment counts for the finding on its own line, for the whole command or object it sits in
-(any line of a shell command, any line of a Kubernetes document, ``metadata:`` included), and,
-when it stands alone on its line, for the command or object right below it. It never reaches
+(any line of a shell command, any line of a Kubernetes document, ``metadata:`` included; for a
+launch inside a shell function, the line calling it too), and, when it stands alone on its
+line, for the command or object right below it. It never reaches
 the next command after a trailing comment. Items are codes, rule names or prefixes. A
 suppression that matches no finding of an enabled rule is reported as SUPP001. Pure.
 """
@@ -46,11 +47,12 @@ def comments(text: str) -> dict[int, Comment]:
 
 def _scope_lines(launch: Launch, found: dict[int, Comment]) -> list[int]:
     """Lines whose comments apply to a launch: its own, and standalone comments just above."""
-    lines = list(range(launch.first_line, launch.last_line + 1))
-    above = launch.first_line - 1
-    while above in found and found[above].standalone:
-        lines.append(above)
-        above -= 1
+    lines = list(range(launch.first_line, launch.last_line + 1)) + launch.call_lines
+    for first in [launch.first_line, *launch.call_lines]:
+        above = first - 1
+        while above in found and found[above].standalone:
+            lines.append(above)
+            above -= 1
     return lines
 
 
