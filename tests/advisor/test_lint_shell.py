@@ -215,9 +215,12 @@ def test_nextn_and_eagle_without_a_draft_need_mtp_layers(
 
 SHELLISH = st.lists(
     st.sampled_from(
-        list("abcXYZ_=$-{}()[]:+#;&|'\"\\`\n\t <>*@!0123")
-        + ["python -m sglang.launch_server ", "--tp ", "if ", "then ", "fi ", "case ", "esac "]
-        + ["$((", "))", "${", "for x in ", "do ", "done ", "f() { ", "}", "<<EOF\n", "EOF\n"]
+        [
+            *"abcXYZ_=$-{}()[]:+#;&|'\"\\`\n\t <>*@!0123",
+            *("python -m sglang.launch_server ", "--tp ", "if ", "then ", "fi ", "case "),
+            *("esac ", "$((", "))", "${", "for x in ", "do ", "done ", "f() { ", "}"),
+            *("<<EOF\n", "EOF\n"),
+        ]
     ),
     max_size=60,
 ).map("".join)
