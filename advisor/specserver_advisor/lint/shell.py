@@ -464,7 +464,10 @@ def _takes_value(token: str) -> bool:
     return flag is None or not flag.is_bool
 
 
-def to_launch(path: str, found: Found, base: Position | None, in_container: bool) -> Launch | None:
+Relocate = Callable[[Position], Position]
+
+
+def to_launch(path: str, found: Found, where: Relocate | None, in_container: bool) -> Launch | None:
     """The Launch for one found command; unknown words dropped or kept as flag values."""
     texts = [f.text for f in found.fields]
     detected = detect(texts)
@@ -478,7 +481,7 @@ def to_launch(path: str, found: Found, base: Position | None, in_container: bool
     unresolved_fields: set[int] = set()
     for f in found.fields[first:]:
         for name in f.unknown:
-            unresolved.setdefault(name, base or f.position)
+            unresolved.setdefault(name, where(f.position) if where else f.position)
         if f.only_unknown and not (
             args and _takes_value(args[-1]) and len(args) - 1 not in unresolved_fields
         ):
@@ -486,14 +489,17 @@ def to_launch(path: str, found: Found, base: Position | None, in_container: bool
         if f.unknown:
             unresolved_fields.add(len(args))
         args.append(f.text)
-        positions.append(base or f.position)
-    start = base or (found.fields[0].position if found.fields else Position())
+        positions.append(where(f.position) if where else f.position)
+    start = found.fields[0].position if found.fields else Position()
+    start = where(start) if where else start
     launch = make_launch(path, kind, args, positions, start, found.env, in_container, positional)
     launch.first_line, launch.last_line = (
-        (base.line, base.line) if base else (found.first_line, found.last_line)
+        (where(Position(found.first_line, 1)).line, where(Position(found.last_line, 1)).line)
+        if where
+        else (found.first_line, found.last_line)
     )
-    launch.env_positions = {} if base else found.env_positions
-    launch.call_lines = [] if base else found.call_lines
+    launch.env_positions = {} if where else found.env_positions
+    launch.call_lines = [] if where else found.call_lines
     launch.unresolved = unresolved
     forget_unresolved(launch, unresolved_fields)
     return launch
@@ -525,14 +531,22 @@ def from_shell(
     env: dict[str, str] | None = None,
     base: Position | None = None,
     in_container: bool = False,
+    where: Relocate | None = None,
 ) -> list[Launch]:
-    """Launches in a shell script or command string (``base``: report every position there)."""
+    """Launches in a shell script or command string.
+
+    ``where`` maps positions in ``text`` to positions in the file (a command embedded in
+    YAML); ``base`` reports every position there instead.
+    """
+    if where is None and base is not None:
+        at = base
+        where = lambda _: at  # noqa: E731
     evaluator = Evaluator(env or {})
     evaluator.run(parse(tokenize(text)))
     out: list[Launch] = []
     seen: set[tuple[int, tuple[str, ...]]] = set()
     for found in evaluator.found:
-        launch = to_launch(path, found, base, in_container)
+        launch = to_launch(path, found, where, in_container)
         if launch is None:
             continue
         key = (found.first_line, tuple(launch.args))

@@ -18,7 +18,7 @@ from specserver_advisor.lint import yamlnodes
 from specserver_advisor.lint.argv import detect
 from specserver_advisor.lint.argv import make_launch as make_launch
 from specserver_advisor.lint.model import Launch, Position, Workload
-from specserver_advisor.lint.shell import forget_unresolved, from_shell
+from specserver_advisor.lint.shell import Relocate, forget_unresolved, from_shell
 from specserver_advisor.lint.shellwords import ShellSyntaxError
 from specserver_advisor.sglang.flags import flag_table, values_from_config
 
@@ -50,12 +50,35 @@ def looks_like_template(text: str) -> bool:
     return TEMPLATE.search(text) is not None
 
 
+def embedded(lines: list[str] | None, at: Position) -> Relocate:
+    """Where a position inside a YAML string scalar starting at ``at`` is in the file.
+
+    Exact for literal block scalars (``|``) and one-line plain or quoted scalars without
+    escapes; anything else (folded ``>``, multi-line flow strings) reports the scalar itself.
+    """
+    text = lines[at.line - 1][at.column - 1 :] if lines and 0 < at.line <= len(lines) else ""
+    if text.startswith("|"):
+        following = [ln for ln in lines[at.line :] if ln.strip()] if lines else []
+        indent = len(following[0]) - len(following[0].lstrip()) if following else 0
+        return lambda p: Position(at.line + p.line, indent + p.column)
+    if text[:1] in ("'", '"') or (text and text[0] not in "|>"):
+        offset = 1 if text[:1] in ("'", '"') else 0
+        return lambda p: Position(at.line, at.column + offset + p.column - 1) if p.line == 1 else at
+    return lambda _: at
+
+
 def launches_in_command(
-    path: str, text: str, base: Position, env: dict[str, str], in_container: bool
+    path: str,
+    text: str,
+    base: Position,
+    env: dict[str, str],
+    in_container: bool,
+    lines: list[str] | None = None,
 ) -> list[Launch]:
-    """Launches in one shell command string (``bash -c``, compose ``command:``), all at ``base``."""
+    """Launches in one shell command string (``bash -c``, compose ``command:``)."""
     try:
-        return from_shell(path, text, env=env, base=base, in_container=in_container)
+        where = embedded(lines, base)
+        return from_shell(path, text, env=env, in_container=in_container, where=where)
     except ShellSyntaxError as exc:
         raise InputError(f"cannot parse shell command: {exc}", base.line, base.column) from exc
 
@@ -159,6 +182,7 @@ def _container_launches(
     in_container: bool,
     doc_suppress: dict[str, str],
     kubernetes: bool = True,
+    lines: list[str] | None = None,
 ) -> list[Launch]:
     if not isinstance(container, dict):
         return []
@@ -205,7 +229,7 @@ def _container_launches(
     # A whole command given as one string (compose), or bash -c "...": parse as shell.
     for k, item in enumerate(items):
         if len(items) == 1 or (k > 0 and items[k - 1] in ("-c", "-lc", "-ec")):
-            out += launches_in_command(path, item, positions[k], env, in_container)
+            out += launches_in_command(path, item, positions[k], env, in_container, lines)
     if not out:
         found = detect(items)
         if found:
@@ -253,6 +277,7 @@ def from_yaml(path: str, text: str) -> tuple[list[Launch], list[Any]]:
     """Launches in YAML documents; also returns SpecServer documents for their own rules."""
     launches: list[Launch] = []
     specservers: list[Any] = []
+    lines = text.splitlines()
     for doc in load_yaml_documents(text):
         if not isinstance(doc, dict):
             continue
@@ -264,12 +289,16 @@ def from_yaml(path: str, text: str) -> tuple[list[Launch], list[Any]]:
             for pod in _pod_specs(doc):
                 for key in ("initContainers", "containers"):
                     for container in pod.get(key) or []:
-                        found = _container_launches(path, container, True, doc_suppress)
+                        found = _container_launches(
+                            path, container, True, doc_suppress, lines=lines
+                        )
                         _scope(found, doc, Workload(str(kind), doc, pod, container))
                         launches += found
         elif isinstance(doc.get("services"), dict):  # docker-compose
             for service in doc["services"].values():
-                found = _container_launches(path, service, True, doc_suppress, kubernetes=False)
+                found = _container_launches(
+                    path, service, True, doc_suppress, kubernetes=False, lines=lines
+                )
                 _scope(found, service, Workload("compose", doc, service, service))
                 launches += found
         elif _looks_like_config(doc):
