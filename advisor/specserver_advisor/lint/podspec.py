@@ -29,9 +29,17 @@ def _int(value: Any) -> int | None:
         return None
 
 
-def gpus_needed(launch: Launch) -> int:
-    """GPUs one pod (node) of this launch uses: tp x pp (x dp without DP attention) / nnodes."""
+SIZES = ("tp_size", "pp_size", "dp_size", "nnodes", "enable_dp_attention")
+
+
+def gpus_needed(launch: Launch) -> int | None:
+    """GPUs one pod (node) of this launch uses: tp x pp (x dp without DP attention) / nnodes.
+
+    None when one of those comes from a variable the linter could not resolve.
+    """
     v = launch.parsed.values
+    if launch.unresolved_fields & set(SIZES):
+        return None
 
     def size(name: str) -> int:
         n = _int(v.get(name, 1))

@@ -119,6 +119,21 @@ def _scope(launches: list[Launch], obj: Any, workload: Workload) -> None:
             la.first_line, la.last_line = lc.line + 1, max(lc.end_line + 1, la.last_line)
 
 
+def _injected_env(doc: Any) -> dict[str, str]:
+    """Env a LeaderWorkerSet's controller injects: the group size from the manifest; the leader
+    address and worker index as stand-ins (they only feed --dist-init-addr and --node-rank,
+    which no rule reads)."""
+    if doc.get("kind") != "LeaderWorkerSet":
+        return {}
+    spec = doc.get("spec")
+    template = spec.get("leaderWorkerTemplate") if isinstance(spec, dict) else None
+    size = template.get("size") if isinstance(template, dict) else None
+    out = {"LWS_LEADER_ADDRESS": "lws-leader-address", "LWS_WORKER_INDEX": "1"}
+    if isinstance(size, int):
+        out["LWS_GROUP_SIZE"] = str(size)
+    return out
+
+
 def _pod_specs(doc: Any) -> list[Any]:
     kind = doc.get("kind")
     spec = doc.get("spec") or {}
@@ -183,6 +198,7 @@ def _container_launches(
     doc_suppress: dict[str, str],
     kubernetes: bool = True,
     lines: list[str] | None = None,
+    injected: dict[str, str] | None = None,
 ) -> list[Launch]:
     if not isinstance(container, dict):
         return []
@@ -223,7 +239,7 @@ def _container_launches(
                 positions.append(_pos(raw, index=k))
     unknown: dict[int, list[str]] = {}
     if kubernetes:
-        items, unknown = kube_expand(items, _literal_env(raw_env))
+        items, unknown = kube_expand(items, {**(injected or {}), **_literal_env(raw_env)})
     out: list[Launch] = []
     start = _pos(container)
     # A whole command given as one string (compose), or bash -c "...": parse as shell.
@@ -286,11 +302,12 @@ def from_yaml(path: str, text: str) -> tuple[list[Launch], list[Any]]:
         if kind == "SpecServer":
             specservers.append(doc)
         elif kind in WORKLOAD_KINDS:
+            injected = _injected_env(doc)
             for pod in _pod_specs(doc):
                 for key in ("initContainers", "containers"):
                     for container in pod.get(key) or []:
                         found = _container_launches(
-                            path, container, True, doc_suppress, lines=lines
+                            path, container, True, doc_suppress, lines=lines, injected=injected
                         )
                         _scope(found, doc, Workload(str(kind), doc, pod, container))
                         launches += found

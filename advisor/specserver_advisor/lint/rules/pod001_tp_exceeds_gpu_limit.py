@@ -37,7 +37,7 @@ def check(launch: Launch, ctx: Context) -> Iterable[Diagnostic]:
         return []
     limit = gpu_limit(w)
     needed = gpus_needed(launch)
-    if limit is None or limit < 0 or needed <= limit:
+    if limit is None or limit < 0 or needed is None or needed <= limit:
         return []
     pos = launch.position_of("tp_size") if launch.parsed.is_set("tp_size") else None
     return [

@@ -50,13 +50,14 @@ def _has_shm(w: Workload) -> bool:
 
 def check(launch: Launch, ctx: Context) -> Iterable[Diagnostic]:
     w = workload_of(launch)
-    if w is None or gpus_needed(launch) <= 1 or _has_shm(w):
+    needed = gpus_needed(launch)
+    if w is None or needed is None or needed <= 1 or _has_shm(w):
         return []
     return [
         diag(
             sys.modules[__name__],
             launch,
             container_position(launch, "volumeMounts"),
-            f"{gpus_needed(launch)} GPUs per pod and /dev/shm is not a memory emptyDir",
+            f"{needed} GPUs per pod and /dev/shm is not a memory emptyDir",
         )
     ]
