@@ -256,3 +256,20 @@ def test_kubernetes_env_references_in_args(
     found = [(d["line"], d["code"], d["message"]) for d in json.loads(capsys.readouterr().out)]
     assert [(line, code) for line, code, _ in found] == [(11, "INFO002")]
     assert found[0][2].startswith("$CAP ")
+
+
+def test_model_dirs_in_a_config_file_are_relative_to_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / ".git").mkdir()
+    models = FIXTURES / "models"
+    (tmp_path / "models").symlink_to(models)
+    config = tmp_path / ".specserver-advisor.yaml"
+    config.write_text("select: [INFO001]\n")
+    script = tmp_path / "run.sh"
+    script.write_text(f"{LAUNCH.replace('Qwen/Qwen3-8B', 'llama')} --enable-metrics\n")
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")
+    assert lint(capsys, str(script))[1] == ["INFO001"]
+    config.write_text("model-dirs: [models]\nselect: [INFO001]\n")
+    assert lint(capsys, str(script))[1] == [], "found in tmp_path/models, not sub/models"

@@ -151,3 +151,25 @@ def test_hostile_shapes_never_raise(tmp_path: Path, hostile: dict[str, Any]) -> 
         "spec": {"template": {"spec": {"containers": [{**container(LAUNCH), **hostile}]}}},
     }
     pod_codes(tmp_path, [dep])
+
+
+def test_gpu_counts_from_unknown_variables_are_not_guessed(tmp_path: Path) -> None:
+    dep = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "a"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [
+                        container(
+                            [*LAUNCH, "--tp-size", "$(TP)"],
+                            1,
+                            env=[{"name": "TP", "valueFrom": {"configMapKeyRef": {"key": "tp"}}}],
+                        )
+                    ]
+                }
+            }
+        },
+    }
+    assert pod_codes(tmp_path, [dep]) == []
