@@ -18,6 +18,8 @@ except AttributeError:  # pragma: no cover - libyaml missing
 
 
 class _LC:
+    __slots__ = ("col", "end_line", "items", "keys", "line", "values")
+
     def __init__(self, line: int, col: int, end: yaml.Mark | None = None) -> None:
         self.line, self.col = line, col
         #: 0-based last line the node covers.
@@ -53,6 +55,7 @@ class PSeq(list[Any]):
 
 
 _CONSTRUCTOR = yaml.SafeLoader("")
+_STR = "tag:yaml.org,2002:str"
 
 
 def _convert(node: yaml.Node) -> Any:
@@ -74,6 +77,8 @@ def _convert(node: yaml.Node) -> Any:
         seq.lc = _LC(node.start_mark.line, node.start_mark.column, node.end_mark)
         seq.lc.items = [(n.start_mark.line, n.start_mark.column) for n in node.value]
         return seq
+    if node.tag == _STR:  # most scalars: skip the constructor machinery
+        return node.value
     return _CONSTRUCTOR.construct_object(node, deep=True)
 
 
