@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import NamedTuple
 
 from specserver_advisor.lint.argv import detect, make_launch
 from specserver_advisor.lint.model import Launch, Position
@@ -39,8 +40,7 @@ ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\+?)=")
 DECLARERS = ("export", "local", "declare", "typeset", "readonly")
 
 
-@dataclass(frozen=True)
-class Piece:
+class Piece(NamedTuple):
     """Expanded text with where it came from; ``unknown`` names what could not be resolved."""
 
     text: str
@@ -149,7 +149,7 @@ def _expand_part(part: Part, world: World, quoted: bool) -> list[list[Piece]]:
 
 def _value_segments(value: Value | list[Value], split: bool, index: str) -> list[list[Piece]]:
     def mark(v: Value) -> list[Piece]:
-        return [Piece(p.text, p.line, p.column, split, p.unknown) for p in v]
+        return [p if p.split == split else p._replace(split=split) for p in v]
 
     if isinstance(value, list):
         if index == "@" and not split:
