@@ -12,16 +12,23 @@ Pure.
 
 from __future__ import annotations
 
-import ast
-import operator
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import NamedTuple
 
 from specserver_advisor.lint.argv import detect, make_launch
 from specserver_advisor.lint.model import Launch, Position
+from specserver_advisor.lint.shellexpand import (
+    Field,
+    Piece,
+    Value,
+    World,
+    expand_parts,
+    expand_word,
+    lookup,
+    text_of,
+)
 from specserver_advisor.lint.shellparse import (
     Block,
     Branches,
@@ -31,240 +38,13 @@ from specserver_advisor.lint.shellparse import (
     Node,
     parse,
 )
-from specserver_advisor.lint.shellwords import Arith, Lit, Part, Subst, Var, Word, tokenize
+from specserver_advisor.lint.shellwords import Lit, Part, Var, Word, tokenize
 from specserver_advisor.sglang.flags import match_option
 
 MAX_WORLDS = 16
 MAX_CALL_DEPTH = 8
 ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\+?)=")
 DECLARERS = ("export", "local", "declare", "typeset", "readonly")
-
-
-class Piece(NamedTuple):
-    """Expanded text with where it came from; ``unknown`` names what could not be resolved."""
-
-    text: str
-    line: int
-    column: int
-    split: bool = False
-    unknown: str | None = None
-
-
-Value = tuple[Piece, ...]
-
-
-@dataclass
-class World:
-    """One possible state of the script's variables."""
-
-    vars: dict[str, Value | list[Value]] = field(default_factory=dict)
-    exported: set[str] = field(default_factory=set)
-    assigned_at: dict[str, Position] = field(default_factory=dict)
-    params: list[Value] = field(default_factory=list)
-
-    def copy(self) -> World:
-        return World(dict(self.vars), set(self.exported), dict(self.assigned_at), list(self.params))
-
-    def key(self) -> tuple[object, ...]:
-        def text(v: Value | list[Value]) -> object:
-            if isinstance(v, list):
-                return tuple(_text(x) for x in v)
-            return _text(v)
-
-        return (
-            tuple(sorted((k, text(v)) for k, v in self.vars.items())),
-            tuple(sorted(self.exported)),
-            tuple(_text(p) for p in self.params),
-        )
-
-
-@dataclass
-class Field:
-    """One word after expansion and field splitting."""
-
-    text: str
-    position: Position
-    unknown: list[str] = field(default_factory=list)
-    #: Nothing but unknown, unquoted expansions: may stand for any number of words.
-    only_unknown: bool = False
-
-
-def _text(value: Value) -> str:
-    return "".join(p.text for p in value)
-
-
-def _unknown_text(name: str) -> str:
-    return name if name.startswith("$(") else f"${name}"
-
-
-# ------------------------------------------------------------------------------ expansion
-
-
-def _lookup(world: World, name: str, index: str) -> Value | list[Value] | None:
-    if name.isdigit():
-        n = int(name)
-        return world.params[n - 1] if 0 < n <= len(world.params) else None
-    if name in ("@", "*"):
-        return list(world.params)
-    if name == "#":
-        return (Piece(str(len(world.params)), 1, 1),)
-    value = world.vars.get(name)
-    if isinstance(value, list) and not index:
-        return value[0] if value else ()
-    return value
-
-
-def _expand_part(part: Part, world: World, quoted: bool) -> list[list[Piece]]:
-    """Segments of pieces; a new segment is a forced word boundary ("$@", "${a[@]}")."""
-    if isinstance(part, Lit):
-        return [[Piece(part.text, part.line, part.column, split=False)]]
-    if isinstance(part, Subst):
-        name = "$(" + part.text.strip()[:30] + ")"
-        return [[Piece(name, part.line, part.column, split=not quoted, unknown=name)]]
-    if isinstance(part, Arith):
-        return [[_arith(part, world)]]
-    split = not (quoted or part.quoted)
-    value = _lookup(world, part.name, part.index)
-    is_set = value is not None
-    non_empty = bool(value) if isinstance(value, list) else bool(value and _text(value))
-    if part.op == "#":
-        n = len(value) if isinstance(value, list) else len(_text(value or ()))
-        return [[Piece(str(n), part.line, part.column)]]
-    if part.op in (":-", "-", ":=", "="):
-        if (non_empty if part.op.startswith(":") else is_set) and value is not None:
-            return _value_segments(value, split, part.index)
-        segs = _expand_parts(part.arg, world, quoted or part.quoted)
-        if part.op in (":=", "="):
-            world.vars[part.name] = tuple(p for seg in segs for p in seg)
-        return segs
-    if part.op in (":+", "+"):
-        if non_empty if part.op == ":+" else is_set:
-            return _expand_parts(part.arg, world, quoted or part.quoted)
-        return [[]]
-    if value is None:
-        name = part.name
-        return [[Piece(_unknown_text(name), part.line, part.column, split=split, unknown=name)]]
-    return _value_segments(value, split, part.index or ("@" if part.name == "@" else ""))
-
-
-def _value_segments(value: Value | list[Value], split: bool, index: str) -> list[list[Piece]]:
-    def mark(v: Value) -> list[Piece]:
-        return [p if p.split == split else p._replace(split=split) for p in v]
-
-    if isinstance(value, list):
-        if index == "@" and not split:
-            return [mark(v) for v in value] or [[]]
-        joined: list[Piece] = []
-        for k, v in enumerate(value):
-            if k:
-                joined.append(Piece(" ", 1, 1, split))
-            joined += mark(v)
-        return [joined]
-    return [mark(value)]
-
-
-def _expand_parts(
-    parts: tuple[Part, ...] | list[Part], world: World, quoted: bool
-) -> list[list[Piece]]:
-    segs: list[list[Piece]] = [[]]
-    for part in parts:
-        pieces = _expand_part(part, world, quoted)
-        segs[-1] += pieces[0]
-        segs += pieces[1:]
-    return segs
-
-
-_BINOPS: dict[type[ast.operator], Callable[[int, int], int]] = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.Mod: lambda a, b: int(a - b * int(a / b)),
-    ast.Div: lambda a, b: int(a / b),
-    ast.FloorDiv: lambda a, b: int(a / b),
-}
-
-
-def _arith(part: Arith, world: World) -> Piece:
-    unknown: list[str] = []
-
-    def value_of(m: re.Match[str]) -> str:
-        name = m.group(1) or m.group(2) or m.group(3)
-        value = _lookup(world, name, "")
-        text = _text(value) if value is not None and not isinstance(value, list) else ""
-        if not text.strip().lstrip("-").isdigit():
-            unknown.append(name)
-            return "0"
-        return text.strip()
-
-    expr = re.sub(
-        r"\$\{([A-Za-z_]\w*)\}|\$([A-Za-z_]\w*|[0-9])|\b([A-Za-z_]\w*)\b",
-        value_of,
-        part.expr,
-    )
-    if not unknown:
-        try:
-            result = _eval(ast.parse(expr.strip().replace("/", "//"), mode="eval").body)
-            return Piece(str(result), part.line, part.column)
-        except (SyntaxError, ValueError, ZeroDivisionError, KeyError, RecursionError):
-            unknown.append(f"$(({part.expr.strip()}))")
-    name = unknown[0]
-    return Piece(_unknown_text(name), part.line, part.column, unknown=name)
-
-
-def _eval(node: ast.expr) -> int:
-    if isinstance(node, ast.Constant) and isinstance(node.value, int):
-        return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
-        v = _eval(node.operand)
-        return -v if isinstance(node.op, ast.USub) else v
-    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-        return _BINOPS[type(node.op)](_eval(node.left), _eval(node.right))
-    raise ValueError("unsupported arithmetic")
-
-
-def split_fields(segments: list[list[Piece]]) -> list[Field]:
-    """Field splitting of expanded segments (only unquoted expansion text splits)."""
-    out: list[Field] = []
-    for seg in segments:
-        if seg and not any(p.split for p in seg):  # quoted or literal only: one field
-            unknown = [p.unknown for p in seg if p.unknown is not None]
-            text = "".join(p.text for p in seg)
-            out.append(Field(text, Position(seg[0].line, seg[0].column), unknown))
-            continue
-        current: Field | None = None
-        quoted_seen = False
-        for piece in seg:
-            if not piece.split:
-                quoted_seen = True
-            chunks = re.split(r"(\s+)", piece.text) if piece.split else [piece.text]
-            offset = 0
-            for chunk in chunks:
-                at = Position(piece.line, piece.column + offset)
-                offset += len(chunk)
-                if piece.split and chunk.isspace():
-                    if current is not None:
-                        out.append(current)
-                    current = None
-                    continue
-                if not chunk and piece.split and piece.unknown is None:
-                    continue
-                if current is None:
-                    current = Field("", at, only_unknown=True)
-                current.text += chunk
-                if piece.unknown is not None:
-                    current.unknown.append(piece.unknown)
-                if piece.unknown is None or not piece.split:
-                    current.only_unknown = False
-        if current is not None:
-            out.append(current)
-        elif quoted_seen and seg:
-            out.append(Field("", Position(seg[0].line, seg[0].column)))
-    return out
-
-
-def expand_word(word: Word, world: World) -> list[Field]:
-    """A word's fields in one world."""
-    return split_fields(_expand_parts(word.parts, world, False))
 
 
 # ------------------------------------------------------------------------------ evaluation
@@ -374,7 +154,7 @@ class Evaluator:
             for k, word in assigns:
                 self.assign(prefix, word, cmd.arrays.get(k), export=True)
             env = {
-                n: _text(v)
+                n: text_of(v)
                 for n, v in prefix.vars.items()
                 if n in prefix.exported and not isinstance(v, list)
             }
@@ -413,7 +193,7 @@ class Evaluator:
             return
         rest = Lit(first.text[m.end() :], first.line, first.column + m.end(), first.quoted)
         parts = [rest, *word.parts[1:]]
-        value = tuple(p for seg in _expand_parts(parts, world, True) for p in seg)
+        value = tuple(p for seg in expand_parts(parts, world, True) for p in seg)
         old = world.vars.get(name)
         if append and old is not None:
             if isinstance(old, list):
@@ -431,9 +211,9 @@ def _may_launch(part: Part, world: World) -> bool:
         return False
     if part.op in (":=", "="):
         return True
-    value = _lookup(world, part.name, part.index)
+    value = lookup(world, part.name, part.index)
     values = value if isinstance(value, list) else [value] if value is not None else []
-    if any("sglang" in _text(v) for v in values):
+    if any("sglang" in text_of(v) for v in values):
         return True
     return any(_may_launch(p, world) for p in part.arg)
 
