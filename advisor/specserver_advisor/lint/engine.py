@@ -247,10 +247,10 @@ def _unresolved(launch: Launch) -> list[Diagnostic]:
     out = []
     for name, pos in launch.unresolved.items():
         if name.startswith("$"):
-            shown, fix = name, "Write the value in the script, or exclude the line from the check."
+            fix = "Write the value in the script, or set a variable to it."
+            message = f"the output of {name} is unknown: the arguments it supplies are not checked"
         else:
-            shown = f"${name}"
             fix = f"Set {name} in the script (or give a default: ${{{name}:-value}})."
-        message = f"{shown} is not set in this file: the arguments it supplies are not checked"
+            message = f"${name} is not set in this file: the arguments it supplies are not checked"
         out.append(engine_diag("INFO002", launch.path, pos.line, pos.column, message, fix))
     return out

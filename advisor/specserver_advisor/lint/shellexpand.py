@@ -97,7 +97,8 @@ def _expand_part(part: Part, world: World, quoted: bool) -> list[list[Piece]]:
     if isinstance(part, Lit):
         return [[Piece(part.text, part.line, part.column, split=False)]]
     if isinstance(part, Subst):
-        name = "$(" + part.text.strip()[:30] + ")"
+        body = " ".join(part.text.split())
+        name = "$(" + (body if len(body) <= 24 else body[:21] + "...") + ")"
         return [[Piece(name, part.line, part.column, split=not quoted, unknown=name)]]
     if isinstance(part, Arith):
         return [[_arith(part, world)]]

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 OPERATORS = ("&&", "||", ";;", ";&", ";", "&", "|", "(", ")", "\n")
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 BLANKS = re.compile(r"[ \t\r]+")
+REDIRECT = re.compile(r"&>>?|<<<|<>|>>|>&|<&|>\||[<>]")
+DUP_TARGET = re.compile(r"[0-9]+-?|-")
 OPERATOR = re.compile(r"&&|\|\||;;|;&|[;&|()\n]")
 #: Runs of characters with no special meaning in double quotes, and inside $( ) / ${ }.
 QUOTED_PLAIN = re.compile(r'[^"\\$`]+')
@@ -129,6 +131,7 @@ def tokenize(text: str) -> list[Word]:
     """Words and operators (``\\n`` included) of a whole script."""
     r = _Reader(text)
     out: list[Word] = []
+    last_end = -1
     while r.i < len(r.text):
         ch = r.peek()
         if ch == "\\" and r.peek(1) == "\n":
@@ -157,22 +160,42 @@ def tokenize(text: str) -> list[Word]:
             delim = "".join(p.text for p in word.parts if isinstance(p, Lit))
             r.heredocs.append((delim, strip))
             continue
+        if ch in "<>" or r.text.startswith("&>", r.i):
+            _redirection(r, out, last_end)
+            continue
         m = OPERATOR.match(r.text, r.i)
         op = m.group(0) if m else None
         if op is not None:
             out.append(Word(line=r.line, column=r.col, op=op))
             r.take(len(op))
             continue
-        if ch in "<>":
-            r.take()
-            if r.peek() in (">", "&"):
-                r.take()
-            continue
         word = _word(r)
+        last_end = r.i
         if r.peek() == "(" and word.parts and _ends_with_assign(word):
             word.glued_paren = True
         out.append(word)
     return out
+
+
+def _redirection(r: _Reader, out: list[Word], last_end: int) -> None:
+    """Skip a redirection and its target (``> f``, ``2>&1``, ``&> f``, ``<<<``); a process
+    substitution ``<( )`` becomes a word whose value is unknown."""
+    line, col = r.line, r.col
+    if r.text[r.i] in "<>" and r.peek(1) == "(":
+        r.take(2)
+        out.append(Word([Subst(_balanced(r, "(", ")", line, col), line, col)], line, col))
+        return
+    if out and last_end == r.i and (out[-1].unquoted_literal() or "x").isdigit():
+        out.pop()  # the file descriptor number of "2>"
+    m = REDIRECT.match(r.text, r.i)
+    r.take(len(m.group(0)) if m else 1)
+    if m and m.group(0).endswith("&") and DUP_TARGET.match(r.text, r.i):
+        r.take(len(DUP_TARGET.match(r.text, r.i).group(0)))  # type: ignore[union-attr]
+        return
+    while r.peek() in (" ", "\t"):
+        r.take()
+    if r.peek() and r.peek() not in "\n;&|()":
+        _word(r)  # the target file
 
 
 def _ends_with_assign(word: Word) -> bool:
