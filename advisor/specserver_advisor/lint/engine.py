@@ -1,7 +1,11 @@
 """Run the lint rules over files: find launches, load model configs once, apply suppressions.
 
-Called by ``specserver-advisor lint``. Broken input (bad YAML, binary or huge files, invalid
-SpecServers) becomes one ``INPUT001`` diagnostic for that file, never a traceback.
+Called by ``specserver-advisor lint``. ``files`` picks the files (excludes, stdin), ``sources``
+and ``shell`` find the launches, every rule in the registry runs on every launch it applies
+to, ``suppress`` applies suppressions. Broken input (bad YAML, binary or huge files, invalid
+SpecServers, unterminated shell quotes) becomes one ``INPUT001`` diagnostic for that file at the
+line it broke (``INFO003`` for template syntax), never a traceback; shell variables the file
+never sets become ``INFO002``.
 """
 
 from __future__ import annotations
