@@ -239,3 +239,10 @@ def test_arbitrary_shell_never_raises_anything_but_a_syntax_error(text: str) -> 
         return
     for launch in found:
         assert len(launch.args) == len(launch.positions)
+
+
+def test_crlf_line_ends_and_continuations() -> None:
+    script = "M=Qwen/Qwen3-8B\r\npython -m sglang.launch_server \\\r\n  --model-path $M --tp 2\r\n"
+    (launch,) = launches(script)
+    assert launch.args == ["--model-path", "Qwen/Qwen3-8B", "--tp", "2"]
+    assert launch.positions[2].line == 3

@@ -129,7 +129,7 @@ class _Reader:
 
 def tokenize(text: str) -> list[Word]:
     """Words and operators (``\\n`` included) of a whole script."""
-    r = _Reader(text)
+    r = _Reader(text.replace("\r\n", "\n"))  # scripts saved with CRLF line ends
     out: list[Word] = []
     last_end = -1
     while r.i < len(r.text):
