@@ -273,3 +273,22 @@ def test_model_dirs_in_a_config_file_are_relative_to_it(
     assert lint(capsys, str(script))[1] == ["INFO001"]
     config.write_text("model-dirs: [models]\nselect: [INFO001]\n")
     assert lint(capsys, str(script))[1] == [], "found in tmp_path/models, not sub/models"
+
+
+def test_quoted_template_expressions_in_values_are_info(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    deployment = tmp_path / "deploy.yaml"
+    deployment.write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: a}\nspec:\n  template:\n"
+        "    spec:\n      containers:\n        - name: e\n"
+        '          image: "{{ .Values.image }}"\n'
+        "          command: [python3, -m, sglang.launch_server]\n"
+        '          args: [--model-path, "{{ .Values.model }}", --tp-size, "{{ .Values.tp }}",\n'
+        "                 --host, 0.0.0.0, --enable-metrics]\n"
+        "          resources: {limits: {nvidia.com/gpu: 1}}\n"
+    )
+    main(["lint", "--format", "json", str(deployment)])
+    found = [(d["code"], d["message"]) for d in json.loads(capsys.readouterr().out)]
+    assert [c for c, _ in found] == ["INFO002", "INFO002"]
+    assert found[0][1].startswith("{{ .Values.model }} is a template expression")

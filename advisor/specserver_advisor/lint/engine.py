@@ -250,7 +250,10 @@ def _unresolved(launch: Launch) -> list[Diagnostic]:
     """INFO002 for each shell variable (or command output) the launch uses that is unknown."""
     out = []
     for name, pos in launch.unresolved.items():
-        if name.startswith("$"):
+        if name.startswith("{"):
+            fix = "Lint the rendered output (helm template ... | specserver-advisor lint -)."
+            message = f"{name} is a template expression: the arguments it supplies are not checked"
+        elif name.startswith("$"):
             fix = "Write the value in the script, or set a variable to it."
             message = f"the output of {name} is unknown: the arguments it supplies are not checked"
         else:

@@ -240,6 +240,9 @@ def _container_launches(
     unknown: dict[int, list[str]] = {}
     if kubernetes:
         items, unknown = kube_expand(items, {**(injected or {}), **_literal_env(raw_env)})
+    for index, item in enumerate(items):  # quoted Helm/Jinja expressions: not rendered here
+        for m in TEMPLATE.finditer(item):
+            unknown.setdefault(index, []).append(" ".join(m.group(0).split()))
     out: list[Launch] = []
     start = _pos(container)
     # A whole command given as one string (compose), or bash -c "...": parse as shell.

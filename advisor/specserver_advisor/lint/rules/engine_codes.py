@@ -42,8 +42,10 @@ DOCS = {
         "A shell variable the file never sets: the arguments it supplies are not checked.",
         "Set the variable in the script, or give a default with ${NAME:-value}.",
         _doc(
-            "Reports a variable (or a command's output) a launch line uses that the script does "
-            "not set, e.g. one exported by the caller.",
+            "Reports a value a launch uses that the file does not determine: a shell variable "
+            "the script does not set (e.g. one exported by the caller), a command's output, a "
+            "Kubernetes $(VAR) whose env comes from a Secret or ConfigMap, or a quoted template "
+            "expression such as {{ .Values.tp }}.",
             "The linter does not guess: a word that is only that variable is left out of the "
             "argv and a flag value from it is not checked, so mistakes in it can pass.",
             'python -m sglang.launch_server --model-path "$MODEL" $EXTRA_ARGS',
