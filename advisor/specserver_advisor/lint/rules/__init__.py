@@ -89,17 +89,6 @@ ENGINE_CODES = {
 }
 
 
-def lookup(code_or_name: str) -> ModuleType:
-    """A rule by code (SPEC003) or name (context-override-env)."""
-    key = code_or_name.strip()
-    if key.upper() in RULES:
-        return RULES[key.upper()]
-    for module in RULES.values():
-        if key.lower() == module.NAME:
-            return module
-    raise KeyError(code_or_name)
-
-
 @dataclass(frozen=True)
 class RuleDoc:
     """What ``explain``, docs/rules.md and SARIF say about one code (rule or engine code)."""
