@@ -246,3 +246,12 @@ def test_crlf_line_ends_and_continuations() -> None:
     (launch,) = launches(script)
     assert launch.args == ["--model-path", "Qwen/Qwen3-8B", "--tp", "2"]
     assert launch.positions[2].line == 3
+
+
+def test_model_paths_that_break_path_expansion_are_info(tmp_path: Path) -> None:
+    diags = lint_text(
+        tmp_path,
+        "python -m sglang.launch_server --model-path ~nosuchuser0/m --enable-metrics "
+        f"--max-running-requests 8 {GOOD_SPEC}\n",
+    )
+    assert [d.code for d in diags] == ["INFO001"]

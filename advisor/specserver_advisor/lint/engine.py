@@ -182,6 +182,8 @@ class ConfigFinder:
                 break
             except (ConfigNotFoundError, ConfigUnreadableError) as exc:
                 result = (None, str(exc))
+            except (OSError, RuntimeError, ValueError) as exc:  # e.g. "~nobody/model"
+                result = (None, f"cannot look up {candidate!r}: {exc}")
         self.cache[ref] = result
         return result
 
