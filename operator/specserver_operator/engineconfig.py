@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from specserver_advisor import findings
+from specserver_advisor import drafts, findings
+from specserver_advisor.drafts import has_mtp_layers
 from specserver_advisor.gpus import UnknownGpuError, lookup_gpu
 from specserver_advisor.memfraction import (
     CEILING,
@@ -39,7 +40,7 @@ OWNED = {
     "mem_fraction_static": "engine.memFractionStatic",
     "revision": "model.revision",
 }
-NEEDS_DRAFT = {"EAGLE", "EAGLE3", "STANDALONE", "DFLASH"}
+NEEDS_DRAFT = drafts.NEEDS_DRAFT
 
 
 @dataclass
@@ -191,7 +192,7 @@ def build_engine_config(
     except UnknownGpuError as exc:
         return EngineConfig(False, "UnknownGPU", f"resources.gpuType: {exc}")
     arch = str((configs.target.get("architectures") or [""])[0])
-    mtp = arch in MTP_TARGETS
+    mtp = arch in MTP_TARGETS and has_mtp_layers(configs.target) is not False
     algo = spec.speculative.algorithm.value
     if speculative and algo in NEEDS_DRAFT and not spec.draft and not mtp:
         return EngineConfig(
