@@ -16,7 +16,7 @@ from importlib import resources
 from typing import Any
 
 from specserver_advisor.gpus import lookup_gpu
-from specserver_advisor.perfmodel import DEFAULT_CALIBRATION, Calibration
+from specserver_advisor.perfmodel import DEFAULT_CALIBRATION, UNFITTED, Calibration
 from specserver_advisor.plan import Plan, PlanInputs, make_plan
 from specserver_advisor.sglang.flags import parse_server_argv
 
@@ -177,6 +177,8 @@ def fit(start: Calibration = DEFAULT_CALIBRATION, rounds: int = 4) -> Calibratio
     for r in range(rounds):
         step = 0.5 / (2**r)
         for f in fields(Calibration):
+            if f.name in UNFITTED:
+                continue
             for factor in (1 + step, 1 / (1 + step)):
                 value = getattr(best, f.name) * factor
                 if f.name.endswith("efficiency") or f.name == "moe_routing_independence":

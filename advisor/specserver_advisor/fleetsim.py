@@ -1,8 +1,12 @@
 """Fleet simulation: traffic traces through the performance model, with restart costs.
 
-Compares, per trace, the adaptive policy against always-on, always-off and an oracle that knows
-both modes' curves and pays the same restart cost (exact dynamic programme over the trace).
-Printed by ``specserver-advisor fleetsim``. Pure and deterministic.
+Compares, per trace, four arms: ``auto`` (the policy, restarting the engine to switch), ``on``,
+``off`` and ``on_adaptive`` (speculation on with SGLang's own ``--speculative-adaptive``: draft
+loaded, steps per batch tier), plus ``auto_two_level`` (the policy over an adaptive On engine)
+and an ``oracle`` that picks the best of on, off and on_adaptive in every interval and switches
+for free: an upper bound on every arm. Also reports the bands the policy learned and the
+goodput learning added (auto against auto without exploration). Printed by
+``specserver-advisor fleetsim``. Pure and deterministic.
 """
 
 from __future__ import annotations
@@ -14,15 +18,25 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from specserver_advisor import calibration
+from specserver_advisor import adaptive, calibration, memory
 from specserver_advisor.models import AutoSpeculation
 from specserver_advisor.perfmodel import Prediction, predict
 from specserver_advisor.plan import Plan, policy_context
-from specserver_advisor.policy import OFF, ON, Observation, PolicyState, decide
+from specserver_advisor.policy import (
+    OFF,
+    ON,
+    Observation,
+    PolicyState,
+    decide,
+    learned_preference,
+)
 
 TICK_S = 30.0
 STARTUP_S = 90.0
-STRATEGIES = ("adaptive", "always_on", "always_off", "oracle")
+#: The on engine with SGLang's adaptive steps (the draft stays loaded).
+ON_ADAPTIVE = "on_adaptive"
+MODES = (ON, OFF, ON_ADAPTIVE)
+STRATEGIES = ("auto", "auto_two_level", "on", "off", "on_adaptive", "oracle")
 
 
 @dataclass(frozen=True)
@@ -97,10 +111,25 @@ def _base_plan() -> Plan:
     return calibration.field_plan("l4", [1, 8, 32])
 
 
+def _cap_adaptive(plan: Plan) -> int:
+    """The with-draft cap when every request reserves max(candidate) + 1 draft tokens."""
+    scn = plan.scenario
+    fits = memory.requests_that_fit(
+        plan.mem.kv_pool_tokens_with_draft,
+        scn.input_len,
+        scn.output_len,
+        adaptive.reserved_tokens_per_request(),
+        plan.resolution.draft_slots,
+    )
+    return max(1, min(plan.cap_on, fits))
+
+
 @cache
 def _predict(concurrency: int, accept: float, mode: str) -> Prediction:
     plan = _base_plan()
     scn = dataclasses.replace(plan.scenario, accept_length=accept)
+    if mode == ON_ADAPTIVE:
+        return adaptive.predict_adaptive(scn, concurrency, _cap_adaptive(plan))
     cap = plan.cap_on if mode == ON else plan.cap_off
     return predict(scn, concurrency, cap, mode == ON)
 
@@ -140,18 +169,33 @@ def run_static(trace: Trace, mode: str, policy: AutoSpeculation) -> list[TickRes
     return [serve(t, mode, 0.0, policy) for t in trace.ticks]
 
 
-def run_adaptive(trace: Trace, policy: AutoSpeculation) -> tuple[list[TickResult], int]:
-    """The policy deciding every tick from what the replica showed in the previous one."""
+@dataclass
+class AutoRun:
+    """What the policy arm delivered and learned over one trace."""
+
+    results: list[TickResult]
+    switches: int
+    state: PolicyState
+
+
+def run_auto(trace: Trace, policy: AutoSpeculation, on_engine: str = ON) -> AutoRun:
+    """The policy deciding every tick from what the replica showed in the previous one.
+
+    ``on_engine`` is what the policy's "on" runs: ``on`` (fixed steps) or ``on_adaptive``
+    (two-level control: SGLang adapts the steps, the policy decides whether the draft is loaded).
+    """
     ctx = policy_context(_base_plan(), policy)
+    ctx.engine_adapts_steps = on_engine == ON_ADAPTIVE
     state, mode, restart_left = PolicyState(mode=ON), ON, 0.0
     results: list[TickResult] = []
     switches = 0
     for i, tick in enumerate(trace.ticks):
         down = min(TICK_S, restart_left)
         restart_left -= down
-        result = serve(tick, mode, down, policy)
+        engine = on_engine if mode == ON else OFF
+        result = serve(tick, engine, down, policy)
         results.append(result)
-        p = _predict(tick.concurrency, tick.accept_length, mode)
+        p = _predict(tick.concurrency, tick.accept_length, engine)
         obs = Observation(
             ts=(i + 1) * TICK_S,
             mode=mode,
@@ -165,45 +209,35 @@ def run_adaptive(trace: Trace, policy: AutoSpeculation) -> tuple[list[TickResult
         decision, state = decide(obs, state, policy, ctx)
         if decision.action != "keep":
             mode, restart_left, switches = state.mode, STARTUP_S, switches + 1
-    return results, switches
+    return AutoRun(results, switches, state)
 
 
 def run_oracle(trace: Trace, policy: AutoSpeculation) -> tuple[list[TickResult], int]:
-    """Best mode sequence with the same restart cost (dynamic programme, starts on)."""
-    n = len(trace.ticks)
-    modes = (ON, OFF)
-    restart_ticks = math.ceil(STARTUP_S / TICK_S)
-    # best[i][m]: max goodput from tick i on, being in mode m and up at tick i.
-    best = [[0.0, 0.0] for _ in range(n + 1)]
-    choice: list[list[bool]] = [[False, False] for _ in range(n)]
-    for i in range(n - 1, -1, -1):
-        for m_idx, mode in enumerate(modes):
-            stay = serve(trace.ticks[i], mode, 0.0, policy).good_tok_s + best[i + 1][m_idx]
-            other = 1 - m_idx
-            j = min(n, i + restart_ticks)
-            down = sum(
-                serve(
-                    trace.ticks[k], modes[other], min(TICK_S, STARTUP_S - (k - i) * TICK_S), policy
-                ).good_tok_s
-                for k in range(i, j)
-            )
-            switch = down + best[j][other]
-            choice[i][m_idx] = switch > stay
-            best[i][m_idx] = max(stay, switch)
+    """The best of on, off and on_adaptive in every interval, switching for free.
+
+    An upper bound on every arm: no arm can beat the best mode of each interval, and no
+    switch here costs a restart.
+    """
     results: list[TickResult] = []
-    i, m_idx, switches = 0, 0, 0
-    while i < n:
-        if choice[i][m_idx]:
-            m_idx, switches = 1 - m_idx, switches + 1
-            j = min(n, i + restart_ticks)
-            for k in range(i, j):
-                left = min(TICK_S, STARTUP_S - (k - i) * TICK_S)
-                results.append(serve(trace.ticks[k], modes[m_idx], left, policy))
-            i = j
-            continue
-        results.append(serve(trace.ticks[i], modes[m_idx], 0.0, policy))
-        i += 1
+    switches, last = 0, None
+    for tick in trace.ticks:
+        served = {m: serve(tick, m, 0.0, policy) for m in MODES}
+        best = max(MODES, key=lambda m: served[m].good_tok_s)
+        if last is not None and best != last:
+            switches += 1
+        results.append(served[best])
+        last = best
     return results, switches
+
+
+def learned_bands(state: PolicyState) -> dict[str, str]:
+    """Bands where the policy's own measurements name a winner (band -> mode)."""
+    out = {}
+    for band in sorted(state.bands):
+        pref = learned_preference(state, band)
+        if pref:
+            out[band] = pref
+    return out
 
 
 def _p99(results: list[TickResult]) -> float:
@@ -218,17 +252,24 @@ def _p99(results: list[TickResult]) -> float:
 
 
 def simulate(policy: AutoSpeculation | None = None) -> list[dict[str, Any]]:
-    """Run every trace and strategy; one result object per trace."""
+    """Run every trace and arm; one result object per trace."""
     policy = policy or AutoSpeculation()
+    no_explore = policy.model_copy(update={"explore": False})
     rows = []
     for trace in traces():
+        auto = run_auto(trace, policy)
+        two_level = run_auto(trace, policy, ON_ADAPTIVE)
+        blind = run_auto(trace, no_explore)
         runs = {
-            "adaptive": run_adaptive(trace, policy),
-            "always_on": (run_static(trace, ON, policy), 0),
-            "always_off": (run_static(trace, OFF, policy), 0),
+            "auto": (auto.results, auto.switches),
+            "auto_two_level": (two_level.results, two_level.switches),
+            "on": (run_static(trace, ON, policy), 0),
+            "off": (run_static(trace, OFF, policy), 0),
+            "on_adaptive": (run_static(trace, ON_ADAPTIVE, policy), 0),
             "oracle": run_oracle(trace, policy),
         }
-        goodput = {k: sum(r.good_tok_s for r in res) / len(res) for k, (res, _) in runs.items()}
+        goodput = {k: _mean_good(res) for k, (res, _) in runs.items()}
+        oracle = goodput["oracle"]
         rows.append(
             {
                 "trace": trace.name,
@@ -236,29 +277,37 @@ def simulate(policy: AutoSpeculation | None = None) -> list[dict[str, Any]]:
                 "hours": trace.hours,
                 "goodput": {k: round(v, 1) for k, v in goodput.items()},
                 "p99_ttft_s": {k: round(_p99(res), 2) for k, (res, _) in runs.items()},
-                "switches_per_hour": round(runs["adaptive"][1] / trace.hours, 2),
+                "switches_per_hour": round(auto.switches / trace.hours, 2),
                 "oracle_switches_per_hour": round(runs["oracle"][1] / trace.hours, 2),
-                "adaptive_vs_oracle": round(goodput["adaptive"] / goodput["oracle"], 3)
-                if goodput["oracle"]
+                "adaptive_vs_oracle": round(goodput["auto"] / oracle, 3) if oracle else 1.0,
+                "on_adaptive_vs_oracle": round(goodput["on_adaptive"] / oracle, 3)
+                if oracle
                 else 1.0,
+                "learned_bands": learned_bands(auto.state),
+                "learning_gain": round(goodput["auto"] - _mean_good(blind.results), 1),
             }
         )
     return rows
 
 
+def _mean_good(results: list[TickResult]) -> float:
+    return sum(r.good_tok_s for r in results) / len(results)
+
+
 def render_table(rows: list[dict[str, Any]]) -> str:
     """The benchmark table."""
     head = (
-        "| trace | goodput adaptive | on | off | oracle | adaptive/oracle | P99 TTFT s "
-        "adaptive / on / off / oracle | switches/h |"
+        "| trace | goodput auto | two-level | on | off | on+adaptive | oracle | auto/oracle | "
+        "P99 TTFT s auto / on / off / on+adaptive | switches/h | learned bands | learning gain |"
     )
-    lines = [head, "|---|---:|---:|---:|---:|---:|---|---:|"]
+    lines = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
     for r in rows:
         g, t = r["goodput"], r["p99_ttft_s"]
         lines.append(
-            f"| {r['trace']} | {g['adaptive']:.1f} | {g['always_on']:.1f} | "
-            f"{g['always_off']:.1f} | {g['oracle']:.1f} | {r['adaptive_vs_oracle']:.3f} | "
-            f"{t['adaptive']} / {t['always_on']} / {t['always_off']} / {t['oracle']} | "
-            f"{r['switches_per_hour']} |"
+            f"| {r['trace']} | {g['auto']:.1f} | {g['auto_two_level']:.1f} | {g['on']:.1f} | "
+            f"{g['off']:.1f} | {g['on_adaptive']:.1f} | {g['oracle']:.1f} | "
+            f"{r['adaptive_vs_oracle']:.3f} | "
+            f"{t['auto']} / {t['on']} / {t['off']} / {t['on_adaptive']} | "
+            f"{r['switches_per_hour']} | {len(r['learned_bands'])} | {r['learning_gain']:+.1f} |"
         )
     return "\n".join(lines)

@@ -33,6 +33,14 @@ class Calibration:
     #: Fraction of a request's extra verify positions that route like independent tokens.
     moe_routing_independence: float = 0.418
     prefill_efficiency: float = 0.488
+    #: Host time per layer of a forward run without a CUDA graph (kernel launches from Python),
+    #: paid by batches above the captured decode max. First-principles (about a dozen kernels
+    #: per layer at ~20 us each), not fitted: no field figure runs above its captured batch.
+    eager_s_per_layer: float = 0.00025
+
+
+#: Constants the fit leaves alone (no field figure constrains them).
+UNFITTED = ("eager_s_per_layer",)
 
 
 DEFAULT_CALIBRATION = Calibration()
@@ -69,6 +77,8 @@ class Scenario:
     #: Request lengths vary (real outputs, or a random range): arrivals are staggered. With
     #: fixed lengths (ignore_eos, one length) requests finish and arrive again in waves.
     staggered: bool = False
+    #: Largest decode batch with a captured CUDA graph (None: every batch is captured).
+    cuda_graph_max_bs: int | None = None
 
 
 @dataclass(frozen=True)
@@ -131,26 +141,38 @@ def forward_time(
     return float(max(mem_s, cmp_s) + launch / scn.clock_scale**0.5)
 
 
-def step_time(scn: Scenario, batch: int, speculative: bool, cal: Calibration) -> float:
-    """One decode step (speculative: draft steps + verify + draft extend) for ``batch`` requests."""
+def eager_overhead(scn: Scenario, shape: ModelShape, batch: int, cal: Calibration) -> float:
+    """Launch cost of one forward that runs eagerly (``batch`` above the captured graphs)."""
+    if scn.cuda_graph_max_bs is None or batch <= scn.cuda_graph_max_bs:
+        return 0.0
+    return shape.num_layers * cal.eager_s_per_layer
+
+
+def step_time(
+    scn: Scenario, batch: int, speculative: bool, cal: Calibration, steps: int | None = None
+) -> float:
+    """One decode step (speculative: draft steps + verify + draft extend) for ``batch`` requests.
+
+    ``steps`` overrides the launch's draft steps (SGLang's adaptive mode; chain, topk 1); 0 is
+    a plain target decode that still extends the loaded draft over the committed token.
+    Above the captured CUDA-graph batch every forward (draft steps included) pays its launches.
+    A tree (topk > 1) costs host work per request in proportion to its size.
+    """
     context = scn.input_len + scn.output_len / 2
+    target_eager = eager_overhead(scn, scn.target, batch, cal)
     if not speculative or scn.spec is None:
-        return forward_time(
+        plain = forward_time(
             scn, scn.target, scn.target_weight_bytes, scn.kv_cell_bytes, batch, 1, context, cal
         )
+        return plain + target_eager
     spec = scn.spec
-    verify = forward_time(
-        scn,
-        scn.target,
-        scn.target_weight_bytes,
-        scn.kv_cell_bytes,
-        batch,
-        spec.num_draft_tokens,
-        context,
-        cal,
-    )
+    accept = scn.accept_length
+    if steps is not None:
+        spec = SpecShape(spec.algorithm, steps, 1, steps + 1)
+        accept = 1.0 + min(max(0.0, accept - 1.0), float(steps))
     draft_s = 0.0
     if scn.draft is not None and scn.draft_weight_bytes:
+        draft_eager = eager_overhead(scn, scn.draft, batch, cal)
         one = forward_time(
             scn,
             scn.draft,
@@ -168,12 +190,29 @@ def step_time(scn: Scenario, batch: int, speculative: bool, cal: Calibration) ->
             scn.draft_weight_bytes,
             scn.draft_kv_cell_bytes,
             batch,
-            max(1, round(scn.accept_length)),
+            max(1, round(accept)),
             context,
             cal,
         )
-        draft_s = spec.num_steps * one + extend
-    return verify + draft_s + cal.spec_step_overhead_s + cal.spec_s_per_request * batch
+        draft_s = spec.num_steps * (one + draft_eager) + extend + draft_eager
+    if spec.num_steps == 0:
+        plain = forward_time(
+            scn, scn.target, scn.target_weight_bytes, scn.kv_cell_bytes, batch, 1, context, cal
+        )
+        return plain + target_eager + draft_s
+    verify = forward_time(
+        scn,
+        scn.target,
+        scn.target_weight_bytes,
+        scn.kv_cell_bytes,
+        batch,
+        spec.num_draft_tokens,
+        context,
+        cal,
+    )
+    tree = spec.num_draft_tokens / (spec.num_steps + 1)
+    host = cal.spec_step_overhead_s + cal.spec_s_per_request * batch * max(1.0, tree)
+    return verify + target_eager + draft_s + host
 
 
 def prefill_time(scn: Scenario, speculative: bool, cal: Calibration) -> float:
@@ -204,12 +243,20 @@ def predict(
     """
     accept = scn.accept_length if speculative and scn.spec else 1.0
     running = max(1, min(concurrency, capacity)) if capacity > 0 else 0
+    step = step_time(scn, running, speculative, cal) if running else 0.0
+    prefill = prefill_time(scn, speculative, cal)
+    return closed_loop(scn, concurrency, capacity, step, accept, prefill)
+
+
+def closed_loop(
+    scn: Scenario, concurrency: int, capacity: int, step: float, accept: float, prefill: float
+) -> Prediction:
+    """The closed-loop steady state for a given step time, accept length and prefill time."""
+    running = max(1, min(concurrency, capacity)) if capacity > 0 else 0
     if running == 0:
         inf = float("inf")
         return Prediction(concurrency, 0, concurrency, inf, inf, inf, inf, inf, 0.0, inf)
     queued = max(0, concurrency - running)
-    step = step_time(scn, running, speculative, cal)
-    prefill = prefill_time(scn, speculative, cal)
     steps_per_request = scn.output_len / accept
     wave_s = running * prefill + steps_per_request * step
     req_per_s = running / wave_s

@@ -254,6 +254,11 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
         output_len=inp.output_len,
         tp_size=tp,
         clock_scale=inp.clock_scale,
+        # The decode graphs are captured up to the memory tier's max, capped by an explicit
+        # --max-running-requests (sglang-oracle.md, finding 6).
+        cuda_graph_max_bs=min(mem.settings.cuda_graph_max_bs, int(user_mrr))
+        if user_mrr
+        else mem.settings.cuda_graph_max_bs,
     )
     curves = []
     for c in sorted(set(inp.concurrency)):

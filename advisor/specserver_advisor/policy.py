@@ -73,6 +73,10 @@ class PolicyContext:
     #: Accept length below which speculation does not pay even at low load.
     break_even_accept: float
     prior_accept: float
+    #: The On engine runs SGLang's ``--speculative-adaptive``: SGLang itself cuts the draft
+    #: steps when acceptance is low, so low acceptance alone is no reason to restart without
+    #: the draft (the policy still unloads it for load, queueing and measured losses).
+    engine_adapts_steps: bool = False
 
     def crossover(self, accept: float) -> float:
         """Predicted crossover concurrency at an accept length (linear interpolation)."""
@@ -334,7 +338,7 @@ def decide(
         }
     )
     if state.mode == ON:
-        reason = _disable_reason(inputs, state, policy, floor, crossover, learned)
+        reason = _disable_reason(inputs, state, policy, floor, crossover, learned, ctx)
         state.enable_passes = 0
         state.disable_breaches = state.disable_breaches + 1 if reason else 0
         if not reason:
@@ -345,6 +349,8 @@ def decide(
         if state.disable_breaches < policy.disable_after_breaches:
             return cycle.finish("keep", "BreachPending", would=f"disable:{reason}")
         return cycle.gated("disable", _after_switch(state, policy, now, reason))
+    if ctx.engine_adapts_steps:
+        expected_accept = max(expected_accept, floor)
     reason = _enable_reason(inputs, policy, floor, crossover, learned, expected_accept)
     state.disable_breaches = 0
     state.enable_passes = state.enable_passes + 1 if reason else 0
@@ -375,6 +381,7 @@ def _disable_reason(
     floor: float,
     crossover: float,
     learned: str | None,
+    ctx: PolicyContext,
 ) -> str | None:
     accept, ttft, queued, load = (
         inputs["accept_length"],
@@ -382,7 +389,7 @@ def _disable_reason(
         inputs["queued"],
         inputs["load"],
     )
-    if accept is not None and accept < floor:
+    if accept is not None and accept < floor and not ctx.engine_adapts_steps:
         return "AcceptLengthLow"
     if learned == ON:
         return None  # measured: speculation delivers more at this load

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -77,17 +78,48 @@ def test_replay_bad_input_names_file_and_line(
     )
 
 
-def test_fleetsim_meets_its_targets() -> None:
-    rows = fleetsim.simulate()
-    names = {r["trace"] for r in rows}
+@pytest.fixture(scope="module")
+def fleet() -> list[dict[str, Any]]:
+    return fleetsim.simulate()
+
+
+def test_fleetsim_meets_its_targets(fleet: list[dict[str, Any]]) -> None:
+    names = {r["trace"] for r in fleet}
     assert {"diurnal", "bursty", "prompt_kind_step", "long_context_drift"} <= names
-    for r in rows:
-        assert r["adaptive_vs_oracle"] >= 0.97, r
+    for r in fleet:
         g = r["goodput"]
         if r["mixed"]:
-            assert g["adaptive"] > g["always_on"] and g["adaptive"] > g["always_off"], r
+            assert r["adaptive_vs_oracle"] >= 0.97, r
+            assert g["auto"] > g["on"] and g["auto"] > g["off"], r
+            # Where load crosses the pool limit, unloading the draft beats adapting its steps.
+            if r["trace"] == "diurnal":
+                assert g["auto"] > 1.5 * g["on_adaptive"], r
         if r["trace"].startswith("steady_"):
             assert r["switches_per_hour"] <= 6.0, r
+            assert r["adaptive_vs_oracle"] >= 0.96, r
+
+
+def test_oracle_is_an_upper_bound_on_every_arm(fleet: list[dict[str, Any]]) -> None:
+    for r in fleet:
+        g = r["goodput"]
+        assert all(g["oracle"] >= v for v in g.values()), r
+    steady_24 = next(r for r in fleet if r["trace"] == "steady_24")
+    assert steady_24["goodput"]["oracle"] == steady_24["goodput"]["off"]
+
+
+def test_sglang_adaptive_does_not_rescue_the_pool_bound_card(fleet: list[dict[str, Any]]) -> None:
+    """The draft stays loaded: at 24 and 40 users on the L4 adaptive queues like always-on."""
+    for name in ("steady_24", "steady_40"):
+        g = next(r for r in fleet if r["trace"] == name)["goodput"]
+        assert g["on_adaptive"] < 0.5 * g["off"], g
+        assert g["auto"] > 2 * g["on_adaptive"], g
+
+
+def test_fleetsim_reports_learned_bands(fleet: list[dict[str, Any]]) -> None:
+    diurnal = next(r for r in fleet if r["trace"] == "diurnal")
+    assert diurnal["learned_bands"]
+    assert set(diurnal["learned_bands"].values()) <= {"on", "off"}
+    assert all(isinstance(r["learning_gain"], float) for r in fleet)
 
 
 def test_fleetsim_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
@@ -95,4 +127,4 @@ def test_fleetsim_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
     rows = json.loads(capsys.readouterr().out)
     for r in rows:
         assert set(r["goodput"]) == set(r["p99_ttft_s"]) == set(fleetsim.STRATEGIES)
-        assert {"trace", "switches_per_hour", "adaptive_vs_oracle"} <= set(r)
+        assert {"trace", "switches_per_hour", "adaptive_vs_oracle", "learned_bands"} <= set(r)
