@@ -1,0 +1,98 @@
+"""The policy learns in closed loop: the L4 context the operator builds, against a world.
+
+The world is the performance model's L4 (the same numbers the policy's prior came from), so
+where the measured crossover and the model's signals disagree (a queue that builds at 16 users
+while speculation still delivers more) the learned band must win.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import cache
+
+import pytest
+
+from specserver_advisor import calibration
+from specserver_advisor.models import AutoSpeculation
+from specserver_advisor.perfmodel import Prediction, predict
+from specserver_advisor.plan import Plan, policy_context
+from specserver_advisor.policy import (
+    ON,
+    Observation,
+    PolicyState,
+    decide,
+    learned_preference,
+)
+
+POLICY = AutoSpeculation()
+ACCEPT = 2.7
+
+
+@cache
+def l4() -> Plan:
+    return calibration.field_plan("l4", [1])
+
+
+@cache
+def world(mode: str, load: int) -> Prediction:
+    plan = l4()
+    scn = dataclasses.replace(plan.scenario, accept_length=ACCEPT)
+    return predict(scn, load, plan.cap_on if mode == ON else plan.cap_off, mode == ON)
+
+
+def drive(series: list[int]) -> tuple[list[tuple[int, str, str]], PolicyState]:
+    """30 s cycles; a switch leaves 90 s without fresh metrics (the engine restarting)."""
+    ctx = policy_context(l4(), POLICY)
+    state, restart, switches = PolicyState(mode=ON), 0.0, []
+    for i, load in enumerate(series):
+        p, up = world(state.mode, load), restart <= 0
+        obs = Observation(
+            ts=30.0 * (i + 1),
+            mode=state.mode,
+            accept_length=ACCEPT if state.mode == ON else None,
+            ttft_p99_s=p.ttft_p99_ms / 1000,
+            running=p.running,
+            queued=p.queued,
+            output_tok_s=p.output_tok_s if up else None,
+            age_s=5.0 if up else 1e9,
+        )
+        restart -= 30
+        decision, state = decide(obs, state, POLICY, ctx)
+        if decision.action != "keep":
+            switches.append((load, decision.action, decision.reason))
+            restart = 90.0
+    return switches, state
+
+
+def learned(state: PolicyState) -> dict[str, str]:
+    return {b: m for b in state.bands if (m := learned_preference(state, b) or "")}
+
+
+@pytest.mark.parametrize(
+    "series",
+    [
+        [40] * 120 + [4] * 120,  # overload, then quiet
+        ([40] * 40 + [8] * 40) * 4,  # oscillating
+        [2 + i * 30 // 480 for i in range(480)],  # ramp 2 -> 32
+    ],
+    ids=["overload_then_quiet", "oscillating", "ramp"],
+)
+def test_learned_bands_activate(series: list[int]) -> None:
+    _, state = drive(series)
+    bands = learned(state)
+    assert set(bands.values()) == {"on", "off"}, bands
+
+
+def test_measured_band_replaces_the_models_queue_signal() -> None:
+    """At 16 users the queue builds (model says off) but speculation delivers more."""
+    assert world(ON, 16).output_tok_s > world("off", 16).output_tok_s
+    assert world(ON, 16).queued > 0
+    switches, state = drive([16] * 200)
+    assert switches[:2] == [(16, "disable", "QueueBuilding"), (16, "enable", "SwitchDidNotPay")]
+    assert len(switches) == 2  # then it stays on: the learned band holds it
+    assert state.mode == ON and "on" in learned(state).values()
+
+
+def test_oscillation_uses_the_learned_band_to_come_back() -> None:
+    switches, _ = drive(([40] * 40 + [8] * 40) * 4)
+    assert ("enable", "OtherModeFasterHere") in [(a, r) for _, a, r in switches]
