@@ -3,8 +3,11 @@
 Requests wait until the KV pool and ``--max-running-requests`` admit them (that wait is their
 TTFT), are prefilled, then decode together; each step takes the performance model's time for
 the current batch and context, and commits one token per request (or, speculating, a number
-drawn from the prompt kind's acceptance). Time runs ``--time-scale`` times faster than the
-modelled GPU; everything reported (metrics, meta_info) is in modelled seconds.
+drawn from the prompt kind's acceptance). With ``--speculative-adaptive`` the draft steps of
+each batch come from SGLang's adaptive tiers (``specserver_advisor.adaptive``), fed with every
+verify's accepted drafts, and ``sglang:spec_num_steps`` follows them. Time runs
+``--time-scale`` times faster than the modelled GPU; everything reported (metrics, meta_info)
+is in modelled seconds.
 Used by simhttp.py (the HTTP API) and tested directly.
 """
 
@@ -18,6 +21,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from specserver_advisor import adaptive
 from specserver_advisor.perfmodel import prefill_time, step_time
 from specserver_engine.acceptance import (
     continuation_probability,
@@ -56,6 +60,7 @@ class SimRequest:
     generated: int = 0
     verify_ct: int = 0
     correct_drafts: int = 0
+    proposed_drafts: int = 0
     accept_histogram: list[int] = field(default_factory=list)
     chunks: asyncio.Queue[Chunk] = field(default_factory=asyncio.Queue)
 
@@ -78,7 +83,7 @@ class SimEngine:
         self.wake = asyncio.Event()
         self.lifetime_tokens = 0
         self.lifetime_verify = 0
-        self.window: deque[tuple[float, int, int, int]] = deque(maxlen=LOG_INTERVAL_STEPS)
+        self.window: deque[tuple[float, int, int, int, int]] = deque(maxlen=LOG_INTERVAL_STEPS)
         self.last_step_s = 0.0
         self.clock = 0.0  # modelled time at the end of the last step
         r = cfg.plan.resolution
@@ -87,7 +92,9 @@ class SimEngine:
             int(r.get("speculative_eagle_topk") or 1),
         )
         self.draft_context = cfg.plan.context.draft
-        self._step_cache: dict[tuple[int, int], float] = {}
+        self._step_cache: dict[tuple[int, int, int], float] = {}
+        self.adaptive = _adaptive_controller(cfg)
+        self.active_steps = self.spec_shape[0]
         if metrics:
             metrics.set_static(
                 cfg.pool_tokens,
@@ -152,11 +159,19 @@ class SimEngine:
     def _decode_step_s(self, batch: list[SimRequest]) -> float:
         if not batch:
             return 0.0
+        steps = self.adaptive.steps_for_batch(len(batch)) if self.adaptive else None
+        if steps is not None and steps != self.active_steps:
+            self.active_steps = steps
+            if self.metrics:
+                self.metrics.spec_num_steps.labels(**self.metrics.sched).set(steps)
+                self.metrics.spec_num_draft_tokens.labels(**self.metrics.sched).set(steps + 1)
         ctx = sum(r.prompt_tokens + r.generated for r in batch) // len(batch)
-        key = (len(batch), ctx // 64)
+        key = (len(batch), ctx // 64, -1 if steps is None else steps)
         if key not in self._step_cache:
             scn = dataclasses.replace(self.cfg.plan.scenario, input_len=ctx, output_len=0)
-            self._step_cache[key] = step_time(scn, len(batch), self.cfg.speculative, _calibration())
+            self._step_cache[key] = step_time(
+                scn, len(batch), self.cfg.speculative, _calibration(), steps=steps
+            )
         return self._step_cache[key]
 
     def _prefill_s(self, reqs: list[SimRequest]) -> float:
@@ -195,20 +210,25 @@ class SimEngine:
             self._update_gauges()
 
     def _decode(self, batch: list[SimRequest], now: float, step_s: float) -> None:
-        committed = verifies = correct = 0
+        committed = verifies = correct = proposed = 0
         algo = self.cfg.plan.resolution.algorithm or ""
+        # Adaptive: this batch drafts the tier's steps (0: a plain decode, no verify).
+        steps = self.active_steps if self.adaptive else self.cfg.depth
+        accepted_per_request: list[int] = []
         for r in batch:
-            if self.cfg.speculative:
-                depth = self.cfg.depth
+            if self.cfg.speculative and steps > 0:
                 mean = mean_accept(algo, *self.spec_shape, r.kind, self.cfg.accept_override)
                 mean = 1 + (mean - 1) * long_context_factor(
                     r.prompt_tokens + r.generated, self.draft_context
                 )
-                tokens, accepted = draw_commit(
-                    self.rng, continuation_probability(mean, depth), depth
-                )
+                # Acceptance per position is the draft's; the chain is as long as the steps.
+                q = continuation_probability(mean, self.cfg.depth)
+                tokens, accepted = draw_commit(self.rng, q, steps)
+                accepted_per_request.append(accepted)
                 r.verify_ct += 1
                 r.correct_drafts += accepted
+                r.proposed_drafts += steps
+                proposed += steps
                 r.accept_histogram.append(accepted)
                 verifies += 1
                 correct += accepted
@@ -220,7 +240,9 @@ class SimEngine:
         if self.cfg.speculative and verifies:
             self.lifetime_tokens += committed
             self.lifetime_verify += verifies
-        self.window.append((step_s, committed, verifies, correct))
+        if self.adaptive and batch:
+            self.adaptive.on_verify(len(batch), accepted_per_request or [0] * len(batch))
+        self.window.append((step_s, committed, verifies, correct, proposed))
 
     def _emit(self, r: SimRequest, tokens: int, now: float) -> None:
         if self.metrics and r.generated > 0:
@@ -255,14 +277,14 @@ class SimEngine:
             "e2e_latency": e2e,
         }
         if self.cfg.speculative and r.verify_ct:
-            ndt = self.cfg.depth + 1
+            ndt = max(self.cfg.depth, *r.accept_histogram) + 1
             hist = [r.accept_histogram.count(i) for i in range(ndt)]
             meta.update(
                 {
-                    "spec_accept_rate": r.correct_drafts / (r.verify_ct * max(1, ndt - 1)),
+                    "spec_accept_rate": r.correct_drafts / max(1, r.proposed_drafts),
                     "spec_accept_length": r.generated / r.verify_ct,
                     "spec_num_correct_drafts": r.correct_drafts,
-                    "spec_num_proposed_drafts": r.verify_ct * (ndt - 1),
+                    "spec_num_proposed_drafts": r.proposed_drafts,
                     "spec_verify_ct": r.verify_ct,
                     "spec_correct_drafts_histogram": hist,
                 }
@@ -296,8 +318,22 @@ class SimEngine:
         if self.cfg.speculative and verifies:
             m.spec_accept_length.labels(**s).set(tokens / verifies)
             m.spec_accept_rate.labels(**s).set(
-                sum(w[3] for w in self.window) / (verifies * max(1, self.cfg.depth))
+                sum(w[3] for w in self.window) / max(1, sum(w[4] for w in self.window))
             )
+
+
+def _adaptive_controller(cfg: SimConfig) -> adaptive.AdaptiveController | None:
+    """SGLang's adaptive steps when the launch asks for them and 0.5.23 supports it."""
+    r, args = cfg.plan.resolution, cfg.parsed.values
+    if not cfg.speculative or not args.get("speculative_adaptive"):
+        return None
+    topk = r.get("speculative_eagle_topk")
+    dp = bool(args.get("enable_dp_attention"))
+    if adaptive.unsupported_reason(r.algorithm, int(topk) if topk else None, dp):
+        return None
+    graphs = adaptive.graph_batch_sizes(cfg.plan.scenario.cuda_graph_max_bs)
+    steps = int(r.get("speculative_num_steps") or adaptive.initial_steps())
+    return adaptive.AdaptiveController(launch_steps=steps, graph_sizes=graphs)
 
 
 def _calibration() -> Any:

@@ -1,0 +1,95 @@
+"""The simulated engine under ``--speculative-adaptive``: steps per batch tier, metrics follow."""
+
+from __future__ import annotations
+
+import asyncio
+
+from prometheus_client import generate_latest
+
+from conftest import QWEN_EAGLE3
+from specserver_engine.simconfig import build_sim_config
+from specserver_engine.simengine import SimEngine
+from specserver_engine.simmetrics import EngineMetrics
+
+BASE = [*QWEN_EAGLE3, "--sim-gpu", "H100", "--time-scale", "2000", "--sim-startup-seconds", "0"]
+
+
+def serve(argv: list[str], users: int, out_tokens: int) -> tuple[SimEngine, EngineMetrics, dict]:
+    cfg = build_sim_config(argv, env={})
+    metrics = EngineMetrics(cfg.served_model_name)
+    engine = SimEngine(cfg, metrics)
+
+    async def go() -> dict:
+        loop = asyncio.create_task(engine.run())
+        reqs = [engine.submit(256, out_tokens, True, "code", False, f"r{i}") for i in range(users)]
+        metas, first_done_steps = [], None
+        for r in reqs:
+            while True:
+                chunk = await r.chunks.get()
+                if chunk.finished:
+                    metas.append(chunk.meta)
+                    if first_done_steps is None:  # the batch was still full
+                        first_done_steps = gauge(metrics, "sglang:spec_num_steps")
+                    break
+        loop.cancel()
+        return {"metas": metas, "steps_while_full": first_done_steps}
+
+    return engine, metrics, asyncio.run(go())
+
+
+def gauge(metrics: EngineMetrics, name: str) -> float:
+    for fam in metrics.registry.collect():
+        for s in fam.samples:
+            if s.name == name:
+                return float(s.value)
+    raise KeyError(name)
+
+
+def test_large_batches_draft_fewer_steps_and_the_gauges_show_it() -> None:
+    argv = [*BASE, "--speculative-adaptive", "--max-running-requests", "64"]
+    engine, metrics, out = serve(argv, users=48, out_tokens=200)
+    assert engine.adaptive is not None
+    # 48 running pad to the graph of 48: the 32 tier, candidates {0, 1}.
+    assert engine.adaptive.steps_for_batch(48) in (0, 1)
+    assert out["steps_while_full"] in (0.0, 1.0)
+    assert (
+        gauge(metrics, "sglang:spec_num_draft_tokens")
+        == gauge(metrics, "sglang:spec_num_steps") + 1
+    )
+    meta = out["metas"][0]
+    # At most one draft per verify in this tier (a few early verifies ran 3 before it moved).
+    assert meta["spec_num_proposed_drafts"] <= 3 * meta["spec_verify_ct"]
+    assert meta["spec_num_correct_drafts"] <= meta["spec_num_proposed_drafts"]
+    assert b"sglang:spec_num_steps" in generate_latest(metrics.registry)
+
+
+def test_a_single_request_keeps_drafting_and_may_climb() -> None:
+    argv = [*BASE, "--speculative-adaptive", "--sim-accept-length", "3.9"]
+    engine, _, out = serve(argv, users=1, out_tokens=400)
+    assert engine.adaptive is not None
+    assert engine.adaptive.steps_for_batch(1) >= 3
+    meta = out["metas"][0]
+    assert meta["spec_accept_length"] > 2.5
+
+
+def test_without_the_flag_the_steps_never_move() -> None:
+    engine, metrics, out = serve([*BASE, "--max-running-requests", "64"], users=48, out_tokens=80)
+    assert engine.adaptive is None
+    assert gauge(metrics, "sglang:spec_num_steps") == 3.0
+    meta = out["metas"][0]
+    assert meta["spec_num_proposed_drafts"] == 3 * meta["spec_verify_ct"]
+
+
+def test_topk_above_one_turns_adaptive_off_like_sglang() -> None:
+    argv = [
+        *BASE,
+        "--speculative-adaptive",
+        "--speculative-num-steps",
+        "3",
+        "--speculative-eagle-topk",
+        "2",
+        "--speculative-num-draft-tokens",
+        "6",
+    ]
+    cfg = build_sim_config(argv, env={})
+    assert SimEngine(cfg, None).adaptive is None
