@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic.alias_generators import to_camel
 
 GROUP = "specserver.io"
@@ -163,6 +163,10 @@ class NgramOptions(ApiModel):
     )
 
 
+#: Positive candidate steps of SGLang 0.5.23's default adaptive config (the union is 0,1,3,5,7).
+ADAPTIVE_STEPS = (1, 3, 5, 7)
+
+
 class Speculative(ApiModel):
     """The speculative-decoding shape. Every value is rendered as an explicit flag."""
 
@@ -191,6 +195,16 @@ class Speculative(ApiModel):
             "rewrites it to numSteps + 1."
         ),
     )
+    adaptive: bool = Field(
+        default=False,
+        description=(
+            "--speculative-adaptive: SGLang picks the draft steps per batch-size tier at runtime "
+            "(0 to 7; the draft stays loaded, so its KV memory is not given back). EAGLE/EAGLE3 "
+            "with eagleTopk 1 only; numSteps, when set, must be 1, 3, 5 or 7. In mode Auto this "
+            "is the inner level: SGLang adapts the steps of the engine with speculation enabled, the policy decides "
+            "whether the draft is loaded at all."
+        ),
+    )
     accept_threshold_single: float | None = Field(
         default=None,
         gt=0,
@@ -216,6 +230,23 @@ class Speculative(ApiModel):
     ngram: NgramOptions | None = Field(
         default=None, description="NGRAM options; ignored for other algorithms."
     )
+
+    @field_validator("adaptive")
+    @classmethod
+    def _adaptive_supported(cls, value: bool, info: ValidationInfo) -> bool:
+        """SGLang 0.5.23 silently runs fixed steps otherwise; refuse it here with the reason."""
+        if not value:
+            return value
+        algo, topk, steps = (info.data.get(k) for k in ("algorithm", "eagle_topk", "num_steps"))
+        if algo not in (Algorithm.EAGLE, Algorithm.EAGLE3):
+            raise ValueError(f"adaptive needs algorithm EAGLE or EAGLE3, not {algo}")
+        if topk not in (None, 1):
+            raise ValueError(f"adaptive needs eagleTopk 1, not {topk}")
+        if steps is not None and steps not in ADAPTIVE_STEPS:
+            raise ValueError(
+                f"adaptive accepts numSteps {', '.join(map(str, ADAPTIVE_STEPS))}, not {steps}"
+            )
+        return value
 
 
 class SecretKeyRef(ApiModel):

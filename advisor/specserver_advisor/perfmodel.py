@@ -195,7 +195,7 @@ def step_time(
             cal,
         )
         draft_s = spec.num_steps * (one + draft_eager) + extend + draft_eager
-    if spec.num_steps == 0:
+    if steps == 0:
         plain = forward_time(
             scn, scn.target, scn.target_weight_bytes, scn.kv_cell_bytes, batch, 1, context, cal
         )
@@ -210,7 +210,10 @@ def step_time(
         context,
         cal,
     )
-    tree = spec.num_draft_tokens / (spec.num_steps + 1)
+    # An EAGLE-family tree (topk > 1) is built, sorted and masked per request; NGRAM's trie is
+    # built from the request's own text and priced by the fitted per-request cost as it was.
+    eagle_tree = spec.topk > 1 and spec.algorithm != "NGRAM"
+    tree = spec.num_draft_tokens / (spec.num_steps + 1) if eagle_tree else 1.0
     host = cal.spec_step_overhead_s + cal.spec_s_per_request * batch * max(1.0, tree)
     return verify + target_eager + draft_s + host
 

@@ -321,6 +321,7 @@ def policy_context(
     policy: AutoSpeculation | None = None,
     cal: Calibration = DEFAULT_CALIBRATION,
     concurrencies: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256),
+    engine_adapts_steps: bool = False,
 ) -> PolicyContext:
     """The performance model's predictions the auto-speculation policy starts from.
 
@@ -347,4 +348,4 @@ def policy_context(
         table.append((round(accept, 2), cross))
         accept += 0.2
     even = break_even_accept_length(scn, 1, plan.cap_on, plan.cap_off, cal)
-    return PolicyContext(table, even, plan.accept_length)
+    return PolicyContext(table, even, plan.accept_length, engine_adapts_steps)

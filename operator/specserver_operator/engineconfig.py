@@ -167,6 +167,8 @@ def _spec_args(spec: SpecServerSpec, plan: Plan | None, mtp: bool) -> list[str]:
     for flag, value in pairs:
         if value is not None:
             args += [flag, str(value)]
+    if s.adaptive:
+        args.append("--speculative-adaptive")
     return args
 
 
@@ -441,4 +443,6 @@ def policy_context_for(spec: SpecServerSpec, configs: ModelConfigs) -> PolicyCon
     plan = _plan(spec, configs, gpu, args, {v.name: v.value for v in spec.engine.env})
     if plan.resolution.errors or plan.mem.kv_pool_tokens_with_draft <= 0:
         return NEUTRAL_CONTEXT
-    return policy_context(plan, spec.auto_speculation)
+    return policy_context(
+        plan, spec.auto_speculation, engine_adapts_steps=spec.speculative.adaptive
+    )

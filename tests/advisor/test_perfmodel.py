@@ -94,3 +94,32 @@ def test_calibration_report_lists_every_target() -> None:
     for target in calibration.TARGETS:
         assert target.label in text
     assert "fit loss" in text
+
+
+def test_batches_above_the_captured_graphs_pay_launches_every_forward(l4: Plan) -> None:
+    from specserver_advisor.perfmodel import DEFAULT_CALIBRATION as CAL
+    from specserver_advisor.perfmodel import step_time
+
+    small = replace(l4.scenario, cuda_graph_max_bs=8)
+    for spec in (False, True):
+        inside = step_time(small, 8, spec, CAL) / step_time(l4.scenario, 8, spec, CAL)
+        above = step_time(small, 9, spec, CAL) - step_time(l4.scenario, 9, spec, CAL)
+        assert inside == 1.0
+        assert above > 0
+    # Speculation runs more forwards (draft steps, extend, verify): it pays more launches.
+    spec_extra = step_time(small, 9, True, CAL) - step_time(l4.scenario, 9, True, CAL)
+    plain_extra = step_time(small, 9, False, CAL) - step_time(l4.scenario, 9, False, CAL)
+    assert spec_extra > plain_extra
+
+
+def test_a_wide_tree_costs_more_per_step_than_a_chain(l4: Plan) -> None:
+    from specserver_advisor.perfmodel import DEFAULT_CALIBRATION as CAL
+    from specserver_advisor.perfmodel import SpecShape, step_time
+
+    chain = replace(l4.scenario, spec=SpecShape("EAGLE3", 3, 1, 4))
+    tree = replace(l4.scenario, spec=SpecShape("EAGLE3", 3, 4, 8))
+    for batch in (1, 20):
+        assert step_time(tree, batch, True, CAL) > step_time(chain, batch, True, CAL)
+    # The gap grows with the batch: verify positions and tree host work are per request.
+    gap = [step_time(tree, b, True, CAL) - step_time(chain, b, True, CAL) for b in (1, 20)]
+    assert gap[1] > 5 * gap[0]

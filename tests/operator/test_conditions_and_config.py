@@ -156,3 +156,47 @@ def test_nextn_without_a_draft_on_a_target_without_mtp_layers_is_invalid() -> No
     no_mtp = {**load_config("deepseek-v3"), "num_nextn_predict_layers": 0}
     cfg = build_engine_config(s.spec, ModelConfigs(no_mtp, None, None, None, "t"), True)
     assert not cfg.valid and cfg.reason == "SPEC007"
+
+
+def test_adaptive_renders_sglangs_flag_and_tells_the_policy() -> None:
+    from specserver_operator.engineconfig import policy_context_for
+
+    s = server()
+    s.spec.speculative.adaptive = True
+    cfg = build_engine_config(s.spec, QWEN, True)
+    assert cfg.valid, cfg.message
+    args = parse_server_argv(cfg.args).values
+    assert args["speculative_adaptive"] is True
+    assert args["speculative_num_steps"] in (1, 3, 5, 7)
+    off = build_engine_config(s.spec, QWEN, False)
+    assert "--speculative-adaptive" not in off.args  # Auto's Off engine has no draft at all
+    assert policy_context_for(s.spec, QWEN).engine_adapts_steps
+    assert not policy_context_for(server().spec, QWEN).engine_adapts_steps
+
+
+@pytest.mark.parametrize(
+    ("speculative", "message"),
+    [
+        ({"algorithm": "NGRAM", "adaptive": True}, "adaptive needs algorithm EAGLE or EAGLE3"),
+        (
+            {
+                "algorithm": "EAGLE3",
+                "numSteps": 3,
+                "eagleTopk": 4,
+                "numDraftTokens": 8,
+                "adaptive": True,
+            },
+            "adaptive needs eagleTopk 1",
+        ),
+        ({"algorithm": "EAGLE3", "numSteps": 2, "adaptive": True}, "numSteps 1, 3, 5, 7, not 2"),
+    ],
+)
+def test_adaptive_where_sglang_would_ignore_it_is_refused_naming_the_field(
+    speculative: dict[str, Any], message: str
+) -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError) as err:
+        server(speculative=speculative)
+    assert message in str(err.value)
+    assert err.value.errors()[0]["loc"] == ("spec", "speculative", "adaptive")
