@@ -205,6 +205,11 @@ def main(argv: list[str] | None = None) -> int:
     lint_command.add_parsers(sub)
     cal = sub.add_parser("calibrate", help="print the performance model against field figures")
     cal.add_argument("--fit", action="store_true", help="rerun the fit and print the constants")
+    cal.add_argument(
+        "--leave-one-out",
+        action="store_true",
+        help="refit without each fitted figure and print its out-of-sample error",
+    )
     a = parser.parse_args(argv)
     try:
         if a.command == "lint":
@@ -234,6 +239,9 @@ def main(argv: list[str] | None = None) -> int:
         if a.fit:
             print(f"fitted: {constants}")
         print(calibration.report(constants))
+        if a.leave_one_out:
+            print()
+            print(calibration.report_leave_one_out())
         return 0
     except UsageError as exc:
         print(f"specserver-advisor: error: {exc}", file=sys.stderr)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
@@ -123,3 +124,18 @@ def test_a_wide_tree_costs_more_per_step_than_a_chain(l4: Plan) -> None:
     # The gap grows with the batch: verify positions and tree host work are per request.
     gap = [step_time(tree, b, True, CAL) - step_time(chain, b, True, CAL) for b in (1, 20)]
     assert gap[1] > 5 * gap[0]
+
+
+def test_leave_one_out_refits_without_each_figure() -> None:
+    rows = calibration.leave_one_out(rounds=1)
+    fitted = [t for t in calibration.TARGETS if t.fitted]
+    assert [t.label for t, _, _ in rows] == [t.label for t in fitted]
+    in_sample = {t.label: v for t, v in calibration.evaluate()}
+    assert all(v == in_sample[t.label] for t, v, _ in rows)
+    assert all(math.isfinite(h) and h > 0 for _, _, h in rows)
+    # Holding a figure out can only make its own fit worse or equal (same start, same search).
+    worse = [
+        abs(math.log(h / t.field_value)) >= abs(math.log(v / t.field_value)) - 0.02
+        for t, v, h in rows
+    ]
+    assert sum(worse) >= len(rows) - 2
