@@ -1,0 +1,297 @@
+"""bench-auto: Auto against On, Off and On+adaptive, measured side by side in one run.
+
+Starts the local stack (control plane, Prometheus, the operator, the node agent running a
+simulated SGLang engine per engine pod) on this script's own ports, applies four SpecServers
+that differ only in how speculation is controlled (``auto``: mode Auto; ``on``; ``off``;
+``on_adaptive``: mode On with SGLang's ``--speculative-adaptive``), and drives every one with
+the same recorded schedule at the same time: low load of code prompts, an overload of chat,
+low load of math. Reports per arm and phase the measured goodput (output tokens/s of requests
+within the TTFT and TPOT objectives, modelled seconds), TTFT P99, switches, failed requests
+and the bands the Auto policy learned, as a table or JSON (``--format json``). Stops
+everything it started. Run through ``scripts/bench-auto``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import copy
+import json
+import math
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "scripts"))
+import demo  # noqa: E402
+import devcluster  # noqa: E402
+import devprom  # noqa: E402
+from specserver_advisor.policy import PolicyState, learned_preference  # noqa: E402
+
+NAMESPACE = "default"
+TIME_SCALE = demo.TIME_SCALE
+TTFT_SLO_S, TPOT_SLO_MS = demo.TTFT_SLO_S, demo.TPOT_SLO_MS
+#: arm -> (spec.mode, speculative.adaptive)
+ARMS: dict[str, tuple[str, bool]] = {
+    "auto": ("Auto", False),
+    "on": ("On", False),
+    "off": ("Off", False),
+    "on_adaptive": ("On", True),
+}
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One step of the recorded schedule (wall seconds; modelled = wall x TIME_SCALE)."""
+
+    name: str
+    users: int
+    seconds: float
+    kind: str
+
+
+SCHEDULE = (
+    Phase("low", 4, 60.0, "code"),
+    Phase("overload", 40, 90.0, "chat"),
+    Phase("low_again", 4, 90.0, "math"),
+)
+
+
+@dataclass
+class PhaseStats:
+    """What one arm's clients saw in one phase."""
+
+    good_tokens: int = 0
+    tokens: int = 0
+    failed: int = 0
+    ttfts: list[float] = field(default_factory=list)
+
+
+class BenchStack(demo.Stack):
+    """The demo's stack on this benchmark's own ports (so it can run next to the demo)."""
+
+    def __init__(self, state: Path, api_port: int, prom_port: int, health_port: int) -> None:
+        self.state = state
+        self.cluster = devcluster.Cluster(state / "cluster", api_port)
+        self.prom = devprom.DevProm(state / "prometheus", prom_port)
+        self.procs = []
+        self.health_port = health_port
+
+    def spawn(self, argv: list[str], log: str) -> None:
+        # The demo's operator liveness port is fixed; move it to ours.
+        argv = [a.replace(":18181/", f":{self.health_port}/") for a in argv]
+        super().spawn(argv, log)
+
+
+def specserver(arm: str, gpu: str) -> dict[str, Any]:
+    """The demo's SpecServer, renamed, with this arm's mode (and SGLang's adaptive steps)."""
+    mode, adaptive = ARMS[arm]
+    doc = copy.deepcopy(demo.SPEC)
+    doc["metadata"] = {"name": name_of(arm), "namespace": NAMESPACE}
+    doc["spec"]["mode"] = mode
+    doc["spec"]["resources"]["gpuType"] = gpu
+    if adaptive:
+        doc["spec"]["speculative"]["adaptive"] = True
+    return doc
+
+
+def name_of(arm: str) -> str:
+    return "qwen3-8b-" + arm.replace("_", "-")
+
+
+def endpoint(state: Path, arm: str) -> str | None:
+    try:
+        urls = json.loads((state / "agent" / "endpoints.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return (urls.get(f"{NAMESPACE}/{name_of(arm)}") or [None])[0]
+
+
+async def user(
+    state: Path, arm: str, phase: Phase, stop_at: float, out: PhaseStats, s: aiohttp.ClientSession
+) -> None:
+    """A closed-loop client: one streaming request after another until the phase ends."""
+    body = {
+        "text": "hello " * 512,
+        "stream": True,
+        "prompt_kind": phase.kind,
+        "sampling_params": {"max_new_tokens": 128, "ignore_eos": True},
+    }
+    while time.monotonic() < stop_at:
+        url = endpoint(state, arm)
+        if url is None:
+            out.failed += 1
+            await asyncio.sleep(0.5)
+            continue
+        start, first, tokens = time.monotonic(), 0.0, 0
+        try:
+            async with s.post(f"{url}/generate", json=body) as resp:
+                resp.raise_for_status()
+                async for raw in resp.content:
+                    line = raw.decode().strip()
+                    if line.startswith("data:") and line != "data: [DONE]":
+                        first = first or time.monotonic()
+                        tokens = json.loads(line[5:])["meta_info"]["completion_tokens"]
+        except (TimeoutError, aiohttp.ClientError, ValueError, KeyError):
+            out.failed += 1
+            await asyncio.sleep(0.5)
+            continue
+        if not first:
+            out.failed += 1
+            continue
+        ttft = (first - start) * TIME_SCALE
+        tpot = (time.monotonic() - first) * TIME_SCALE * 1000 / max(1, tokens - 1)
+        out.tokens += tokens
+        out.ttfts.append(ttft)
+        if ttft <= TTFT_SLO_S and tpot <= TPOT_SLO_MS:
+            out.good_tokens += tokens
+
+
+async def drive(state: Path, schedule: tuple[Phase, ...]) -> dict[str, list[PhaseStats]]:
+    """Every arm gets the same users of the same kind in every phase, at the same time."""
+    stats: dict[str, list[PhaseStats]] = {arm: [] for arm in ARMS}
+    timeout = aiohttp.ClientTimeout(total=300)
+    limits = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(timeout=timeout, connector=limits) as session:
+        for phase in schedule:
+            print(
+                f"== {phase.name}: {phase.users} users per arm, {phase.kind} prompts, "
+                f"{phase.seconds:.0f}s ({phase.seconds * TIME_SCALE:.0f}s modelled)",
+                file=sys.stderr,
+                flush=True,
+            )
+            stop_at = time.monotonic() + phase.seconds
+            jobs = []
+            for arm in ARMS:
+                stats[arm].append(PhaseStats())
+                jobs += [
+                    user(state, arm, phase, stop_at, stats[arm][-1], session)
+                    for _ in range(phase.users)
+                ]
+            await asyncio.gather(*jobs)
+    return stats
+
+
+def p99(values: list[float]) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, math.ceil(0.99 * len(ordered)) - 1)], 2)
+
+
+def auto_record(stack: BenchStack) -> tuple[int, dict[str, str]]:
+    """The Auto arm's switches (its decision ledger) and learned bands (its policy state)."""
+    obj = json.loads(stack.kubectl("get", "sps", name_of("auto"), "-n", NAMESPACE, "-o", "json"))
+    status = obj.get("status") or {}
+    ledger = status.get("decisions") or []
+    switches = sum(1 for e in ledger if e.get("action") in ("enable", "disable"))
+    bands: dict[str, str] = {}
+    if status.get("policyState"):
+        state = PolicyState.from_json(json.loads(status["policyState"]))
+        for band in state.bands:
+            pref = learned_preference(state, band)
+            if pref:
+                bands[band] = pref
+    return switches, bands
+
+
+def summarise(
+    stats: dict[str, list[PhaseStats]],
+    schedule: tuple[Phase, ...],
+    switches: int,
+    bands: dict[str, str],
+    gpu: str,
+) -> dict[str, Any]:
+    """The documented JSON: arms -> goodput, ttft_p99_s, switches, failed_requests, phases."""
+    total_s = sum(p.seconds for p in schedule) * TIME_SCALE
+    arms: dict[str, Any] = {}
+    for arm, phases in stats.items():
+        arms[arm] = {
+            "goodput": round(sum(p.good_tokens for p in phases) / total_s, 1),
+            "ttft_p99_s": p99([t for p in phases for t in p.ttfts]),
+            "switches": switches if arm == "auto" else 0,
+            "failed_requests": sum(p.failed for p in phases),
+            "phases": [
+                {
+                    "name": ph.name,
+                    "goodput": round(st.good_tokens / (ph.seconds * TIME_SCALE), 1),
+                    "ttft_p99_s": p99(st.ttfts),
+                    "failed_requests": st.failed,
+                }
+                for ph, st in zip(schedule, phases, strict=True)
+            ],
+        }
+    arms["auto"]["learned_bands"] = bands
+    return {
+        "gpu": gpu,
+        "time_scale": TIME_SCALE,
+        "slo": {"ttft_s": TTFT_SLO_S, "tpot_ms": TPOT_SLO_MS},
+        "schedule": [p.__dict__ for p in schedule],
+        "arms": arms,
+    }
+
+
+def render(summary: dict[str, Any]) -> str:
+    """The table: one row per arm, goodput per phase, then the whole schedule."""
+    names = [p["name"] for p in summary["schedule"]]
+    head = "| arm | goodput | " + " | ".join(names) + " | TTFT P99 s | switches | failed |"
+    lines = [head, "|---|" + "---:|" * (len(names) + 4)]
+    for arm, a in summary["arms"].items():
+        per_phase = " | ".join(f"{p['goodput']:.1f}" for p in a["phases"])
+        lines.append(
+            f"| {arm} | {a['goodput']:.1f} | {per_phase} | {a['ttft_p99_s']} | "
+            f"{a['switches']} | {a['failed_requests']} |"
+        )
+    bands = summary["arms"]["auto"]["learned_bands"]
+    lines.append("")
+    lines.append(f"learned bands (auto): {bands or 'none'}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="scripts/bench-auto")
+    parser.add_argument("--format", choices=["table", "json"], default="table")
+    parser.add_argument("--gpu", default="L4", help="modelled card (L4: pool-bound; H100)")
+    parser.add_argument("--state-dir", type=Path, default=REPO / ".devcluster" / "bench-auto")
+    parser.add_argument("--api-port", type=int, default=37453, help="etcd takes the next two")
+    parser.add_argument("--prom-port", type=int, default=37457)
+    parser.add_argument("--health-port", type=int, default=37458)
+    parser.add_argument(
+        "--phase-scale", type=float, default=1.0, help="multiply every phase's length"
+    )
+    args = parser.parse_args(argv)
+    schedule = tuple(Phase(p.name, p.users, p.seconds * args.phase_scale, p.kind) for p in SCHEDULE)
+    args.state_dir.mkdir(parents=True, exist_ok=True)
+    stack = BenchStack(args.state_dir, args.api_port, args.prom_port, args.health_port)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # stdout carries only the result
+            stack.up()
+        for arm in ARMS:
+            stack.kubectl("apply", "-f", "-", stdin=json.dumps(specserver(arm, args.gpu)))
+        deadline = time.monotonic() + 300
+        while any(endpoint(args.state_dir, arm) is None for arm in ARMS):
+            if time.monotonic() > deadline:
+                raise RuntimeError("not every arm's engine became ready in 300s")
+            time.sleep(1)
+        stats = asyncio.run(drive(args.state_dir, schedule))
+        time.sleep(3)
+        switches, bands = auto_record(stack)
+        summary = summarise(stats, schedule, switches, bands, args.gpu)
+        print(json.dumps(summary, indent=2) if args.format == "json" else render(summary))
+    except (RuntimeError, subprocess.CalledProcessError) as exc:
+        print(f"bench-auto: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        stack.down()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,47 @@
+"""scripts/bench-auto's arms and report (pure parts; the run itself is a benchmark command)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from conftest import REPO
+from specserver_advisor.models import SpecServer
+
+sys.path.insert(0, str(REPO / "scripts"))
+import bench_auto
+
+
+def test_the_four_arms_are_valid_specservers_that_differ_only_in_control() -> None:
+    docs = {arm: bench_auto.specserver(arm, "L4") for arm in bench_auto.ARMS}
+    servers = {arm: SpecServer.model_validate(doc) for arm, doc in docs.items()}
+    assert {s.spec.mode.value for s in servers.values()} == {"Auto", "On", "Off"}
+    assert [a for a, s in servers.items() if s.spec.speculative.adaptive] == ["on_adaptive"]
+    assert len({s.metadata.name for s in servers.values()}) == 4
+    base = servers["auto"].spec.model_dump(exclude={"mode", "speculative"})
+    for s in servers.values():
+        assert s.spec.model_dump(exclude={"mode", "speculative"}) == base
+    assert SpecServer.model_validate(bench_auto.specserver("on", "H100")).spec.resources.gpu_type
+
+
+def test_summary_has_the_documented_shape_and_counts_modelled_seconds() -> None:
+    schedule = (bench_auto.Phase("low", 2, 10.0, "code"), bench_auto.Phase("high", 8, 20.0, "chat"))
+    stats = {arm: [bench_auto.PhaseStats(), bench_auto.PhaseStats()] for arm in bench_auto.ARMS}
+    stats["off"][1] = bench_auto.PhaseStats(good_tokens=6000, tokens=8000, ttfts=[1.0] * 99 + [9.0])
+    stats["on"][0] = bench_auto.PhaseStats(good_tokens=1000, tokens=1000, failed=2, ttfts=[0.5])
+    summary = bench_auto.summarise(stats, schedule, 3, {"45@2.8": "off"}, "L4")
+    arms = summary["arms"]
+    assert set(arms) == {"auto", "on", "off", "on_adaptive"}
+    for a in arms.values():
+        assert {"goodput", "ttft_p99_s", "switches", "failed_requests", "phases"} <= set(a)
+        assert [p["name"] for p in a["phases"]] == ["low", "high"]
+    scale = bench_auto.TIME_SCALE
+    assert arms["off"]["phases"][1]["goodput"] == pytest.approx(6000 / (20 * scale), abs=0.1)
+    assert arms["off"]["goodput"] == pytest.approx(6000 / (30 * scale), abs=0.1)
+    assert arms["off"]["ttft_p99_s"] == 1.0  # 99 of 100 at 1 s
+    assert arms["on"]["failed_requests"] == 2 and arms["auto"]["switches"] == 3
+    assert arms["on"]["switches"] == 0
+    assert arms["auto"]["learned_bands"] == {"45@2.8": "off"}
+    table = bench_auto.render(summary)
+    assert "| on_adaptive |" in table and "learned bands (auto)" in table
