@@ -19,9 +19,10 @@ from functools import cache
 from typing import Any
 
 from specserver_advisor import adaptive, calibration, memory
+from specserver_advisor.gpus import lookup_gpu
 from specserver_advisor.models import AutoSpeculation
 from specserver_advisor.perfmodel import Prediction, predict
-from specserver_advisor.plan import Plan, policy_context
+from specserver_advisor.plan import Plan, PlanInputs, make_plan, policy_context
 from specserver_advisor.policy import (
     OFF,
     ON,
@@ -30,6 +31,7 @@ from specserver_advisor.policy import (
     decide,
     learned_preference,
 )
+from specserver_advisor.sglang.flags import parse_server_argv
 
 TICK_S = 30.0
 STARTUP_S = 90.0
@@ -107,8 +109,21 @@ def _constant(value: float) -> Callable[[float], float]:
 
 
 @cache
-def _base_plan() -> Plan:
-    return calibration.field_plan("l4", [1, 8, 32])
+def _base_plan(gpu: str = "L4") -> Plan:
+    """Qwen3-8B + EAGLE-3 (3,1,4) at the L4 field's memory fraction, on ``gpu``."""
+    if gpu == "L4":
+        return calibration.field_plan("l4", [1, 8, 32])
+    argv = ["--model-path", "Qwen/Qwen3-8B", *calibration.EAGLE3_314]
+    argv += ["--mem-fraction-static", calibration.L4_FIELD_MFS]
+    inputs = PlanInputs(
+        parse_server_argv(argv).values,
+        calibration.field_config("qwen3-8b"),
+        calibration.field_config("qwen3-8b-eagle3"),
+        lookup_gpu(gpu),
+        accept_length=2.73,
+        concurrency=[1, 8, 32],
+    )
+    return make_plan(inputs)
 
 
 def _cap_adaptive(plan: Plan) -> int:
@@ -125,8 +140,8 @@ def _cap_adaptive(plan: Plan) -> int:
 
 
 @cache
-def _predict(concurrency: int, accept: float, mode: str) -> Prediction:
-    plan = _base_plan()
+def _predict(concurrency: int, accept: float, mode: str, gpu: str = "L4") -> Prediction:
+    plan = _base_plan(gpu)
     scn = dataclasses.replace(plan.scenario, accept_length=accept)
     if mode == ON_ADAPTIVE:
         return adaptive.predict_adaptive(scn, concurrency, _cap_adaptive(plan))
@@ -150,9 +165,11 @@ class TickResult:
     ttft_p99_s: float
 
 
-def serve(tick: Tick, mode: str, restarting_s: float, policy: AutoSpeculation) -> TickResult:
+def serve(
+    tick: Tick, mode: str, restarting_s: float, policy: AutoSpeculation, gpu: str = "L4"
+) -> TickResult:
     """One tick in one mode; ``restarting_s`` seconds of it the replica is down."""
-    p = _predict(tick.concurrency, tick.accept_length, mode)
+    p = _predict(tick.concurrency, tick.accept_length, mode, gpu)
     up = max(0.0, 1 - restarting_s / TICK_S)
     ttft = p.ttft_ms / 1000
     good = (
@@ -164,9 +181,11 @@ def serve(tick: Tick, mode: str, restarting_s: float, policy: AutoSpeculation) -
     return TickResult(p.output_tok_s * up, good * up, p99)
 
 
-def run_static(trace: Trace, mode: str, policy: AutoSpeculation) -> list[TickResult]:
+def run_static(
+    trace: Trace, mode: str, policy: AutoSpeculation, gpu: str = "L4"
+) -> list[TickResult]:
     """A replica that never switches."""
-    return [serve(t, mode, 0.0, policy) for t in trace.ticks]
+    return [serve(t, mode, 0.0, policy, gpu) for t in trace.ticks]
 
 
 @dataclass
@@ -178,13 +197,15 @@ class AutoRun:
     state: PolicyState
 
 
-def run_auto(trace: Trace, policy: AutoSpeculation, on_engine: str = ON) -> AutoRun:
+def run_auto(
+    trace: Trace, policy: AutoSpeculation, on_engine: str = ON, gpu: str = "L4"
+) -> AutoRun:
     """The policy deciding every tick from what the replica showed in the previous one.
 
     ``on_engine`` is what the policy's "on" runs: ``on`` (fixed steps) or ``on_adaptive``
     (two-level control: SGLang adapts the steps, the policy decides whether the draft is loaded).
     """
-    ctx = policy_context(_base_plan(), policy)
+    ctx = policy_context(_base_plan(gpu), policy)
     ctx.engine_adapts_steps = on_engine == ON_ADAPTIVE
     state, mode, restart_left = PolicyState(mode=ON), ON, 0.0
     results: list[TickResult] = []
@@ -193,9 +214,9 @@ def run_auto(trace: Trace, policy: AutoSpeculation, on_engine: str = ON) -> Auto
         down = min(TICK_S, restart_left)
         restart_left -= down
         engine = on_engine if mode == ON else OFF
-        result = serve(tick, engine, down, policy)
+        result = serve(tick, engine, down, policy, gpu)
         results.append(result)
-        p = _predict(tick.concurrency, tick.accept_length, engine)
+        p = _predict(tick.concurrency, tick.accept_length, engine, gpu)
         obs = Observation(
             ts=(i + 1) * TICK_S,
             mode=mode,
@@ -212,7 +233,9 @@ def run_auto(trace: Trace, policy: AutoSpeculation, on_engine: str = ON) -> Auto
     return AutoRun(results, switches, state)
 
 
-def run_oracle(trace: Trace, policy: AutoSpeculation) -> tuple[list[TickResult], int]:
+def run_oracle(
+    trace: Trace, policy: AutoSpeculation, gpu: str = "L4"
+) -> tuple[list[TickResult], int]:
     """The best of on, off and on_adaptive in every interval, switching for free.
 
     An upper bound on every arm: no arm can beat the best mode of each interval, and no
@@ -221,7 +244,7 @@ def run_oracle(trace: Trace, policy: AutoSpeculation) -> tuple[list[TickResult],
     results: list[TickResult] = []
     switches, last = 0, None
     for tick in trace.ticks:
-        served = {m: serve(tick, m, 0.0, policy) for m in MODES}
+        served = {m: serve(tick, m, 0.0, policy, gpu) for m in MODES}
         best = max(MODES, key=lambda m: served[m].good_tok_s)
         if last is not None and best != last:
             switches += 1
@@ -251,22 +274,22 @@ def _p99(results: list[TickResult]) -> float:
     return weighted[-1][0] if weighted else 0.0
 
 
-def simulate(policy: AutoSpeculation | None = None) -> list[dict[str, Any]]:
-    """Run every trace and arm; one result object per trace."""
+def simulate(policy: AutoSpeculation | None = None, gpu: str = "L4") -> list[dict[str, Any]]:
+    """Run every trace and arm on ``gpu`` (L4 by default); one result object per trace."""
     policy = policy or AutoSpeculation()
     no_explore = policy.model_copy(update={"explore": False})
     rows = []
     for trace in traces():
-        auto = run_auto(trace, policy)
-        two_level = run_auto(trace, policy, ON_ADAPTIVE)
-        blind = run_auto(trace, no_explore)
+        auto = run_auto(trace, policy, ON, gpu)
+        two_level = run_auto(trace, policy, ON_ADAPTIVE, gpu)
+        blind = run_auto(trace, no_explore, ON, gpu)
         runs = {
             "auto": (auto.results, auto.switches),
             "auto_two_level": (two_level.results, two_level.switches),
-            "on": (run_static(trace, ON, policy), 0),
-            "off": (run_static(trace, OFF, policy), 0),
-            "on_adaptive": (run_static(trace, ON_ADAPTIVE, policy), 0),
-            "oracle": run_oracle(trace, policy),
+            "on": (run_static(trace, ON, policy, gpu), 0),
+            "off": (run_static(trace, OFF, policy, gpu), 0),
+            "on_adaptive": (run_static(trace, ON_ADAPTIVE, policy, gpu), 0),
+            "oracle": run_oracle(trace, policy, gpu),
         }
         goodput = {k: _mean_good(res) for k, (res, _) in runs.items()}
         oracle = goodput["oracle"]

@@ -108,6 +108,9 @@ class PolicyState:
     last_accept: float | None = None
     #: The last switch was an exploration: reverting it is not held by the dwell time.
     exploring: bool = False
+    #: The load band of the last cycle and for how many consecutive cycles it has held.
+    last_band: str | None = None
+    band_streak: int = 0
     #: band -> mode -> {"tok_s": ewma, "n": samples}
     bands: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
 
@@ -244,7 +247,9 @@ class _Cycle:
         "May win": the load is within 1.5x of the crossover at the accept length last seen, and
         below 1.25x the crossover at the draft's typical accept length (acceptance cannot be
         seen while speculation is off, and may have recovered). Keeps one switch of the hourly
-        budget in reserve to come back.
+        budget in reserve to come back, and explores only a load that has held its band for
+        ``2 * MIN_SAMPLES`` consecutive cycles: a trial started in a short spike lands after it
+        and measures the other mode at a load it was not meant for.
         """
         st, pol = self.state, self.policy
         if not pol.explore or len(st.switch_times) > pol.max_switches_per_hour - 2:
@@ -256,6 +261,7 @@ class _Cycle:
             _fresh(seen.get(other), self.now, pol.relearn_after_seconds)
             or not mine
             or mine["n"] < 2 * MIN_SAMPLES
+            or st.band_streak < 2 * MIN_SAMPLES
         ):
             return None
         load = float(band.split("@")[0])
@@ -319,6 +325,8 @@ def decide(
         state.last_accept = accept
     expected_accept = accept or state.last_accept or ctx.prior_accept
     band = band_of(load, expected_accept)
+    state.band_streak = state.band_streak + 1 if band == state.last_band else 1
+    state.last_band = band
     if inputs["output_tok_s"] is not None and (obs.mode or state.mode) == state.mode:
         value = score(inputs["output_tok_s"], inputs["ttft_p99_s"], policy.ttft_p99_slo_seconds)
         _learn(state, band, state.mode, value, now)

@@ -34,6 +34,7 @@ def add_parsers(sub: Any) -> None:
     r.add_argument("--format", choices=["table", "jsonl"], default="table")
     f = sub.add_parser("fleetsim", help="compare adaptive, static and oracle on traffic traces")
     f.add_argument("--format", choices=["table", "json"], default="table")
+    f.add_argument("--gpu", default="L4", help="modelled card for Qwen3-8B + EAGLE-3 (L4, H100)")
 
 
 def _context(args: argparse.Namespace, spec: dict[str, Any] | None) -> PolicyContext:
@@ -94,8 +95,13 @@ def _from_prometheus(args: argparse.Namespace) -> list[Any]:
 def run_fleetsim(args: argparse.Namespace) -> int:
     """Print the fleet simulation."""
     from specserver_advisor import fleetsim
+    from specserver_advisor.gpus import UnknownGpuError, lookup_gpu
 
-    rows = fleetsim.simulate()
+    try:
+        gpu = lookup_gpu(args.gpu).name
+    except UnknownGpuError as exc:
+        raise UsageError(f"--gpu: {exc}") from exc
+    rows = fleetsim.simulate(gpu=gpu)
     if args.format == "json":
         print(json.dumps(rows, indent=2))
     else:

@@ -69,7 +69,7 @@ def load_state(status: dict[str, Any], running: str | None) -> PolicyState:
 
 
 #: Fields that follow every observation; written along with a material change, never alone.
-VOLATILE_FIELDS = ("last_queued", "last_accept", "bands_saved_at")
+VOLATILE_FIELDS = ("last_queued", "last_accept", "bands_saved_at", "last_band", "band_streak")
 
 
 def _material(data: dict[str, Any]) -> dict[str, Any]:

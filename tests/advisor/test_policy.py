@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from typing import Any
@@ -271,3 +272,17 @@ def test_a_switch_that_delivers_less_is_reverted_without_dwelling() -> None:
     d, state = decide(obs(1060, running=8, output_tok_s=80.0), state, policy, CTX)
     assert (d.action, d.reason) == ("disable", "SwitchDidNotPay")
     assert state.mode == OFF
+
+
+def test_a_short_spike_is_not_explored() -> None:
+    """Exploring needs the load to hold its band for 2 x MIN_SAMPLES consecutive cycles."""
+    policy = FAST.model_copy(update={"explore": True})
+    spikes = []
+    for _ in range(4):  # four spikes of 4 cycles at load 16, between quiet stretches at 4
+        spikes += [obs(0, running=16)] * 4 + [obs(0, running=4)] * 4
+    series = [dataclasses.replace(o, ts=1000 + 30 * i) for i, o in enumerate(spikes)]
+    decisions, _ = run(series, policy=policy)
+    assert "ExploreOtherMode" not in {d.reason for d in decisions}
+    held = [obs(2000 + 30 * i, running=16) for i in range(8)]
+    decisions, _ = run(held, policy=policy)
+    assert "ExploreOtherMode" in {d.reason for d in decisions}

@@ -128,3 +128,19 @@ def test_fleetsim_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
     for r in rows:
         assert set(r["goodput"]) == set(r["p99_ttft_s"]) == set(fleetsim.STRATEGIES)
         assert {"trace", "switches_per_hour", "adaptive_vs_oracle", "learned_bands"} <= set(r)
+
+
+def test_compute_bound_card_auto_stays_near_the_oracle() -> None:
+    """H100: the pool is not the limit; Auto explores only loads that hold their band."""
+    rows = fleetsim.simulate(gpu="H100")
+    for r in rows:
+        g = r["goodput"]
+        assert all(g["oracle"] >= v for v in g.values()), r
+        assert r["adaptive_vs_oracle"] >= 0.97, r
+    bursty = next(r for r in rows if r["trace"] == "bursty")
+    assert bursty["switches_per_hour"] == 0  # two-minute spikes are not explored
+
+
+def test_fleetsim_refuses_an_unknown_gpu(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fleetsim", "--gpu", "Z80"]) == 2
+    assert "--gpu" in capsys.readouterr().err
