@@ -31,8 +31,6 @@ import aiohttp
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
 import demo  # noqa: E402
-import devcluster  # noqa: E402
-import devprom  # noqa: E402
 from specserver_advisor.policy import PolicyState, learned_preference  # noqa: E402
 
 NAMESPACE = "default"
@@ -72,22 +70,6 @@ class PhaseStats:
     tokens: int = 0
     failed: int = 0
     ttfts: list[float] = field(default_factory=list)
-
-
-class BenchStack(demo.Stack):
-    """The demo's stack on this benchmark's own ports (so it can run next to the demo)."""
-
-    def __init__(self, state: Path, api_port: int, prom_port: int, health_port: int) -> None:
-        self.state = state
-        self.cluster = devcluster.Cluster(state / "cluster", api_port)
-        self.prom = devprom.DevProm(state / "prometheus", prom_port)
-        self.procs = []
-        self.health_port = health_port
-
-    def spawn(self, argv: list[str], log: str) -> None:
-        # The demo's operator liveness port is fixed; move it to ours.
-        argv = [a.replace(":18181/", f":{self.health_port}/") for a in argv]
-        super().spawn(argv, log)
 
 
 def specserver(arm: str, gpu: str) -> dict[str, Any]:
@@ -154,7 +136,17 @@ async def user(
             out.good_tokens += tokens
 
 
-async def drive(state: Path, schedule: tuple[Phase, ...]) -> dict[str, list[PhaseStats]]:
+async def drive(stack: demo.Stack, schedule: tuple[Phase, ...]) -> dict[str, list[PhaseStats]]:
+    """The load, with the demo's watchdog: a process of the stack that exits stops the run."""
+    load = asyncio.create_task(run_phases(stack.state, schedule))
+    watchdog = asyncio.create_task(demo.guard(stack))
+    done, _ = await asyncio.wait({load, watchdog}, return_when=asyncio.FIRST_COMPLETED)
+    for task in (load, watchdog):
+        task.cancel()
+    return load.result() if load in done else {}
+
+
+async def run_phases(state: Path, schedule: tuple[Phase, ...]) -> dict[str, list[PhaseStats]]:
     """Every arm gets the same users of the same kind in every phase, at the same time."""
     stats: dict[str, list[PhaseStats]] = {arm: [] for arm in ARMS}
     timeout = aiohttp.ClientTimeout(total=300)
@@ -186,7 +178,7 @@ def p99(values: list[float]) -> float | None:
     return round(ordered[min(len(ordered) - 1, math.ceil(0.99 * len(ordered)) - 1)], 2)
 
 
-def auto_record(stack: BenchStack) -> tuple[int, dict[str, str]]:
+def auto_record(stack: demo.Stack) -> tuple[int, dict[str, str]]:
     """The Auto arm's switches (its decision ledger) and learned bands (its policy state)."""
     obj = json.loads(stack.kubectl("get", "sps", name_of("auto"), "-n", NAMESPACE, "-o", "json"))
     status = obj.get("status") or {}
@@ -260,16 +252,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--format", choices=["table", "json"], default="table")
     parser.add_argument("--gpu", default="L4", help="modelled card (L4: pool-bound; H100)")
     parser.add_argument("--state-dir", type=Path, default=REPO / ".devcluster" / "bench-auto")
-    parser.add_argument("--api-port", type=int, default=37453, help="etcd takes the next two")
-    parser.add_argument("--prom-port", type=int, default=37457)
-    parser.add_argument("--health-port", type=int, default=37458)
+    parser.add_argument(
+        "--ports",
+        type=demo.Ports.parse,
+        default=demo.Ports(37453, 37457, 37458),
+        metavar="APISERVER,PROMETHEUS,HEALTH",
+        help="loopback ports (default 37453,37457,37458; etcd takes the two after APISERVER)",
+    )
     parser.add_argument(
         "--phase-scale", type=float, default=1.0, help="multiply every phase's length"
     )
     args = parser.parse_args(argv)
     schedule = tuple(Phase(p.name, p.users, p.seconds * args.phase_scale, p.kind) for p in SCHEDULE)
     args.state_dir.mkdir(parents=True, exist_ok=True)
-    stack = BenchStack(args.state_dir, args.api_port, args.prom_port, args.health_port)
+    stack = demo.Stack(args.state_dir, args.ports)
     try:
         with contextlib.redirect_stdout(sys.stderr):  # stdout carries only the result
             stack.up()
@@ -277,15 +273,16 @@ def main(argv: list[str] | None = None) -> int:
             stack.kubectl("apply", "-f", "-", stdin=json.dumps(specserver(arm, args.gpu)))
         deadline = time.monotonic() + 300
         while any(endpoint(args.state_dir, arm) is None for arm in ARMS):
+            stack.check()
             if time.monotonic() > deadline:
                 raise RuntimeError("not every arm's engine became ready in 300s")
             time.sleep(1)
-        stats = asyncio.run(drive(args.state_dir, schedule))
+        stats = asyncio.run(drive(stack, schedule))
         time.sleep(3)
         switches, bands = auto_record(stack)
         summary = summarise(stats, schedule, switches, bands, args.gpu)
         print(json.dumps(summary, indent=2) if args.format == "json" else render(summary))
-    except (RuntimeError, subprocess.CalledProcessError) as exc:
+    except (RuntimeError, subprocess.CalledProcessError) as exc:  # DemoFailed included
         print(f"bench-auto: {exc}", file=sys.stderr)
         return 1
     finally:
