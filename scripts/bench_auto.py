@@ -57,7 +57,8 @@ class Phase:
 
 SCHEDULE = (
     Phase("low", 4, 60.0, "code"),
-    Phase("overload", 40, 90.0, "chat"),
+    # 24 users: past the L4 draft pool (13 running), within the pool without it (36).
+    Phase("overload", 24, 90.0, "chat"),
     Phase("low_again", 4, 90.0, "math"),
 )
 
@@ -178,12 +179,14 @@ def p99(values: list[float]) -> float | None:
     return round(ordered[min(len(ordered) - 1, math.ceil(0.99 * len(ordered)) - 1)], 2)
 
 
-def auto_record(stack: demo.Stack) -> tuple[int, dict[str, str]]:
-    """The Auto arm's switches (its decision ledger) and learned bands (its policy state)."""
+def auto_record(stack: demo.Stack) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The Auto arm's decision ledger and learned bands (its policy state)."""
     obj = json.loads(stack.kubectl("get", "sps", name_of("auto"), "-n", NAMESPACE, "-o", "json"))
     status = obj.get("status") or {}
-    ledger = status.get("decisions") or []
-    switches = sum(1 for e in ledger if e.get("action") in ("enable", "disable"))
+    ledger = [
+        {k: e.get(k) for k in ("time", "action", "reason", "mode")}
+        for e in status.get("decisions") or []
+    ]
     bands: dict[str, str] = {}
     if status.get("policyState"):
         state = PolicyState.from_json(json.loads(status["policyState"]))
@@ -191,18 +194,19 @@ def auto_record(stack: demo.Stack) -> tuple[int, dict[str, str]]:
             pref = learned_preference(state, band)
             if pref:
                 bands[band] = pref
-    return switches, bands
+    return ledger, bands
 
 
 def summarise(
     stats: dict[str, list[PhaseStats]],
     schedule: tuple[Phase, ...],
-    switches: int,
+    ledger: list[dict[str, Any]],
     bands: dict[str, str],
     gpu: str,
 ) -> dict[str, Any]:
     """The documented JSON: arms -> goodput, ttft_p99_s, switches, failed_requests, phases."""
     total_s = sum(p.seconds for p in schedule) * TIME_SCALE
+    switches = sum(1 for e in ledger if e.get("action") in ("enable", "disable"))
     arms: dict[str, Any] = {}
     for arm, phases in stats.items():
         arms[arm] = {
@@ -221,6 +225,7 @@ def summarise(
             ],
         }
     arms["auto"]["learned_bands"] = bands
+    arms["auto"]["decisions"] = ledger
     return {
         "gpu": gpu,
         "time_scale": TIME_SCALE,
@@ -279,8 +284,8 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(1)
         stats = asyncio.run(drive(stack, schedule))
         time.sleep(3)
-        switches, bands = auto_record(stack)
-        summary = summarise(stats, schedule, switches, bands, args.gpu)
+        ledger, bands = auto_record(stack)
+        summary = summarise(stats, schedule, ledger, bands, args.gpu)
         print(json.dumps(summary, indent=2) if args.format == "json" else render(summary))
     except (RuntimeError, subprocess.CalledProcessError) as exc:  # DemoFailed included
         print(f"bench-auto: {exc}", file=sys.stderr)

@@ -30,7 +30,11 @@ def test_summary_has_the_documented_shape_and_counts_modelled_seconds() -> None:
     stats = {arm: [bench_auto.PhaseStats(), bench_auto.PhaseStats()] for arm in bench_auto.ARMS}
     stats["off"][1] = bench_auto.PhaseStats(good_tokens=6000, tokens=8000, ttfts=[1.0] * 99 + [9.0])
     stats["on"][0] = bench_auto.PhaseStats(good_tokens=1000, tokens=1000, failed=2, ttfts=[0.5])
-    summary = bench_auto.summarise(stats, schedule, 3, {"45@2.8": "off"}, "L4")
+    ledger = [
+        {"action": a, "reason": "R", "time": "t", "mode": "On"}
+        for a in ("disable", "keep", "enable", "disable")
+    ]
+    summary = bench_auto.summarise(stats, schedule, ledger, {"45@2.8": "off"}, "L4")
     arms = summary["arms"]
     assert set(arms) == {"auto", "on", "off", "on_adaptive"}
     for a in arms.values():
