@@ -89,12 +89,20 @@ def name_of(arm: str) -> str:
     return "qwen3-8b-" + arm.replace("_", "-")
 
 
+#: The last endpoint read per arm: the node agent rewrites the file while clients read it.
+_LAST_ENDPOINT: dict[str, str] = {}
+
+
 def endpoint(state: Path, arm: str) -> str | None:
+    """Where the arm's Service routes now (the last one seen while the file is being rewritten)."""
     try:
         urls = json.loads((state / "agent" / "endpoints.json").read_text())
     except (OSError, ValueError):
-        return None
-    return (urls.get(f"{NAMESPACE}/{name_of(arm)}") or [None])[0]
+        return _LAST_ENDPOINT.get(arm)
+    url = (urls.get(f"{NAMESPACE}/{name_of(arm)}") or [None])[0]
+    if url:
+        _LAST_ENDPOINT[arm] = url
+    return url
 
 
 async def user(
