@@ -71,6 +71,12 @@ class PhaseStats:
     tokens: int = 0
     failed: int = 0
     ttfts: list[float] = field(default_factory=list)
+    #: Failed requests by cause (exception type or HTTP status), for the log.
+    causes: dict[str, int] = field(default_factory=dict)
+
+    def fail(self, cause: str) -> None:
+        self.failed += 1
+        self.causes[cause] = self.causes.get(cause, 0) + 1
 
 
 def specserver(arm: str, gpu: str) -> dict[str, Any]:
@@ -118,7 +124,7 @@ async def user(
     while time.monotonic() < stop_at:
         url = endpoint(state, arm)
         if url is None:
-            out.failed += 1
+            out.fail("no endpoint")
             await asyncio.sleep(0.5)
             continue
         start, first, tokens = time.monotonic(), 0.0, 0
@@ -130,12 +136,12 @@ async def user(
                     if line.startswith("data:") and line != "data: [DONE]":
                         first = first or time.monotonic()
                         tokens = json.loads(line[5:])["meta_info"]["completion_tokens"]
-        except (TimeoutError, aiohttp.ClientError, ValueError, KeyError):
-            out.failed += 1
+        except (TimeoutError, aiohttp.ClientError, ValueError, KeyError) as exc:
+            out.fail(type(exc).__name__)
             await asyncio.sleep(0.5)
             continue
         if not first:
-            out.failed += 1
+            out.fail("no token")
             continue
         ttft = (first - start) * TIME_SCALE
         tpot = (time.monotonic() - first) * TIME_SCALE * 1000 / max(1, tokens - 1)
@@ -185,6 +191,36 @@ def p99(values: list[float]) -> float | None:
         return None
     ordered = sorted(values)
     return round(ordered[min(len(ordered) - 1, math.ceil(0.99 * len(ordered)) - 1)], 2)
+
+
+def ready(stack: demo.Stack, arm: str) -> bool:
+    obj = json.loads(stack.kubectl("get", "sps", name_of(arm), "-n", NAMESPACE, "-o", "json"))
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def wait_settled(stack: demo.Stack, state: Path, timeout_s: float, quiet_s: float = 15) -> None:
+    """Every arm Ready with an endpoint, and no endpoint moved for ``quiet_s`` seconds.
+
+    The first engine of a SpecServer can be replaced once its status settles (a computed
+    value lands in the template); load starts after that, so no arm starts on a rollout.
+    """
+    deadline, last, since = time.monotonic() + timeout_s, None, time.monotonic()
+    while True:
+        stack.check()
+        now = time.monotonic()
+        if now > deadline:
+            raise RuntimeError(f"the arms did not settle (Ready, endpoints steady) in {timeout_s}s")
+        current = {arm: endpoint(state, arm) for arm in ARMS}
+        if current != last:
+            last, since = current, now
+        elif (
+            None not in current.values()
+            and now - since >= quiet_s
+            and all(ready(stack, arm) for arm in ARMS)
+        ):
+            return
+        time.sleep(1)
 
 
 def auto_record(stack: demo.Stack) -> tuple[list[dict[str, Any]], dict[str, str]]:
@@ -284,14 +320,13 @@ def main(argv: list[str] | None = None) -> int:
             stack.up()
         for arm in ARMS:
             stack.kubectl("apply", "-f", "-", stdin=json.dumps(specserver(arm, args.gpu)))
-        deadline = time.monotonic() + 300
-        while any(endpoint(args.state_dir, arm) is None for arm in ARMS):
-            stack.check()
-            if time.monotonic() > deadline:
-                raise RuntimeError("not every arm's engine became ready in 300s")
-            time.sleep(1)
+        wait_settled(stack, args.state_dir, timeout_s=300)
         stats = asyncio.run(drive(stack, schedule))
         time.sleep(3)
+        for arm, phases in stats.items():
+            causes = [p.causes for p in phases if p.causes]
+            if causes:
+                print(f"bench-auto: {arm} failed requests: {causes}", file=sys.stderr)
         ledger, bands = auto_record(stack)
         summary = summarise(stats, schedule, ledger, bands, args.gpu)
         print(json.dumps(summary, indent=2) if args.format == "json" else render(summary))
