@@ -311,7 +311,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--phase-scale", type=float, default=1.0, help="multiply every phase's length"
     )
+    parser.add_argument(
+        "--time-scale",
+        type=float,
+        default=demo.TIME_SCALE,
+        help="simulated engines run this many times faster than the modelled GPU (lower it "
+        "on a busy machine: a CPU stall of one wall second costs this many modelled seconds)",
+    )
     args = parser.parse_args(argv)
+    if args.time_scale <= 0:
+        parser.error("--time-scale must be positive")
+    global TIME_SCALE
+    TIME_SCALE = demo.TIME_SCALE = args.time_scale  # the node agent reads demo's at start
     schedule = tuple(Phase(p.name, p.users, p.seconds * args.phase_scale, p.kind) for p in SCHEDULE)
     args.state_dir.mkdir(parents=True, exist_ok=True)
     stack = demo.Stack(args.state_dir, args.ports)
