@@ -3,7 +3,7 @@
 Starts the local stack (control plane, Prometheus, the operator, the node agent running a
 simulated SGLang engine per engine pod) on this script's own ports, applies four SpecServers
 that differ only in how speculation is controlled (``auto``: mode Auto; ``on``; ``off``;
-``on_adaptive``: mode On with SGLang's ``--speculative-adaptive``), and drives every one with
+``on_adaptive``: mode Enabled with SGLang's ``--speculative-adaptive``), and drives every one with
 the same recorded schedule at the same time: low load of code prompts, an overload of chat,
 low load of math. Reports per arm and phase the measured goodput (output tokens/s of requests
 within the TTFT and TPOT objectives, modelled seconds), TTFT P99, switches, failed requests
@@ -39,9 +39,9 @@ TTFT_SLO_S, TPOT_SLO_MS = demo.TTFT_SLO_S, demo.TPOT_SLO_MS
 #: arm -> (spec.mode, speculative.adaptive)
 ARMS: dict[str, tuple[str, bool]] = {
     "auto": ("Auto", False),
-    "on": ("On", False),
-    "off": ("Off", False),
-    "on_adaptive": ("On", True),
+    "on": ("Enabled", False),
+    "off": ("Disabled", False),
+    "on_adaptive": ("Enabled", True),
 }
 
 

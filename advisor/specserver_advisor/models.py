@@ -201,8 +201,8 @@ class Speculative(ApiModel):
             "--speculative-adaptive: SGLang picks the draft steps per batch-size tier at runtime "
             "(0 to 7; the draft stays loaded, so its KV memory is not given back). EAGLE/EAGLE3 "
             "with eagleTopk 1 only; numSteps, when set, must be 1, 3, 5 or 7. In mode Auto this "
-            "is the inner level: SGLang adapts the steps of the engine with speculation enabled, the policy decides "
-            "whether the draft is loaded at all."
+            "is the inner level: SGLang adapts the steps of the engine with speculation "
+            "enabled, the policy decides whether the draft is loaded at all."
         ),
     )
     accept_threshold_single: float | None = Field(

@@ -16,7 +16,7 @@ import bench_auto
 def test_the_four_arms_are_valid_specservers_that_differ_only_in_control() -> None:
     docs = {arm: bench_auto.specserver(arm, "L4") for arm in bench_auto.ARMS}
     servers = {arm: SpecServer.model_validate(doc) for arm, doc in docs.items()}
-    assert {s.spec.mode.value for s in servers.values()} == {"Auto", "On", "Off"}
+    assert {s.spec.mode.value for s in servers.values()} == {"Auto", "Enabled", "Disabled"}
     assert [a for a, s in servers.items() if s.spec.speculative.adaptive] == ["on_adaptive"]
     assert len({s.metadata.name for s in servers.values()}) == 4
     base = servers["auto"].spec.model_dump(exclude={"mode", "speculative"})
