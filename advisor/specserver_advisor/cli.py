@@ -130,14 +130,6 @@ def run_plan(a: argparse.Namespace) -> Plan:
         raise UsageError(str(exc)) from exc
 
 
-def plan_for(model: str, draft: str | None, gpu: str) -> Plan:
-    """A default plan (prior accept length) for a model, draft and GPU type."""
-    parser = argparse.ArgumentParser()
-    _add_plan_parser(parser.add_subparsers(dest="command"))
-    argv = ["plan", "--model", model, "--gpu", gpu] + (["--draft", draft] if draft else [])
-    return run_plan(parser.parse_args(argv))
-
-
 def render_plan_text(plan: Plan) -> str:
     """Human-readable plan."""
     j = plan.to_json()

@@ -310,6 +310,7 @@ def _point(p: Any) -> dict[str, Any]:
         "tpot_ms": round(p.tpot_ms, 2),
         "itl_ms": round(p.itl_ms, 2),
         "ttft_ms": round(p.ttft_ms, 1),
+        "ttft_p99_ms": round(p.ttft_p99_ms, 1),
         "output_tok_s": round(p.output_tok_s, 1),
         "running": p.running,
         "queued": p.queued,

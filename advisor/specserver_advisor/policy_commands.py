@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from specserver_advisor.errors import UsageError
-from specserver_advisor.models import AutoSpeculation
+from specserver_advisor.models import AutoSpeculation, ModelRef, SpecServerSpec
 from specserver_advisor.policy import PolicyContext
 
 
@@ -37,25 +38,49 @@ def add_parsers(sub: Any) -> None:
     f.add_argument("--gpu", default="L4", help="modelled card for Qwen3-8B + EAGLE-3 (L4, H100)")
 
 
-def _context(args: argparse.Namespace, spec: dict[str, Any] | None) -> PolicyContext:
-    from specserver_advisor.cli import plan_for
-    from specserver_advisor.plan import policy_context
+def _context(args: argparse.Namespace, spec: SpecServerSpec | None) -> PolicyContext:
+    """The operator's policy context for the SpecServer (or --model/--draft/--gpu) replayed."""
+    from specserver_advisor.launch import policy_context_for
+    from specserver_advisor.loaders.configs import ConfigNotFoundError, ConfigUnreadableError
+    from specserver_advisor.loaders.specserver import configs_for_spec
+    from specserver_advisor.modelshape import ConfigShapeError
     from specserver_advisor.replay import NEUTRAL_CONTEXT
 
-    model = args.model or ((spec or {}).get("model") or {}).get("path")
-    draft = args.draft or ((spec or {}).get("draft") or {}).get("path")
-    gpu = args.gpu or ((spec or {}).get("resources") or {}).get("gpuType")
-    if not model or not gpu:
+    spec = _with_overrides(args, spec)
+    if spec is None:
         return NEUTRAL_CONTEXT
     try:
-        return policy_context(plan_for(model, draft, gpu))
-    except UsageError as exc:
+        return policy_context_for(spec, configs_for_spec(spec, dict(os.environ)))
+    except (ConfigNotFoundError, ConfigUnreadableError, ConfigShapeError) as exc:
         print(
             f"specserver-advisor: note: no crossover prediction ({exc}); load-based "
             "decisions are off",
             file=sys.stderr,
         )
         return NEUTRAL_CONTEXT
+
+
+def _with_overrides(args: argparse.Namespace, spec: SpecServerSpec | None) -> SpecServerSpec | None:
+    """The spec with --model/--draft/--gpu applied; one built from them when there is none."""
+    if spec is None:
+        if not args.model or not args.gpu:
+            return None
+        return SpecServerSpec.model_validate(
+            {
+                "model": {"path": args.model},
+                "draft": {"path": args.draft} if args.draft else None,
+                "speculative": {"algorithm": "EAGLE3" if args.draft else "NEXTN"},
+                "resources": {"gpuType": args.gpu},
+            }
+        )
+    update: dict[str, Any] = {}
+    if args.model:
+        update["model"] = ModelRef(path=args.model)
+    if args.draft:
+        update["draft"] = ModelRef(path=args.draft)
+    if args.gpu:
+        update["resources"] = spec.resources.model_copy(update={"gpu_type": args.gpu})
+    return spec.model_copy(update=update) if update else spec
 
 
 def run_replay(args: argparse.Namespace) -> int:

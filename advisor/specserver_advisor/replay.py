@@ -1,8 +1,9 @@
 """Replay recorded observations through the auto-speculation policy.
 
 ``specserver-advisor replay`` reads JSON lines (or Prometheus range queries through
-``loaders.prometheus``), feeds them in order to ``policy.decide`` as if each decision had been
-applied, and returns one decision per observation. Deterministic for the same input.
+``loaders.prometheus``), feeds them in order to ``autocycle.evaluate`` (the operator's own
+evaluation) as if each decision had been applied, and returns one decision per observation.
+Deterministic for the same input.
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
+from yaml import YAMLError
 
-from specserver_advisor.models import AutoSpeculation
-from specserver_advisor.policy import Decision, Observation, PolicyContext, PolicyState, decide
+from specserver_advisor.autocycle import evaluate
+from specserver_advisor.models import AutoSpeculation, SpecServerSpec
+from specserver_advisor.policy import Decision, Observation, PolicyContext
 
 
 class ReplayInputError(ValueError):
@@ -45,28 +46,33 @@ def read_observations(path: Path) -> list[Observation]:
     return out
 
 
-def read_policy(path: Path) -> tuple[AutoSpeculation, dict[str, Any] | None]:
+def read_policy(path: Path) -> tuple[AutoSpeculation, SpecServerSpec | None]:
     """An ``autoSpeculation`` block, or a SpecServer whose spec holds one.
 
-    Returns the policy and the SpecServer spec (None when the file is only the block).
+    Read as YAML 1.1, as kubectl reads it. Returns the policy and the SpecServer spec (None
+    when the file is only the block); an invalid field is named in the error.
     """
     from pydantic import ValidationError
 
+    from specserver_advisor.lint import yamlnodes
+
     try:
-        data = YAML(typ="safe").load(path.read_text())
+        docs = yamlnodes.load_all(path.read_text())
     except (OSError, UnicodeDecodeError, YAMLError) as exc:
         raise ReplayInputError(f"{path}: cannot read YAML: {exc}") from exc
-    data = data or {}
+    data = docs[0] if docs else {}
     if not isinstance(data, dict):
         raise ReplayInputError(f"{path}: expected a mapping")
-    spec = data.get("spec") if isinstance(data.get("spec"), dict) else None
-    block = (spec or {}).get("autoSpeculation", {}) if spec is not None else data
+    is_server = data.get("kind") == "SpecServer" or isinstance(data.get("spec"), dict)
     try:
-        return AutoSpeculation.model_validate(block or {}), spec
+        if is_server:
+            spec = SpecServerSpec.model_validate(data.get("spec"))
+            return spec.auto_speculation or AutoSpeculation(), spec
+        return AutoSpeculation.model_validate(data), None
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
-        prefix = "spec.autoSpeculation." if spec is not None else ""
+        prefix = "spec." if is_server else ""
         raise ReplayInputError(f"{path}: {prefix}{where}: {err['msg']}") from exc
 
 
@@ -79,11 +85,18 @@ def replay(
     ctx: PolicyContext = NEUTRAL_CONTEXT,
     start_mode: str = "on",
 ) -> list[Decision]:
-    """Decisions for each observation, the state following the policy's own decisions."""
-    state = PolicyState(mode=start_mode)
+    """Decisions for each observation, as the operator's autopilot makes them.
+
+    Each observation is evaluated with ``autocycle.evaluate`` (the operator's call, state stored
+    and reloaded as JSON between cycles) at its own ``ts``, as measured in the mode the policy
+    runs; a switch is taken to complete before the next observation.
+    """
+    stored: str | None = None
+    running = start_mode
     decisions = []
     for obs in observations:
-        decision, state = decide(obs, state, policy, ctx)
+        decision, state, stored = evaluate(obs, stored, running, obs.ts, policy, ctx)
+        running = state.mode
         decisions.append(decision)
     return decisions
 

@@ -1,5 +1,8 @@
 """The auto-speculation step for one SpecServer (pure): follow a switch, or ask the policy.
 
+The evaluation itself (state round trip through status JSON included) is the advisor's
+``autocycle.evaluate``, the same call ``specserver-advisor replay`` makes.
+
 Called by controller.py each cycle with the newest observation (or None) and the engine
 Deployment. Returns the speculation state to render and the status fields to write: the policy
 state (as JSON, so a restarted operator resumes), the switch in progress (written before the
@@ -10,26 +13,17 @@ newest metrics (rounded, so unchanged load writes nothing) and ``MetricsAvailabl
 from __future__ import annotations
 
 import datetime
-import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from specserver_advisor.autocycle import evaluate, load_state, persisted
+from specserver_advisor.autocycle import round_significant as _round
 from specserver_advisor.models import MAX_LEDGER_ENTRIES, AutoSpeculation, SpecServerSpec
-from specserver_advisor.policy import (
-    OFF,
-    ON,
-    Decision,
-    Observation,
-    PolicyContext,
-    PolicyState,
-    decide,
-)
+from specserver_advisor.policy import OFF, ON, Decision, Observation, PolicyContext, PolicyState
 
 PAUSE_ANNOTATION = "specserver.io/pause-auto-speculation"
 METRICS_AVAILABLE = "MetricsAvailable"
-#: Learned bands are persisted at most this often (they move every cycle).
-BANDS_PERSIST_S = 300.0
 
 
 @dataclass
@@ -57,67 +51,10 @@ def iso(ts: float) -> str:
     return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def load_state(status: dict[str, Any], running: str | None) -> PolicyState:
-    """The persisted policy state, or a fresh one in the mode that runs now."""
-    raw = status.get("policyState")
-    if raw:
-        try:
-            return PolicyState.from_json(json.loads(raw))
-        except (ValueError, TypeError):
-            pass
-    return PolicyState(mode=running or ON)
-
-
-#: Fields that follow every observation; written along with a material change, never alone.
-VOLATILE_FIELDS = ("last_queued", "last_accept", "bands_saved_at", "last_band", "band_streak")
-
-
-def _material(data: dict[str, Any]) -> dict[str, Any]:
-    """What a restart must not lose: everything but the last readings and band bookkeeping."""
-    out = {k: v for k, v in data.items() if k not in VOLATILE_FIELDS}
-    out["bands"] = {
-        band: {mode: _round(entry.get("score")) for mode, entry in modes.items()}
-        for band, modes in (data.get("bands") or {}).items()
-    }
-    return out
-
-
-def persisted(state: PolicyState, previous: str | None, now: float) -> str:
-    """The JSON to store, or ``previous`` unchanged when nothing material moved.
-
-    Steady load then writes nothing: the newest readings and learned-band sample counts move
-    every cycle but are only stored with a material change (a counter, the mode, a band's score
-    at two significant digits), and band scores at most every ``BANDS_PERSIST_S``.
-    """
-    data = state.to_json()
-    old: dict[str, Any] = {}
-    if previous:
-        try:
-            old = json.loads(previous)
-        except ValueError:
-            old = {}
-    if old and now - float(old.get("bands_saved_at", 0)) < BANDS_PERSIST_S:
-        data["bands"] = old.get("bands", {})
-        data["bands_saved_at"] = old.get("bands_saved_at", now)
-    else:
-        data["bands_saved_at"] = now
-    if old and previous and _material(data) == _material(old):
-        return previous
-    return json.dumps(data, sort_keys=True, separators=(",", ":"))
-
-
-def _round(value: float | None, digits: int = 2) -> float | None:
-    if value is None or math.isnan(value):
-        return None
-    if value == 0:
-        return 0.0
-    return round(value, -math.floor(math.log10(abs(value))) + digits - 1)
-
-
-def last_metrics(obs: Observation) -> dict[str, Any]:
-    """Newest metrics for status, rounded to two significant digits."""
+def last_metrics(obs: Observation, now: float) -> dict[str, Any]:
+    """Newest metrics for status (read at ``now``), rounded to two significant digits."""
     out = {
-        "observedAt": iso(obs.ts),
+        "observedAt": iso(now),
         "acceptLength": _round(obs.accept_length),
         "ttftP99Seconds": _round(obs.ttft_p99_s),
         "tpotP50Milliseconds": _round(obs.tpot_p50_ms),
@@ -180,15 +117,11 @@ def auto_step(
 ) -> AutoStep:
     """One cycle. ``running`` is the mode label of the engine Deployment ("on"/"off"/None)."""
     policy = spec.auto_speculation or AutoSpeculation()
-    state = load_state(status, running)
     switch = status.get("switch")
     if switch:
+        state = load_state(status.get("policyState"), running)
         return _follow_switch(status, state, switch, policy, running, engine_ready, now)
-    if running is not None and (running == "on") != (state.mode == ON):
-        # The engine runs the other mode (spec.mode was Enabled/Disabled meanwhile): follow it.
-        state.mode, state.mode_since = (ON if running == "on" else OFF), now
     if obs is None:
-        obs = Observation(ts=now)
         why = (
             (
                 "NoPrometheusURL"
@@ -200,21 +133,21 @@ def auto_step(
             else ("NoSeries", "no engine series for this SpecServer")
         )
     else:
-        obs.ts = now
-        obs.mode = running or state.mode
         stale = obs.age_s is None or obs.age_s > policy.stale_after_seconds
         why = ("Stale", f"newest sample {obs.age_s}s old") if stale else ("", "")
     metrics_ok = not why[0]
-    decision, state = decide(obs, state, policy, ctx, spec_mode=spec.mode.value, paused=paused)
+    decision, state, stored = evaluate(
+        obs, status.get("policyState"), running, now, policy, ctx, spec.mode.value, paused
+    )
     step = AutoStep(speculative=state.mode == ON, decision=decision)
     step.metrics_condition = (
         ("True", "Available", "signals are fresh")
         if metrics_ok
         else ("False", why[0], why[1] or "")
     )
-    step.status["policyState"] = persisted(state, status.get("policyState"), now)
-    if metrics_ok:
-        fresh = last_metrics(obs)
+    step.status["policyState"] = stored
+    if metrics_ok and obs is not None:
+        fresh = last_metrics(obs, now)
         old = {k: v for k, v in (status.get("lastMetrics") or {}).items() if k != "observedAt"}
         # observedAt moves every cycle: write only when a (rounded) value changed.
         if old != {k: v for k, v in fresh.items() if k != "observedAt"}:

@@ -1,6 +1,8 @@
 """SpecServer documents as launches: the SGLang flags the operator will render from them.
 
-Called by the lint engine; pure apart from what ``sources`` already read.
+The flags come from ``specserver_advisor.launch.specserver_args`` (the operator's own), each
+placed at the spec field that set it. Called by the lint engine; pure apart from what
+``sources`` already read.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from specserver_advisor.launch import specserver_args
 from specserver_advisor.lint.model import Launch, Position
 from specserver_advisor.lint.sources import _annotation_suppressions, _pos, make_launch
 from specserver_advisor.models import Mode, SpecServer
@@ -62,39 +65,29 @@ def launch_from_specserver(path: str, doc: Any) -> Launch:
     raw_spec = doc.get("spec", {})
     s_pos = _pos(raw_spec, key="speculative") if "speculative" in raw_spec else _pos(doc)
     e_pos = _pos(raw_spec, key="engine") if "engine" in raw_spec else s_pos
+    raw_extra = (raw_spec.get("engine") or {}).get("extraArgs") or []
+    where = {
+        "model": _pos(raw_spec, key="model"),
+        "engine": e_pos,
+        "resources": _pos(raw_spec, key="resources"),
+        "speculative": s_pos,
+        "draft": _pos(raw_spec, key="draft"),
+    }
     args: list[str] = []
     positions: list[Position] = []
-
-    def add(flag: str, value: Any, pos: Position) -> None:
-        if value is None:
-            return
-        args.append(flag)
+    # The target config is not read yet: an MTP target's draft path is kept as written.
+    for arg in specserver_args(spec, speculative=spec.mode != Mode.DISABLED):
+        if arg.source.startswith("engine.extraArgs."):
+            k = int(arg.source.rsplit(".", 1)[1])
+            pos = _pos(raw_extra, index=k) if k < len(raw_extra) else e_pos
+        else:
+            pos = where[arg.source]
+        args.append(arg.flag)
         positions.append(pos)
-        if value is not True:
-            args.append(str(value))
+        if arg.value is not None:
+            args.append(arg.value)
             positions.append(pos)
-
-    add("--model-path", spec.model.path, _pos(raw_spec, key="model"))
-    add("--host", "0.0.0.0", e_pos)
-    add("--enable-metrics", True, e_pos)
-    add("--tp-size", spec.resources.gpus, _pos(raw_spec, key="resources"))
-    if spec.mode != Mode.DISABLED:
-        s = spec.speculative
-        add("--speculative-algorithm", s.algorithm.value, s_pos)
-        if spec.draft:
-            add("--speculative-draft-model-path", spec.draft.path, _pos(raw_spec, key="draft"))
-        add("--speculative-num-steps", s.num_steps, s_pos)
-        add("--speculative-eagle-topk", s.eagle_topk, s_pos)
-        add("--speculative-num-draft-tokens", s.num_draft_tokens, s_pos)
-        add("--speculative-accept-threshold-single", s.accept_threshold_single, s_pos)
-        add("--speculative-accept-threshold-acc", s.accept_threshold_acc, s_pos)
     e = spec.engine
-    add("--context-length", e.context_length, e_pos)
-    add("--mem-fraction-static", e.mem_fraction_static, e_pos)
-    raw_extra = (raw_spec.get("engine") or {}).get("extraArgs") or []
-    for k, item in enumerate(e.extra_args):
-        args.append(item)
-        positions.append(_pos(raw_extra, index=k) if k < len(raw_extra) else e_pos)
     launch = make_launch(
         path, "specserver", args, positions, _pos(doc), {v.name: v.value for v in e.env}, True
     )

@@ -1,0 +1,113 @@
+"""One auto-speculation evaluation exactly as the operator runs it (pure).
+
+The operator keeps the policy state in the SpecServer status as JSON and reloads it each cycle;
+that round trip is part of the decision (readings that moved nothing material and learned bands
+younger than ``BANDS_PERSIST_S`` are not stored, so the next cycle does not see them). The
+operator's autopilot and ``specserver-advisor replay`` both call ``evaluate``, so replay shows the
+decisions the controller makes on the same signals.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import Any
+
+from specserver_advisor.models import AutoSpeculation
+from specserver_advisor.policy import (
+    OFF,
+    ON,
+    Decision,
+    Observation,
+    PolicyContext,
+    PolicyState,
+    decide,
+)
+
+#: Learned bands are persisted at most this often (they move every cycle).
+BANDS_PERSIST_S = 300.0
+#: Fields that follow every observation; written along with a material change, never alone.
+VOLATILE_FIELDS = ("last_queued", "last_accept", "bands_saved_at")
+
+
+def load_state(raw: str | None, running: str | None) -> PolicyState:
+    """The persisted policy state, or a fresh one in the mode that runs now."""
+    if raw:
+        try:
+            return PolicyState.from_json(json.loads(raw))
+        except (ValueError, TypeError):
+            pass
+    return PolicyState(mode=running or ON)
+
+
+def round_significant(value: float | None, digits: int = 2) -> float | None:
+    """``value`` to ``digits`` significant digits (None for None or NaN)."""
+    if value is None or math.isnan(value):
+        return None
+    if value == 0:
+        return 0.0
+    return round(value, -math.floor(math.log10(abs(value))) + digits - 1)
+
+
+def _material(data: dict[str, Any]) -> dict[str, Any]:
+    """What a restart must not lose: everything but the last readings and band bookkeeping."""
+    out = {k: v for k, v in data.items() if k not in VOLATILE_FIELDS}
+    out["bands"] = {
+        band: {mode: round_significant(entry.get("score")) for mode, entry in modes.items()}
+        for band, modes in (data.get("bands") or {}).items()
+    }
+    return out
+
+
+def persisted(state: PolicyState, previous: str | None, now: float) -> str:
+    """The JSON to store, or ``previous`` unchanged when nothing material moved.
+
+    Steady load then writes nothing: the newest readings and learned-band sample counts move
+    every cycle but are only stored with a material change (a counter, the mode, a band's score
+    at two significant digits), and band scores at most every ``BANDS_PERSIST_S``.
+    """
+    data = state.to_json()
+    old: dict[str, Any] = {}
+    if previous:
+        try:
+            old = json.loads(previous)
+        except ValueError:
+            old = {}
+    if old and now - float(old.get("bands_saved_at", 0)) < BANDS_PERSIST_S:
+        data["bands"] = old.get("bands", {})
+        data["bands_saved_at"] = old.get("bands_saved_at", now)
+    else:
+        data["bands_saved_at"] = now
+    if old and previous and _material(data) == _material(old):
+        return previous
+    return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+def evaluate(
+    obs: Observation | None,
+    stored: str | None,
+    running: str | None,
+    now: float,
+    policy: AutoSpeculation,
+    ctx: PolicyContext,
+    spec_mode: str = "Auto",
+    paused: bool = False,
+) -> tuple[Decision, PolicyState, str]:
+    """One evaluation: (decision, new state, the state JSON to store).
+
+    ``stored``: the state JSON the previous evaluation returned (None at first). ``running``:
+    the mode the engine runs now ("on"/"off"; None when unknown). The observation is taken as
+    measured now, in the mode that runs (the engine it was read from); ``obs`` is not modified.
+    """
+    state = load_state(stored, running)
+    if running is not None and (running == ON) != (state.mode == ON):
+        # The engine runs the other mode (spec.mode was Enabled/Disabled meanwhile): follow it.
+        state.mode, state.mode_since = (ON if running == ON else OFF), now
+    seen = (
+        Observation(ts=now)
+        if obs is None
+        else dataclasses.replace(obs, ts=now, mode=running or state.mode)
+    )
+    decision, state = decide(seen, state, policy, ctx, spec_mode=spec_mode, paused=paused)
+    return decision, state, persisted(state, stored, now)
