@@ -1,0 +1,153 @@
+"""``plan --from FILE``: the exact launch a file describes, planned as it will run.
+
+Reads a SpecServer (planned through ``launch.build_engine_config``, as the operator renders
+it), a Deployment/Pod/StatefulSet/LeaderWorkerSet, a docker-compose service, a shell script or
+an SGLang ``--config`` YAML (their SGLang server command, found by the linter's readers). The
+other CLI options (``--gpu``, ``--concurrency``, further SGLang flags) apply on top. I/O: reads
+the file and the model configs; everything else is the pure planner.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from specserver_advisor.errors import UsageError
+from specserver_advisor.gpus import Gpu, UnknownGpuError, lookup_gpu
+from specserver_advisor.launch import (
+    EngineConfig,
+    argv_of,
+    build_engine_config,
+    draftless_error,
+    plan_launch,
+    spec_env,
+    specserver_args,
+)
+from specserver_advisor.lint.engine import MAX_BYTES, SHELL_EXT, YAML_EXT
+from specserver_advisor.lint.model import Launch
+from specserver_advisor.lint.sources import InputError, from_shell, from_yaml
+from specserver_advisor.loaders.configs import LoadedConfig
+from specserver_advisor.models import Mode, SpecServer, SpecServerSpec
+from specserver_advisor.plan import Plan, plan_for_configs
+from specserver_advisor.sglang.flags import parse_server_argv
+
+
+@dataclass
+class Planned:
+    """A plan with the launch it was made for."""
+
+    plan: Plan | None
+    argv: list[str]
+    gpu: Gpu
+    env: dict[str, str] = field(default_factory=dict)
+    #: The SpecServer planned (None for a plain launch).
+    spec: SpecServerSpec | None = None
+    #: Why the launch cannot start before any plan (the operator's refusal, a draftless EAGLE).
+    refused: str | None = None
+    #: The operator's engine config for a SpecServer.
+    engine: EngineConfig | None = None
+
+    @property
+    def flags(self) -> dict[str, Any]:
+        """The launch's flags as SGLang parses them (``sglang serve MODEL`` form included)."""
+        positional = bool(self.argv) and not self.argv[0].startswith("-")
+        return parse_server_argv(self.argv, positional_model=positional).values
+
+
+def read_file(path: Path) -> tuple[list[Launch], list[Any]]:
+    """Server launches and SpecServer documents in one file (UsageError when unreadable)."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    if len(raw) > MAX_BYTES:
+        raise UsageError(f"{path}: file too large ({len(raw)} bytes)")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 text") from exc
+    name = str(path)
+    try:
+        if name.endswith(YAML_EXT):
+            launches, docs = from_yaml(name, text)
+        elif name.endswith(SHELL_EXT) or not name.endswith((".json",)):
+            launches, docs = from_shell(name, text), []
+        else:
+            raise UsageError(f"{path}: expected YAML or a shell script")
+    except InputError as exc:
+        raise UsageError(f"{path}: {exc}") from exc
+    except (RecursionError, ValueError, TypeError, AttributeError) as exc:
+        raise UsageError(f"{path}: cannot interpret this file: {exc}") from exc
+    return [la for la in launches if la.kind == "server"], docs
+
+
+def gpu_named(name: str | None, where: str) -> Gpu:
+    if not name:
+        raise UsageError(f"{where}: no GPU type; give --gpu")
+    try:
+        return lookup_gpu(name)
+    except UnknownGpuError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def specserver_from(doc: Any, path: Path) -> SpecServerSpec:
+    """The validated spec, or a UsageError naming the field."""
+    try:
+        return SpecServer.model_validate(doc).spec
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise UsageError(f"{path}: invalid SpecServer: {where}: {err['msg']}") from exc
+
+
+def plan_specserver(
+    spec: SpecServerSpec,
+    configs: Any,
+    gpu_name: str | None,
+    extra: list[str],
+    accept_length: float | None,
+    concurrency: list[int],
+) -> Planned:
+    """Plan a SpecServer as the operator renders it (speculation on unless mode is Off)."""
+    if gpu_name:
+        spec = spec.model_copy(
+            update={"resources": spec.resources.model_copy(update={"gpu_type": gpu_name})}
+        )
+    if extra:
+        engine = spec.engine.model_copy(update={"extra_args": [*spec.engine.extra_args, *extra]})
+        spec = spec.model_copy(update={"engine": engine})
+    gpu = gpu_named(spec.resources.gpu_type, "spec.resources.gpuType")
+    speculative = spec.mode != Mode.OFF
+    cfg = build_engine_config(spec, configs, speculative)
+    argv = cfg.args or argv_of(specserver_args(spec, speculative))
+    out = Planned(cfg.plan, argv, gpu, spec_env(spec), spec, engine=cfg)
+    if not cfg.valid and cfg.plan is None:
+        out.refused = f"{cfg.reason}: {cfg.message}"
+    if cfg.valid:
+        # The rendered launch, cap included, at the asked concurrency and accept length.
+        out.plan = plan_launch(spec, configs, gpu, argv, spec_env(spec), concurrency, accept_length)
+    return out
+
+
+def plan_values(
+    values: dict[str, Any],
+    argv: list[str],
+    env: dict[str, str],
+    target: LoadedConfig,
+    draft: LoadedConfig | None,
+    gpu: Gpu,
+    options: dict[str, Any],
+) -> Planned:
+    """Plan a plain server launch: its parsed flags ``values`` (``argv`` as written)."""
+    refused = draftless_error(
+        values.get("speculative_algorithm"),
+        bool(values.get("speculative_draft_model_path")) or draft is not None,
+        target.config,
+    )
+    if refused:
+        return Planned(None, argv, gpu, env, refused=refused)
+    plan = plan_for_configs(values, target, draft, gpu, env=env, **options)
+    return Planned(plan, argv, gpu, env)

@@ -1,0 +1,246 @@
+"""``plan`` as text: the verdict first, then copyable flags, a SpecServer snippet, the table.
+
+Pure: a ``Planned`` in, lines out. The verdict is one line: ``won't start: ...`` with what to
+change, or ``starts; set ...`` with the flags to add. Advice never asks for a mem-fraction above
+what a card can give: a model whose weights do not fit is told the GPUs or quantization it needs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+from dataclasses import dataclass, field
+
+from specserver_advisor.gpus import Gpu
+from specserver_advisor.launch import OWNED
+from specserver_advisor.memory import GIB
+from specserver_advisor.plan import Plan
+from specserver_advisor.plan_from import Planned
+from specserver_advisor.sglang.flags import match_option
+
+#: The largest --mem-fraction-static the advice ever gives: the rest is activations and graphs.
+MAX_ADVISED_FRACTION = 0.92
+#: Requests a launch must at least hold (of the planned shape) to count as fitting.
+MIN_REQUESTS = 4
+
+
+@dataclass
+class Verdict:
+    """Whether the launch starts, the line that says so, and the flags to set."""
+
+    starts: bool
+    line: str
+    changes: list[str] = field(default_factory=list)
+
+
+def verdict(p: Planned) -> Verdict:
+    """The answer: won't start (why, what to change), or the flags to set."""
+    if p.refused:
+        return Verdict(False, f"won't start: {p.refused}")
+    plan = p.plan
+    assert plan is not None
+    r = plan.resolution
+    if r.errors:
+        err = r.errors[0]
+        return Verdict(False, f"won't start: SGLang raises {err.exception}: {err.message}")
+    if plan.context.verdict.value == "startup_fails":
+        return Verdict(False, f"won't start: {plan.context.message}")
+    pool = (
+        plan.mem.kv_pool_tokens_with_draft
+        if r.speculative
+        else plan.mem.kv_pool_tokens_without_draft
+    )
+    if pool <= 0 or (r.speculative and plan.fits_on < 1) or plan.fits_off < 1:
+        return _no_memory(plan, p.gpu)
+    changes: list[str] = []
+    for name in ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens"):
+        value = r.values.get(name)
+        if r.speculative and value is not None and value.source in ("auto", "derived"):
+            changes += [f"--{name.replace('_', '-')}", str(value.value)]
+    user_cap = r.values.get("max_running_requests")
+    given = user_cap.value if user_cap is not None and user_cap.source == "user" else None
+    fits = plan.fits_on if r.speculative else plan.fits_off
+    if given is None or given > fits:
+        changes += ["--max-running-requests", str(plan.recommended_mrr if r.speculative else fits)]
+    if not changes:
+        return Verdict(True, "starts as given; nothing to change")
+    return Verdict(True, "starts; set " + " ".join(changes), changes)
+
+
+def _no_memory(plan: Plan, gpu: Gpu) -> Verdict:
+    """No KV cache: the mem-fraction that gives some, or the GPUs a model too big needs."""
+    mem, scn = plan.mem, plan.scenario
+    tp = scn.tp_size
+    weights = mem.target_weight_gib + (mem.draft_weight_gib if plan.resolution.speculative else 0)
+    cell = mem.cell_bytes_with_draft if plan.resolution.speculative else mem.cell_bytes_target
+    kv_gib = cell * (scn.input_len + scn.output_len) * MIN_REQUESTS / GIB
+    needed = (weights + kv_gib) / mem.pre_load_free_gib
+    if needed <= MAX_ADVISED_FRACTION:
+        fraction = math.ceil(needed * 100 + 1) / 100
+        return Verdict(
+            False,
+            f"won't start: no KV cache under --mem-fraction-static "
+            f"{mem.settings.mem_fraction_static}; set --mem-fraction-static {fraction}",
+            ["--mem-fraction-static", str(fraction)],
+        )
+    total = (weights + kv_gib) * tp
+    gpus = tp
+    while total / gpus > MAX_ADVISED_FRACTION * mem.pre_load_free_gib and gpus < 64:
+        gpus *= 2
+    return Verdict(
+        False,
+        f"won't start: does not fit on {tp} x {gpu.name}: needs {gpus} GPUs "
+        f"(--tp-size {gpus}) or a quantized checkpoint",
+    )
+
+
+def with_changes(argv: list[str], changes: list[str]) -> list[str]:
+    """``argv`` with the verdict's flags set (replacing the same flags)."""
+    out = list(argv)
+    for k in range(0, len(changes), 2):
+        flag, value = changes[k], changes[k + 1]
+        if flag in out:
+            out[out.index(flag) + 1] = value
+        else:
+            out += [flag, value]
+    return out
+
+
+def flags_block(argv: list[str]) -> list[str]:
+    """The launch as a copyable command, one flag per line."""
+    lines = ["python -m sglang.launch_server \\"]
+    k = 0
+    items: list[str] = []
+    while k < len(argv):
+        token = argv[k]
+        if token.startswith("--") and k + 1 < len(argv) and not argv[k + 1].startswith("--"):
+            items.append(f"{token} {shlex.quote(argv[k + 1])}")
+            k += 2
+        else:
+            items.append(shlex.quote(token))
+            k += 1
+    lines += [f"    {item} \\" for item in items[:-1]] + [f"    {items[-1]}"] if items else []
+    return lines
+
+
+def specserver_snippet(argv: list[str], plan: Plan, gpu: Gpu) -> list[str]:
+    """The SpecServer ``spec`` that renders this launch."""
+    r = plan.resolution
+
+    def user(name: str) -> bool:
+        value = r.values.get(name)
+        return value is not None and value.source == "user"
+
+    model = _flag_value(argv, "--model-path") or next((a for a in argv if a[:1] != "-"), "")
+    lines = ["spec:", f"  model: {{path: {model}}}"]
+    draft = _flag_value(argv, "--speculative-draft-model-path")
+    if r.speculative and draft:
+        lines.append(f"  draft: {{path: {draft}}}")
+    if r.speculative:
+        written = r.get("speculative_algorithm") if user("speculative_algorithm") else r.algorithm
+        shape = [f"algorithm: {written}"]
+        for name, key in (
+            ("speculative_num_steps", "numSteps"),
+            ("speculative_eagle_topk", "eagleTopk"),
+            ("speculative_num_draft_tokens", "numDraftTokens"),
+        ):
+            if r.get(name) is not None:
+                shape.append(f"{key}: {r.get(name)}")
+        lines.append("  speculative: {" + ", ".join(shape) + "}")
+        lines.append("  mode: Auto")
+    else:
+        lines.append('  mode: "Off"')
+    engine = []
+    if user("context_length"):
+        engine.append(f"contextLength: {r.get('context_length')}")
+    engine.append(f"memFractionStatic: {plan.mem.settings.mem_fraction_static}")
+    cap = _flag_value(argv, "--max-running-requests")
+    if cap is not None:
+        engine.append(f"maxRunningRequests: {cap}")
+    extra = _extra_args(argv)
+    if extra:
+        engine.append("extraArgs: [" + ", ".join(json.dumps(x) for x in extra) + "]")
+    lines.append("  engine: {" + ", ".join(engine) + "}")
+    lines.append(f"  resources: {{gpus: {plan.scenario.tp_size}, gpuType: {gpu.name}}}")
+    return lines
+
+
+def _flag_value(argv: list[str], flag: str) -> str | None:
+    return argv[argv.index(flag) + 1] if flag in argv and argv.index(flag) + 1 < len(argv) else None
+
+
+def _extra_args(argv: list[str]) -> list[str]:
+    """The flags a SpecServer carries in extraArgs: those its own fields do not render."""
+    out: list[str] = []
+    k = 0
+    while k < len(argv):
+        token = argv[k]
+        flag, _ = match_option(token.split("=", 1)[0]) if token.startswith("--") else (None, None)
+        group = [token]
+        takes_value = "=" not in token and not (flag and flag.is_bool)
+        if takes_value and k + 1 < len(argv) and not argv[k + 1].startswith("--"):
+            group.append(argv[k + 1])
+        k += len(group)
+        if flag is None or flag.field in OWNED or flag.field.startswith("speculative_"):
+            continue
+        out += group
+    return out
+
+
+def table(plan: Plan) -> list[str]:
+    """The predicted curves with units in the headers."""
+    head = (
+        f"{'concurrency':>11} | {'out tok/s on':>12} {'off':>8} | {'TPOT on ms':>10} {'off':>7} |"
+        f" {'TTFT p99 on ms':>14} {'off':>8} | {'gain x':>6}"
+    )
+    lines = [head, "-" * len(head)]
+    for pt in plan.curves:
+        on, off = pt["on"] or {}, pt["off"]
+        gain = on.get("output_tok_s", 0) / off["output_tok_s"] if off["output_tok_s"] else 0
+        lines.append(
+            f"{pt['concurrency']:>11} | {on.get('output_tok_s', 0):>12.1f}"
+            f" {off['output_tok_s']:>8.1f}"
+            f" | {on.get('tpot_ms', 0):>10.1f} {off['tpot_ms']:>7.1f}"
+            f" | {on.get('ttft_p99_ms', 0):>14.0f} {off['ttft_p99_ms']:>8.0f} | {gain:>6.2f}"
+        )
+    return lines
+
+
+def render(p: Planned) -> str:
+    """The whole text output."""
+    v = verdict(p)
+    lines = [v.line]
+    if p.plan is None:
+        return "\n".join(lines)
+    plan = p.plan
+    argv = with_changes(p.argv, v.changes)
+    lines += ["", "# flags" + ("" if v.starts else " (as given; they do not start)")]
+    lines += flags_block(argv)
+    if p.env:
+        lines.append(
+            "# environment: " + " ".join(f"{k}={shlex.quote(x)}" for k, x in p.env.items())
+        )
+    if v.starts:
+        lines += ["", "# SpecServer", *specserver_snippet(argv, plan, p.gpu)]
+    j = plan.to_json()
+    mem, pool, c = j["memory"], j["kv_pool_tokens"], j["context"]
+    lines += [
+        "",
+        f"memory on {plan.scenario.tp_size} x {mem['gpu']}: "
+        f"mem-fraction-static {mem['mem_fraction_static']} ({mem['mem_fraction_static_source']}),"
+        f" weights {mem['target_weights_gib']} GiB + draft {mem['draft_weights_gib']} GiB per GPU",
+        f"KV pool: {pool['without_draft']} tokens without the draft, {pool['with_draft']} with it;"
+        f" {plan.fits_on if plan.resolution.speculative else plan.fits_off} requests of "
+        f"{plan.scenario.input_len}+{plan.scenario.output_len} tokens fit",
+        f"context: {c['verdict']}: {c['message']}",
+    ]
+    lines += [f"  warning: {w}" for w in c["warnings"]]
+    lines += ["", *table(plan)]
+    cross = plan.crossover_concurrency
+    lines += [
+        "",
+        f"crossover concurrency: {f'{cross:.1f}' if cross is not None else 'none in range'}",
+    ]
+    lines += [f"note: {n}" for n in plan.notes]
+    return "\n".join(lines)

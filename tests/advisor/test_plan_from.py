@@ -1,0 +1,258 @@
+"""``plan --from FILE`` for every input kind, the verdict-first text, ``--plot`` and ``| head``."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from specserver_advisor.cli import main
+from specserver_advisor.loaders.configs import bundled
+from specserver_advisor.models import SpecServer
+from specserver_operator.configsource import ModelConfigs
+from specserver_operator.engineconfig import build_engine_config
+
+FLAGS = [
+    "--model-path",
+    "Qwen/Qwen3-8B",
+    "--speculative-algorithm",
+    "EAGLE3",
+    "--speculative-draft-model-path",
+    "Tengyunw/qwen3_8b_eagle3",
+    "--mem-fraction-static",
+    "0.88",
+    "--max-running-requests",
+    "12",
+    "--page-size",
+    "1",
+    "--chunked-prefill-size",
+    "2048",
+]
+ARGS_YAML = "[" + ", ".join(json.dumps(f) for f in FLAGS) + "]"
+CONTAINER = f"""
+      - name: sglang
+        image: lmsysorg/sglang:v0.5.23
+        command: ["python3", "-m", "sglang.launch_server"]
+        args: {ARGS_YAML}
+"""
+INPUTS = {
+    "deployment.yaml": f"""apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: qwen}}
+spec:
+  template:
+    spec:
+      containers:{CONTAINER}""",
+    "statefulset.yaml": f"""apiVersion: apps/v1
+kind: StatefulSet
+metadata: {{name: qwen}}
+spec:
+  template:
+    spec:
+      containers:{CONTAINER}""",
+    "pod.yaml": f"""apiVersion: v1
+kind: Pod
+metadata: {{name: qwen}}
+spec:
+  containers:
+  - name: sglang
+    command: ["python3", "-m", "sglang.launch_server"]
+    args: {ARGS_YAML}
+""",
+    "lws.yaml": f"""apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata: {{name: qwen}}
+spec:
+  leaderWorkerTemplate:
+    leaderTemplate:
+      spec:
+        containers:{CONTAINER.replace(chr(10), chr(10) + "  ")}""",
+    "compose.yaml": f"""services:
+  sglang:
+    image: lmsysorg/sglang:v0.5.23
+    command: {json.dumps("python3 -m sglang.launch_server " + " ".join(FLAGS))}
+""",
+    "serve.sh": "#!/bin/sh\nexec python3 -m sglang.launch_server \\\n  "
+    + " \\\n  ".join(f"{FLAGS[k]} {FLAGS[k + 1]}" for k in range(0, len(FLAGS), 2))
+    + "\n",
+    "sglang-config.yaml": "\n".join(
+        f"{FLAGS[k].lstrip('-')}: {FLAGS[k + 1]}" for k in range(0, len(FLAGS), 2)
+    )
+    + "\n",
+}
+
+
+def plan_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, object]]:
+    rc = main(["plan", *argv, "--format", "json"])
+    return rc, json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("name", sorted(INPUTS))
+def test_plan_from_each_input_kind_plans_the_exact_launch(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / name
+    path.write_text(INPUTS[name])
+    rc, out = plan_json(capsys, "--from", str(path), "--gpu", "L4")
+    assert rc == 0, out
+    resolved = out["resolved"]
+    assert isinstance(resolved, dict)
+    assert resolved["mem_fraction_static"] == 0.88
+    assert resolved["max_running_requests"] == 12
+    assert resolved["algorithm"] == "EAGLE3"
+    flags = out["flags"]
+    assert isinstance(flags, dict)
+    assert (flags["chunked_prefill_size"], flags["page_size"]) == (2048, 1)
+    argv = out["argv"]
+    assert isinstance(argv, list)
+    for k in range(0, len(FLAGS), 2):  # every flag of the file, with its value
+        assert argv[argv.index(FLAGS[k]) + 1] == FLAGS[k + 1]
+    # SGLang would choose the shape itself: the verdict says to pin it (the operator does).
+    assert out["verdict"] == {
+        "starts": True,
+        "message": "starts; set --speculative-num-steps 3 --speculative-eagle-topk 1 "
+        "--speculative-num-draft-tokens 4",
+    }
+
+
+def test_plan_from_a_specserver_plans_what_the_operator_renders(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    example = REPO / "manifests" / "examples" / "qwen3-8b-eagle3-l4.yaml"
+    rc, out = plan_json(capsys, "--from", str(example))
+    assert rc == 0
+    import yaml
+
+    spec = SpecServer.model_validate(yaml.safe_load(example.read_text())).spec
+    target, draft = bundled(spec.model.path), bundled("Tengyunw/qwen3_8b_eagle3")
+    assert target is not None and draft is not None
+    configs = ModelConfigs(target.config, draft.config, None, None, "bundled")
+    assert out["argv"] == build_engine_config(spec, configs, True).args
+    assert out["flags"]["kv_cache_dtype"] == "fp8_e4m3"  # type: ignore[index]
+
+
+def test_plan_text_leads_with_the_verdict_then_flags_snippet_and_table(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["plan", "--model", "Qwen/Qwen3-8B", "--draft", "Tengyunw/qwen3_8b_eagle3"]
+    assert main([*argv, "--gpu", "L4", "--mem-fraction-static", "0.85"]) == 0
+    text = capsys.readouterr().out
+    lines = text.splitlines()
+    assert lines[0].startswith("starts; set ")
+    assert "--max-running-requests" in lines[0]
+    assert "python -m sglang.launch_server \\" in lines
+    assert "# SpecServer" in lines and "spec:" in lines
+    assert any("TTFT p99 on ms" in line and "out tok/s on" in line for line in lines)
+    # The snippet is a SpecServer spec that validates.
+    import yaml
+
+    start = lines.index("spec:")
+    snippet = yaml.safe_load("\n".join(lines[start : start + 8]).split("\n\n")[0])
+    spec = SpecServer.model_validate(
+        {"apiVersion": "specserver.io/v1alpha1", "kind": "SpecServer", "metadata": {}, **snippet}
+    ).spec
+    assert spec.engine.mem_fraction_static == 0.85
+    assert spec.engine.max_running_requests is not None
+
+
+@pytest.mark.parametrize(
+    ("model", "gpu"),
+    [
+        ("deepseek-ai/DeepSeek-V3", "L4"),
+        ("Qwen/Qwen3-30B-A3B-Instruct-2507", "L4"),
+        ("Qwen/Qwen3-8B", "L4"),
+        ("meta-llama/Llama-3.1-8B-Instruct", "A10G"),
+    ],
+)
+def test_plan_advice_never_asks_for_a_mem_fraction_above_one(
+    model: str, gpu: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc = main(["plan", "--model", model, "--gpu", gpu, "--speculative-algorithm", "NGRAM"])
+    first = capsys.readouterr().out.splitlines()[0]
+    fractions = [float(x) for x in re.findall(r"--mem-fraction-static ([0-9.]+)", first)]
+    assert all(0 < f < 1 for f in fractions), first
+    if model == "deepseek-ai/DeepSeek-V3":
+        assert rc == 1
+        assert re.match(r"won't start: does not fit on 1 x L4: needs \d+ GPUs", first)
+
+
+def test_a_draft_model_algorithm_without_a_draft_on_a_non_mtp_target_is_an_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    rc = main(["plan", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "L4"])
+    out = capsys.readouterr().out
+    assert rc == 1
+    assert out.startswith("won't start: NEXTN on a LlamaForCausalLM target needs a draft")
+    assert "gain x" not in out  # no prediction
+
+
+def test_sglang_flags_pass_through_and_unknown_ones_are_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    base = ["--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--speculative-algorithm", "NGRAM"]
+    rc, out = plan_json(capsys, *base, "--page-size", "16", "--dtype", "float16", "--tp", "2")
+    assert rc == 0
+    flags = out["flags"]
+    assert isinstance(flags, dict)
+    assert (flags["page_size"], flags["dtype"], flags["tp_size"]) == (16, "float16", 2)
+    assert out["resolved"]["page_size"] == 16  # type: ignore[index]
+    memory = out["memory"]
+    assert isinstance(memory, dict)
+    assert memory["target_weights_gib"] == pytest.approx(15.26 / 2, abs=0.02)  # split over tp 2
+    assert main(["plan", *base, "--no-such-flag", "1"]) == 2
+    assert "--no-such-flag" in capsys.readouterr().err
+
+
+def test_plan_from_an_invalid_specserver_names_the_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "sps.yaml"
+    bad.write_text(
+        (REPO / "manifests/examples/qwen3-8b-eagle3-l4.yaml")
+        .read_text()
+        .replace("memFractionStatic: 0.85", "memFractionStatic: 1.5")
+    )
+    assert main(["plan", "--from", str(bad)]) == 2
+    assert "spec.engine.memFractionStatic" in capsys.readouterr().err
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("kind: ConfigMap\n")
+    assert main(["plan", "--from", str(empty), "--gpu", "L4"]) == 2
+    assert "no SGLang server launch" in capsys.readouterr().err
+
+
+def test_plot_draws_both_modes_with_the_crossover_and_kv_cap(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    svg = tmp_path / "plan.svg"
+    argv = ["plan", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "L4"]
+    argv += ["--speculative-algorithm", "NGRAM", "--mem-fraction-static", "0.9"]
+    assert main([*argv, "--plot", str(svg)]) == 0
+    capsys.readouterr()
+    root = ET.fromstring(svg.read_text())
+    ns = "{http://www.w3.org/2000/svg}"
+    lines = root.findall(f"{ns}polyline")
+    assert sorted(el.get("class") for el in lines) == ["off", "off", "on", "on"]
+    assert root.findall(f"{ns}line[@class='crossover']")
+    assert root.findall(f"{ns}line[@class='kv-cap']")
+    assert main([*argv, "--plot", str(tmp_path / "plan.gif")]) == 2
+
+
+def test_plan_piped_into_head_exits_quietly() -> None:
+    cmd = [sys.executable, "-m", "specserver_advisor.cli", "plan", "--model", "Qwen/Qwen3-8B"]
+    cmd += ["--draft", "Tengyunw/qwen3_8b_eagle3", "--gpu", "L4", "--concurrency", "1,2,4,8"]
+    cmd += ["--concurrency", ",".join(str(c) for c in range(1, 400))]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()
+    proc.stdout.close()  # what head does after its lines
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    proc.wait(timeout=60)
+    assert first.startswith(b"won't start") or first.startswith(b"starts")
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
