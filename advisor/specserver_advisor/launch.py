@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from specserver_advisor import findings
+from specserver_advisor import findings, launch_findings
 from specserver_advisor.gpus import Gpu, UnknownGpuError, lookup_gpu
 from specserver_advisor.models import Algorithm, SpecServerSpec
 from specserver_advisor.plan import DEFAULT_CONCURRENCY, Plan, PlanInputs, make_plan, policy_context
@@ -293,9 +293,9 @@ def build_engine_config(
         if refused:
             return EngineConfig(False, findings.DRAFT_PATH_MISMATCH, refused)
     plan = plan_launch(spec, configs, gpu, argv_of(specserver_args(spec, speculative, mtp)), env)
-    invalid = _check(plan, speculative)
-    if invalid:
-        return invalid
+    cannot = launch_findings.refusal(plan, speculative)
+    if cannot:
+        return EngineConfig(False, cannot[0], cannot[1], plan=plan)
     cfg = EngineConfig(
         True,
         "Valid",
@@ -316,9 +316,15 @@ def build_engine_config(
     )
     final = parse_server_argv(cfg.args)
     assert not final.issues, final.issues  # rendered from validated parts
-    cfg.resolved = _summary(plan, speculative)
+    cfg.resolved = launch_findings.summary(plan, speculative)
     cfg.weight_gib = plan.mem.target_weight_gib + (plan.mem.draft_weight_gib if speculative else 0)
-    cfg.warnings = _warnings(spec, plan, cfg, speculative)
+    cfg.warnings = launch_findings.rule_findings(
+        cfg.args,
+        env,
+        configs.target,
+        configs.draft if speculative else None,
+        spec.resources.gpu_type,
+    )
     return cfg
 
 
@@ -342,81 +348,6 @@ def _choose_cap(cfg: EngineConfig, spec: SpecServerSpec, plan: Plan, speculative
             else ""
         )
     )
-
-
-def _check(plan: Plan, speculative: bool) -> EngineConfig | None:
-    if plan.resolution.errors:
-        err = plan.resolution.errors[0]
-        return EngineConfig(
-            False,
-            findings.startup_error_code(err),
-            f"SGLang would fail at startup: {err.exception}: {err.message}",
-            plan=plan,
-        )
-    if plan.context.verdict.value == "startup_fails":
-        return EngineConfig(False, findings.DRAFT_CONTEXT_SHORTER, plan.context.message, plan=plan)
-    pool = (
-        plan.mem.kv_pool_tokens_with_draft if speculative else plan.mem.kv_pool_tokens_without_draft
-    )
-    if pool <= 0:
-        return EngineConfig(
-            False, findings.NO_KV_MEMORY, plan.mem.error or "no KV memory", plan=plan
-        )
-    return None
-
-
-def _summary(plan: Plan, speculative: bool) -> dict[str, Any]:
-    r = plan.resolution
-    # max_running_requests is always rendered explicitly; status explains it on its own.
-    notes = [
-        f"{name}: {v.reason}"
-        for name, v in r.values.items()
-        if v.source in ("auto", "forced", "derived") and v.reason and name != "max_running_requests"
-    ]
-    return {
-        "algorithm": r.algorithm if speculative else None,
-        "numSteps": r.get("speculative_num_steps") if speculative else None,
-        "eagleTopk": r.get("speculative_eagle_topk") if speculative else None,
-        "numDraftTokens": r.get("speculative_num_draft_tokens") if speculative else None,
-        "contextLength": plan.context.effective,
-        "kvPoolTokens": plan.mem.kv_pool_tokens_with_draft
-        if speculative
-        else plan.mem.kv_pool_tokens_without_draft,
-        "notes": notes[:10],
-    }
-
-
-def _warnings(
-    spec: SpecServerSpec, plan: Plan, cfg: EngineConfig, speculative: bool
-) -> list[tuple[str, str]]:
-    out = []
-    if plan.context.verdict.value == "starts_with_override":
-        out.append((findings.CONTEXT_OVERRIDE_ENV, plan.context.message))
-    for w in plan.context.warnings:
-        if "rope scaling" in w:
-            out.append((findings.DRAFT_ROPE_SCALING_MISSING, w))
-    fits = plan.fits_on if speculative else plan.fits_off
-    if cfg.max_running_requests and cfg.max_running_requests > fits:
-        out.append(
-            (
-                findings.CAP_EXCEEDS_KV_POOL,
-                f"--max-running-requests {cfg.max_running_requests} exceeds the {fits} "
-                f"requests of {spec.engine.expected_input_tokens}+"
-                f"{spec.engine.expected_output_tokens} tokens the KV pool holds; the pool "
-                "limits and TTFT pays",
-            )
-        )
-    s = spec.speculative
-    if speculative and (
-        (s.accept_threshold_single or 1.0) < 1 or (s.accept_threshold_acc or 1.0) < 1
-    ):
-        out.append(
-            (
-                findings.LOSSY_ACCEPT_THRESHOLD,
-                "accept thresholds below 1.0: greedy output no longer matches the target",
-            )
-        )
-    return out
 
 
 def policy_context_for(spec: SpecServerSpec, configs: ModelConfigs) -> PolicyContext:

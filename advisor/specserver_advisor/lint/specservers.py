@@ -76,7 +76,10 @@ def launch_from_specserver(path: str, doc: Any) -> Launch:
     args: list[str] = []
     positions: list[Position] = []
     # The target config is not read yet: an MTP target's draft path is kept as written.
-    for arg in specserver_args(spec, speculative=spec.mode != Mode.DISABLED):
+    rendered = specserver_args(
+        spec, spec.mode != Mode.DISABLED, max_running_requests=spec.engine.max_running_requests
+    )
+    for arg in rendered:
         if arg.source.startswith("engine.extraArgs."):
             k = int(arg.source.rsplit(".", 1)[1])
             pos = _pos(raw_extra, index=k) if k < len(raw_extra) else e_pos
