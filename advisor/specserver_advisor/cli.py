@@ -8,6 +8,7 @@ Parses arguments and hands each subcommand to its module (``plan_command``, ``po
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from specserver_advisor import SGLANG_VERSION, __version__, plan_command, policy_commands
@@ -65,6 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"specserver-advisor: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader went away (``| head``): stop quietly, and keep the exit flush quiet too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

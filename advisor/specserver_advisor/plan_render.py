@@ -76,8 +76,8 @@ def _no_memory(plan: Plan, gpu: Gpu) -> Verdict:
     cell = mem.cell_bytes_with_draft if plan.resolution.speculative else mem.cell_bytes_target
     kv_gib = cell * (scn.input_len + scn.output_len) * MIN_REQUESTS / GIB
     needed = (weights + kv_gib) / mem.pre_load_free_gib
-    if needed <= MAX_ADVISED_FRACTION:
-        fraction = math.ceil(needed * 100 + 1) / 100
+    fraction = math.ceil(needed * 100 + 1) / 100
+    if fraction <= MAX_ADVISED_FRACTION:
         return Verdict(
             False,
             f"won't start: no KV cache under --mem-fraction-static "
