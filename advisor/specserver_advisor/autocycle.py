@@ -9,7 +9,7 @@ decisions the controller makes on the same signals.
 
 from __future__ import annotations
 
-import dataclasses
+import copy
 import json
 import math
 from typing import Any
@@ -104,10 +104,10 @@ def evaluate(
     if running is not None and (running == ON) != (state.mode == ON):
         # The engine runs the other mode (spec.mode was Enabled/Disabled meanwhile): follow it.
         state.mode, state.mode_since = (ON if running == ON else OFF), now
-    seen = (
-        Observation(ts=now)
-        if obs is None
-        else dataclasses.replace(obs, ts=now, mode=running or state.mode)
-    )
+    if obs is None:
+        seen = Observation(ts=now)
+    else:
+        seen = copy.copy(obs)
+        seen.ts, seen.mode = now, running or state.mode
     decision, state = decide(seen, state, policy, ctx, spec_mode=spec_mode, paused=paused)
     return decision, state, persisted(state, stored, now)
