@@ -149,8 +149,8 @@ def specserver_snippet(argv: list[str], plan: Plan, gpu: Gpu) -> list[str]:
                 shape.append(f"{key}: {r.get(name)}")
         lines.append("  speculative: {" + ", ".join(shape) + "}")
         lines.append("  mode: Auto")
-    else:
-        lines.append('  mode: "Off"')
+    else:  # the field is required; NGRAM needs no draft, and mode Off never runs it
+        lines += ["  speculative: {algorithm: NGRAM}", '  mode: "Off"']
     engine = []
     if user("context_length"):
         engine.append(f"contextLength: {r.get('context_length')}")
@@ -195,14 +195,19 @@ def table(plan: Plan) -> list[str]:
         f" {'TTFT p99 on ms':>14} {'off':>8} | {'gain x':>6}"
     )
     lines = [head, "-" * len(head)]
+
+    def cell(point: dict[str, float] | None, key: str, width: int, digits: int) -> str:
+        return f"{point[key]:>{width}.{digits}f}" if point else f"{'-':>{width}}"
+
     for pt in plan.curves:
-        on, off = pt["on"] or {}, pt["off"]
-        gain = on.get("output_tok_s", 0) / off["output_tok_s"] if off["output_tok_s"] else 0
+        on, off = pt["on"], pt["off"]
+        gain = on["output_tok_s"] / off["output_tok_s"] if on and off["output_tok_s"] else None
         lines.append(
-            f"{pt['concurrency']:>11} | {on.get('output_tok_s', 0):>12.1f}"
-            f" {off['output_tok_s']:>8.1f}"
-            f" | {on.get('tpot_ms', 0):>10.1f} {off['tpot_ms']:>7.1f}"
-            f" | {on.get('ttft_p99_ms', 0):>14.0f} {off['ttft_p99_ms']:>8.0f} | {gain:>6.2f}"
+            f"{pt['concurrency']:>11} | {cell(on, 'output_tok_s', 12, 1)}"
+            f" {cell(off, 'output_tok_s', 8, 1)}"
+            f" | {cell(on, 'tpot_ms', 10, 1)} {cell(off, 'tpot_ms', 7, 1)}"
+            f" | {cell(on, 'ttft_p99_ms', 14, 0)} {cell(off, 'ttft_p99_ms', 8, 0)}"
+            f" | {f'{gain:.2f}' if gain is not None else '-':>6}"
         )
     return lines
 

@@ -14,7 +14,7 @@ import pytest
 from conftest import REPO
 from specserver_advisor.cli import main
 from specserver_advisor.loaders.configs import bundled
-from specserver_advisor.models import SpecServer
+from specserver_advisor.models import SpecServer, SpecServerSpec
 from specserver_operator.configsource import ModelConfigs
 from specserver_operator.engineconfig import build_engine_config
 
@@ -137,6 +137,31 @@ def test_plan_from_a_specserver_plans_what_the_operator_renders(
     assert out["flags"]["kv_cache_dtype"] == "fp8_e4m3"  # type: ignore[index]
 
 
+def snippet_spec(lines: list[str]) -> SpecServerSpec:
+    """The SpecServer snippet of a text plan, validated."""
+    import yaml
+
+    start = lines.index("spec:")
+    end = lines.index("", start)
+    body = yaml.safe_load("\n".join(lines[start:end]))
+    return SpecServer.model_validate(
+        {"apiVersion": "specserver.io/v1alpha1", "kind": "SpecServer", "metadata": {}, **body}
+    ).spec
+
+
+def test_the_snippet_of_a_launch_without_speculation_is_a_valid_off_specserver(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    example = REPO / "manifests" / "examples" / "qwen3-30b-a3b-off.yaml"
+    assert main(["plan", "--from", str(example)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    spec = snippet_spec(out)
+    assert spec.mode.value == "Off"
+    assert spec.model.path == "Qwen/Qwen3-30B-A3B-Instruct-2507"
+    row = next(line for line in out if line.strip().startswith("1 |"))
+    assert row.split("|")[1].split()[0] == "-"  # no "on" prediction without speculation
+
+
 def test_plan_text_leads_with_the_verdict_then_flags_snippet_and_table(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -150,13 +175,7 @@ def test_plan_text_leads_with_the_verdict_then_flags_snippet_and_table(
     assert "# SpecServer" in lines and "spec:" in lines
     assert any("TTFT p99 on ms" in line and "out tok/s on" in line for line in lines)
     # The snippet is a SpecServer spec that validates.
-    import yaml
-
-    start = lines.index("spec:")
-    snippet = yaml.safe_load("\n".join(lines[start : start + 8]).split("\n\n")[0])
-    spec = SpecServer.model_validate(
-        {"apiVersion": "specserver.io/v1alpha1", "kind": "SpecServer", "metadata": {}, **snippet}
-    ).spec
+    spec = snippet_spec(lines)
     assert spec.engine.mem_fraction_static == 0.85
     assert spec.engine.max_running_requests is not None
 
