@@ -23,6 +23,7 @@ from specserver_advisor.launch import (
     build_engine_config,
     draftless_error,
     plan_launch,
+    policy_context_for,
     spec_env,
     specserver_args,
 )
@@ -32,6 +33,7 @@ from specserver_advisor.lint.sources import InputError, from_shell, from_yaml
 from specserver_advisor.loaders.configs import LoadedConfig
 from specserver_advisor.models import Mode, SpecServer, SpecServerSpec
 from specserver_advisor.plan import Plan, plan_for_configs
+from specserver_advisor.policy import PolicyContext
 from specserver_advisor.sglang.flags import parse_server_argv
 
 
@@ -49,6 +51,8 @@ class Planned:
     refused: str | None = None
     #: The operator's engine config for a SpecServer.
     engine: EngineConfig | None = None
+    #: What the operator's auto-speculation policy starts from (a SpecServer in mode Auto).
+    policy: PolicyContext | None = None
 
     @property
     def flags(self) -> dict[str, Any]:
@@ -129,6 +133,8 @@ def plan_specserver(
     if cfg.valid:
         # The rendered launch, cap included, at the asked concurrency and accept length.
         out.plan = plan_launch(spec, configs, gpu, argv, spec_env(spec), concurrency, accept_length)
+        if spec.mode == Mode.AUTO:
+            out.policy = policy_context_for(spec, configs)
     return out
 
 

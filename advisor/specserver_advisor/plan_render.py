@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from specserver_advisor.gpus import Gpu
 from specserver_advisor.launch import OWNED
 from specserver_advisor.memory import GIB
+from specserver_advisor.models import AutoSpeculation, SpecServerSpec
 from specserver_advisor.plan import Plan
 from specserver_advisor.plan_from import Planned
+from specserver_advisor.policy import PolicyContext, accept_floor
 from specserver_advisor.sglang.flags import match_option
 
 #: The largest --mem-fraction-static the advice ever gives: the rest is activations and graphs.
@@ -247,5 +249,19 @@ def render(p: Planned) -> str:
         "",
         f"crossover concurrency: {f'{cross:.1f}' if cross is not None else 'none in range'}",
     ]
+    if p.policy is not None and p.spec is not None:
+        lines.append(auto_line(p.policy, p.spec))
     lines += [f"note: {n}" for n in plan.notes]
     return "\n".join(lines)
+
+
+def auto_line(ctx: PolicyContext, spec: SpecServerSpec) -> str:
+    """What the operator's policy starts from for this SpecServer (``replay`` uses the same)."""
+    policy = spec.auto_speculation or AutoSpeculation()
+    floor = accept_floor(policy, ctx)
+    cross = ctx.crossover(ctx.prior_accept)
+    where = f"above about {cross:.0f} users" if math.isfinite(cross) else "never for load"
+    return (
+        f"mode Auto: speculation is switched off when the accept length falls below {floor:g}, "
+        f"and {where} at the accept length {ctx.prior_accept:g}"
+    )

@@ -286,3 +286,18 @@ def test_output_piped_into_head_exits_quietly(command: str, tmp_path: Path) -> N
     proc.wait(timeout=60)
     assert first.startswith((b"won't start", b"starts", b"{"))
     assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_plan_of_an_auto_specserver_states_the_floor_and_crossover_replay_uses(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    example = REPO / "manifests" / "examples" / "qwen3-8b-eagle3-l4.yaml"
+    assert main(["plan", "--from", str(example)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("mode Auto:"))
+    data = REPO / "tests" / "data" / "observations-rise-fall.jsonl"
+    assert (
+        main(["replay", "--policy", str(example), "--observations", str(data), "--format", "jsonl"])
+        == 0
+    )
+    first = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert f"below {first['thresholds']['accept_floor']:g}," in line
