@@ -301,3 +301,20 @@ def test_plan_of_an_auto_specserver_states_the_floor_and_crossover_replay_uses(
     )
     first = json.loads(capsys.readouterr().out.splitlines()[0])
     assert f"below {first['thresholds']['accept_floor']:g}," in line
+
+
+def test_plan_from_a_specserver_the_operator_refuses_says_why_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sps = tmp_path / "sps.yaml"
+    sps.write_text(
+        (REPO / "manifests/examples/qwen3-8b-eagle3-l4.yaml")
+        .read_text()
+        .replace('extraArgs: ["--kv-cache-dtype", "fp8_e4m3"]', 'extraArgs: ["--port", "1"]')
+    )
+    assert main(["plan", "--from", str(sps)]) == 1
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == (
+        "won't start: OwnedFlagInExtraArgs: extraArgs may not set --port "
+        "(the operator renders it; use engine.port)"
+    )
