@@ -165,7 +165,10 @@ def build(a: argparse.Namespace, extra: list[str]) -> Planned:
                     spec, configs, a.gpu, extra, a.accept_length, a.concurrency
                 )
             la = launches[a.launch - len(docs) - 1]
-            argv = list(la.args) + _option_argv(a) + extra
+            # ``sglang serve MODEL``: written as launch_server takes it.
+            positional = bool(la.args) and not la.args[0].startswith("-")
+            argv = (["--model-path"] if positional else []) + list(la.args)
+            argv += _option_argv(a) + extra
             values = dict(la.parsed.values)
             more = parse_server_argv(_option_argv(a) + extra)
             values.update(more.values)

@@ -56,7 +56,7 @@ def verdict(p: Planned) -> Verdict:
     if pool <= 0 or (r.speculative and plan.fits_on < 1) or plan.fits_off < 1:
         return _no_memory(plan, p.gpu)
     changes: list[str] = []
-    for name in ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens"):
+    for name in shape_fields(r.algorithm):
         value = r.values.get(name)
         if r.speculative and value is not None and value.source in ("auto", "derived"):
             changes += [f"--{name.replace('_', '-')}", str(value.value)]
@@ -68,6 +68,13 @@ def verdict(p: Planned) -> Verdict:
     if not changes:
         return Verdict(True, "starts as given; nothing to change")
     return Verdict(True, "starts; set " + " ".join(changes), changes)
+
+
+def shape_fields(algorithm: str | None) -> tuple[str, ...]:
+    """The shape flags the operator renders for an algorithm (NGRAM and DFLASH: tokens only)."""
+    if algorithm in ("NGRAM", "DFLASH", "DSPARK"):
+        return ("speculative_num_draft_tokens",)
+    return ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
 
 
 def _no_memory(plan: Plan, gpu: Gpu) -> Verdict:
@@ -126,7 +133,9 @@ def flags_block(argv: list[str]) -> list[str]:
     return lines
 
 
-def specserver_snippet(argv: list[str], plan: Plan, gpu: Gpu) -> list[str]:
+def specserver_snippet(
+    argv: list[str], plan: Plan, gpu: Gpu, env: dict[str, str] | None = None
+) -> list[str]:
     """The SpecServer ``spec`` that renders this launch."""
     r = plan.resolution
 
@@ -142,11 +151,13 @@ def specserver_snippet(argv: list[str], plan: Plan, gpu: Gpu) -> list[str]:
     if r.speculative:
         written = r.get("speculative_algorithm") if user("speculative_algorithm") else r.algorithm
         shape = [f"algorithm: {written}"]
-        for name, key in (
-            ("speculative_num_steps", "numSteps"),
-            ("speculative_eagle_topk", "eagleTopk"),
-            ("speculative_num_draft_tokens", "numDraftTokens"),
-        ):
+        keys = {
+            "speculative_num_steps": "numSteps",
+            "speculative_eagle_topk": "eagleTopk",
+            "speculative_num_draft_tokens": "numDraftTokens",
+        }
+        for name in shape_fields(r.algorithm):
+            key = keys[name]
             if r.get(name) is not None:
                 shape.append(f"{key}: {r.get(name)}")
         lines.append("  speculative: {" + ", ".join(shape) + "}")
@@ -154,8 +165,9 @@ def specserver_snippet(argv: list[str], plan: Plan, gpu: Gpu) -> list[str]:
     else:  # the field is required; NGRAM needs no draft, and mode Off never runs it
         lines += ["  speculative: {algorithm: NGRAM}", '  mode: "Off"']
     engine = []
-    if user("context_length"):
-        engine.append(f"contextLength: {r.get('context_length')}")
+    context = _flag_value(argv, "--context-length")
+    if context is not None:
+        engine.append(f"contextLength: {context}")
     engine.append(f"memFractionStatic: {plan.mem.settings.mem_fraction_static}")
     cap = _flag_value(argv, "--max-running-requests")
     if cap is not None:
@@ -163,6 +175,9 @@ def specserver_snippet(argv: list[str], plan: Plan, gpu: Gpu) -> list[str]:
     extra = _extra_args(argv)
     if extra:
         engine.append("extraArgs: [" + ", ".join(json.dumps(x) for x in extra) + "]")
+    if env:
+        pairs = ", ".join(f"{{name: {k}, value: {json.dumps(v)}}}" for k, v in env.items())
+        engine.append(f"env: [{pairs}]")
     lines.append("  engine: {" + ", ".join(engine) + "}")
     lines.append(f"  resources: {{gpus: {plan.scenario.tp_size}, gpuType: {gpu.name}}}")
     return lines
@@ -229,7 +244,7 @@ def render(p: Planned) -> str:
             "# environment: " + " ".join(f"{k}={shlex.quote(x)}" for k, x in p.env.items())
         )
     if v.starts:
-        lines += ["", "# SpecServer", *specserver_snippet(argv, plan, p.gpu)]
+        lines += ["", "# SpecServer", *specserver_snippet(argv, plan, p.gpu, p.env)]
     j = plan.to_json()
     mem, pool, c = j["memory"], j["kv_pool_tokens"], j["context"]
     lines += [

@@ -318,3 +318,37 @@ def test_plan_from_a_specserver_the_operator_refuses_says_why_first(
         "won't start: OwnedFlagInExtraArgs: extraArgs may not set --port "
         "(the operator renders it; use engine.port)"
     )
+
+
+def test_the_snippet_renders_the_flags_plan_prints(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "serve.sh"
+    script.write_text(
+        "#!/bin/sh\nSGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 sglang serve Qwen/Qwen3-8B \\\n"
+        "  --speculative-algorithm NGRAM --mem-fraction-static 0.9 --context-length 65536 \\\n"
+        "  --kv-cache-dtype fp8_e4m3\n"
+    )
+    assert main(["plan", "--from", str(script), "--gpu", "A10G"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    start = lines.index("python -m sglang.launch_server \\") + 1
+    end = lines.index("", start)
+    block = [line for line in lines[start:end] if not line.startswith("#")]
+    printed = [line.strip().rstrip(" \\").split(" ", 1) for line in block]
+    assert [p[0] for p in printed] == [
+        "--model-path",
+        "--speculative-algorithm",
+        "--mem-fraction-static",
+        "--context-length",
+        "--kv-cache-dtype",
+        "--max-running-requests",
+    ]
+    spec = snippet_spec(lines)
+    assert spec.engine.env[0].name == "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
+    target = bundled("Qwen/Qwen3-8B")
+    assert target is not None
+    cfg = build_engine_config(spec, ModelConfigs(target.config, None, None, None, "b"), True)
+    assert cfg.valid, cfg.message
+    rendered = cfg.args
+    for flag, value in printed:
+        assert rendered[rendered.index(flag) + 1] == value, flag
