@@ -213,7 +213,9 @@ def run(a: argparse.Namespace, extra: list[str]) -> int:
 
     planned = build(a, extra)
     verdict = plan_render.verdict(planned)
-    if a.plot is not None:
+    if a.plot is not None and not verdict.starts:
+        print("specserver-advisor: note: no plot: the launch does not start", file=sys.stderr)
+    elif a.plot is not None:
         _plot(a.plot, planned)
     if a.format == "json":
         data: dict[str, Any] = planned.plan.to_json() if planned.plan else {}
@@ -237,6 +239,8 @@ def _plot(path: Path, planned: Planned) -> None:
     title = f"{planned.plan.scenario.target.architecture} on {planned.gpu.name}"
     try:
         path.write_text(plan_plot.svg(planned.plan, title))
+    except plan_plot.PlotError as exc:
+        raise UsageError(f"--plot {path}: {exc}") from exc
     except OSError as exc:
         raise UsageError(f"--plot {path}: {exc.strerror or exc}") from exc
 

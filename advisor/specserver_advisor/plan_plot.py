@@ -56,6 +56,8 @@ def svg(plan: Plan, title: str = "") -> str:
         values = [
             float(p[mode][key]) for p in points for mode in ("on", "off") if p.get(mode) is not None
         ]
+        if not all(math.isfinite(v) and v >= 0 for v in values):
+            raise PlotError(f"{label}: predictions are not finite")
         ticks = _ticks(max(values) if values else 1.0)
         ymax = ticks[-1] or 1.0
 
@@ -107,7 +109,7 @@ def _markers(plan: Plan, lo: float, hi: float, top_y: float) -> list[str]:
     marks = [("crossover", plan.crossover_concurrency, "#2ca02c")]
     if plan.resolution.speculative:
         marks.append(("KV cap", float(plan.fits_on), "#7f7f7f"))
-    for name, value, color in marks:
+    for row, (name, value, color) in enumerate(marks):
         if value is None or not lo <= value <= hi:
             continue
         x = _x(value, lo, hi)
@@ -116,6 +118,7 @@ def _markers(plan: Plan, lo: float, hi: float, top_y: float) -> list[str]:
             f'x2="{x:.1f}" y2="{top_y + PANEL_H}" stroke="{color}" stroke-dasharray="5,4"/>'
         )
         out.append(
-            f'<text x="{x + 4:.1f}" y="{top_y + 14}" fill="{color}">{name} {value:.0f}</text>'
+            f'<text x="{x + 4:.1f}" y="{top_y + 14 * (row + 1)}" fill="{color}">'
+            f"{name} {value:.0f}</text>"
         )
     return out

@@ -24,7 +24,7 @@ from specserver_advisor.sglang.flags import match_option
 #: The largest --mem-fraction-static the advice ever gives: the rest is activations and graphs.
 MAX_ADVISED_FRACTION = 0.92
 #: Requests a launch must at least hold (of the planned shape) to count as fitting.
-MIN_REQUESTS = 4
+MIN_REQUESTS = 16
 
 
 @dataclass
