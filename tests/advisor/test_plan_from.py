@@ -260,6 +260,12 @@ def test_plot_draws_both_modes_with_the_crossover_and_kv_cap(
     assert root.findall(f"{ns}line[@class='crossover']")
     assert root.findall(f"{ns}line[@class='kv-cap']")
     assert main([*argv, "--plot", str(tmp_path / "plan.gif")]) == 2
+    capsys.readouterr()
+    # A launch that does not start has nothing to draw: a note, no file, no traceback.
+    starved = ["plan", "--model", "Qwen/Qwen3-8B", "--gpu", "L4", "--speculative-algorithm"]
+    assert main([*starved, "NGRAM", "--plot", str(tmp_path / "none.svg")]) == 1
+    assert "no plot: the launch does not start" in capsys.readouterr().err
+    assert not (tmp_path / "none.svg").exists()
 
 
 PLAN = ["plan", "--model", "Qwen/Qwen3-8B", "--draft", "Tengyunw/qwen3_8b_eagle3", "--gpu", "L4"]
