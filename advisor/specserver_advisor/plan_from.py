@@ -115,7 +115,7 @@ def plan_specserver(
     accept_length: float | None,
     concurrency: list[int],
 ) -> Planned:
-    """Plan a SpecServer as the operator renders it (speculation on unless mode is Off)."""
+    """Plan a SpecServer as the operator renders it (speculation on unless mode is Disabled)."""
     if gpu_name:
         spec = spec.model_copy(
             update={"resources": spec.resources.model_copy(update={"gpu_type": gpu_name})}
@@ -124,7 +124,7 @@ def plan_specserver(
         engine = spec.engine.model_copy(update={"extra_args": [*spec.engine.extra_args, *extra]})
         spec = spec.model_copy(update={"engine": engine})
     gpu = gpu_named(spec.resources.gpu_type, "spec.resources.gpuType")
-    speculative = spec.mode != Mode.OFF
+    speculative = spec.mode != Mode.DISABLED
     cfg = build_engine_config(spec, configs, speculative)
     argv = cfg.args or argv_of(specserver_args(spec, speculative))
     out = Planned(cfg.plan, argv, gpu, spec_env(spec), spec, engine=cfg)

@@ -162,8 +162,8 @@ def specserver_snippet(
                 shape.append(f"{key}: {r.get(name)}")
         lines.append("  speculative: {" + ", ".join(shape) + "}")
         lines.append("  mode: Auto")
-    else:  # the field is required; NGRAM needs no draft, and mode Off never runs it
-        lines += ["  speculative: {algorithm: NGRAM}", '  mode: "Off"']
+    else:  # the field is required; NGRAM needs no draft, and mode Disabled never runs it
+        lines += ["  speculative: {algorithm: NGRAM}", "  mode: Disabled"]
     engine = []
     context = _flag_value(argv, "--context-length")
     if context is not None:

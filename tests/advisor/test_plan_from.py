@@ -149,14 +149,14 @@ def snippet_spec(lines: list[str]) -> SpecServerSpec:
     ).spec
 
 
-def test_the_snippet_of_a_launch_without_speculation_is_a_valid_off_specserver(
+def test_the_snippet_of_a_launch_without_speculation_is_a_valid_disabled_specserver(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     example = REPO / "manifests" / "examples" / "qwen3-30b-a3b-off.yaml"
     assert main(["plan", "--from", str(example)]) == 0
     out = capsys.readouterr().out.splitlines()
     spec = snippet_spec(out)
-    assert spec.mode.value == "Off"
+    assert spec.mode.value == "Disabled"
     assert spec.model.path == "Qwen/Qwen3-30B-A3B-Instruct-2507"
     row = next(line for line in out if line.strip().startswith("1 |"))
     assert row.split("|")[1].split()[0] == "-"  # no "on" prediction without speculation
@@ -358,3 +358,12 @@ def test_the_snippet_renders_the_flags_plan_prints(
     rendered = cfg.args
     for flag, value in printed:
         assert rendered[rendered.index(flag) + 1] == value, flag
+
+
+def test_a_hostile_model_path_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "serve.sh"
+    script.write_text(f"python -m sglang.launch_server --model-path {'A' * 5000}\n")
+    assert main(["plan", "--from", str(script), "--gpu", "L4"]) == 2
+    assert "no config.json for" in capsys.readouterr().err

@@ -187,6 +187,19 @@ def load_config(
         ConfigUnreadableError: a config was found but is broken.
     """
     env = dict(os.environ) if env is None else env
+    try:
+        return _load_config(ref, revision, env, hf_endpoint, use_bundled)
+    except (OSError, ValueError) as exc:  # a name the filesystem refuses (too long, NUL byte)
+        if isinstance(exc, ConfigNotFoundError | ConfigUnreadableError):
+            raise
+        raise ConfigNotFoundError(
+            f"no config.json for {ref[:80]!r}: {exc.__class__.__name__}"
+        ) from exc
+
+
+def _load_config(
+    ref: str, revision: str | None, env: dict[str, str], hf_endpoint: str | None, use_bundled: bool
+) -> LoadedConfig:
     looked: list[str] = []
     path = Path(ref).expanduser()
     if path.is_dir():
