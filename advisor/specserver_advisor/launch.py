@@ -16,8 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from specserver_advisor import findings, launch_findings
+from specserver_advisor import drafts, findings, launch_findings
+from specserver_advisor.drafts import has_mtp_layers
 from specserver_advisor.gpus import Gpu, UnknownGpuError, lookup_gpu
+from specserver_advisor.launch_fraction import computed_fraction, given_fraction_message
 from specserver_advisor.models import Algorithm, SpecServerSpec
 from specserver_advisor.plan import DEFAULT_CONCURRENCY, Plan, PlanInputs, make_plan, policy_context
 from specserver_advisor.policy import PolicyContext
@@ -38,7 +40,7 @@ OWNED = {
     "revision": "model.revision",
 }
 #: Algorithms that load a draft model: without one, only a target with MTP layers can run them.
-NEEDS_DRAFT = {"NEXTN", "EAGLE", "EAGLE3", "STANDALONE", "DFLASH"}
+NEEDS_DRAFT = drafts.NEEDS_DRAFT
 
 
 class ModelConfigs(Protocol):
@@ -83,6 +85,11 @@ class EngineConfig:
     env: dict[str, str] = field(default_factory=dict)
     #: Weights per GPU (target, and the draft when speculating): sizes the pod's requests.
     weight_gib: float = 0.0
+    #: The --mem-fraction-static SGLang will use, and where it came from (Spec, Heuristic:
+    #: SGLang's own, not rendered; Computed: rendered by the operator, see memfraction.py).
+    mem_fraction_static: float | None = None
+    mem_fraction_static_source: str | None = None
+    mem_fraction_static_reason: str = ""
     #: The plan behind the rendering (None when the spec was refused before planning).
     plan: Plan | None = field(default=None, compare=False, repr=False)
 
@@ -90,7 +97,7 @@ class EngineConfig:
 def is_mtp_target(target_config: dict[str, Any] | None) -> bool:
     """Whether the target carries its own MTP layers (NEXTN and friends need no draft)."""
     arch = str(((target_config or {}).get("architectures") or [""])[0])
-    return arch in MTP_TARGETS
+    return arch in MTP_TARGETS and has_mtp_layers(target_config) is not False
 
 
 def draftless_error(
@@ -118,11 +125,13 @@ def specserver_args(
     mtp_target: bool = False,
     resolution: Resolution | None = None,
     max_running_requests: int | None = None,
+    mem_fraction: float | None = None,
 ) -> list[Arg]:
     """The SGLang flags a SpecServer renders to, in order, each with the field that set it.
 
     ``resolution``: SGLang's resolved view, whose auto-chosen shape is then rendered explicitly
     (None: the spec's own values). ``max_running_requests``: the cap to render (None: none).
+    ``mem_fraction``: the operator's computed fraction when the spec gives none.
     """
     out: list[Arg] = []
 
@@ -138,7 +147,7 @@ def specserver_args(
     add("--enable-metrics", True, "engine")
     add("--tp-size", spec.resources.gpus, "resources")
     add("--context-length", e.context_length or None, "engine")
-    add("--mem-fraction-static", e.mem_fraction_static or None, "engine")
+    add("--mem-fraction-static", e.mem_fraction_static or mem_fraction, "engine")
     add("--max-running-requests", max_running_requests, "engine")
     if speculative:
         out += _speculative_args(spec, mtp_target, resolution)
@@ -294,6 +303,19 @@ def build_engine_config(
             return EngineConfig(False, findings.DRAFT_PATH_MISMATCH, refused)
     plan = plan_launch(spec, configs, gpu, argv_of(specserver_args(spec, speculative, mtp)), env)
     cannot = launch_findings.refusal(plan, speculative)
+    computed = None
+    if cannot and cannot[0] == findings.NO_KV_MEMORY:
+        computed = computed_fraction(spec, plan, speculative, gpu.name)
+    mem_fraction = computed.fraction if computed else None
+    if computed is not None and mem_fraction is None:
+        return EngineConfig(False, findings.NO_KV_MEMORY, computed.message, plan=plan)
+    if mem_fraction is not None:
+        argv = argv_of(specserver_args(spec, speculative, mtp, mem_fraction=mem_fraction))
+        plan = plan_launch(spec, configs, gpu, argv, env)
+        cannot = launch_findings.refusal(plan, speculative)
+    if cannot and cannot[0] == findings.NO_KV_MEMORY and spec.engine.mem_fraction_static:
+        message = given_fraction_message(spec, plan, speculative)
+        return EngineConfig(False, findings.NO_KV_MEMORY, message, plan=plan)
     if cannot:
         return EngineConfig(False, cannot[0], cannot[1], plan=plan)
     cfg = EngineConfig(
@@ -303,6 +325,17 @@ def build_engine_config(
         speculative=speculative,
         env=dict(env),
         plan=plan,
+        mem_fraction_static=plan.mem.settings.mem_fraction_static,
+        mem_fraction_static_source=(
+            "Spec" if spec.engine.mem_fraction_static else "Computed" if computed else "Heuristic"
+        ),
+        mem_fraction_static_reason=(
+            computed.message
+            if computed
+            else "given in spec.engine.memFractionStatic"
+            if spec.engine.mem_fraction_static
+            else "SGLang's heuristic for this GPU leaves room for the KV cache"
+        ),
     )
     _choose_cap(cfg, spec, plan, speculative)
     cfg.args = argv_of(
@@ -312,6 +345,7 @@ def build_engine_config(
             mtp,
             plan.resolution if speculative else None,
             cfg.max_running_requests,
+            mem_fraction,
         )
     )
     final = parse_server_argv(cfg.args)

@@ -22,13 +22,34 @@ def refusal(plan: Plan, speculative: bool) -> tuple[str, str] | None:
             f"SGLang would fail at startup: {err.exception}: {err.message}",
         )
     if plan.context.verdict.value == "startup_fails":
-        return findings.DRAFT_CONTEXT_SHORTER, plan.context.message
+        return findings.DRAFT_CONTEXT_SHORTER, context_message(plan)
     pool = (
         plan.mem.kv_pool_tokens_with_draft if speculative else plan.mem.kv_pool_tokens_without_draft
     )
     if pool <= 0:
         return findings.NO_KV_MEMORY, plan.mem.error or "no KV memory"
     return None
+
+
+def context_message(plan: Plan) -> str:
+    """SPEC002 for the SpecServer's author: which length, which model, what to change."""
+    ctx = plan.context
+    if ctx.failing_model == "draft" and ctx.draft is not None:
+        return (
+            f"the draft supports {ctx.draft} tokens of context, fewer than the {ctx.effective} "
+            "the target runs with: SGLang refuses to start. Set engine.contextLength to "
+            f"{ctx.draft} or less, or use a draft trained for the longer context "
+            "(SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 in engine.env starts it anyway, with "
+            f"wrong drafts past {ctx.draft} tokens)"
+        )
+    if ctx.failing_model == "target":
+        return (
+            f"engine.contextLength is longer than the {ctx.target} tokens the model supports: "
+            f"SGLang refuses to start. Set engine.contextLength to {ctx.target} or less "
+            "(SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 in engine.env overrides, at the risk "
+            "of wrong output)"
+        )
+    return ctx.message
 
 
 def summary(plan: Plan, speculative: bool) -> dict[str, Any]:

@@ -27,9 +27,11 @@ from specserver_advisor.launch import (
     spec_env,
     specserver_args,
 )
-from specserver_advisor.lint.engine import MAX_BYTES, SHELL_EXT, YAML_EXT
+from specserver_advisor.lint.engine import decode, is_yaml
 from specserver_advisor.lint.model import Launch
-from specserver_advisor.lint.sources import InputError, from_shell, from_yaml
+from specserver_advisor.lint.shell import from_shell
+from specserver_advisor.lint.shellwords import ShellSyntaxError
+from specserver_advisor.lint.sources import InputError, from_yaml
 from specserver_advisor.loaders.configs import LoadedConfig
 from specserver_advisor.models import Mode, SpecServer, SpecServerSpec
 from specserver_advisor.plan import Plan, plan_for_configs
@@ -67,20 +69,19 @@ def read_file(path: Path) -> tuple[list[Launch], list[Any]]:
         raw = path.read_bytes()
     except OSError as exc:
         raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    if len(raw) > MAX_BYTES:
-        raise UsageError(f"{path}: file too large ({len(raw)} bytes)")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"{path}: not UTF-8 text") from exc
     name = str(path)
+    text, problems = decode(name, raw)
+    if text is None:
+        raise UsageError(f"{path}: {problems[0].message if problems else 'unreadable'}")
     try:
-        if name.endswith(YAML_EXT):
+        if is_yaml(name, text):
             launches, docs = from_yaml(name, text)
-        elif name.endswith(SHELL_EXT) or not name.endswith((".json",)):
-            launches, docs = from_shell(name, text), []
         else:
-            raise UsageError(f"{path}: expected YAML or a shell script")
+            launches, docs = from_shell(name, text), []
+    except ShellSyntaxError as exc:
+        raise UsageError(
+            f"{path}:{exc.line}:{exc.column}: cannot parse shell script: {exc}"
+        ) from exc
     except InputError as exc:
         raise UsageError(f"{path}: {exc}") from exc
     except (RecursionError, ValueError, TypeError, AttributeError) as exc:

@@ -86,7 +86,8 @@ def decode(name: str, raw: bytes) -> tuple[str | None, list[Diagnostic]]:
         return None, [_input_error(name, "not UTF-8 text")]
 
 
-def _is_yaml(name: str, text: str) -> bool:
+def is_yaml(name: str, text: str) -> bool:
+    """Whether a file is read as YAML (by extension, else by its first line)."""
     if name.endswith(YAML_EXT):
         return True
     if name.endswith((".sh", ".bash")):
@@ -102,7 +103,7 @@ def launches_in_text(name: str, text: str) -> tuple[list[Launch], list[Diagnosti
     launches: list[Launch] = []
     problems: list[Diagnostic] = []
     try:
-        if _is_yaml(name, text):
+        if is_yaml(name, text):
             launches, specservers = from_yaml(name, text)
             for doc in specservers:
                 try:
