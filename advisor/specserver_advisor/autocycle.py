@@ -28,7 +28,7 @@ from specserver_advisor.policy import (
 #: Learned bands are persisted at most this often (they move every cycle).
 BANDS_PERSIST_S = 300.0
 #: Fields that follow every observation; written along with a material change, never alone.
-VOLATILE_FIELDS = ("last_queued", "last_accept", "bands_saved_at")
+VOLATILE_FIELDS = ("last_queued", "last_accept", "bands_saved_at", "last_band", "band_streak")
 
 
 def load_state(raw: str | None, running: str | None) -> PolicyState:

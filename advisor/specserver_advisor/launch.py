@@ -200,7 +200,10 @@ def _speculative_args(spec: SpecServerSpec, mtp_target: bool, r: Resolution | No
         ("--speculative-accept-threshold-acc", s.accept_threshold_acc or 1.0),
         ("--speculative-draft-kv-cache-dtype", s.draft_kv_cache_dtype),
     ]
-    return out + [Arg(f, str(v), "speculative") for f, v in pairs if v is not None]
+    out += [Arg(f, str(v), "speculative") for f, v in pairs if v is not None]
+    if s.adaptive:
+        out.append(Arg("--speculative-adaptive", None, "speculative"))
+    return out
 
 
 #: Flags that make SGLang read arguments or the model config from a file the operator never
@@ -400,4 +403,6 @@ def policy_context_for(spec: SpecServerSpec, configs: ModelConfigs) -> PolicyCon
     plan = plan_launch(spec, configs, gpu, argv, spec_env(spec))
     if plan.resolution.errors or plan.mem.kv_pool_tokens_with_draft <= 0:
         return NEUTRAL_CONTEXT
-    return policy_context(plan, spec.auto_speculation)
+    return policy_context(
+        plan, spec.auto_speculation, engine_adapts_steps=spec.speculative.adaptive
+    )

@@ -160,6 +160,8 @@ def generated_specs(count: int) -> list[dict[str, Any]]:
         }
         if draft:
             spec["draft"] = {"path": draft}
+        if algo == "EAGLE3" and rng.random() < 0.4:
+            spec["speculative"]["adaptive"] = True  # SGLang adapts steps; policy context knows
         out.append(spec)
     return out
 
