@@ -3,7 +3,9 @@
 Used by the memory planner and the performance model. Figures are vendor data sheet values
 (dense, no sparsity); ``memory_mib`` is the total that ``torch.cuda.get_device_properties``
 reports, which is what SGLang's heuristics see. ``context_overhead_gib`` is what the CUDA
-context and NCCL take before weights load.
+context and NCCL take before weights load. ``capability`` is the CUDA compute capability, which
+SGLang's attention-backend and page-size defaults branch on (sm80 Ampere, sm86/sm89 Ampere/Ada,
+sm90 Hopper, sm100 Blackwell, sm121 GB10).
 """
 
 from __future__ import annotations
@@ -19,8 +21,14 @@ class Gpu:
     memory_mib: int
     bandwidth_gbs: float
     bf16_tflops: float
+    capability: tuple[int, int] = (8, 0)
     context_overhead_gib: float = 0.8
     unified_memory: bool = False
+
+    @property
+    def sm(self) -> int:
+        """``get_device_sm()``: major * 10 + minor."""
+        return self.capability[0] * 10 + self.capability[1]
 
     @property
     def memory_gib(self) -> float:
@@ -30,20 +38,20 @@ class Gpu:
 GPUS: dict[str, Gpu] = {
     g.name: g
     for g in (
-        Gpu("L4", 23034, 300, 121),
-        Gpu("A10G", 23028, 600, 70),
-        Gpu("A10", 23028, 600, 125),
-        Gpu("A6000", 48676, 768, 155),
-        Gpu("L40S", 46068, 864, 362),
-        Gpu("A100-40G", 40536, 1555, 312),
-        Gpu("A100-80G", 81051, 2039, 312),
-        Gpu("H20", 97871, 4000, 148),
-        Gpu("H100", 81559, 3350, 989),
-        Gpu("H200", 143771, 4800, 989),
-        Gpu("B200", 183359, 8000, 2250),
-        Gpu("GH200", 97871, 4000, 989),
+        Gpu("L4", 23034, 300, 121, (8, 9)),
+        Gpu("A10G", 23028, 600, 70, (8, 6)),
+        Gpu("A10", 23028, 600, 125, (8, 6)),
+        Gpu("A6000", 48676, 768, 155, (8, 6)),
+        Gpu("L40S", 46068, 864, 362, (8, 9)),
+        Gpu("A100-40G", 40536, 1555, 312, (8, 0)),
+        Gpu("A100-80G", 81051, 2039, 312, (8, 0)),
+        Gpu("H20", 97871, 4000, 148, (9, 0)),
+        Gpu("H100", 81559, 3350, 989, (9, 0)),
+        Gpu("H200", 143771, 4800, 989, (9, 0)),
+        Gpu("B200", 183359, 8000, 2250, (10, 0)),
+        Gpu("GH200", 97871, 4000, 989, (9, 0)),
         # DGX Spark: 128 GB LPDDR5x shared with the CPU; the runtime sees most of it.
-        Gpu("GB10", 122572, 273, 62, context_overhead_gib=2.0, unified_memory=True),
+        Gpu("GB10", 122572, 273, 62, (12, 1), context_overhead_gib=2.0, unified_memory=True),
     )
 }
 

@@ -27,12 +27,18 @@ KV_DTYPE_BYTES = {
 }
 #: Algorithms whose draft keeps KV beside the target's (cell size grows).
 DRAFT_KV_ALGORITHMS = {"EAGLE", "EAGLE3", "STANDALONE", "FROZEN_KV_MTP", "DFLASH", "DSPARK"}
+#: Algorithms whose draft KV bytes follow ``--speculative-draft-kv-cache-dtype``.
+DRAFT_DTYPE_SIZED_ALGORITHMS = {"DFLASH", "DSPARK"}
 
 
 def kv_dtype_bytes(kv_cache_dtype: str | None, shape: ModelShape) -> int:
-    """Bytes per KV element: ``auto`` means the model dtype (1 for FP8 checkpoints)."""
+    """Bytes per KV element (``configure_kv_cache_dtype``).
+
+    ``auto`` is the model's compute dtype, FP8 checkpoints included (their weights are FP8, their
+    activations and KV are not), unless the quant config says ``kv_cache_quant_algo: FP8``.
+    """
     if not kv_cache_dtype or kv_cache_dtype == "auto":
-        return 1 if shape.checkpoint_fp8 else min(shape.dtype_bytes, 2)
+        return 1 if shape.kv_cache_fp8 else shape.model_dtype_bytes
     if kv_cache_dtype in KV_DTYPE_BYTES:
         return KV_DTYPE_BYTES[kv_cache_dtype]
     if "fp4" in kv_cache_dtype:
@@ -88,6 +94,52 @@ class MemorySettings:
     source: str
 
 
+@dataclass(frozen=True)
+class GraphSettings:
+    """The CUDA-graph phases the reserve counts (``cuda_graph_config`` after parsing)."""
+
+    decode: bool = True
+    prefill: bool = False
+    prefill_max_bs: int | None = None
+
+    @classmethod
+    def from_values(
+        cls, values: dict[str, object], speculative: bool = False, mla: bool = False
+    ) -> GraphSettings:
+        """From parsed flags: ``--disable-cuda-graph``, the per-phase switches and backends."""
+        decode = prefill = True
+        prefill = DEFAULT_PREFILL_GRAPH
+        if values.get("disable_cuda_graph"):
+            decode = prefill = False
+        if values.get("disable_prefill_cuda_graph"):
+            prefill = False
+        if values.get("disable_decode_cuda_graph"):
+            decode = False
+        if values.get("cuda_graph_backend_decode") is not None:
+            decode = values["cuda_graph_backend_decode"] != "disabled"
+        if values.get("cuda_graph_backend_prefill") is not None:
+            prefill = values["cuda_graph_backend_prefill"] != "disabled"
+        max_bs = values.get("cuda_graph_max_bs_prefill")
+        return cls(decode, prefill, int(max_bs) if isinstance(max_bs, int) else None)
+
+
+#: Whether the prefill CUDA graph is captured when no flag says otherwise.
+DEFAULT_PREFILL_GRAPH = False
+
+
+def prefill_graph_batch_sizes(max_bs: int) -> list[int]:
+    """``generate_prefill_cuda_graph_batch_sizes``: captured token counts up to ``max_bs``."""
+    sizes = (
+        list(range(4, 33, 4))
+        + list(range(48, 257, 16))
+        + list(range(288, 513, 32))
+        + list(range(576, 1024 + 1, 64))
+        + list(range(1280, 4096 + 1, 256))
+        + list(range(4608, max_bs + 1, 512))
+    )
+    return [s for s in sizes if s <= max_bs]
+
+
 def memory_settings(
     gpu: Gpu,
     tp_size: int = 1,
@@ -96,8 +148,16 @@ def memory_settings(
     chunked_prefill_size: int | None = None,
     cuda_graph_max_bs: int | None = None,
     mla: bool = False,
+    max_running_requests: int | None = None,
+    graphs: GraphSettings | None = None,
+    attn_dp_size: int = 1,
 ) -> MemorySettings:
-    """SGLang's GPU-memory tiers and mem-fraction-static heuristic (non-PD, no DP attention)."""
+    """SGLang's GPU-memory tiers and mem-fraction-static heuristic (non-PD).
+
+    ``max_running_requests`` is the resolved cap (the speculative reset to 48 included): a
+    default decode graph batch larger than it is cut to it, and the graph reserve with it.
+    """
+    graphs = graphs or GraphSettings()
     mem = gpu.memory_mib
     if mem < 20 * 1024:
         chunk, bs = 2048, 8
@@ -105,15 +165,28 @@ def memory_settings(
         chunk, bs = 4096, 48 if tp_size < 4 else 160
     elif mem < 60 * 1024:
         chunk, bs = 4096, 32 if tp_size < 4 else 160
-    elif mem < 90 * 1024 or mem < 160 * 1024:
+    elif mem < 160 * 1024:
         chunk, bs = 8192, 256 if tp_size < 4 else 512
     else:
         chunk, bs = 16384, 512
     chunk = chunked_prefill_size or chunk
-    bs = cuda_graph_max_bs or bs
-    reserved = 512 + max(chunk, 2048) * 1.5 + tp_size * pp_size / 8 * 1024 + bs * 2
-    if mla:
-        reserved += 1.5 * 1024
+    if cuda_graph_max_bs is not None:
+        bs = cuda_graph_max_bs
+    elif max_running_requests is not None and bs > max_running_requests:
+        bs = max_running_requests
+    reserved = 512 + max(chunk, 2048) * 1.5 + tp_size * pp_size / 8 * 1024
+    if graphs.decode:
+        reserved += bs * 2
+    if attn_dp_size > 1:
+        reserved += bs * attn_dp_size * 3
+        if bs > 300:
+            reserved += bs * attn_dp_size * 1.5
+    if graphs.prefill:
+        if mla:
+            reserved += 1.5 * 1024
+        else:
+            prefill_max = graphs.prefill_max_bs or chunk
+            reserved += len(prefill_graph_batch_sizes(prefill_max)) * 8
     if mem > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
     if mem_fraction_static is not None:
@@ -172,9 +245,14 @@ def plan_memory(
     cell = kv_cell_bytes(target, t_bytes, tp_size)
     cell_with = cell
     if draft is not None and algorithm in DRAFT_KV_ALGORITHMS:
-        d_bytes = kv_dtype_bytes(draft_kv_cache_dtype or kv_cache_dtype, target)
         extra = cell * draft_layers(draft, draft_is_mtp) / target.num_layers
-        cell_with = cell + int(extra * d_bytes / t_bytes)
+        # The pool's draft share is sized in the target's KV dtype (pool_configurator.py);
+        # --speculative-draft-kv-cache-dtype changes it only for DFLASH-family drafts
+        # (draft_kv_budget.py). For EAGLE-family drafts its saving is free device memory.
+        if algorithm in DRAFT_DTYPE_SIZED_ALGORITHMS:
+            d_bytes = kv_dtype_bytes(draft_kv_cache_dtype or kv_cache_dtype, target)
+            extra = extra * d_bytes / t_bytes
+        cell_with = cell + int(extra)
     budget_without = (pre_free - t_w - slack) * GIB
     budget_with = (pre_free - t_w - d_w - slack) * GIB
     plan = MemoryPlan(

@@ -65,6 +65,10 @@ class ModelShape:
     draft_vocab_size: int = 0
     tie_embeddings: bool = False
     checkpoint_fp8: bool = False
+    #: The checkpoint's quant config says ``kv_cache_quant_algo: FP8`` (KV ``auto`` is FP8).
+    kv_cache_fp8: bool = False
+    #: Bytes of the model's compute dtype (``torch_dtype``), which KV ``auto`` otherwise uses.
+    model_dtype_bytes: int = 2
 
     @property
     def is_mla(self) -> bool:
@@ -177,4 +181,14 @@ def shape_from_config(config: dict[str, Any]) -> ModelShape:
         draft_vocab_size=_int(cfg, "draft_vocab_size", default=0),
         tie_embeddings=bool(cfg.get("tie_word_embeddings", False)),
         checkpoint_fp8=fp8,
+        kv_cache_fp8=_kv_cache_fp8(cfg),
+        model_dtype_bytes=DTYPE_BYTES.get(
+            str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16").lower(), 2
+        ),
     )
+
+
+def _kv_cache_fp8(cfg: dict[str, Any]) -> bool:
+    quant = cfg.get("quantization_config") or {}
+    algo = quant.get("kv_cache_quant_algo") if isinstance(quant, dict) else None
+    return isinstance(algo, str) and algo.upper() == "FP8"

@@ -1,7 +1,9 @@
 """Compose the SGLang command line from the rendered configuration (argv, never a shell).
 
-``specserver-engine serve [--dry-run] -- ARGS`` validates ARGS with the advisor's parser of
-SGLang 0.5.23's flags and execs ``sglang serve ARGS``. Called by cli.py.
+``specserver-engine serve [--dry-run] -- ARGS`` validates ARGS with the advisor's copy of SGLang
+0.5.23's own parser (every flag ``sglang serve`` accepts passes through, hand-registered and
+deprecated ones included; what it refuses is refused with its argparse message) and execs
+``sglang serve ARGS``. Called by cli.py.
 """
 
 from __future__ import annotations
@@ -23,10 +25,9 @@ class LaunchError(ValueError):
 def compose(args: list[str]) -> list[str]:
     """The argv to exec: ``sglang serve`` + validated args (each item separate)."""
     parsed = parse_server_argv(args, positional_model=True)
-    if parsed.issues:
-        raise LaunchError(parsed.issues[0].message)
-    if "model_path" not in parsed.values:
-        raise LaunchError("the following arguments are required: --model-path")
+    error = parsed.error
+    if error:
+        raise LaunchError(error.removeprefix("sglang serve: error: "))
     return [SGLANG, "serve", *args]
 
 

@@ -111,7 +111,11 @@ def test_compatible_pair_and_usable_prompt_after_reserved_tokens() -> None:
     )
     assert check.verdict is ContextVerdict.COMPATIBLE
     assert check.effective == 32768
-    assert check.usable_prompt_tokens == 32768 - 1 - 5 - 4
+    # The scheduler refuses input >= context - 1 - 5 (max_req_input_len); the tokenizer refuses
+    # input + reserved >= context. With 4 reserved tokens the scheduler's bound is the tighter.
+    assert check.usable_prompt_tokens == 32768 - 1 - 5 - 1
+    adaptive = check_context(load_config("qwen3-8b"), None, context_length=32768, reserved_tokens=8)
+    assert adaptive.usable_prompt_tokens == 32768 - 1 - 8
 
 
 def test_draft_without_the_targets_rope_scaling_is_reported() -> None:

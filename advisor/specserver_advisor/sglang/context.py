@@ -22,12 +22,17 @@ FALLBACK_CONTEXT = 2048
 TEXT_SUBCONFIG_KEYS = ("thinker_config", "llm_config", "language_config", "text_config")
 OVERRIDE_ENV = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
 CI_ENV = "SGLANG_IS_IN_CI"
-_TRUE = {"1", "true", "yes", "on", "y", "t"}
+#: ``EnvBool.parse``: only these (lower-cased, not stripped) are true; anything else that is
+#: not one of its false spellings warns and reads as the default (false).
+_TRUE = {"1", "true", "yes", "y"}
+#: Rope types for which transformers 5.19's config object always carries
+#: ``original_max_position_embeddings`` in ``rope_parameters`` (so SGLang applies no factor).
+ROPE_TYPES_WITH_ORIGINAL = ("yarn", "longrope", "llama3")
 
 
 def env_true(env: dict[str, str], name: str) -> bool:
-    """SGLang's EnvBool reading of an environment variable."""
-    return str(env.get(name, "")).strip().lower() in _TRUE
+    """SGLang's ``EnvBool`` reading of an environment variable (``on``/``t`` are false)."""
+    return str(env.get(name, "")).lower() in _TRUE
 
 
 def text_config(config: dict[str, Any]) -> dict[str, Any]:
@@ -58,10 +63,11 @@ def derive_context_length(config: dict[str, Any]) -> DerivedContext:
     base = int(cfg[key]) if key else FALLBACK_CONTEXT
     factor: float = 1
     note = f"{key}={base}" if key else f"no context key; SGLang falls back to {FALLBACK_CONTEXT}"
-    rope = cfg.get("rope_scaling")
+    rope = cfg.get("rope_scaling") or cfg.get("rope_parameters")
     if rope and isinstance(rope, dict):
         factor = float(rope.get("factor", 1) or 1)
-        if "original_max_position_embeddings" in rope or rope.get("rope_type") == "llama3":
+        kind = rope.get("rope_type") or rope.get("type")
+        if "original_max_position_embeddings" in rope or kind in ROPE_TYPES_WITH_ORIGINAL:
             factor = 1
         elif factor != 1:
             note += f" x rope_scaling factor {factor:g}"
@@ -191,7 +197,9 @@ def check_context(
         missing = rope_scaling_missing(target, draft)
         if missing:
             warnings.append(missing)
-    usable = max(0, effective - 1 - 5 - reserved_tokens)
+    # The tokenizer refuses input + reserved >= context; the scheduler refuses input >=
+    # context - 1 - 5 (``max_req_input_len``): the tighter of the two is what a prompt may use.
+    usable = max(0, min(effective - 1 - reserved_tokens, effective - 1 - 5 - 1))
     return ContextCheck(
         target=derived_t,
         draft=derived_d,

@@ -95,7 +95,9 @@ AUTO_CHOOSE_DEFAULT = (3, 1, 4)
 PAGE_TREE_BACKENDS = ("flashinfer", "fa3", "triton")
 DEFAULT_DSPARK_GAMMA = 7
 DFLASH_FALLBACK_BLOCK = 16
-ADAPTIVE_DEFAULT_STEPS = 3
+#: ``DEFAULT_ADAPTIVE_CONFIG``: the union of every batch-size slot's candidate steps.
+ADAPTIVE_CANDIDATE_STEPS = (0, 1, 3, 5, 7)
+ADAPTIVE_DEFAULT_STEPS = ADAPTIVE_CANDIDATE_STEPS[len(ADAPTIVE_CANDIDATE_STEPS) // 2]
 
 
 @dataclass(frozen=True)
@@ -138,13 +140,21 @@ class Resolution:
         return self.algorithm is not None
 
     @property
+    def max_draft_tokens(self) -> int:
+        """``max_speculative_num_draft_tokens``: adaptive mode sizes for its largest candidate."""
+        ndt = int(self.get("speculative_num_draft_tokens") or 0)
+        if self.get("speculative_adaptive"):
+            return max(ndt, max(ADAPTIVE_CANDIDATE_STEPS) + 1)
+        return ndt
+
+    @property
     def reserved_tokens(self) -> int:
         """Tokens the tokenizer adds to every prompt (``compute_num_reserved_tokens``)."""
         if self.algorithm not in RESERVING_ALGORITHMS:
             return 0
         steps = self.get("speculative_num_steps") or 0
         topk = self.get("speculative_eagle_topk") or 0
-        return int(max(topk * steps, self.get("speculative_num_draft_tokens") or 0))
+        return int(max(topk * steps, self.max_draft_tokens))
 
     @property
     def draft_slots(self) -> int:
@@ -194,6 +204,14 @@ class _Resolver:
         self.out.warnings.append(message)
 
     @property
+    def attn_dp(self) -> bool:
+        """``attn_dp_enabled_of``: ``--attn-dp-size`` > 1 (``--enable-dp-attention`` is the
+        deprecated spelling: it moves ``--dp-size`` into the attention-DP size)."""
+        if int(self.cur("attn_dp_size") or 1) > 1:
+            return True
+        return bool(self.cur("enable_dp_attention")) and int(self.cur("dp_size") or 1) > 1
+
+    @property
     def arch(self) -> str:
         archs = self.target.get("architectures") or [""]
         return str(archs[0])
@@ -214,6 +232,7 @@ class _Resolver:
             "page_size",
             "attention_backend",
             "speculative_use_rejection_sampling",
+            "speculative_adaptive",
         )
         raw = self.user("speculative_algorithm")
         if raw is None:
@@ -237,6 +256,10 @@ class _Resolver:
                 "default",
                 "draft revision defaults to main when a draft path is set",
             )
+        if self.cur("speculative_adaptive"):
+            self._adaptive(algo)
+            if self.out.errors:
+                return self.out
         handler = {
             "NGRAM": self._ngram,
             "DFLASH": self._dflash,
@@ -297,11 +320,12 @@ class _Resolver:
             self.warn("DeepSeek MTP does not require setting speculative_draft_model_path.")
 
     def _eagle(self, algo: str) -> None:
-        if algo == "STANDALONE" and self.cur("enable_dp_attention"):
+        if algo == "STANDALONE" and self.attn_dp:
             self.fail(
                 "Currently standalone speculative decoding does not support dp attention.",
-                "enable_dp_attention",
+                "attn_dp_size",
             )
+            return
         if self.device == "cpu":
             self.set(
                 "disable_overlap_schedule",
@@ -323,26 +347,7 @@ class _Resolver:
             self.user("speculative_num_draft_tokens"),
         )
         if self.cur("speculative_adaptive"):
-            topk = 1 if topk is None else topk
-            steps = ADAPTIVE_DEFAULT_STEPS if steps is None else steps
-            self.set(
-                "speculative_eagle_topk",
-                topk,
-                "user" if self.user("speculative_eagle_topk") else "default",
-                "adaptive mode defaults topk to 1",
-            )
-            self.set(
-                "speculative_num_steps",
-                steps,
-                "user" if self.user("speculative_num_steps") else "default",
-                "middle of the adaptive candidate steps",
-            )
-            self.set(
-                "speculative_num_draft_tokens",
-                steps + 1,
-                "forced",
-                "adaptive mode uses num_steps + 1 draft tokens",
-            )
+            pass  # shape set by _adaptive
         elif steps is None:
             if topk is not None or ndt is not None:
                 self.fail(
@@ -394,6 +399,59 @@ class _Resolver:
                 "page_size",
             )
 
+    def _adaptive(self, algo: str) -> None:
+        """``_maybe_disable_adaptive`` + ``_init_adaptive_speculative_params`` (before the
+        algorithm's handler): off outside EAGLE/EAGLE3 with topk 1 and no attention DP."""
+        topk = self.user("speculative_eagle_topk")
+        reason = None
+        if algo not in ("EAGLE", "EAGLE3"):
+            reason = f"speculative_algorithm={algo} (only EAGLE/EAGLE3 are supported)"
+        elif topk is not None and topk != 1:
+            reason = f"speculative_eagle_topk={topk} (only topk=1 is supported)"
+        elif self.attn_dp:
+            reason = (
+                "attention DP is not supported (adaptive tier decisions are not synchronized "
+                "across DP ranks)"
+            )
+        elif self.cur("enable_multi_layer_eagle"):
+            reason = "enable_multi_layer_eagle=True is not supported"
+        elif self.cur("enable_two_batch_overlap"):
+            reason = "enable_two_batch_overlap=True is not supported"
+        elif self.cur("enable_pdmux"):
+            reason = "enable_pdmux=True is not supported"
+        if reason is not None:
+            msg = (
+                f"speculative_adaptive disabled: {reason}. "
+                "Falling back to static speculative params."
+            )
+            self.set("speculative_adaptive", False, "forced", msg)
+            self.warn(msg)
+            return
+        if topk is None:
+            self.set("speculative_eagle_topk", 1, "default", "adaptive mode defaults topk to 1")
+        steps = self.user("speculative_num_steps")
+        if steps is None:
+            steps = ADAPTIVE_DEFAULT_STEPS
+            self.set(
+                "speculative_num_steps",
+                steps,
+                "default",
+                "middle of the adaptive candidate steps",
+            )
+        if steps not in ADAPTIVE_CANDIDATE_STEPS:
+            self.fail(
+                f"--speculative-num-steps={steps} is not in the adaptive config candidate_steps "
+                f"{list(ADAPTIVE_CANDIDATE_STEPS)}. Pass one of those values.",
+                "speculative_num_steps",
+            )
+            return
+        self.set(
+            "speculative_num_draft_tokens",
+            steps + 1,
+            "forced",
+            "adaptive mode uses num_steps + 1 draft tokens",
+        )
+
     def _ngram(self, algo: str) -> None:
         if self.device not in ("cuda", "cpu", "xpu"):
             self.fail("Ngram speculative decoding only supports CUDA, CPU, or XPU devices.")
@@ -429,8 +487,11 @@ class _Resolver:
                 "page_size",
                 "attention_backend",
             )
-        if self.cur("enable_dp_attention"):
-            self.fail("Currently ngram speculative decoding does not support dp attention.")
+        if self.attn_dp:
+            self.fail(
+                "Currently ngram speculative decoding does not support dp attention.",
+                "attn_dp_size",
+            )
 
     def _dflash(self, algo: str) -> None:
         if self.cur("pp_size") != 1:

@@ -1,0 +1,183 @@
+"""What ``sglang serve`` 0.5.23 resolves for a whole launch on a named GPU, before any weight loads.
+
+One pure function, ``predict_server``: argv + environment + the target/draft ``config.json`` + a
+GPU from ``gpus.py`` in, SGLang's outcome out: accepted, or the argparse / ValueError /
+AssertionError text it exits with; the resolved fields (speculative shape, max running requests,
+mem-fraction-static, chunked prefill, CUDA-graph max batch sizes, page size, attention backend,
+mixed chunk, overlap schedule) and the target's and draft's context lengths. It composes
+``flags`` (the parser), ``resolve`` (the speculative handlers), ``context`` and ``memory``
+(``handle_gpu_memory_settings``) in SGLang's resolution order. The differential tests
+(tests/oracle) hold it against SGLang itself, field by field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from specserver_advisor.gpus import Gpu
+from specserver_advisor.memory import GraphSettings, memory_settings
+from specserver_advisor.sglang import context
+from specserver_advisor.sglang.flags import parse_server_argv
+from specserver_advisor.sglang.resolve import Resolution, resolve_launch
+
+ACCEPTED = "accepted"
+#: Architectures whose attention SGLang runs on the MLA path (``use_mla_backend``).
+MLA_ARCHS = (
+    "DeepseekV2ForCausalLM",
+    "DeepseekV3ForCausalLM",
+    "DeepseekV32ForCausalLM",
+    "DeepseekVL2ForCausalLM",
+    "KimiVLForConditionalGeneration",
+    "MiniCPM3ForCausalLM",
+    "Glm4MoeLiteForCausalLM",
+    "GlmMoeDsaForCausalLM",
+    "MistralLarge3ForCausalLM",
+    "PixtralForConditionalGeneration",
+)
+
+
+@dataclass
+class ServerOutcome:
+    """SGLang's answer for one launch (the shape the oracle worker answers in)."""
+
+    outcome: str
+    message: str = ""
+    fields: dict[str, Any] = field(default_factory=dict)
+    context_len: int | None = None
+    draft_outcome: str | None = None
+    draft_message: str = ""
+    draft_context_len: int | None = None
+    resolution: Resolution | None = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.outcome == ACCEPTED
+
+
+def is_mla(config: dict[str, Any] | None) -> bool:
+    """Whether the target runs SGLang's MLA attention path."""
+    cfg = context.text_config(config or {})
+    archs = (config or {}).get("architectures") or []
+    return bool(archs and archs[0] in MLA_ARCHS and cfg.get("kv_lora_rank"))
+
+
+def default_attention_backend(
+    gpu: Gpu, mla: bool, topk: int | None, page_size: int | None, sinks: bool = False
+) -> str:
+    """``get_default_attn_backend`` on CUDA: fa3 on Hopper, trtllm_mha on sm100, else flashinfer.
+
+    ``topk``/``page_size`` are the values at the time the default is taken (before the
+    speculative handler runs: NGRAM's topk is still unset then).
+    """
+    major = gpu.capability[0]
+    topk_one = topk is None or (topk == 1 and (page_size in (None, 1)))
+    if not mla:
+        if major == 9 and topk_one:
+            return "fa3"
+        if major == 10 and topk_one:
+            return "trtllm_mha"
+        return "triton" if sinks else "flashinfer"
+    if major == 9:
+        return "fa3"
+    if major == 10:
+        return "flashinfer"
+    return "triton"
+
+
+def _dp_attention(values: dict[str, Any]) -> dict[str, Any]:
+    """``_handle_deprecated_dp_attention``: ``--enable-dp-attention`` moves dp_size to attn_dp."""
+    out = dict(values)
+    if out.pop("enable_dp_attention", False) and out.get("attn_dp_size", 1) == 1:
+        out["attn_dp_size"] = out.get("dp_size", 1)
+        out["dp_size"] = 1
+    return out
+
+
+def predict_server(
+    argv: list[str],
+    gpu: Gpu,
+    target_config: dict[str, Any] | None,
+    draft_config: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
+) -> ServerOutcome:
+    """Resolve ``argv`` (``launch_server`` form, no positional model) as SGLang 0.5.23 would."""
+    env = env or {}
+    parsed = parse_server_argv(argv)
+    if parsed.error:
+        return ServerOutcome("argparse", parsed.error)
+    values = _dp_attention(parsed.values)
+    mla = is_mla(target_config)
+    page = values.get("page_size")
+    backend = values.get("attention_backend") or default_attention_backend(
+        gpu, mla, values.get("speculative_eagle_topk"), page
+    )
+    values.setdefault("attention_backend", backend)
+    res = resolve_launch(values, target_config, draft_config, device="cuda")
+    if res.errors:
+        err = res.errors[0]
+        return ServerOutcome(err.exception, err.message, resolution=res)
+    spec = res.speculative
+    mrr = res.get("max_running_requests")
+    graphs = GraphSettings.from_values(values, speculative=spec, mla=mla)
+    mem = memory_settings(
+        gpu,
+        tp_size=int(values.get("tp_size", 1)),
+        pp_size=int(values.get("pp_size", 1)),
+        mem_fraction_static=values.get("mem_fraction_static"),
+        chunked_prefill_size=values.get("chunked_prefill_size"),
+        cuda_graph_max_bs=values.get("cuda_graph_max_bs_decode"),
+        mla=mla,
+        max_running_requests=mrr,
+        graphs=graphs,
+        attn_dp_size=int(values.get("attn_dp_size", 1)),
+    )
+    chunk = mem.chunked_prefill_size
+    if int(values.get("attn_dp_size", 1)) > 1:
+        chunk = chunk // int(values["attn_dp_size"])
+    fields: dict[str, Any] = {
+        "speculative_algorithm": res.algorithm,
+        "speculative_num_steps": res.get("speculative_num_steps"),
+        "speculative_eagle_topk": res.get("speculative_eagle_topk"),
+        "speculative_num_draft_tokens": res.get("speculative_num_draft_tokens"),
+        "max_running_requests": mrr,
+        "mem_fraction_static": mem.mem_fraction_static,
+        "chunked_prefill_size": chunk,
+        "cuda_graph_max_bs_decode": mem.cuda_graph_max_bs,
+        "page_size": res.get("page_size") or 1,
+        "attention_backend": res.get("attention_backend") or backend,
+        "enable_mixed_chunk": bool(res.get("enable_mixed_chunk")),
+        "disable_overlap_schedule": bool(res.get("disable_overlap_schedule")),
+        "speculative_adaptive": bool(res.get("speculative_adaptive")),
+    }
+    out = ServerOutcome(ACCEPTED, fields=fields, resolution=res)
+    if target_config is None:
+        return out
+    reserved = res.reserved_tokens
+    check = context.check_context(
+        target_config,
+        None,
+        context_length=values.get("context_length"),
+        env=env,
+        reserved_tokens=reserved,
+    )
+    if check.verdict == context.ContextVerdict.STARTUP_FAILS:
+        return ServerOutcome("ValueError", check.message, fields=fields, resolution=res)
+    out.context_len = check.effective
+    derived = res.values.get("speculative_draft_model_path")
+    if spec and draft_config is None and derived is not None and derived.source == "derived":
+        draft_config = target_config  # an MTP target is its own draft checkpoint
+    if spec and draft_config is not None:
+        draft_check = context.check_context(
+            target_config,
+            draft_config,
+            context_length=values.get("context_length"),
+            env=env,
+            reserved_tokens=reserved,
+        )
+        if draft_check.verdict == context.ContextVerdict.STARTUP_FAILS:
+            out.draft_outcome, out.draft_message = "ValueError", draft_check.message
+        else:
+            out.draft_outcome = ACCEPTED
+            out.draft_context_len = draft_check.effective
+    return out

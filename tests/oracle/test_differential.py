@@ -1,0 +1,94 @@
+"""The advisor against SGLang 0.5.23 itself: thousands of launches, field by field.
+
+SGLang runs in its own cached environment (``scripts/oracle-env install``) behind a worker
+process; this module never imports it. Every launch is resolved by both sides on the named GPU
+and compared on acceptance (with the error text), the resolved fields of
+``harness.COMPARED_FIELDS`` and the context lengths. Skipped, with a message naming what is
+missing, only when the oracle environment could not be built (no package index).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+
+import harness
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import oracle
+
+GENERATED = int(os.environ.get("SPECSERVER_ORACLE_CASES", "5000"))
+
+
+@pytest.fixture(scope="module")
+def sglang() -> Iterator[oracle.Oracle]:
+    why = oracle.missing()
+    if why:
+        pytest.skip(why)
+    worker = oracle.Oracle()
+    yield worker
+    worker.close()
+
+
+@pytest.fixture(scope="module")
+def run(sglang: oracle.Oracle, tmp_path_factory: pytest.TempPathFactory) -> harness.Harness:
+    return harness.Harness(sglang, harness.materialize(tmp_path_factory.mktemp("models")))
+
+
+def _report(diffs: list[harness.Difference]) -> str:
+    return "\n".join(json.dumps(d.as_dict()) for d in diffs[:20])
+
+
+def test_flag_table_is_sglangs_own_parser(sglang: oracle.Oracle) -> None:
+    env = oracle.load_oracleenv()
+    committed = json.loads(
+        resources.files("specserver_advisor.sglang").joinpath("data/flags-0.5.23.json").read_text()
+    )
+    assert committed == json.loads(env.dump_flags()), (
+        "the committed flag table differs from SGLang's parser; regenerate: "
+        "scripts/oracle-env flags"
+    )
+
+
+def test_curated_launches_agree(run: harness.Harness) -> None:
+    diffs = [d for case in harness.curated_cases() for d in run.run(case)]
+    assert not diffs, _report(diffs)
+
+
+def test_generated_launches_agree(run: harness.Harness) -> None:
+    diffs = [d for case in harness.generated_cases(GENERATED) for d in run.run(case)]
+    assert run.cases >= GENERATED
+    assert not diffs, f"{len(diffs)} differences; first:\n{_report(diffs)}"
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> harness.Case:
+    seed = draw(st.integers(min_value=0, max_value=2**32 - 1))
+    import random
+
+    return harness.random_case(random.Random(seed))
+
+
+@settings(
+    max_examples=200,
+    deadline=None,
+    database=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(case=cases())
+def test_hypothesis_launches_agree(run: harness.Harness, case: harness.Case) -> None:
+    diffs = run.run(case)
+    assert not diffs, _report(diffs)
+
+
+def test_repository_corpus_agrees(run: harness.Harness) -> None:
+    corpus = list(harness.corpus_cases(Path(harness.REPO)))
+    assert len(corpus) >= 20
+    diffs = [d for case in corpus for d in run.run(case)]
+    assert not diffs, _report(diffs)
