@@ -60,6 +60,7 @@ RUNTIME_PACKAGES = [
     "sentencepiece",
     "compressed-tensors",
     "gguf",
+    "openai",
 ]
 
 
@@ -99,10 +100,13 @@ def install() -> Path:
     """Build the environment once; return its interpreter. Raises RuntimeError with the reason."""
     if ready():
         return PYTHON
-    log(f"building {ENV_DIR} (SGLang {SGLANG_VERSION}, torch, transformers; a few minutes, ~6 GB)")
-    shutil.rmtree(ENV_DIR, ignore_errors=True)
-    CACHE.mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-m", "venv", str(ENV_DIR)], check=True)
+    if PYTHON.exists():
+        log(f"updating {ENV_DIR} to the current package list")
+    else:
+        log(f"building {ENV_DIR} (SGLang {SGLANG_VERSION}, torch, transformers; minutes, ~6 GB)")
+        shutil.rmtree(ENV_DIR, ignore_errors=True)
+        CACHE.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, "-m", "venv", str(ENV_DIR)], check=True)
     try:
         _pip("--no-deps", f"sglang=={SGLANG_VERSION}")
         _pip(*RUNTIME_PACKAGES)

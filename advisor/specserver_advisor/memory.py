@@ -154,8 +154,9 @@ def memory_settings(
 ) -> MemorySettings:
     """SGLang's GPU-memory tiers and mem-fraction-static heuristic (non-PD).
 
-    ``max_running_requests`` is the resolved cap (the speculative reset to 48 included): a
-    default decode graph batch larger than it is cut to it, and the graph reserve with it.
+    ``max_running_requests`` is the user's explicit ``--max-running-requests``: a default decode
+    graph batch larger than it is cut to it, and the graph reserve with it. (The speculative
+    reset to 48 happens later in SGLang's pipeline and does not cut it.)
     """
     graphs = graphs or GraphSettings()
     mem = gpu.memory_mib

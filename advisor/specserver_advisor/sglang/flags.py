@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from decimal import Decimal
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -237,6 +238,35 @@ def _is_optional(token: str) -> bool:
     return " " not in token or match_option(token)[0] is not None
 
 
+_SI = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+_IEC = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+
+
+def human_readable_int(raw: str) -> int:
+    """SGLang's ``human_readable_int`` (``--context-length 128k``); ValueError with its text."""
+    value = raw.strip()
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)", value)
+    if match:
+        number, suffix = match.groups()
+        if suffix in _IEC:
+            if "." in number:
+                raise ValueError(
+                    f"Decimals are not allowed with IEC suffixes like '{suffix}'. "
+                    f"Use an integer IEC value such as '{int(Decimal(number))}{suffix}', "
+                    f"or an SI value such as '{number}{suffix[0]}'."
+                )
+            return int(number) * _IEC[suffix]
+        return int(Decimal(number) * _SI[suffix])
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(
+            f"Invalid integer value: '{value}'. "
+            "Use a plain integer, SI suffixes (1k, 1M), or IEC suffixes (1Ki, 1Mi). "
+            "Suffixes are case-sensitive."
+        ) from None
+
+
 def _convert(flag: Flag, name: str, raw: str) -> tuple[Any, str | None]:
     kind = flag.type
     value: Any = raw
@@ -245,6 +275,13 @@ def _convert(flag: Flag, name: str, raw: str) -> tuple[Any, str | None]:
             value = int(raw)
         elif kind == "float":
             value = float(raw)
+        elif kind == "nullable_str":
+            value = None if not raw or raw == "None" else raw
+        elif kind == "human_readable_int":
+            try:
+                value = human_readable_int(raw)
+            except ValueError as exc:  # argparse.ArgumentTypeError: its text verbatim
+                return None, f"argument {_display(flag)}: {exc}"
     except ValueError:
         return None, f"argument {_display(flag)}: invalid {kind} value: {raw!r}"
     if flag.choices is not None and str(value) not in flag.choices:

@@ -63,26 +63,78 @@ def is_mla(config: dict[str, Any] | None) -> bool:
 
 
 def default_attention_backend(
-    gpu: Gpu, mla: bool, topk: int | None, page_size: int | None, sinks: bool = False
+    gpu: Gpu,
+    mla: bool,
+    values: dict[str, Any],
+    architecture: str = "",
 ) -> str:
-    """``get_default_attn_backend`` on CUDA: fa3 on Hopper, trtllm_mha on sm100, else flashinfer.
+    """``get_default_attn_backend`` on CUDA, with the DeepSeek-V3 override on sm100.
 
-    ``topk``/``page_size`` are the values at the time the default is taken (before the
-    speculative handler runs: NGRAM's topk is still unset then).
+    Taken before the speculative handler runs: ``topk`` is the user's (NGRAM's is unset then),
+    which is why NGRAM with ``--page-size`` > 1 gets fa3 on Hopper and then fails.
     """
     major = gpu.capability[0]
-    topk_one = topk is None or (topk == 1 and (page_size in (None, 1)))
+    topk = values.get("speculative_eagle_topk")
+    page = values.get("page_size")
+    algorithm = values.get("speculative_algorithm")
+    topk_one = topk is None or (topk == 1 and page in (None, 1))
     if not mla:
         if major == 9 and topk_one:
             return "fa3"
-        if major == 10 and topk_one:
+        if (
+            major == 10
+            and topk_one
+            and (algorithm is None or topk is not None or str(algorithm).upper() == "DFLASH")
+        ):
             return "trtllm_mha"
-        return "triton" if sinks else "flashinfer"
+        return "flashinfer"
+    if major == 10 and architecture == "DeepseekV3ForCausalLM":
+        return "trtllm_mla"
     if major == 9:
         return "fa3"
     if major == 10:
         return "flashinfer"
     return "triton"
+
+
+#: ``_mla_backend_page_constraints``: backend -> the page sizes it accepts (else 64).
+PAGE_CONSTRAINTS: dict[str, tuple[int, ...]] = {
+    "flashmla": (64,),
+    "trtllm_mla": (32, 64),
+    "cutedsl_mla": (32, 64),
+    "trtllm_mha": (16, 32, 64, 128),
+    "hpc_ops": (64,),
+}
+
+
+def resolved_page_size(backend: str, page_size: int | None) -> int:
+    """The page size after the backend's snap (``None`` is SGLang's default of 1)."""
+    allowed = PAGE_CONSTRAINTS.get(backend)
+    if allowed is not None and page_size not in allowed:
+        return 64
+    return page_size or 1
+
+
+def backend_error(gpu: Gpu, backend: str, values: dict[str, Any]) -> str | None:
+    """``handle_attention_backend_compatibility``'s refusals for a backend on a GPU."""
+    major = gpu.capability[0]
+    if backend == "trtllm_mha" and major not in (9, 10, 12):
+        return (
+            "TRTLLM MHA backend for prefill requires Hopper (SM90), Blackwell (SM100), or SM120 "
+            "GPUs. Please use a different prefill backend."
+        )
+    if backend == "trtllm_mla":
+        if major not in (10, 11, 12):
+            return (
+                "TRTLLM MLA backend is only supported on Blackwell GPUs (SM100/SM12x). Please "
+                "use a different backend."
+            )
+        if values.get("kv_cache_dtype", "auto") not in ("fp8_e4m3", "bf16", "auto"):
+            return (
+                "TensorRT-LLM MLA backend only supports kv-cache-dtype of fp8_e4m3, bf16, or "
+                "auto."
+            )
+    return None
 
 
 def _dp_attention(values: dict[str, Any]) -> dict[str, Any]:
@@ -108,11 +160,23 @@ def predict_server(
         return ServerOutcome("argparse", parsed.error)
     values = _dp_attention(parsed.values)
     mla = is_mla(target_config)
-    page = values.get("page_size")
+    arch = str(((target_config or {}).get("architectures") or [""])[0])
+    if target_config is not None:
+        # The model config (and its context check) is read by the first hook that needs it,
+        # before the attention and speculative handlers.
+        target_check = context.check_context(
+            target_config, None, context_length=values.get("context_length"), env=env
+        )
+        if target_check.verdict == context.ContextVerdict.STARTUP_FAILS:
+            return ServerOutcome("ValueError", target_check.message)
     backend = values.get("attention_backend") or default_attention_backend(
-        gpu, mla, values.get("speculative_eagle_topk"), page
+        gpu, mla, values, arch
     )
-    values.setdefault("attention_backend", backend)
+    refused = backend_error(gpu, backend, values)
+    if refused:
+        return ServerOutcome("ValueError", refused)
+    values["attention_backend"] = backend
+    values["page_size"] = resolved_page_size(backend, values.get("page_size"))
     res = resolve_launch(values, target_config, draft_config, device="cuda")
     if res.errors:
         err = res.errors[0]
@@ -128,7 +192,7 @@ def predict_server(
         chunked_prefill_size=values.get("chunked_prefill_size"),
         cuda_graph_max_bs=values.get("cuda_graph_max_bs_decode"),
         mla=mla,
-        max_running_requests=mrr,
+        max_running_requests=values.get("max_running_requests"),
         graphs=graphs,
         attn_dp_size=int(values.get("attn_dp_size", 1)),
     )
@@ -144,8 +208,8 @@ def predict_server(
         "mem_fraction_static": mem.mem_fraction_static,
         "chunked_prefill_size": chunk,
         "cuda_graph_max_bs_decode": mem.cuda_graph_max_bs,
-        "page_size": res.get("page_size") or 1,
-        "attention_backend": res.get("attention_backend") or backend,
+        "page_size": values["page_size"],
+        "attention_backend": backend,
         "enable_mixed_chunk": bool(res.get("enable_mixed_chunk")),
         "disable_overlap_schedule": bool(res.get("disable_overlap_schedule")),
         "speculative_adaptive": bool(res.get("speculative_adaptive")),
