@@ -61,6 +61,7 @@ RUNTIME_PACKAGES = [
     "compressed-tensors",
     "gguf",
     "openai",
+    "partial_json_parser",
 ]
 
 

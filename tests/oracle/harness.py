@@ -169,8 +169,28 @@ class Exception_:
     matches: Callable[[Difference], bool]
 
 
+def _algorithm(case: Case) -> str:
+    flags = list(case.flags)
+    for i, item in enumerate(flags[:-1]):
+        if item in ("--speculative-algorithm", "--speculative-algo"):
+            return flags[i + 1].upper()
+    return ""
+
+
 #: Named, documented differences (docs/advisor.md "Known differences from SGLang").
-EXCEPTIONS: list[Exception_] = []
+EXCEPTIONS: list[Exception_] = [
+    Exception_(
+        "dflash-dspark-need-cuda-kernels",
+        "SGLang's DFLASH and DSPARK handlers import sgl_kernel (CUDA kernels) while resolving, "
+        "which cannot be imported on the CPU oracle; those launches are held to the advisor's "
+        "own tests (tests/advisor/test_resolve.py) instead",
+        lambda d: (
+            d.field == "outcome"
+            and d.sglang == "ModuleNotFoundError"
+            and _algorithm(d.case) in ("DFLASH", "DSPARK")
+        ),
+    ),
+]
 
 
 def _kind(outcome: str) -> str:
@@ -214,6 +234,7 @@ class Harness:
     field_total: dict[str, int] = field(default_factory=dict)
     field_agree: dict[str, int] = field(default_factory=dict)
     differences: list[Difference] = field(default_factory=list)
+    excepted: int = 0
 
     def run(self, case: Case) -> list[Difference]:
         argv = case.argv(self.paths)
@@ -223,7 +244,9 @@ class Harness:
         target = MODELS[case.target]
         draft = MODELS[case.draft] if case.draft else None
         ours = predict_server(argv, gpu, target, draft, env)
-        diffs = [d for d in compare(case, ours, theirs) if not excepted(d)]
+        every = compare(case, ours, theirs)
+        diffs = [d for d in every if not excepted(d)]
+        self.excepted += len(every) - len(diffs)
         self.cases += 1
         self.agreeing += not diffs
         names = {"outcome"} | (
@@ -247,6 +270,8 @@ class Harness:
                 for k in sorted(self.field_total)
             },
             "differences": [d.as_dict() for d in self.differences],
+            "named_exceptions": {e.name: e.reason for e in EXCEPTIONS},
+            "excepted_cases": self.excepted,
         }
 
 
@@ -257,7 +282,8 @@ def excepted(diff: Difference) -> bool:
 
 # ----------------------------------------------------------------------------- cases
 
-ALGORITHMS = ("EAGLE3", "EAGLE", "NEXTN", "NGRAM", "STANDALONE", "eagle3", "DFLASH", "DSPARK")
+#: DFLASH and DSPARK are left out: SGLang cannot resolve them on a CPU (EXCEPTIONS).
+ALGORITHMS = ("EAGLE3", "EAGLE", "NEXTN", "NGRAM", "STANDALONE", "eagle3")
 ENV_BOOLS = ("1", "true", "True", "yes", "y", "on", "0", "false", "off", "t")
 
 
@@ -312,6 +338,8 @@ def random_case(rng: random.Random) -> Case:
         flags += ["--dp-size", "2", "--enable-dp-attention", "--tp-size", "2"]
     if rng.random() < 0.1:
         flags.append(rng.choice(("--enable-mixed-chunk", "--disable-overlap-schedule")))
+    if rng.random() < 0.05:
+        flags.append("--speculative-use-rejection-sampling")
     if rng.random() < 0.05:
         flags.append(rng.choice(("--disable-cuda-graph", "--disable-cuda-graph-padding")))
     if rng.random() < 0.1:
@@ -411,6 +439,11 @@ def curated_cases() -> Iterable[Case]:
         origin="curated",
     )
     yield Case((), "qwen3-8b-yarn4", l4, origin="curated")
+    # The named exception holds: SGLang cannot resolve these on a CPU (a test fails once it can).
+    yield Case(
+        ("--speculative-algorithm", "DFLASH"), "qwen3-8b", l4, "qwen3-8b-eagle3", origin="curated"
+    )
+    yield Case(("--speculative-algorithm", "DSPARK"), "qwen3-8b", l4, origin="curated")
     for value in ENV_BOOLS:
         yield Case(
             eagle3,

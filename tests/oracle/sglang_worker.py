@@ -164,12 +164,45 @@ def _failure(exc: BaseException, stderr: str) -> tuple[str, str]:
     return type(exc).__name__, str(exc)
 
 
+_PARSER: argparse.ArgumentParser | None = None
+
+
+def prepare_server_args(argv: list[str]) -> Any:
+    """``server_args.prepare_server_args`` with the parser built once per worker.
+
+    Building SGLang's parser (``ServerArgs.add_cli_args``) is 85% of a resolution's time and
+    does not depend on the launch (no ``SGLANG_KV_CANARY_ENABLE_TOKEN_ORACLE`` here), so the
+    worker keeps one; the rest of the body is SGLang's, line for line.
+    """
+    from sglang.srt.server_args import ServerArgs
+
+    global _PARSER
+    if _PARSER is None:
+        _PARSER = argparse.ArgumentParser(prog="sglang serve")
+        ServerArgs.add_cli_args(_PARSER)
+    parser = _PARSER
+    if "--config" in argv:
+        from sglang.srt.utils.server_args_config_parser import ConfigArgumentMerger
+
+        argv = ConfigArgumentMerger(parser).merge_config_with_args(argv)
+    explicitly_set = any(
+        arg == "--radix-eviction-policy" or arg.startswith("--radix-eviction-policy=")
+        for arg in argv
+    )
+    raw_args = parser.parse_args(argv)
+    raw_args._radix_eviction_policy_explicitly_set = explicitly_set
+    server_args = ServerArgs.from_cli_args(raw_args)
+    from sglang.srt.sampling.watermarking.core import redact_watermark_command_line
+
+    server_args._launch_command = redact_watermark_command_line(argv, raw_args.watermark_config)
+    return server_args
+
+
 def resolve(request: dict[str, Any]) -> dict[str, Any]:
     """One launch, resolved the way ``sglang serve`` would on the named GPU."""
     from sglang.srt import runtime_context as rc
     from sglang.srt.arg_groups.overrides import resolution_result
     from sglang.srt.configs.model_config import ModelConfig
-    from sglang.srt.server_args import prepare_server_args
 
     gpu = request["gpu"]
     facts = _install_gpu(gpu["memory_mib"], tuple(gpu["capability"]))

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import json
 import re
-from decimal import Decimal
 from dataclasses import dataclass, field
+from decimal import Decimal
 from functools import cache
 from importlib import resources
 from typing import Any

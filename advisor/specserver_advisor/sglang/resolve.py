@@ -93,6 +93,9 @@ AUTO_CHOOSE_TABLE: tuple[tuple[tuple[str, ...], tuple[int, int, int]], ...] = (
 AUTO_CHOOSE_STANDALONE = (3, 1, 4)
 AUTO_CHOOSE_DEFAULT = (3, 1, 4)
 PAGE_TREE_BACKENDS = ("flashinfer", "fa3", "triton")
+#: What SGLang 0.5.23 raises (TypeError) for an eagle-family launch that sets the number of
+#: steps but not topk: the unset topk reaches ``speculative_eagle_topk > 1``.
+NONE_TOPK_CRASH = "'>' not supported between instances of 'NoneType' and 'int'"
 DEFAULT_DSPARK_GAMMA = 7
 DFLASH_FALLBACK_BLOCK = 16
 #: ``DEFAULT_ADAPTIVE_CONFIG``: the union of every batch-size slot's candidate steps.
@@ -271,7 +274,6 @@ class _Resolver:
         if algo in RESETS_MAX_RUNNING and self.user("max_running_requests") is None:
             self.set("max_running_requests", SPEC_MAX_RUNNING_REQUESTS, "forced", RESET_MESSAGE)
             self.warn(RESET_MESSAGE)
-        self._rejection_sampling(algo)
         return self.out
 
     def _alias(self, algo: str, raw: str) -> str | None:
@@ -368,12 +370,28 @@ class _Resolver:
                 self.set(name, value, "auto", why)
         topk = self.cur("speculative_eagle_topk")
         backend = self.cur("attention_backend")
+        if topk is None and (
+            backend == "trtllm_mha" or not self.cur("speculative_use_rejection_sampling")
+        ):
+            # --speculative-num-steps without --speculative-eagle-topk: SGLang 0.5.23 compares
+            # the unset topk with 1 and crashes (speculative_hook.py, the page-tree check).
+            self.fail(
+                NONE_TOPK_CRASH,
+                "speculative_num_steps",
+                "speculative_eagle_topk",
+                exc="TypeError",
+            )
+            return
         if topk is not None and topk > 1 and backend == "trtllm_mha":
             self.fail(
                 "trtllm_mha backend only supports topk = 1 for speculative decoding.",
                 "attention_backend",
                 "speculative_eagle_topk",
             )
+            return
+        self._rejection_sampling(algo)
+        if self.out.errors:
+            return
         steps = self.cur("speculative_num_steps")
         if topk == 1 and self.cur("speculative_num_draft_tokens") != steps + 1:
             msg = (
@@ -577,25 +595,29 @@ class _Resolver:
             self.set(name, 1, "forced", f"{algo} uses one step and topk 1")
 
     def _rejection_sampling(self, algo: str) -> None:
+        """The eagle-family handler's rejection-sampling checks (SGLang's own text)."""
         if not self.cur("speculative_use_rejection_sampling"):
             return
         if algo not in ("EAGLE", "EAGLE3"):
             self.fail(
-                f"Rejection sampling is not implemented for {algo}.",
+                "--speculative-use-rejection-sampling is only supported for EAGLE / EAGLE3 / "
+                f"NEXTN, not speculative_algorithm={algo}.",
                 "speculative_use_rejection_sampling",
                 exc="NotImplementedError",
             )
         elif self.cur("speculative_eagle_topk") != 1:
             self.fail(
-                "Rejection sampling requires speculative_eagle_topk == 1.",
+                "--speculative-use-rejection-sampling requires --speculative-eagle-topk=1.",
                 "speculative_use_rejection_sampling",
             )
-        if (
+        elif (
             self.cur("speculative_accept_threshold_single") != 1.0
             or self.cur("speculative_accept_threshold_acc") != 1.0
         ):
             self.fail(
-                "Rejection sampling is incompatible with accept thresholds below 1.0.",
+                "--speculative-use-rejection-sampling is incompatible with "
+                "--speculative-accept-threshold-single / --speculative-accept-threshold-acc; "
+                "rejection sampling ignores the accept thresholds.",
                 "speculative_use_rejection_sampling",
             )
 

@@ -131,8 +131,7 @@ def backend_error(gpu: Gpu, backend: str, values: dict[str, Any]) -> str | None:
             )
         if values.get("kv_cache_dtype", "auto") not in ("fp8_e4m3", "bf16", "auto"):
             return (
-                "TensorRT-LLM MLA backend only supports kv-cache-dtype of fp8_e4m3, bf16, or "
-                "auto."
+                "TensorRT-LLM MLA backend only supports kv-cache-dtype of fp8_e4m3, bf16, or auto."
             )
     return None
 
@@ -169,12 +168,17 @@ def predict_server(
         )
         if target_check.verdict == context.ContextVerdict.STARTUP_FAILS:
             return ServerOutcome("ValueError", target_check.message)
-    backend = values.get("attention_backend") or default_attention_backend(
-        gpu, mla, values, arch
-    )
+    backend = values.get("attention_backend") or default_attention_backend(gpu, mla, values, arch)
     refused = backend_error(gpu, backend, values)
     if refused:
         return ServerOutcome("ValueError", refused)
+    attn_dp, dp = int(values.get("attn_dp_size", 1)), int(values.get("dp_size", 1))
+    if attn_dp > 1 and dp > 1:  # _handle_data_parallelism
+        return ServerOutcome(
+            "ValueError",
+            f"--dp-size {dp} with --attn-dp-size {attn_dp}: data-parallel replicas combined "
+            "with attention data parallelism are not supported.",
+        )
     values["attention_backend"] = backend
     values["page_size"] = resolved_page_size(backend, values.get("page_size"))
     res = resolve_launch(values, target_config, draft_config, device="cuda")
