@@ -47,12 +47,13 @@ def test_rope_factor_rules() -> None:
         "rope_scaling": {"type": "yarn", "factor": 4, "original_max_position_embeddings": 8192},
     }
     assert derive_context_length(yarn).length == 32768
-    # Only rope_type (not type) is checked for llama3.
+    # transformers 5.19 reads the old ``type`` key as ``rope_type`` and gives llama3 its
+    # original_max_position_embeddings, so SGLang applies no factor (checked by tests/oracle).
     llama3_type_key = {
         "max_position_embeddings": 8192,
         "rope_scaling": {"type": "llama3", "factor": 8},
     }
-    assert derive_context_length(llama3_type_key).length == 65536
+    assert derive_context_length(llama3_type_key).length == 8192
     # The 2048 fallback is not multiplied.
     assert derive_context_length({"rope_scaling": {"factor": 4}}).length == 2048
 

@@ -14,7 +14,7 @@ def _value(flag: Flag) -> list[str]:
         return []
     if flag.choices:
         return [flag.choices[0]]
-    if flag.type == "int":
+    if flag.type in ("int", "human_readable_int"):
         return ["1"]
     if flag.type == "float":
         return ["0.5"]

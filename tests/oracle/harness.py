@@ -95,6 +95,19 @@ def _models() -> dict[str, dict[str, Any]]:
         },
     )
     models["qwen3-8b-seqlen"] = _variant("qwen3-8b", seq_length=8192)
+    models["llama-8k-llama3-type-key"] = _variant(
+        "llama-3.1-8b", max_position_embeddings=8192, rope_scaling={"type": "llama3", "factor": 8}
+    )
+    models["llama-8k-longrope"] = _variant(
+        "llama-3.1-8b",
+        max_position_embeddings=8192,
+        rope_scaling={
+            "rope_type": "longrope",
+            "factor": 4.0,
+            "short_factor": [1.0] * 64,
+            "long_factor": [1.0] * 64,
+        },
+    )
     models["eagle3-4096-linear"] = _variant(
         "qwen3-8b-eagle3",
         max_position_embeddings=4096,

@@ -99,12 +99,21 @@ class Oracle:
         self.proc.stdin.flush()
         return self._read()
 
+    def kv_dtype_bytes(self, **request: Any) -> dict[str, Any]:
+        """SGLang's ``configure_kv_cache_dtype`` with explicit inputs (see sglang_worker.py)."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps({"op": "kv_dtype", **request}) + "\n")
+        self.proc.stdin.flush()
+        return self._read()
+
     def close(self) -> None:
         """Stop the worker (closing stdin ends its loop)."""
         if self.proc.stdin is not None:
             self.proc.stdin.close()
         try:
-            self.proc.wait(timeout=10)
+            self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()

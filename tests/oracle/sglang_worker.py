@@ -260,6 +260,30 @@ def resolve(request: dict[str, Any]) -> dict[str, Any]:
     return answer
 
 
+def kv_dtype(request: dict[str, Any]) -> dict[str, Any]:
+    """``configure_kv_cache_dtype`` called with explicit numbers: bytes per KV element."""
+    import types
+
+    import torch
+    from sglang.srt.mem_cache.kv_cache_dtype import configure_kv_cache_dtype
+
+    quant = types.SimpleNamespace(kv_cache_quant_algo=request.get("kv_cache_quant_algo"))
+    model = types.SimpleNamespace(quant_config=quant)
+    try:
+        _, dtype = configure_kv_cache_dtype(
+            server_args_kv_cache_dtype=request["kv_cache_dtype"],
+            model=model,  # type: ignore[arg-type]
+            model_dtype=getattr(torch, request.get("model_dtype", "bfloat16")),
+            is_draft_worker=bool(request.get("draft")),
+            is_dflash=bool(request.get("dflash")),
+            speculative_draft_attention_backend=request.get("draft_backend") or "",
+            speculative_draft_kv_cache_dtype=request.get("draft_kv_cache_dtype"),
+        )
+    except Exception as exc:
+        return {"outcome": type(exc).__name__, "message": str(exc)}
+    return {"outcome": "accepted", "bytes": torch.empty((), dtype=dtype).element_size()}
+
+
 def serve() -> int:
     """Answer requests, one JSON line each, until stdin closes."""
     import sglang.srt.server_args  # noqa: F401  (the slow import, once, before the first answer)
@@ -273,7 +297,8 @@ def serve() -> int:
         if not line.strip():
             continue
         try:
-            answer = resolve(json.loads(line))
+            request = json.loads(line)
+            answer = kv_dtype(request) if request.get("op") == "kv_dtype" else resolve(request)
         except Exception:
             answer = {"outcome": "worker-error", "message": traceback.format_exc()[-2000:]}
         out.write(json.dumps(answer) + "\n")

@@ -145,6 +145,8 @@ class ArgvIssue:
     kind: str  # "ambiguous" | "unknown" | "value"
     #: what to use instead, for flags earlier releases had (``REMOVED_FLAGS``)
     hint: str = ""
+    #: values that followed an unknown option (argparse lists them among the unrecognized)
+    values: tuple[str, ...] = ()
 
 
 @dataclass
@@ -190,7 +192,7 @@ class ParsedArgs:
             return None
         first = min(real, key=lambda i: (order[i.kind], i.index))
         if first.kind == "unknown":
-            tokens = [i.token for i in real if i.kind == "unknown"]
+            tokens = [t for i in real if i.kind == "unknown" for t in (i.token, *i.values)]
             return f"{PROG}: error: unrecognized arguments: {' '.join(tokens)}"
         return f"{PROG}: error: {first.message}"
 
@@ -367,11 +369,22 @@ def parse_server_argv(argv: list[str], positional_model: bool = False) -> Parsed
             continue
         flag, error = match_option(token)
         if flag is None:
+            # One mistake is reported once: the values after it are its own.
+            j = i + 1
+            while j < len(argv) and not _is_optional(argv[j]) and argv[j] != "--":
+                j += 1
             if error and not error.startswith("ambiguous"):
                 parsed.issues.append(
-                    ArgvIssue(i, token, error, "unknown", REMOVED_FLAGS.get(name, ""))
+                    ArgvIssue(
+                        i,
+                        token,
+                        error,
+                        "unknown",
+                        REMOVED_FLAGS.get(name, ""),
+                        tuple(argv[i + 1 : j]),
+                    )
                 )
-            i += 1
+            i = j
             continue
         matched = _matched_name(token)
         if flag.deprecated:
