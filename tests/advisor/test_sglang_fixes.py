@@ -195,3 +195,12 @@ def test_steps_without_topk_crash_sglang() -> None:
         "TypeError",
         "'>' not supported between instances of 'NoneType' and 'int'",
     )
+
+
+def test_trtllm_mha_on_sm12x_refuses_fp8_kv() -> None:
+    argv = ["--model-path", "m", "--attention-backend", "trtllm_mha", "--kv-cache-dtype"]
+    gb10 = lookup_gpu("GB10")
+    assert predict([*argv, "fp8_e4m3"], gb10, draft=None).message == (
+        "TRTLLM FMHAv2 prefill on SM120 does not support fp8_e4m3 KV cache or skip-softmax."
+    )
+    assert predict([*argv, "bf16"], gb10, draft=None).outcome == "accepted"

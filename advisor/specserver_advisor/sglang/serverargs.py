@@ -123,6 +123,8 @@ def backend_error(gpu: Gpu, backend: str, values: dict[str, Any]) -> str | None:
             "TRTLLM MHA backend for prefill requires Hopper (SM90), Blackwell (SM100), or SM120 "
             "GPUs. Please use a different prefill backend."
         )
+    if backend == "trtllm_mha" and major == 12 and values.get("kv_cache_dtype") == "fp8_e4m3":
+        return "TRTLLM FMHAv2 prefill on SM120 does not support fp8_e4m3 KV cache or skip-softmax."
     if backend == "trtllm_mla":
         if major not in (10, 11, 12):
             return (
