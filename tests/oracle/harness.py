@@ -96,7 +96,14 @@ def _models() -> dict[str, dict[str, Any]]:
     )
     models["qwen3-8b-seqlen"] = _variant("qwen3-8b", seq_length=8192)
     models["llama-8k-llama3-type-key"] = _variant(
-        "llama-3.1-8b", max_position_embeddings=8192, rope_scaling={"type": "llama3", "factor": 8}
+        "llama-3.1-8b",
+        max_position_embeddings=8192,
+        rope_scaling={
+            "type": "llama3",
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+        },
     )
     models["llama-8k-longrope"] = _variant(
         "llama-3.1-8b",
