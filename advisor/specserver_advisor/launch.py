@@ -292,7 +292,7 @@ def build_engine_config(
     parsed_extra = parse_server_argv(extra)
     if parsed_extra.issues:
         issue = parsed_extra.issues[0]
-        code = findings.REMOVED_FLAG if issue.kind in ("removed", "ambiguous") else "InvalidFlag"
+        code = findings.REMOVED_FLAG if issue.kind == "ambiguous" or issue.hint else "InvalidFlag"
         return EngineConfig(False, code, f"extraArgs: {issue.message}")
     try:
         gpu = lookup_gpu(spec.resources.gpu_type)

@@ -363,11 +363,13 @@ def parse_server_argv(argv: list[str], positional_model: bool = False) -> Parsed
             i += 1
             continue
         name, has_eq, inline = token.partition("=")
-        if name == CONFIG_FLAG or (has_eq and name == CONFIG_FLAG):
+        flag, error = match_option(token)
+        if flag is not None and flag.cli == CONFIG_FLAG:  # also an abbreviation of it
             parsed.config_file = inline if has_eq else (argv[i + 1] if i + 1 < len(argv) else "")
+            parsed.positions["config"] = i
+            parsed.spelled["config"] = name
             i += 1 if has_eq else 2
             continue
-        flag, error = match_option(token)
         if flag is None:
             # One mistake is reported once: the values after it are its own.
             j = i + 1
