@@ -20,6 +20,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "oracle"))
 
 import harness  # noqa: E402
+import launches  # noqa: E402
 
 import oracle  # noqa: E402
 
@@ -40,11 +41,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             run = harness.Harness(worker, harness.materialize(Path(tmp)))
-            for case in harness.curated_cases():
+            for case in launches.curated_cases():
                 run.run(case)
-            for case in harness.corpus_cases(REPO):
+            for case in launches.corpus_cases(REPO):
                 run.run(case)
-            for case in harness.generated_cases(args.n, args.seed):
+            for case in launches.generated_cases(args.n, args.seed):
                 run.run(case)
     finally:
         worker.close()

@@ -16,6 +16,7 @@ from importlib import resources
 from pathlib import Path
 
 import harness
+import launches
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -56,12 +57,12 @@ def test_flag_table_is_sglangs_own_parser(sglang: oracle.Oracle) -> None:
 
 
 def test_curated_launches_agree(run: harness.Harness) -> None:
-    diffs = [d for case in harness.curated_cases() for d in run.run(case)]
+    diffs = [d for case in launches.curated_cases() for d in run.run(case)]
     assert not diffs, _report(diffs)
 
 
 def test_generated_launches_agree(run: harness.Harness) -> None:
-    diffs = [d for case in harness.generated_cases(GENERATED) for d in run.run(case)]
+    diffs = [d for case in launches.generated_cases(GENERATED) for d in run.run(case)]
     assert run.cases >= GENERATED
     assert not diffs, f"{len(diffs)} differences; first:\n{_report(diffs)}"
 
@@ -71,7 +72,7 @@ def cases(draw: st.DrawFn) -> harness.Case:
     seed = draw(st.integers(min_value=0, max_value=2**32 - 1))
     import random
 
-    return harness.random_case(random.Random(seed))
+    return launches.random_case(random.Random(seed))
 
 
 @settings(
@@ -88,7 +89,7 @@ def test_hypothesis_launches_agree(run: harness.Harness, case: harness.Case) -> 
 
 
 def test_repository_corpus_agrees(run: harness.Harness) -> None:
-    corpus = list(harness.corpus_cases(Path(harness.REPO)))
+    corpus = list(launches.corpus_cases(Path(harness.REPO)))
     assert len(corpus) >= 20
     diffs = [d for case in corpus for d in run.run(case)]
     assert not diffs, _report(diffs)

@@ -1,0 +1,282 @@
+"""The launches of the differential suite: generated, curated and the repository's own corpus.
+
+``generated_cases`` draws reproducible random launches over the space the issue names;
+``curated_cases`` are the launches of the issue and the reference notes; ``corpus_cases`` is every
+SGLang launch in the repository's examples, golden files and lint fixtures, crossed with one GPU
+per memory tier and architecture. Used by test_differential.py and scripts/bench-fidelity.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable
+from pathlib import Path
+
+from harness import DRAFTS, TARGETS, Case
+
+from specserver_advisor.gpus import GPUS
+
+#: DFLASH and DSPARK are left out: SGLang cannot resolve them on a CPU (EXCEPTIONS).
+ALGORITHMS = ("EAGLE3", "EAGLE", "NEXTN", "NGRAM", "STANDALONE", "eagle3")
+ENV_BOOLS = ("1", "true", "True", "yes", "y", "on", "0", "false", "off", "t")
+
+
+def random_case(rng: random.Random) -> Case:
+    """One launch from the generated space (algorithms, shapes, caps, pages, backends, ...)."""
+    target = rng.choice(TARGETS)
+    gpu = rng.choice(sorted(GPUS))
+    flags: list[str] = []
+    draft: str | None = None
+    algo = rng.choice((*ALGORITHMS, None, None))
+    if algo is not None:
+        flags += [rng.choice(("--speculative-algorithm", "--speculative-algo")), algo]
+        if algo.upper() in ("EAGLE3", "EAGLE", "STANDALONE", "DFLASH") or (
+            algo.upper() == "NEXTN" and rng.random() < 0.3
+        ):
+            draft = rng.choice(DRAFTS)
+        shape = rng.random()
+        if shape < 0.5:
+            steps = rng.choice((1, 2, 3, 4, 5, 7))
+            flags += ["--speculative-num-steps", str(steps)]
+            if rng.random() < 0.8:
+                flags += ["--speculative-eagle-topk", str(rng.choice((1, 1, 2, 4, 8)))]
+            if rng.random() < 0.7:
+                flags += ["--speculative-num-draft-tokens", str(rng.choice((2, 4, 6, 8, 16)))]
+        elif shape < 0.6:
+            flags += ["--speculative-eagle-topk", str(rng.choice((1, 4)))]
+        if rng.random() < 0.15:
+            flags.append("--speculative-adaptive")
+    if rng.random() < 0.4:
+        flags += ["--max-running-requests", str(rng.choice((1, 8, 16, 32, 48, 64, 128, 300)))]
+    if rng.random() < 0.2:
+        flags += ["--page-size", str(rng.choice((1, 16, 32, 64)))]
+    if rng.random() < 0.15:
+        flags += [
+            "--attention-backend",
+            rng.choice(("flashinfer", "triton", "fa3", "trtllm_mha", "flashmla")),
+        ]
+    if rng.random() < 0.15:
+        flags += ["--kv-cache-dtype", rng.choice(("auto", "fp8_e4m3", "bf16"))]
+    if rng.random() < 0.15:
+        flags += ["--chunked-prefill-size", str(rng.choice((1024, 2048, 4096, 8192)))]
+    if rng.random() < 0.1:
+        flags += ["--cuda-graph-max-bs-decode", str(rng.choice((8, 16, 64, 160)))]
+    if rng.random() < 0.1:
+        flags += ["--mem-fraction-static", str(rng.choice((0.7, 0.85, 0.9)))]
+    if rng.random() < 0.1:
+        tp = rng.choice((2, 4, 8))
+        flags += ["--tp-size", str(tp)]
+        if rng.random() < 0.5:
+            flags += ["--attn-dp-size", str(rng.choice((2, tp)))]
+    if rng.random() < 0.05:
+        flags += ["--dp-size", "2", "--enable-dp-attention", "--tp-size", "2"]
+    if rng.random() < 0.1:
+        flags.append(rng.choice(("--enable-mixed-chunk", "--disable-overlap-schedule")))
+    if rng.random() < 0.05:
+        flags.append("--speculative-use-rejection-sampling")
+    if rng.random() < 0.05:
+        flags.append(rng.choice(("--disable-cuda-graph", "--disable-cuda-graph-padding")))
+    if rng.random() < 0.1:
+        flags += ["--context-length", str(rng.choice((2048, 4096, 40960, 65536, 200000)))]
+    if rng.random() < 0.05:
+        flags += rng.choice(
+            (
+                ["--reasoning-parser", "qwen3"],
+                ["--tool-call-parser", "qwen25"],
+                ["--sampling-backend", "pytorch"],
+                ["--cuda-graph-max-bs", "8"],
+                ["--enable-dp-atten"],
+                ["--speculative-num-step", "3"],
+                ["--page-size", "abc"],
+                ["--bogus-flag"],
+            )
+        )
+    env: tuple[tuple[str, str], ...] = ()
+    if rng.random() < 0.2:
+        env = (("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", rng.choice(ENV_BOOLS)),)
+    return Case(tuple(flags), target, gpu, draft, env)
+
+
+def generated_cases(n: int, seed: int = 17) -> list[Case]:
+    """``n`` reproducible random launches."""
+    rng = random.Random(seed)
+    return [random_case(rng) for _ in range(n)]
+
+
+def curated_cases() -> Iterable[Case]:
+    """The launches named in the issue and the reference notes, on their GPUs."""
+    l4 = "L4"
+    eagle3 = ("--speculative-algorithm", "EAGLE3")
+    yield Case(eagle3, "qwen3-8b", l4, "qwen3-8b-eagle3", origin="curated")
+    yield Case(("--speculative-algorithm", "NGRAM"), "qwen3-8b", l4, origin="curated")
+    yield Case(
+        (
+            *eagle3,
+            "--speculative-num-steps",
+            "5",
+            "--speculative-eagle-topk",
+            "1",
+            "--max-running-requests",
+            "16",
+        ),
+        "qwen3-8b",
+        l4,
+        "qwen3-8b-eagle3",
+        origin="curated",
+    )
+    yield Case(
+        ("--reasoning-parser", "qwen3", "--tool-call-parser", "qwen25"),
+        "qwen3-8b",
+        l4,
+        origin="curated",
+    )
+    yield Case(("--cuda-graph-max-bs", "8"), "qwen3-8b", l4, origin="curated")
+    for flag in (
+        "--disable-cuda-graph",
+        "--enable-dp-attention",
+        "--kv-canary-real-data=none",
+        "--sampling-backend=pytorch",
+        "--enable-flashinfer-allreduce-fusion",
+    ):
+        yield Case((flag,), "qwen3-8b", "H100", origin="curated")
+    yield Case(
+        ("--speculative-algorithm", "NGRAM", "--attn-dp-size", "2", "--tp-size", "2"),
+        "qwen3-8b",
+        "H100",
+        origin="curated",
+    )
+    yield Case(
+        ("--speculative-algorithm", "STANDALONE", "--attn-dp-size", "2", "--tp-size", "2"),
+        "qwen3-8b",
+        "H100",
+        "qwen3-8b-eagle3",
+        origin="curated",
+    )
+    yield Case(
+        ("--speculative-algorithm", "NGRAM", "--page-size", "16"),
+        "qwen3-8b",
+        "H100",
+        origin="curated",
+    )
+    for steps in ("2", "3", "7"):
+        yield Case(
+            (*eagle3, "--speculative-adaptive", "--speculative-num-steps", steps),
+            "qwen3-8b",
+            l4,
+            "qwen3-8b-eagle3",
+            origin="curated",
+        )
+    yield Case(
+        ("--speculative-algorithm", "NGRAM", "--speculative-adaptive"),
+        "qwen3-8b",
+        l4,
+        origin="curated",
+    )
+    yield Case((), "qwen3-8b-yarn4", l4, origin="curated")
+    # The named exception holds: SGLang cannot resolve these on a CPU (a test fails once it can).
+    yield Case(
+        ("--speculative-algorithm", "DFLASH"), "qwen3-8b", l4, "qwen3-8b-eagle3", origin="curated"
+    )
+    yield Case(("--speculative-algorithm", "DSPARK"), "qwen3-8b", l4, origin="curated")
+    for value in ENV_BOOLS:
+        yield Case(
+            eagle3,
+            "qwen3-8b",
+            l4,
+            "eagle3-2048-positions",
+            (("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", value),),
+            origin="curated",
+        )
+
+
+# ----------------------------------------------------------------------------- corpus
+
+CORPUS_GLOBS = (
+    "manifests/examples/*.yaml",
+    "tests/golden/*.yaml",
+    "tests/advisor/fixtures/*/*.sh",
+    "tests/advisor/fixtures/*/*.yaml",
+)
+#: GPUs every corpus launch is crossed with (one per memory tier and architecture).
+CORPUS_GPUS = ("L4", "A10G", "L40S", "A100-40G", "A100-80G", "H100", "H200", "B200", "GB10")
+_MODEL_FLAGS = (
+    "--model-path",
+    "--model",
+    "--speculative-draft-model-path",
+    "--speculative-draft-model",
+)
+
+
+def _model_for(path: str) -> str:
+    low = path.lower()
+    if "deepseek" in low:
+        return "deepseek-v3"
+    if "30b" in low:
+        return "qwen3-30b-a3b-eagle3" if "eagle" in low else "qwen3-30b-a3b"
+    if "eagle" in low or "short-draft" in low:
+        return "qwen3-8b-eagle3"
+    if "llama" in low:
+        return "llama-3.1-8b"
+    return "qwen3-8b"
+
+
+def corpus_launches(repo: Path) -> Iterable[tuple[str, list[str], dict[str, str]]]:
+    """(file, server argv, environment) of every SGLang server launch in the repository's
+    examples, golden files and lint fixtures (SpecServers rendered as the linter renders them)."""
+    from specserver_advisor.lint import sources
+    from specserver_advisor.lint.specservers import SpecServerError, launch_from_specserver
+
+    for pattern in CORPUS_GLOBS:
+        for path in sorted(repo.glob(pattern)):
+            text = path.read_text()
+            rel = str(path.relative_to(repo))
+            try:
+                if path.suffix == ".sh":
+                    found = sources.from_shell(rel, text)
+                else:
+                    found, specservers = sources.from_yaml(rel, text)
+                    for doc in specservers:
+                        try:
+                            found.append(launch_from_specserver(rel, doc))
+                        except SpecServerError:
+                            continue
+            except sources.InputError:
+                continue
+            for launch in found:
+                if launch.kind in ("server", "specserver"):
+                    yield rel, list(launch.args), dict(launch.env)
+
+
+def _strip_models(argv: list[str]) -> tuple[list[str], str | None, str | None]:
+    out: list[str] = []
+    model = draft = None
+    i = 0
+    if argv and not argv[0].startswith("-"):
+        model, i = argv[0], 1
+    while i < len(argv):
+        item = argv[i]
+        name, eq, inline = item.partition("=")
+        if name in _MODEL_FLAGS:
+            value = inline if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+            if "draft" in name:
+                draft = value
+            else:
+                model = value
+            i += 1 if eq else 2
+            continue
+        out.append(item)
+        i += 1
+    return out, model, draft
+
+
+def corpus_cases(repo: Path) -> Iterable[Case]:
+    """Every repository launch x ``CORPUS_GPUS``, models mapped to ``MODELS`` by name."""
+    for rel, argv, env in corpus_launches(repo):
+        flags, model, draft = _strip_models(argv)
+        target = _model_for(model or "")
+        draft_name = _model_for(draft) if draft else None
+        if draft_name in TARGETS:
+            draft_name = None
+        sglang_env = tuple(sorted((k, v) for k, v in env.items() if k.startswith("SGLANG_")))
+        for gpu in CORPUS_GPUS:
+            yield Case(tuple(flags), target, gpu, draft_name, sglang_env, origin=rel)
