@@ -406,6 +406,9 @@ def parse_server_argv(argv: list[str], positional_model: bool = False) -> Parsed
             i += 1
             continue
         values: list[str]
+        at = i  # the option's own index: where argparse's complaint and the value belong
+        parsed.positions[flag.field] = at
+        parsed.spelled[flag.field] = name
         if has_eq:
             values, i = [inline], i + 1
         else:
@@ -426,7 +429,7 @@ def parse_server_argv(argv: list[str], positional_model: bool = False) -> Parsed
             or (flag.nargs == "+" and not values)
             or (isinstance(flag.nargs, int) and len(values) != flag.nargs)
         ):
-            parsed.issues.append(ArgvIssue(i - 1, name, _nargs_error(flag), "value"))
+            parsed.issues.append(ArgvIssue(at, name, _nargs_error(flag), "value"))
             continue
         converted = []
         bad = None
@@ -436,14 +439,14 @@ def parse_server_argv(argv: list[str], positional_model: bool = False) -> Parsed
                 break
             converted.append(value)
         if bad:
-            parsed.issues.append(ArgvIssue(i - 1, name, bad, "value"))
+            parsed.issues.append(ArgvIssue(at, name, bad, "value"))
             continue
         if flag.nargs is None or (flag.nargs == "?" and converted):
-            _store(parsed, flag, name, i - 1 - len(values) + (1 if has_eq else 0), converted[0])
+            _store(parsed, flag, name, at, converted[0])
         elif flag.nargs == "?":
-            _store(parsed, flag, name, i - 1, flag.const)
+            _store(parsed, flag, name, at, flag.const)
         else:
-            _store(parsed, flag, name, i - 1 - len(values), converted)
+            _store(parsed, flag, name, at, converted)
     return parsed
 
 
