@@ -83,6 +83,17 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     ).start()
 
 
+@kopf.on.probe(id="cycle")
+def cycle_is_running(**_: Any) -> str:
+    """``/healthz`` fails (HTTP 500) when no cycle completed within a few intervals."""
+    interval = float(os.environ.get("SPECSERVER_CYCLE_SECONDS", "5"))
+    if not _CYCLE:
+        return "starting"
+    if not _CYCLE[0].healthy(interval):
+        raise kopf.PermanentError("no observation cycle completed within four intervals")
+    return "cycling"
+
+
 @kopf.on.cleanup()
 def stop_cycle(**_: Any) -> None:
     """Let the cycle thread finish its current pass and stop."""

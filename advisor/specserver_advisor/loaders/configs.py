@@ -17,6 +17,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from specserver_advisor.loaders.deadline import get_within
+
 INDEX_FILE = "model.safetensors.index.json"
 
 
@@ -115,8 +117,8 @@ def fetch_from_endpoint(
     if token:
         req.add_header("Authorization", f"Bearer {token}")
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            data = json.loads(resp.read().decode())
+        body = get_within(req, timeout)  # one deadline for the whole request, not per read
+        data = json.loads(body.decode())
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
             return None
@@ -125,6 +127,8 @@ def fetch_from_endpoint(
         raise ConfigNotFoundError(f"{url}: {exc}") from exc
     except json.JSONDecodeError as exc:
         raise ConfigUnreadableError(f"{url}: not valid JSON: {exc.msg}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigUnreadableError(f"{url}: not UTF-8 text") from exc
     if not isinstance(data, dict):
         raise ConfigUnreadableError(f"{url}: expected a JSON object")
     return data
