@@ -18,6 +18,7 @@ from specserver_advisor.models import SpecServer
 from specserver_operator import bluegreen
 from specserver_operator.client import KubeClient, object_hash
 from specserver_operator.engineconfig import EngineConfig
+from specserver_operator.names import child_name
 from specserver_operator.reconcile import deployment_state
 from specserver_operator.render import build_blue_green, build_children
 
@@ -82,6 +83,7 @@ def serving_deployment(
     client: KubeClient, namespace: str, name: str, blue_green: bool
 ) -> dict[str, Any] | None:
     """The engine Deployment that takes the traffic now (what status and the policy read)."""
+    name = child_name(name)
     if blue_green:
         mode = bluegreen.serving_mode(client.get("Service", namespace, name))
         if mode is not None:
@@ -106,7 +108,7 @@ def plan_children(
     strategy: str,
 ) -> Children:
     """The children for ``cfg`` (the wanted mode) under ``strategy``."""
-    ns, name = server.metadata.namespace or "", server.metadata.name or ""
+    ns, name = server.metadata.namespace or "", child_name(server.metadata.name or "")
     generation = server.metadata.generation or 0
     out = Children()
     if strategy != "BlueGreen":

@@ -24,6 +24,7 @@ from specserver_advisor.loaders.configs import (
     fetch_from_endpoint,
 )
 from specserver_advisor.models import AutoSpeculation, Mode, SpecServer
+from specserver_advisor.modelshape import ConfigShapeError
 from specserver_advisor.policy import PolicyContext
 from specserver_operator import children, opmetrics
 from specserver_operator import conditions as cond
@@ -40,6 +41,7 @@ from specserver_operator.engineconfig import (
     build_engine_config,
     policy_context_for,
 )
+from specserver_operator.names import child_name
 from specserver_operator.reconcile import (
     autoscaler_condition,
     compute_status,
@@ -49,6 +51,7 @@ from specserver_operator.reconcile import (
 )
 from specserver_operator.render import DEFAULT_PREFLIGHT_IMAGE
 from specserver_operator.signals import SignalCache
+from specserver_operator.validation import context_problems, spec_problems
 
 log = logging.getLogger("specserver.controller")
 #: Status fields of a new switch, written before the engine is touched.
@@ -154,10 +157,10 @@ def _validated(body: dict[str, Any]) -> tuple[SpecServer | None, str | None]:
     if hit and hit[0] == key:
         return hit[1], hit[2]
     try:
-        server: SpecServer | None = SpecServer.model_validate(
-            {k: v for k, v in body.items() if k != "status"}
-        )
-        invalid = None
+        parsed = SpecServer.model_validate({k: v for k, v in body.items() if k != "status"})
+        problems = spec_problems(parsed)  # what the schema cannot check
+        invalid = "; ".join(problems[:3]) if problems else None
+        server: SpecServer | None = None if problems else parsed
     except ValidationError as exc:
         err = exc.errors()[0]
         invalid = f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
@@ -255,7 +258,7 @@ def _auto(
     running = (deployment or {}).get("metadata", {}).get("labels", {}).get("specserver.io/mode")
     ready = deployment_state(deployment, spec.replicas)[0]
     ns, name = server.metadata.namespace or "", server.metadata.name or ""
-    obs = signals.get(ns, name) if signals else None
+    obs = signals.get(ns, child_name(name)) if signals else None  # the pods' name label
     error = signals.last_error if signals else "no Prometheus URL configured"
     paused = server.metadata.annotations.get(PAUSE_ANNOTATION, "").lower() in ("true", "1")
     started = time.perf_counter()
@@ -306,9 +309,15 @@ def reconcile(
             else:
                 want = speculation_wanted(server.spec, _auto_view(current, deployment))
             cfg = _engine_config(server, uid, configs, want)
+            context = cfg.resolved.get("contextLength") if cfg.valid else None
+            problems = context_problems(server, context if isinstance(context, int) else None)
+            if problems:
+                cfg = EngineConfig(False, "InvalidSpec", "; ".join(problems))
         except ConfigSourceError as exc:
             config_error = str(exc)
             out.retry = config_error
+        except ConfigShapeError as exc:  # a config the tenant gave that no model has
+            cfg = EngineConfig(False, "InvalidModelConfig", f"{configs.source} model config: {exc}")
     hold = False
     if step is not None and step.status.get("switch") and not current.get("switch"):
         # The intent goes to status before any child changes: an operator killed in between
@@ -347,10 +356,10 @@ def reconcile(
                 "NameConflict",
                 f"{', '.join(conflicts)} exists and is not this SpecServer's; rename one of them",
             )
-        for kind, child_name in plan.delete:
-            client.delete(kind, ns, child_name)
+        for kind, left in plan.delete:
+            client.delete(kind, ns, left)
             out.events.append(
-                ("Normal", "ChildRemoved", f"{kind} {child_name} left by another switch strategy")
+                ("Normal", "ChildRemoved", f"{kind} {left} left by another switch strategy")
             )
         if out.wrote_children or plan.delete:
             deployment = children.serving_deployment(client, ns, name, blue_green)
@@ -395,7 +404,7 @@ def reconcile(
     if server is not None and deployment is not None:
         scalers = _autoscalers(client, ns, now_ts)
         if scalers is not None:
-            value, reason, message = autoscaler_condition(name, scalers)
+            value, reason, message = autoscaler_condition(child_name(name), scalers)
             desired["conditions"] = cond.set_condition(
                 desired["conditions"],
                 cond.condition(
