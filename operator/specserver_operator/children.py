@@ -17,6 +17,7 @@ from typing import Any
 from specserver_advisor.models import SpecServer
 from specserver_operator import bluegreen
 from specserver_operator.client import KubeClient, object_hash
+from specserver_operator.drift import owned_digest, replicas
 from specserver_operator.engineconfig import EngineConfig
 from specserver_operator.names import child_name
 from specserver_operator.reconcile import deployment_state
@@ -30,6 +31,8 @@ class Child:
     kind: str
     name: str
     digest: str
+    owned: str  # drift.owned_digest of the rendered object
+    replicas: int | None  # a Deployment's desired replicas
 
 
 @dataclass
@@ -69,7 +72,16 @@ def _cached(
     hit = _RENDERED.get(uid)
     if hit and hit[0] == key:
         return hit[1]
-    found = [Child(o["kind"], o["metadata"]["name"], object_hash(o)) for o in render()]
+    found = [
+        Child(
+            o["kind"],
+            o["metadata"]["name"],
+            object_hash(o),
+            owned_digest(o["kind"], o),
+            replicas(o) if o["kind"] == "Deployment" else None,
+        )
+        for o in render()
+    ]
     _RENDERED[uid] = (key, found)
     return found
 

@@ -26,6 +26,7 @@ from urllib.parse import quote, urlencode
 import urllib3
 
 from specserver_advisor.models import GROUP, KIND, PLURAL, VERSION
+from specserver_operator.drift import DIGEST_KEY, owned_digest
 from specserver_operator.opmetrics import API_WRITES
 
 FIELD_MANAGER = "specserver"
@@ -130,7 +131,7 @@ def applied_hash(obj: dict[str, Any] | None) -> str | None:
 
 def slim(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
     """What a reconcile pass reads of a child: metadata (no managedFields), replicas and
-    selector, status. The pod template is compared by its hash annotation, not read."""
+    selector, status, and a digest of the fields the operator owns in the pod template."""
     meta = {k: v for k, v in obj["metadata"].items() if k != "managedFields"}
     spec = obj.get("spec") or {}
     keep = ("replicas", "selector") if kind == "Deployment" else ("selector",)
@@ -139,6 +140,7 @@ def slim(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
         "metadata": meta,
         "spec": {k: spec[k] for k in keep if k in spec},
         "status": obj.get("status") or {},
+        DIGEST_KEY: owned_digest(kind, obj),  # what drift repair compares (drift.py)
     }
 
 
@@ -277,10 +279,13 @@ class KubeClient:
     def get_specserver(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self._get_or_none(KIND, namespace, name)
 
-    def apply(self, obj: dict[str, Any], desired_hash: str | None = None) -> bool:
-        """Server-side apply ``obj`` unless its content hash is already there; True if written."""
+    def apply(
+        self, obj: dict[str, Any], desired_hash: str | None = None, force: bool = False
+    ) -> bool:
+        """Server-side apply ``obj`` unless its content hash is already there (``force``: even
+        then, to repair a hand edit); True if written."""
         meta = obj["metadata"]
-        current = self.get(obj["kind"], meta["namespace"], meta["name"])
+        current = None if force else self.get(obj["kind"], meta["namespace"], meta["name"])
         return self.apply_over(obj, current, desired_hash) is not None
 
     def apply_over(

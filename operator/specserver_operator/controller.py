@@ -36,6 +36,8 @@ from specserver_operator.configsource import (
     from_configmap,
     from_inline,
 )
+from specserver_operator.drift import drift
+from specserver_operator.drift import replicas as live_replicas
 from specserver_operator.engineconfig import (
     EngineConfig,
     build_engine_config,
@@ -343,13 +345,25 @@ def reconcile(
         conflicts = []
         for child in plan.apply:
             found = client.get(child.kind, ns, child.name)
+            repair = None
             if applied_hash(found) == child.digest:
-                continue
+                repair = _drift(client, ns, child, found, now_ts)
+                if repair is None:
+                    continue
             if found is not None and not children.owned(found, uid):
                 conflicts.append(f"{child.kind} {child.name}")  # never take over another's
                 continue
-            if client.apply(plan.object(child), child.digest):
+            if client.apply(plan.object(child), child.digest, force=repair is not None):
                 out.wrote_children += 1
+                if repair is not None:
+                    log.info("%s/%s: repaired %s %s (%s)", ns, name, child.kind, child.name, repair)
+                    out.events.append(
+                        (
+                            "Normal",
+                            "DriftRepaired",
+                            f"{child.kind} {child.name} was edited ({repair}); restored",
+                        )
+                    )
         if conflicts:
             progressing = (
                 "False",
@@ -424,6 +438,23 @@ def reconcile(
         opmetrics.MODE.labels(ns, name).set(1 if desired.get("speculationMode") == "On" else 0)
     out.events = _events(current, desired, cfg) + out.events
     return out
+
+
+def _drift(
+    client: KubeClient,
+    namespace: str,
+    child: children.Child,
+    found: dict[str, Any] | None,
+    now_ts: float,
+) -> str | None:
+    """What a hand edit changed in an owned field of ``found`` (None: nothing)."""
+    what = drift(child.kind, found, child.owned, child.replicas, autoscaled=True)
+    replicas_differ = child.kind == "Deployment" and live_replicas(found) != child.replicas
+    if what is None and not replicas_differ:
+        return None
+    scalers = _autoscalers(client, namespace, now_ts) or []
+    scaled = any(tk == "Deployment" and target == child.name for _, _, tk, target in scalers)
+    return drift(child.kind, found, child.owned, child.replicas, autoscaled=scaled)
 
 
 _AUTOSCALERS: dict[str, tuple[float, list[tuple[str, str, str, str]]]] = {}

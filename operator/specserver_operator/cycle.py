@@ -67,9 +67,11 @@ class CachedClient(KubeClient):
     def list_autoscalers(self, namespace: str) -> list[tuple[str, str, str, str]]:
         return self.base.list_autoscalers(namespace)
 
-    def apply(self, obj: dict[str, Any], desired_hash: str | None = None) -> bool:
+    def apply(
+        self, obj: dict[str, Any], desired_hash: str | None = None, force: bool = False
+    ) -> bool:
         meta = obj["metadata"]
-        current = self.get(obj["kind"], meta["namespace"], meta["name"])
+        current = None if force else self.get(obj["kind"], meta["namespace"], meta["name"])
         written = self.apply_over(obj, current, desired_hash)
         if written is not None:
             self.cache.put(obj["kind"], written)

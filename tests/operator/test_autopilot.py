@@ -12,6 +12,7 @@ import pytest
 
 from specserver_advisor.policy import Observation
 from specserver_operator import controller
+from specserver_operator.client import HASH_ANNOTATION, applied_hash, object_hash
 
 SPEC = {
     "apiVersion": "specserver.io/v1alpha1",
@@ -49,14 +50,17 @@ class FakeClient:
         found = self.deployment["metadata"]["name"] == name
         return copy.deepcopy(self.deployment) if found else None
 
-    def apply(self, obj: dict[str, Any], desired_hash: str | None = None) -> bool:
+    def apply(
+        self, obj: dict[str, Any], desired_hash: str | None = None, force: bool = False
+    ) -> bool:
         if obj["kind"] != "Deployment":
             return False
-        labels = obj["metadata"]["labels"]
-        if self.deployment and self.deployment["metadata"]["labels"] == labels:
+        desired_hash = desired_hash or object_hash(obj)
+        if not force and applied_hash(self.deployment) == desired_hash:
             return False
         self.writes += 1
         self.deployment = copy.deepcopy(obj)
+        self.deployment["metadata"].setdefault("annotations", {})[HASH_ANNOTATION] = desired_hash
         self.deployment["metadata"]["generation"] = 1
         ready = 1 if self.ready else 0
         self.deployment["status"] = {
@@ -227,13 +231,15 @@ def test_the_switch_is_in_status_before_the_engine_changes() -> None:
     class Ordered(FakeClient):
         """Fails the test if the engine's mode changes while status has no switch."""
 
-        def apply(self, obj: dict[str, Any], desired_hash: str | None = None) -> bool:
+        def apply(
+            self, obj: dict[str, Any], desired_hash: str | None = None, force: bool = False
+        ) -> bool:
             new_mode = obj["metadata"]["labels"].get("specserver.io/mode")
             if self.deployment is not None and obj["kind"] == "Deployment":
                 old_mode = self.deployment["metadata"]["labels"]["specserver.io/mode"]
                 if new_mode != old_mode:
                     assert self.status.get("switch", {}).get("target") == new_mode.title()
-            return super().apply(obj, desired_hash)
+            return super().apply(obj, desired_hash, force)
 
     client = Ordered()
     cycle(client, Signals(**STEADY), 1000)
