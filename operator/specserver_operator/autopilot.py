@@ -107,7 +107,7 @@ def persisted(state: PolicyState, previous: str | None, now: float) -> str:
 
 
 def _round(value: float | None, digits: int = 2) -> float | None:
-    if value is None or math.isnan(value):
+    if value is None or not math.isfinite(value):
         return None
     if value == 0:
         return 0.0

@@ -126,6 +126,10 @@ class Cycle:
     handled_at: dict[str, float] = field(default_factory=dict)
     guard: threading.Lock = field(default_factory=threading.Lock)
     faults: Faults = field(default_factory=Faults)
+    #: (namespace, name) of every SpecServer seen, to remove its metric series when it is gone
+    names: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: the newest "try again" reason logged per SpecServer
+    retries: dict[str, str | None] = field(default_factory=dict)
     #: monotonic time the newest cycle completed (start-up time before the first one)
     completed_at: float = field(default_factory=time.monotonic)
 
@@ -145,11 +149,13 @@ class Cycle:
         cache = self.signal_cache(prometheus_url(body))
         now = now_iso()
         outcome = controller.reconcile(client, body, now, signals=cache)
+        meta = body["metadata"]
         for type_, reason, message in outcome.events:
             client.post_event(body, type_, reason, message, now)
-        if outcome.retry:
-            meta = body["metadata"]
-            log.info("%s/%s: %s", meta["namespace"], meta["name"], outcome.retry)
+        if outcome.retry != self.retries.get(meta["uid"]):  # one line per change, not per pass
+            if outcome.retry:
+                log.info("%s/%s: %s", meta["namespace"], meta["name"], outcome.retry)
+            self.retries[meta["uid"]] = outcome.retry
 
     def guarded_pass(self, client: KubeClient, body: dict[str, Any]) -> bool:
         """``_pass`` with this object's faults kept its own; True when the pass succeeded.
@@ -161,6 +167,7 @@ class Cycle:
         """
         meta = body["metadata"]
         uid, generation = meta["uid"], meta.get("generation")
+        self.names[uid] = (meta["namespace"], meta["name"])
         try:
             self._pass(client, body)
         except (ApiError, NotFoundError) as exc:
@@ -268,11 +275,14 @@ class Cycle:
         return time.monotonic() - self.completed_at <= max(30.0, intervals * interval_s)
 
     def forget(self, live: set[str]) -> None:
-        """Drop locks and marks of SpecServers that no longer exist."""
+        """Drop locks, marks and metric series of SpecServers that no longer exist."""
         with self.guard:
             for uid in [u for u in self.locks if u not in live]:
                 self.locks.pop(uid, None)
                 self.handled_at.pop(uid, None)
+            for uid in [u for u in self.names if u not in live]:
+                opmetrics.forget(*self.names.pop(uid))
+                self.retries.pop(uid, None)
 
     def run_forever(self, stop: threading.Event, interval_s: float) -> None:
         """Cycle every ``interval_s`` until ``stop`` is set; a failed cycle is logged, not fatal."""

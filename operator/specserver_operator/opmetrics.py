@@ -72,6 +72,17 @@ CYCLE_ERRORS = Counter(
 )
 
 
+#: Metrics with one series per SpecServer (labels start with namespace, specserver).
+PER_SPECSERVER = (DECISIONS, MODE, SWITCHES)
+
+
+def forget(namespace: str, name: str) -> None:
+    """Remove every series of a SpecServer that is gone (its labels would live for ever)."""
+    for metric in PER_SPECSERVER:
+        for labels in [k for k in metric._metrics if k[:2] == (namespace, name)]:
+            metric.remove(*labels)
+
+
 def serve(port: int, host: str = "0.0.0.0") -> None:
     """Expose the registry (no-op for port 0)."""
     if port:

@@ -122,8 +122,25 @@ def _running_speculation(deployment: dict[str, Any] | None) -> bool | None:
 
 
 def status_changes(current: dict[str, Any], desired: dict[str, Any]) -> dict[str, Any]:
-    """Top-level fields of ``desired`` that differ from ``current`` (empty: write nothing)."""
-    return {k: v for k, v in desired.items() if current.get(k) != v}
+    """The merge patch that turns ``current`` into ``desired`` for the fields ``desired`` names
+    (empty: write nothing). Inside an object field, a key that is gone is patched to null, so
+    the stored status loses it too and the next pass finds nothing to write."""
+    out: dict[str, Any] = {}
+    for key, want in desired.items():
+        have = current.get(key)
+        if isinstance(want, dict) and isinstance(have, dict):
+            inner = _object_patch(have, want)
+            if inner:
+                out[key] = inner
+        elif have != want:
+            out[key] = want
+    return out
+
+
+def _object_patch(have: dict[str, Any], want: dict[str, Any]) -> dict[str, Any]:
+    out = status_changes(have, want)
+    out.update({k: None for k in have if k not in want})
+    return out
 
 
 def autoscaler_condition(

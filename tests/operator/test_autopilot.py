@@ -35,6 +35,17 @@ SPEC = {
 }
 
 
+def merge_patch(target: dict[str, Any], patch: dict[str, Any]) -> None:
+    """RFC 7386, as the API server applies a status merge patch."""
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            merge_patch(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
+
+
 class FakeClient:
     """Our client seam: a Deployment store that becomes ready when told to."""
 
@@ -72,11 +83,7 @@ class FakeClient:
 
     def patch_status(self, namespace: str, name: str, changes: dict[str, Any]) -> None:
         self.writes += 1
-        for key, value in changes.items():
-            if value is None:
-                self.status.pop(key, None)
-            else:
-                self.status[key] = value
+        merge_patch(self.status, changes)
 
     def list_autoscalers(self, namespace: str) -> list[tuple[str, str, str, str]]:
         return []
@@ -245,3 +252,17 @@ def test_the_switch_is_in_status_before_the_engine_changes() -> None:
     cycle(client, Signals(**STEADY), 1000)
     cycle(client, Signals(**OVERLOAD), 1010)
     assert mode(client) == "off"
+
+
+def test_a_metric_that_goes_away_is_removed_and_then_nothing_is_written() -> None:
+    client = FakeClient()
+    cycle(client, Signals(**STEADY), 1000)
+    assert "ttftP99Seconds" in client.status["lastMetrics"]
+    idle = dict(STEADY, ttft_p99_s=float("nan"), tpot_p50_ms=float("inf"), running=0)
+    for t in range(1010, 1060, 10):
+        cycle(client, Signals(**idle), t)
+    assert "ttftP99Seconds" not in client.status["lastMetrics"]
+    writes = client.writes
+    for t in range(1060, 1200, 10):
+        cycle(client, Signals(**idle), t)
+    assert client.writes == writes  # an idle engine after traffic: zero writes

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from specserver_advisor.models import KIND
-from specserver_operator import faults
+from specserver_operator import faults, opmetrics
 from specserver_operator.client import ApiError, KubeClient
 from specserver_operator.cycle import Cycle
 
@@ -149,3 +149,22 @@ def test_healthy_only_while_cycles_complete(setup: tuple[FaultyCycle, RecordingC
     assert cycle.healthy(interval_s=5)
     cycle.completed_at -= 60
     assert not cycle.healthy(interval_s=5)
+
+
+def test_metric_series_go_with_their_specserver(
+    setup: tuple[FaultyCycle, RecordingClient],
+) -> None:
+    cycle, _ = setup
+    cycle.run_once()
+    opmetrics.MODE.labels("llm", "good").set(1)
+    opmetrics.DECISIONS.labels("llm", "good", "disable", "TTFTSLOBreached").inc()
+    opmetrics.MODE.labels("llm", "bad").set(0)
+    cycle.cache.remove(KIND, "llm", "good")
+    cycle.run_once()
+    names = {
+        s.labels.get("specserver")
+        for metric in opmetrics.REGISTRY.collect()
+        for s in metric.samples
+        if s.labels.get("namespace") == "llm"
+    }
+    assert "good" not in names and "bad" in names  # the others' series stay
