@@ -44,6 +44,7 @@ PATHS = {
     "ConfigMap": ("/api/v1", "configmaps"),
     "Secret": ("/api/v1", "secrets"),
     "Event": ("/api/v1", "events"),
+    "Lease": ("/apis/coordination.k8s.io/v1", "leases"),
     "HorizontalPodAutoscaler": ("/apis/autoscaling/v1", "horizontalpodautoscalers"),
     "ScaledObject": ("/apis/keda.sh/v1alpha1", "scaledobjects"),
     KIND: (SPECSERVERS, PLURAL),
@@ -341,6 +342,26 @@ class KubeClient:
             token = (data.get("metadata") or {}).get("continue")
             if not token:
                 return items
+
+    def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The operator's leader Lease (leader.py), or None."""
+        return self._get_or_none("Lease", namespace, name)
+
+    def create_lease(self, namespace: str, lease: dict[str, Any]) -> dict[str, Any]:
+        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", **lease}
+        created: dict[str, Any] = self.request(
+            "POST", object_path("Lease", namespace), f"Lease {namespace}", body=body
+        )
+        return created
+
+    def replace_lease(self, namespace: str, lease: dict[str, Any]) -> dict[str, Any]:
+        """PUT with the Lease's resourceVersion: 409 when another replica wrote in between."""
+        name = lease["metadata"]["name"]
+        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", **lease}
+        replaced: dict[str, Any] = self.request(
+            "PUT", object_path("Lease", namespace, name), f"Lease {namespace}/{name}", body=body
+        )
+        return replaced
 
     def list_specservers(self, namespaces: list[str]) -> list[dict[str, Any]]:
         """Every SpecServer (of ``namespaces``, or of the cluster when empty)."""

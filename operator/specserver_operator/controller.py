@@ -79,6 +79,9 @@ class Settings:
 
 
 _CONFIG_CACHE: dict[tuple[str, int], ModelConfigs] = {}
+#: Per (uid, generation): when to read a config source that failed again, and why it failed.
+_CONFIG_FAILED: dict[tuple[str, int], tuple[float, str]] = {}
+CONFIG_RETRY_S = 30.0
 _BUNDLED: dict[tuple[str, str | None], ModelConfigs] = {}
 
 
@@ -89,6 +92,20 @@ def read_configs(
     key = (uid, server.metadata.generation or 0)
     if key in _CONFIG_CACHE:
         return _CONFIG_CACHE[key]
+    failed = _CONFIG_FAILED.get(key)
+    if failed is not None and time.monotonic() < failed[0]:
+        raise ConfigSourceError(failed[1])  # an endpoint that failed is not asked every pass
+    try:
+        configs = _read_configs(client, server, settings)
+    except ConfigSourceError as exc:
+        _CONFIG_FAILED[key] = (time.monotonic() + CONFIG_RETRY_S, str(exc))
+        raise
+    _CONFIG_FAILED.pop(key, None)
+    _CONFIG_CACHE[key] = configs
+    return configs
+
+
+def _read_configs(client: KubeClient, server: SpecServer, settings: Settings) -> ModelConfigs:
     spec, ns = server.spec, server.metadata.namespace or "default"
     configs = from_inline(spec)
     src = spec.model_source
@@ -138,7 +155,6 @@ def read_configs(
                 target_b.config, draft_b.config if draft_b else None, None, None, "bundled"
             )
         configs = _BUNDLED[shared]
-    _CONFIG_CACHE[key] = configs
     return configs
 
 
@@ -203,6 +219,7 @@ def clear_caches() -> None:
     """Forget everything cached between passes (tests; a fresh operator starts empty)."""
     for cache in (
         _CONFIG_CACHE,
+        _CONFIG_FAILED,
         _POLICY_CTX,
         _LAST_EVALUATION,
         _VALIDATED,
@@ -217,7 +234,7 @@ def clear_caches() -> None:
 
 def prune_caches(live: set[tuple[str, int]]) -> None:
     """Forget cached configs and policy contexts of gone SpecServers and old generations."""
-    for cache in (_CONFIG_CACHE, _POLICY_CTX):
+    for cache in (_CONFIG_CACHE, _CONFIG_FAILED, _POLICY_CTX):
         for key in [k for k in cache if k not in live]:
             cache.pop(key, None)
     for config_key in [k for k in _ENGINE_CONFIGS if k[:2] not in live]:

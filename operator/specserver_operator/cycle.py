@@ -24,6 +24,7 @@ from specserver_advisor.models import KIND
 from specserver_operator import children, controller, faults, opmetrics
 from specserver_operator.client import ApiError, KubeClient, NotFoundError
 from specserver_operator.faults import Faults
+from specserver_operator.leader import Elector
 from specserver_operator.objectcache import ObjectCache
 from specserver_operator.signals import SignalCache, refresh_all
 
@@ -126,6 +127,8 @@ class Cycle:
     handled_at: dict[str, float] = field(default_factory=dict)
     guard: threading.Lock = field(default_factory=threading.Lock)
     faults: Faults = field(default_factory=Faults)
+    #: leader election (None: this replica always leads, as in tests and the benchmark)
+    elector: Elector | None = None
     #: (namespace, name) of every SpecServer seen, to remove its metric series when it is gone
     names: dict[str, tuple[str, str]] = field(default_factory=dict)
     #: the newest "try again" reason logged per SpecServer
@@ -214,6 +217,8 @@ class Cycle:
 
     def reconcile_one(self, namespace: str, name: str, uid: str) -> None:
         """An immediate pass for one SpecServer on a fresh read (kopf create/update)."""
+        if not self.leading():
+            return  # the leader's own handler sees the same change
         with self.lock(uid):
             client = CachedClient(self.client, self.cache, read_through=True)
             body = client.get_specserver(namespace, name)
@@ -249,6 +254,8 @@ class Cycle:
             meta = snapshot["metadata"]
             if meta.get("deletionTimestamp"):
                 continue
+            if not self.leading():
+                break  # the lease ran out mid-cycle: another replica may lead now
             if not self.faults.due(meta["uid"], meta.get("generation"), time.monotonic()):
                 continue  # failing: backing off (a new generation is retried at once)
             with self.lock(meta["uid"]):
@@ -289,8 +296,22 @@ class Cycle:
         while not stop.is_set():
             started = time.monotonic()
             try:
-                self.run_once()
+                if self.elector is None or self.elector.try_lead():
+                    self.run_once()
+                else:
+                    self.standby()
             except Exception:  # the loop must outlive any one bad cycle
                 opmetrics.CYCLE_ERRORS.inc()
                 log.exception("observation cycle failed")
             stop.wait(max(0.5, interval_s - (time.monotonic() - started)))
+        if self.elector is not None:
+            self.elector.release()
+
+    def leading(self) -> bool:
+        """Whether this replica may write (always, without leader election)."""
+        return self.elector is None or self.elector.leading()
+
+    def standby(self) -> None:
+        """A replica that does not lead: keep the cache warm, write nothing, stay healthy."""
+        self.cache.synced_at = None  # LIST afresh on taking over
+        self.completed_at = time.monotonic()

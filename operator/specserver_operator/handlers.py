@@ -20,6 +20,7 @@ from specserver_advisor.models import GROUP, KIND, PLURAL, VERSION
 from specserver_operator import opmetrics
 from specserver_operator.client import Connection, KubeClient
 from specserver_operator.cycle import Cycle
+from specserver_operator.leader import Elector
 from specserver_operator.objectcache import ObjectCache
 
 ANNOTATION_PREFIX = "specserver.io"
@@ -47,12 +48,15 @@ def cycle() -> Cycle:
     """The process-wide cycle (its client is created once kopf has logged in)."""
     if not _CYCLE:
         _LOGGED_IN.wait()
+        client = KubeClient(_CONNECTION[0])
+        elect = os.environ.get("SPECSERVER_LEADER_ELECTION", "true").lower() not in ("0", "false")
         _CYCLE.append(
             Cycle(
-                KubeClient(_CONNECTION[0]),
+                client,
                 list(NAMESPACES),
                 cache=CACHE,
                 query_interval_s=float(os.environ.get("SPECSERVER_QUERY_INTERVAL_SECONDS", "5")),
+                elector=Elector(client) if elect else None,
             )
         )
     return _CYCLE[0]
@@ -72,7 +76,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         prefix=ANNOTATION_PREFIX
     )
     settings.posting.enabled = False  # events are posted by client.post_event
-    # One replica by design (the Deployment in manifests/ runs one); no peering objects needed.
+    # Leader election is the cycle's own Lease (leader.py), not kopf peering.
     settings.peering.standalone = True
     settings.watching.server_timeout = 60
     opmetrics.serve(int(os.environ.get("SPECSERVER_METRICS_PORT", "0")))
