@@ -75,6 +75,8 @@ class Connection:
     insecure: bool = False
     cert_file: str | None = None
     key_file: str | None = None
+    cert_data: bytes | None = None  # PEM given inline (kubeconfig client-certificate-data)
+    key_data: bytes | None = None
     username: str | None = None
     password: str | None = None
 
@@ -91,8 +93,10 @@ class Connection:
             ca_file=str(os.fspath(info.ca_path)) if info.ca_path else None,
             ca_data=ca_data,
             insecure=bool(info.insecure),
-            cert_file=_file(info.certificate_path, info.certificate_data),
-            key_file=_file(info.private_key_path, info.private_key_data),
+            cert_file=str(os.fspath(info.certificate_path)) if info.certificate_path else None,
+            key_file=str(os.fspath(info.private_key_path)) if info.private_key_path else None,
+            cert_data=None if info.certificate_path else _b64(info.certificate_data),
+            key_data=None if info.private_key_path else _b64(info.private_key_data),
             username=info.username,
             password=info.password,
         )
@@ -105,17 +109,18 @@ def _b64(data: str | bytes | None) -> bytes | None:
     return raw if raw.lstrip().startswith(b"-----") else base64.b64decode(raw)
 
 
-def _file(path: Any, data: str | bytes | None) -> str | None:
-    """A path for urllib3: the given one, or a private temporary file holding ``data``."""
-    if path:
-        return str(os.fspath(path))
-    raw = _b64(data)
-    if raw is None:
-        return None
-    fd, name = tempfile.mkstemp(prefix="specserver-cred-")
-    with os.fdopen(fd, "wb") as f:
-        f.write(raw)
-    return name
+def load_client_cert(ctx: ssl.SSLContext, cert: bytes, key: bytes | None) -> None:
+    """Load an inline client certificate: ``ssl`` reads only files, so the PEM goes to a private
+    temporary directory that is removed as soon as the context holds the key."""
+    with tempfile.TemporaryDirectory(prefix="specserver-cred-") as tmp:
+        cert_path = os.path.join(tmp, "cert.pem")
+        key_path = os.path.join(tmp, "key.pem") if key else None
+        for path, data in ((cert_path, cert), (key_path, key)):
+            if path and data:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+        ctx.load_cert_chain(cert_path, key_path)
 
 
 def object_hash(obj: dict[str, Any]) -> str:
@@ -175,6 +180,8 @@ class KubeClient:
             )
         if connection.cert_file:
             ctx.load_cert_chain(connection.cert_file, connection.key_file)
+        elif connection.cert_data:
+            load_client_cert(ctx, connection.cert_data, connection.key_data)
         self.pool = urllib3.PoolManager(
             num_pools=2,
             maxsize=4,

@@ -52,7 +52,7 @@ class CachedClient(KubeClient):
         if self.read_through:
             found = self.base.get(kind, namespace, name)
             if found is not None:
-                self.cache.put(kind, found)
+                self.cache.put(kind, found, written=True)
             return found
         return self.cache.get(kind, namespace, name)
 
@@ -75,7 +75,7 @@ class CachedClient(KubeClient):
         current = None if force else self.get(obj["kind"], meta["namespace"], meta["name"])
         written = self.apply_over(obj, current, desired_hash)
         if written is not None:
-            self.cache.put(obj["kind"], written)
+            self.cache.put(obj["kind"], written, written=True)
         return written is not None
 
     def apply_over(
@@ -90,7 +90,7 @@ class CachedClient(KubeClient):
     def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
         answer = self.base.patch_status(namespace, name, status)
         if answer:
-            self.cache.put(KIND, answer)
+            self.cache.put(KIND, answer, written=True)
         return answer
 
     def post_event(
@@ -224,18 +224,19 @@ class Cycle:
             body = client.get_specserver(namespace, name)
             if body is None or body["metadata"].get("deletionTimestamp"):
                 return
-            self.cache.put(KIND, body)
+            self.cache.put(KIND, body, written=True)
             # Signals as the last cycle read them: a burst of spec changes sends no queries.
             self.guarded_pass(client, body)
             self.handled_at[uid] = time.monotonic()
 
     def resync(self) -> None:
         """Replace the cache with one LIST of each kind (first cycle, then every RESYNC_S)."""
+        started = time.monotonic()
         listed = dict(self.client.list_children(self.namespaces))
         for body in self.client.list_specservers(self.namespaces):
             meta = body["metadata"]
             listed[(KIND, meta["namespace"], meta["name"])] = body
-        self.cache.replace(listed)
+        self.cache.replace(listed, started)
 
     def run_once(self) -> int:
         """One cycle over every SpecServer; returns how many were reconciled."""

@@ -100,8 +100,10 @@ def cycle_is_running(**_: Any) -> str:
 
 @kopf.on.cleanup()
 def stop_cycle(**_: Any) -> None:
-    """Let the cycle thread finish its current pass and stop."""
+    """Stop the cycle thread after its current pass and hand the Lease over at once."""
     _STOP.set()
+    if _CYCLE and _CYCLE[0].elector is not None:
+        _CYCLE[0].elector.release()
 
 
 #: Filled by the watch events below; the cycle reads it (no LIST per cycle).

@@ -1,0 +1,306 @@
+"""Operator core on the real stack (apiserver + controller-manager, the operator as a process):
+one tenant's malformed or hostile SpecServer neither stops nor slows the others, every accepted
+spec gets a status, hand edits of children are repaired, and of two operators one leads."""
+
+from __future__ import annotations
+
+import copy
+import json
+import socket
+import subprocess
+import sys
+import threading
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_operator_e2e import _ok, apply, condition, engine_args, example, get, kube_env, wait_for
+
+from conftest import KubeHandle, load_config
+from specserver_engine.ports import free_loopback_port
+
+
+class Operator:
+    """A running ``specserver-operator`` with its metrics on a port of its own."""
+
+    def __init__(self, kube: KubeHandle, **env: str) -> None:
+        self.kube, self.env = kube, env
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, wait: bool = True) -> None:
+        self.port, self.metrics_port = free_loopback_port(), free_loopback_port()
+        env = dict(
+            kube_env(self.kube),
+            PYTHONUNBUFFERED="1",
+            SPECSERVER_METRICS_PORT=str(self.metrics_port),
+            **self.env,
+        )
+        self.log_path = f"/tmp/specserver-operator-{self.port}.log"
+        self.log = open(self.log_path, "wb")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "specserver_operator.main",
+                "--liveness",
+                f"http://127.0.0.1:{self.port}/healthz",
+            ],
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        if wait:
+            wait_for(lambda: _ok(f"http://127.0.0.1:{self.port}/healthz"), 60, "liveness")
+
+    def metric(self, name: str) -> float:
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            for line in resp.read().decode().splitlines():
+                if line.startswith(name + " "):
+                    return float(line.split()[1])
+        return 0.0
+
+    def stop(self) -> None:
+        if self.proc:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            self.log.close()
+            self.proc = None
+
+
+@pytest.fixture(scope="module")
+def operator(kube: KubeHandle) -> Iterator[Operator]:
+    op = Operator(kube)
+    op.start()
+    yield op
+    op.stop()
+
+
+class Tarpit:
+    """A loopback endpoint that accepts connections and never answers."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.held: list[socket.socket] = []
+        self.stopped = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        self.sock.settimeout(0.2)
+        while not self.stopped.is_set():
+            try:
+                self.held.append(self.sock.accept()[0])
+            except OSError:
+                continue
+
+    def close(self) -> None:
+        self.stopped.set()
+        for conn in self.held:
+            conn.close()
+        self.sock.close()
+
+
+def named(doc: dict[str, Any], name: str) -> dict[str, Any]:
+    out = copy.deepcopy(doc)
+    out["metadata"]["name"] = name
+    return out
+
+
+def recreated_after_delete(kube: KubeHandle, ns: str, name: str, timeout: float) -> None:
+    first = wait_for(lambda: get(kube, "deployment", ns, name), 60, f"Deployment {name}")
+    kube.kubectl("delete", "deployment", name, "-n", ns, "--wait=true")
+    wait_for(
+        lambda: (
+            (d := get(kube, "deployment", ns, name))
+            and d["metadata"]["uid"] != first["metadata"]["uid"]
+        ),
+        timeout,
+        f"Deployment {name} re-created by the cycle",
+    )
+
+
+def test_a_malformed_specserver_does_not_stop_another(
+    kube: KubeHandle, namespace: str, operator: Operator
+) -> None:
+    bad = named(example(), "malformed")
+    target = dict(load_config("qwen3-8b"), hidden_size="big")
+    bad["spec"]["modelSource"] = {
+        "inline": {"target": target, "draft": load_config("qwen3-8b-eagle3")}
+    }
+    apply(kube, namespace, bad)
+    apply(kube, namespace, example())
+    recreated_after_delete(kube, namespace, "qwen3-8b", 30)
+    sps = wait_for(
+        lambda: (
+            (o := get(kube, "sps", namespace, "malformed"))
+            and (c := condition(o, "ConfigValid"))
+            and c["status"] == "False"
+            and o
+        ),
+        30,
+        "a status on the malformed SpecServer",
+    )
+    cv = condition(sps, "ConfigValid")
+    assert cv is not None and "hidden_size" in cv["message"] and "big" in cv["message"]
+    assert sps["status"]["observedGeneration"] == sps["metadata"]["generation"]
+    assert get(kube, "deployment", namespace, "malformed") is None
+    assert operator.metric("specserver_cycles_total") > 0
+
+
+HOSTILE: list[tuple[str, str, Any, str]] = [
+    # (name, spec path, value, field the condition must name)
+    ("cpu-lots", "resources.cpu", "lots", "spec.resources.cpu"),
+    ("env-bad-name", "engine.env", [{"name": "FOO=BAR", "value": "x"}], "spec.engine.env[0]"),
+    ("env-hf-token", "engine.env", [{"name": "HF_TOKEN", "value": "x"}], "spec.engine.env[0]"),
+    ("gpu-name", "resources.gpuResourceName", "not a name", "gpuResourceName"),
+    ("node-key", "resources.nodeSelector", {"bad key!": "x"}, "nodeSelector"),
+    ("mount-shm", "modelSource.volume", {"hostPath": "/m", "mountPath": "/dev/shm"}, "mountPath"),
+    ("replicas-huge", "replicas", 2**40, "spec.replicas"),
+    ("startup-huge", "engine.startupTimeoutSeconds", 2**62, "startupTimeoutSeconds"),
+    ("gpus-huge", "resources.gpus", 100000, "spec.resources.gpus"),
+    ("steps-huge", "speculative.numSteps", 10**9, "numSteps"),
+    ("tokens-huge", "engine.expectedInputTokens", 10**15, "expectedInputTokens"),
+]
+ODD_NAMES = ["a" * 70, "8b-model", "qwen3.8b"]
+
+
+def _set(doc: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    node = doc["spec"]
+    *parents, last = path.split(".")
+    for key in parents:
+        node = node.setdefault(key, {})
+    node[last] = value
+    return doc
+
+
+def test_every_accepted_hostile_spec_gets_a_status(
+    kube: KubeHandle, namespace: str, operator: Operator
+) -> None:
+    base = example()
+    base["spec"].pop("modelSource")
+    for name, path, value, _ in HOSTILE:
+        apply(kube, namespace, _set(named(base, name), path, value))
+    for name in ODD_NAMES:
+        apply(kube, namespace, named(base, name))
+
+    def settled(name: str) -> dict[str, Any] | None:
+        o = get(kube, "sps", namespace, name)
+        st = (o or {}).get("status") or {}
+        done = o and st.get("observedGeneration") == o["metadata"]["generation"]
+        return o if done and condition(o, "ConfigValid") else None
+
+    for name, _, _, field in HOSTILE:
+        sps = wait_for(lambda n=name: settled(n), 30, f"a status on {name}")
+        cv = condition(sps, "ConfigValid")
+        assert cv is not None and cv["status"] == "False", (name, cv)
+        assert cv["reason"] == "InvalidSpec" and field in cv["message"], (name, cv)
+        assert get(kube, "deployment", namespace, name) is None
+    deployments = json.loads(
+        kube.kubectl("get", "deployments", "-n", namespace, "-o", "json").stdout
+    )["items"]
+    by_owner = {d["metadata"]["ownerReferences"][0]["name"]: d for d in deployments}
+    for name in ODD_NAMES:
+        sps = wait_for(lambda n=name: settled(n), 30, f"a status on {name}")
+        assert condition(sps, "ConfigValid")["status"] == "True"  # type: ignore[index]
+        dep = by_owner.get(name) or wait_for(
+            lambda n=name: next(
+                (
+                    d
+                    for d in json.loads(
+                        kube.kubectl("get", "deployments", "-n", namespace, "-o", "json").stdout
+                    )["items"]
+                    if d["metadata"]["ownerReferences"][0]["name"] == n
+                ),
+                None,
+            ),
+            30,
+            f"the Deployment of {name}",
+        )
+        child = dep["metadata"]["name"]
+        assert len(child) <= 59 and child[0].isalpha() and "." not in child
+        assert get(kube, "service", namespace, child) is not None
+    events = json.loads(kube.kubectl("get", "events", "-n", namespace, "-o", "json").stdout)
+    warned = {e["involvedObject"]["name"] for e in events["items"] if e["type"] == "Warning"}
+    assert {name for name, *_ in HOSTILE} <= warned
+    log = Path(operator.log_path).read_text(encoding="utf-8", errors="replace")
+    assert log.count("Traceback") <= len(HOSTILE)  # at most once per object, not per retry
+
+
+def test_hand_edits_of_owned_fields_are_repaired(
+    kube: KubeHandle, namespace: str, operator: Operator
+) -> None:
+    apply(kube, namespace, example())
+    dep = wait_for(lambda: get(kube, "deployment", namespace, "qwen3-8b"), 60, "Deployment")
+    args = engine_args(dep)
+    patch = [
+        {
+            "op": "replace",
+            "path": "/spec/template/spec/containers/0/args",
+            "value": [*args, "--max-running-requests", "4096"],
+        }
+    ]
+    kube.kubectl(
+        "patch", "deployment", "qwen3-8b", "-n", namespace, "--type=json", "-p", json.dumps(patch)
+    )
+    wait_for(
+        lambda: engine_args(get(kube, "deployment", namespace, "qwen3-8b") or dep) == args,
+        30,
+        "the args restored",
+    )
+    kube.kubectl("scale", "deployment", "qwen3-8b", "-n", namespace, "--replicas=0")
+    wait_for(
+        lambda: (get(kube, "deployment", namespace, "qwen3-8b") or {})["spec"]["replicas"] == 1,
+        30,
+        "the replicas restored",
+    )
+    events = json.loads(kube.kubectl("get", "events", "-n", namespace, "-o", "json").stdout)
+    assert "DriftRepaired" in {e["reason"] for e in events["items"]}
+
+
+def test_a_tarpit_prometheus_holds_no_other_specserver(
+    kube: KubeHandle, namespace: str, operator: Operator
+) -> None:
+    pit = Tarpit()
+    try:
+        slow = named(example(), "tarpit-metrics")
+        slow["spec"]["autoSpeculation"] = {"prometheusUrl": pit.url, "evaluationIntervalSeconds": 5}
+        apply(kube, namespace, slow)
+        apply(kube, namespace, example())
+        wait_for(lambda: pit.held, 30, "the operator to call the tarpit")
+        recreated_after_delete(kube, namespace, "qwen3-8b", 20)
+        assert _ok(f"http://127.0.0.1:{operator.port}/healthz")
+    finally:
+        pit.close()
+
+
+def test_of_two_operators_one_leads_and_the_other_takes_over(
+    kube: KubeHandle, namespace: str, operator: Operator
+) -> None:
+    apply(kube, namespace, example())
+    wait_for(lambda: get(kube, "deployment", namespace, "qwen3-8b"), 60, "Deployment")
+    standby = Operator(kube)
+    standby.start()
+    try:
+        lease = get(kube, "lease", "default", "specserver-operator")
+        assert lease is not None
+        holder = lease["spec"]["holderIdentity"]
+        assert holder and holder.split("-")[-2] == str(operator.proc.pid)  # type: ignore[union-attr]
+        recreated_after_delete(kube, namespace, "qwen3-8b", 30)
+        assert standby.metric("specserver_api_writes_total") == 0
+        assert standby.metric("specserver_cycles_total") == 0
+        operator.stop()
+        recreated_after_delete(kube, namespace, "qwen3-8b", 30)  # the standby took over
+        assert standby.metric("specserver_api_writes_total") > 0
+    finally:
+        standby.stop()
+        if operator.proc is None:
+            operator.start()
