@@ -55,21 +55,19 @@ class Children:
         raise LookupError(f"{child.kind} {child.name} is not rendered")
 
 
-#: Per SpecServer: the inputs of the last rendering and the children's hashes (not the
-#: objects: at a thousand SpecServers those would be most of the operator's memory).
-_RENDERED: dict[str, tuple[tuple[Any, ...], list[Child]]] = {}
-
-
-def forget(live_uids: set[str]) -> None:
-    """Drop rendered children of SpecServers that are gone."""
-    for uid in [u for u in _RENDERED if u not in live_uids]:
-        _RENDERED.pop(uid, None)
+#: Per SpecServer (uid): the inputs of the last rendering and the children's hashes (not the
+#: objects: at a thousand SpecServers those would be most of the operator's memory). Owned by
+#: the caller's pass cache (passcache.py).
+Rendered = dict[str, tuple[tuple[Any, ...], list[Any]]]
 
 
 def _cached(
-    uid: str, key: tuple[Any, ...], render: Callable[[], list[dict[str, Any]]]
+    rendered: Rendered,
+    uid: str,
+    key: tuple[Any, ...],
+    render: Callable[[], list[dict[str, Any]]],
 ) -> list[Child]:
-    hit = _RENDERED.get(uid)
+    hit = rendered.get(uid)
     if hit and hit[0] == key:
         return hit[1]
     found = [
@@ -82,7 +80,7 @@ def _cached(
         )
         for o in render()
     ]
-    _RENDERED[uid] = (key, found)
+    rendered[uid] = (key, found)
     return found
 
 
@@ -118,6 +116,7 @@ def plan_children(
     engine_config: Callable[[bool], EngineConfig],
     preflight_image: str,
     strategy: str,
+    rendered: Rendered,
 ) -> Children:
     """The children for ``cfg`` (the wanted mode) under ``strategy``."""
     ns, name = server.metadata.namespace or "", child_name(server.metadata.name or "")
@@ -126,7 +125,7 @@ def plan_children(
     if strategy != "BlueGreen":
         key: tuple[Any, ...] = (generation, cfg.speculative, strategy, preflight_image)
         out.render = lambda: build_children(server, uid, cfg, preflight_image, strategy)
-        out.apply = _cached(uid, key, out.render)
+        out.apply = _cached(rendered, uid, key, out.render)
         if deployment_state(client.get("Deployment", ns, name), server.spec.replicas)[0]:
             for mode in bluegreen.MODES:
                 left = bluegreen.deployment_name(name, mode)
@@ -164,7 +163,7 @@ def plan_children(
     out.render = lambda: build_blue_green(
         server, uid, configs, the_plan.replicas, the_plan.serve, preflight_image
     )
-    out.apply = _cached(uid, key, out.render)
+    out.apply = _cached(rendered, uid, key, out.render)
     if the_plan.switching:
         out.switching = (
             f"standby {bluegreen.deployment_name(name, want)} is starting; the Service stays "

@@ -44,6 +44,7 @@ from specserver_operator.engineconfig import (
     policy_context_for,
 )
 from specserver_operator.names import child_name
+from specserver_operator.passcache import PassCache
 from specserver_operator.reconcile import (
     autoscaler_condition,
     compute_status,
@@ -78,34 +79,35 @@ class Settings:
     preflight_image: str = os.environ.get("SPECSERVER_ENGINE_IMAGE", DEFAULT_PREFLIGHT_IMAGE)
 
 
-_CONFIG_CACHE: dict[tuple[str, int], ModelConfigs] = {}
-#: Per (uid, generation): when to read a config source that failed again, and why it failed.
-_CONFIG_FAILED: dict[tuple[str, int], tuple[float, str]] = {}
+#: Seconds before a config source that failed is read again (for the same generation).
 CONFIG_RETRY_S = 30.0
-_BUNDLED: dict[tuple[str, str | None], ModelConfigs] = {}
+#: The pass cache of callers that bring none (tests; the cycle owns its own).
+DEFAULT = PassCache()
 
 
 def read_configs(
-    client: KubeClient, server: SpecServer, uid: str, settings: Settings
+    client: KubeClient, server: SpecServer, uid: str, settings: Settings, memo: PassCache
 ) -> ModelConfigs:
     """Model configs from the first source that has them (cached per generation)."""
     key = (uid, server.metadata.generation or 0)
-    if key in _CONFIG_CACHE:
-        return _CONFIG_CACHE[key]
-    failed = _CONFIG_FAILED.get(key)
+    if key in memo.configs:
+        return memo.configs[key]  # type: ignore[no-any-return]
+    failed = memo.config_failed.get(key)
     if failed is not None and time.monotonic() < failed[0]:
         raise ConfigSourceError(failed[1])  # an endpoint that failed is not asked every pass
     try:
-        configs = _read_configs(client, server, settings)
+        configs = _read_configs(client, server, settings, memo)
     except ConfigSourceError as exc:
-        _CONFIG_FAILED[key] = (time.monotonic() + CONFIG_RETRY_S, str(exc))
+        memo.config_failed[key] = (time.monotonic() + CONFIG_RETRY_S, str(exc))
         raise
-    _CONFIG_FAILED.pop(key, None)
-    _CONFIG_CACHE[key] = configs
+    memo.config_failed.pop(key, None)
+    memo.configs[key] = configs
     return configs
 
 
-def _read_configs(client: KubeClient, server: SpecServer, settings: Settings) -> ModelConfigs:
+def _read_configs(
+    client: KubeClient, server: SpecServer, settings: Settings, memo: PassCache
+) -> ModelConfigs:
     spec, ns = server.spec, server.metadata.namespace or "default"
     configs = from_inline(spec)
     src = spec.model_source
@@ -150,28 +152,20 @@ def _read_configs(client: KubeClient, server: SpecServer, settings: Settings) ->
                 "an hfEndpoint (or SPECSERVER_HF_ENDPOINT for the operator)"
             )
         shared = (spec.model.path, spec.draft.path if spec.draft else None)
-        if shared not in _BUNDLED:  # one copy per model pair, however many SpecServers use it
-            _BUNDLED[shared] = ModelConfigs(
+        if shared not in memo.bundled:  # one copy per model pair, however many use it
+            memo.bundled[shared] = ModelConfigs(
                 target_b.config, draft_b.config if draft_b else None, None, None, "bundled"
             )
-        configs = _BUNDLED[shared]
+        configs = memo.bundled[shared]
     return configs
 
 
-_POLICY_CTX: dict[tuple[str, int], PolicyContext] = {}
-_LAST_EVALUATION: dict[str, float] = {}
-
-
-_VALIDATED: dict[str, tuple[tuple[Any, ...], SpecServer | None, str | None]] = {}
-_ENGINE_CONFIGS: dict[tuple[str, int, bool], EngineConfig] = {}
-
-
-def _validated(body: dict[str, Any]) -> tuple[SpecServer | None, str | None]:
+def _validated(body: dict[str, Any], memo: PassCache) -> tuple[SpecServer | None, str | None]:
     """The SpecServer model (or why the spec is invalid), kept until spec or annotations change."""
     meta = body["metadata"]
     annotations = meta.get("annotations") or {}
     key = (meta.get("generation"), tuple(sorted(annotations.items())))
-    hit = _VALIDATED.get(meta["uid"])
+    hit = memo.validated.get(meta["uid"])
     if hit and hit[0] == key:
         return hit[1], hit[2]
     try:
@@ -183,79 +177,51 @@ def _validated(body: dict[str, Any]) -> tuple[SpecServer | None, str | None]:
         err = exc.errors()[0]
         invalid = f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
         server = None
-    _VALIDATED[meta["uid"]] = (key, server, invalid)
+    memo.validated[meta["uid"]] = (key, server, invalid)
     return server, invalid
 
 
 def _engine_config(
-    server: SpecServer, uid: str, configs: ModelConfigs, speculative: bool
+    server: SpecServer, uid: str, configs: ModelConfigs, speculative: bool, memo: PassCache
 ) -> EngineConfig:
     key = (uid, server.metadata.generation or 0, speculative)
-    if key not in _ENGINE_CONFIGS:
-        _ENGINE_CONFIGS[key] = _shared(
+    if key not in memo.engine_configs:
+        memo.engine_configs[key] = _shared(
+            memo,
             server,
             configs,
             "on" if speculative else "off",
             lambda: build_engine_config(server.spec, configs, speculative),
         )
-    return _ENGINE_CONFIGS[key]
+    return memo.engine_configs[key]  # type: ignore[no-any-return]
 
 
-#: Results that depend only on the spec and the model configs, shared by every SpecServer with
-#: the same ones (a fleet of identical engines keeps one copy): (spec JSON, id of the configs,
-#: what) -> (the configs, kept alive so the id stays theirs, the result).
-_SHARED: dict[tuple[str, int, str], tuple[ModelConfigs, Any]] = {}
-
-
-def _shared(server: SpecServer, configs: ModelConfigs, what: str, build: Any) -> Any:
+def _shared(
+    memo: PassCache, server: SpecServer, configs: ModelConfigs, what: str, build: Any
+) -> Any:
+    """A result that depends only on the spec and the model configs, shared by every
+    SpecServer with the same ones."""
     spec_json = server.spec.model_dump_json(by_alias=True)
     key = (spec_json, id(configs), what)
-    if key not in _SHARED:
-        _SHARED[key] = (configs, build())
-    return _SHARED[key][1]
+    if key not in memo.shared:
+        memo.shared[key] = (configs, build())
+    return memo.shared[key][1]
 
 
 def clear_caches() -> None:
-    """Forget everything cached between passes (tests; a fresh operator starts empty)."""
-    for cache in (
-        _CONFIG_CACHE,
-        _CONFIG_FAILED,
-        _POLICY_CTX,
-        _LAST_EVALUATION,
-        _VALIDATED,
-        _ENGINE_CONFIGS,
-        _SHARED,
-        _BUNDLED,
-    ):
-        cache.clear()
-    _AUTOSCALERS.clear()
-    children.forget(set())
+    """Forget everything the default pass cache holds (tests)."""
+    DEFAULT.clear()
 
 
-def prune_caches(live: set[tuple[str, int]]) -> None:
-    """Forget cached configs and policy contexts of gone SpecServers and old generations."""
-    for cache in (_CONFIG_CACHE, _CONFIG_FAILED, _POLICY_CTX):
-        for key in [k for k in cache if k not in live]:
-            cache.pop(key, None)
-    for config_key in [k for k in _ENGINE_CONFIGS if k[:2] not in live]:
-        _ENGINE_CONFIGS.pop(config_key, None)
-    used = {id(v) for v in _POLICY_CTX.values()} | {id(v) for v in _ENGINE_CONFIGS.values()}
-    for shared_key in [k for k, (_, v) in _SHARED.items() if id(v) not in used]:
-        _SHARED.pop(shared_key, None)
-    uids = {uid for uid, _ in live}
-    for uid in [u for u in _VALIDATED if u not in uids]:
-        _VALIDATED.pop(uid, None)
-    for uid in [u for u in _LAST_EVALUATION if u not in uids]:
-        _LAST_EVALUATION.pop(uid, None)
-
-
-def _policy_ctx(server: SpecServer, uid: str, configs: ModelConfigs) -> PolicyContext:
+def _policy_ctx(
+    server: SpecServer, uid: str, configs: ModelConfigs, memo: PassCache
+) -> PolicyContext:
     key = (uid, server.metadata.generation or 0)
-    if key not in _POLICY_CTX:
-        _POLICY_CTX[key] = _shared(
-            server, configs, "policy", lambda: policy_context_for(server.spec, configs)
+    if key not in memo.policy_contexts:
+        memo.policy_contexts[key] = _shared(
+            memo, server, configs, "policy", lambda: policy_context_for(server.spec, configs)
         )
-    return _POLICY_CTX[key]
+    return memo.policy_contexts[key]  # type: ignore[no-any-return]
 
 
 def _auto(
@@ -266,14 +232,15 @@ def _auto(
     deployment: dict[str, Any] | None,
     signals: SignalCache | None,
     now_ts: float,
+    memo: PassCache,
 ) -> AutoStep | None:
     """Evaluate the policy when its interval has passed (or a switch is being followed)."""
     spec = server.spec
     policy = spec.auto_speculation or AutoSpeculation()
-    due = now_ts - _LAST_EVALUATION.get(uid, 0.0) >= policy.evaluation_interval_seconds
+    due = now_ts - memo.last_evaluation.get(uid, 0.0) >= policy.evaluation_interval_seconds
     if spec.mode != Mode.AUTO or not (due or current.get("switch")):
         return None
-    _LAST_EVALUATION[uid] = now_ts
+    memo.last_evaluation[uid] = now_ts
     running = (deployment or {}).get("metadata", {}).get("labels", {}).get("specserver.io/mode")
     ready = deployment_state(deployment, spec.replicas)[0]
     ns, name = server.metadata.namespace or "", server.metadata.name or ""
@@ -282,7 +249,15 @@ def _auto(
     paused = server.metadata.annotations.get(PAUSE_ANNOTATION, "").lower() in ("true", "1")
     started = time.perf_counter()
     step = auto_step(
-        spec, current, obs, error, _policy_ctx(server, uid, configs), running, ready, now_ts, paused
+        spec,
+        current,
+        obs,
+        error,
+        _policy_ctx(server, uid, configs, memo),
+        running,
+        ready,
+        now_ts,
+        paused,
     )
     opmetrics.EVALUATION.observe(time.perf_counter() - started)
     if step.decision is not None:
@@ -300,9 +275,11 @@ def reconcile(
     settings: Settings | None = None,
     signals: SignalCache | None = None,
     now_ts: float | None = None,
+    memo: PassCache | None = None,
 ) -> Outcome:
     """Bring one SpecServer's children and status in line with its spec (and the policy)."""
     settings = settings or Settings()
+    memo = DEFAULT if memo is None else memo
     now_ts = time.time() if now_ts is None else now_ts
     meta = body["metadata"]
     ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
@@ -314,20 +291,20 @@ def reconcile(
     blue_green = children.is_blue_green(body)
     deployment = children.serving_deployment(client, ns, name, blue_green)
     progressing: tuple[str, str, str] | None = None  # overrides Progressing (status, reason, msg)
-    server, invalid = _validated(body)
+    server, invalid = _validated(body, memo)
     if invalid is not None:
         cfg = EngineConfig(False, "InvalidSpec", invalid)
     if server is not None:
         try:
-            configs = read_configs(client, server, uid, settings)
-            step = _auto(server, uid, configs, current, deployment, signals, now_ts)
+            configs = read_configs(client, server, uid, settings, memo)
+            step = _auto(server, uid, configs, current, deployment, signals, now_ts, memo)
             if step is not None:
                 want = step.speculative
             elif current.get("switch"):
                 want = current["switch"]["target"] == "On"
             else:
                 want = speculation_wanted(server.spec, _auto_view(current, deployment))
-            cfg = _engine_config(server, uid, configs, want)
+            cfg = _engine_config(server, uid, configs, want, memo)
             context = cfg.resolved.get("contextLength") if cfg.valid else None
             problems = context_problems(server, context if isinstance(context, int) else None)
             if problems:
@@ -355,16 +332,17 @@ def reconcile(
             server,
             uid,
             cfg,
-            lambda speculative: _engine_config(server, uid, configs, speculative),
+            lambda speculative: _engine_config(server, uid, configs, speculative, memo),
             settings.preflight_image,
             strategy.value,
+            memo.rendered,
         )
         conflicts = []
         for child in plan.apply:
             found = client.get(child.kind, ns, child.name)
             repair = None
             if applied_hash(found) == child.digest:
-                repair = _drift(client, ns, child, found, now_ts)
+                repair = _drift(client, ns, child, found, now_ts, memo)
                 if repair is None:
                     continue
             if found is not None and not children.owned(found, uid):
@@ -433,7 +411,7 @@ def reconcile(
             c for c in desired["conditions"] if c["type"] != cond.METRICS_AVAILABLE
         ]
     if server is not None and deployment is not None:
-        scalers = _autoscalers(client, ns, now_ts)
+        scalers = _autoscalers(client, ns, now_ts, memo)
         if scalers is not None:
             value, reason, message = autoscaler_condition(child_name(name), scalers)
             desired["conditions"] = cond.set_condition(
@@ -463,33 +441,33 @@ def _drift(
     child: children.Child,
     found: dict[str, Any] | None,
     now_ts: float,
+    memo: PassCache,
 ) -> str | None:
     """What a hand edit changed in an owned field of ``found`` (None: nothing)."""
     what = drift(child.kind, found, child.owned, child.replicas, autoscaled=True)
     replicas_differ = child.kind == "Deployment" and live_replicas(found) != child.replicas
     if what is None and not replicas_differ:
         return None
-    scalers = _autoscalers(client, namespace, now_ts) or []
+    scalers = _autoscalers(client, namespace, now_ts, memo) or []
     scaled = any(tk == "Deployment" and target == child.name for _, _, tk, target in scalers)
     return drift(child.kind, found, child.owned, child.replicas, autoscaled=scaled)
 
 
-_AUTOSCALERS: dict[str, tuple[float, list[tuple[str, str, str, str]]]] = {}
 AUTOSCALER_REFRESH_S = 60.0
 
 
 def _autoscalers(
-    client: KubeClient, namespace: str, now_ts: float
+    client: KubeClient, namespace: str, now_ts: float, memo: PassCache
 ) -> list[tuple[str, str, str, str]] | None:
     """HPAs/ScaledObjects of a namespace, listed at most once a minute (None if unreadable)."""
-    cached = _AUTOSCALERS.get(namespace)
+    cached = memo.autoscalers.get(namespace)
     if cached and now_ts - cached[0] < AUTOSCALER_REFRESH_S:
         return cached[1]
     try:
         found = client.list_autoscalers(namespace)
     except (ApiError, NotFoundError):
         return cached[1] if cached else None
-    _AUTOSCALERS[namespace] = (now_ts, found)
+    memo.autoscalers[namespace] = (now_ts, found)
     return found
 
 

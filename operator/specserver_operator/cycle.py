@@ -21,11 +21,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specserver_advisor.models import KIND
-from specserver_operator import children, controller, faults, opmetrics
+from specserver_operator import controller, faults, opmetrics
 from specserver_operator.client import ApiError, KubeClient, NotFoundError
 from specserver_operator.faults import Faults
 from specserver_operator.leader import Elector
 from specserver_operator.objectcache import ObjectCache
+from specserver_operator.passcache import PassCache
 from specserver_operator.signals import SignalCache, refresh_all
 
 log = logging.getLogger("specserver.cycle")
@@ -127,6 +128,8 @@ class Cycle:
     handled_at: dict[str, float] = field(default_factory=dict)
     guard: threading.Lock = field(default_factory=threading.Lock)
     faults: Faults = field(default_factory=Faults)
+    #: memoised work between passes (configs, renderings, policy contexts), pruned each cycle
+    memo: PassCache = field(default_factory=PassCache)
     #: leader election (None: this replica always leads, as in tests and the benchmark)
     elector: Elector | None = None
     #: (namespace, name) of every SpecServer seen, to remove its metric series when it is gone
@@ -151,7 +154,7 @@ class Cycle:
     def _pass(self, client: KubeClient, body: dict[str, Any]) -> None:
         cache = self.signal_cache(prometheus_url(body))
         now = now_iso()
-        outcome = controller.reconcile(client, body, now, signals=cache)
+        outcome = controller.reconcile(client, body, now, signals=cache, memo=self.memo)
         meta = body["metadata"]
         for type_, reason, message in outcome.events:
             client.post_event(body, type_, reason, message, now)
@@ -267,8 +270,7 @@ class Cycle:
         live = {b["metadata"]["uid"] for b in bodies}
         self.forget(live)
         self.faults.forget(live)
-        children.forget(live)
-        controller.prune_caches(
+        self.memo.prune(
             {(b["metadata"]["uid"], b["metadata"].get("generation") or 0) for b in bodies}
         )
         opmetrics.CYCLES.inc()

@@ -177,7 +177,7 @@ def test_a_restart_mid_switch_completes_exactly_one_switch() -> None:
     state = json.loads(client.status["policyState"])
     state["mode"] = "off"
     client.status["policyState"] = json.dumps(state)
-    controller._LAST_EVALUATION.clear()  # a new process
+    controller.DEFAULT.last_evaluation.clear()  # a new process
     cycle(client, Signals(**OVERLOAD), 1012)
     assert mode(client) == "off"
     cycle(client, Signals(**OVERLOAD), 1020)
