@@ -11,11 +11,14 @@ import subprocess
 import sys
 import threading
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_operator_e2e import _ok, apply, condition, engine_args, example, get, kube_env, wait_for
 
 from conftest import KubeHandle, load_config
@@ -304,3 +307,79 @@ def test_of_two_operators_one_leads_and_the_other_takes_over(
         standby.stop()
         if operator.proc is None:
             operator.start()
+
+
+_LABEL = st.from_regex(r"[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?", fullmatch=True)
+NAMES = st.lists(_LABEL, min_size=1, max_size=4).map(".".join).filter(lambda n: len(n) <= 253)
+ANY_TEXT = st.text(st.characters(codec="ascii", exclude_categories=("Cc",)), max_size=30)
+HOSTILE_SPEC = st.fixed_dictionaries(
+    {},
+    optional={
+        "replicas": st.integers(0, 2**62),
+        "resources.cpu": st.one_of(ANY_TEXT, st.sampled_from(["1", "500m", "2.5"])),
+        "resources.memory": st.one_of(ANY_TEXT, st.sampled_from(["64Gi", "1e9"])),
+        "resources.gpus": st.integers(1, 2**40),
+        "resources.gpuResourceName": st.one_of(ANY_TEXT, st.just("nvidia.com/gpu")),
+        "resources.nodeSelector": st.dictionaries(ANY_TEXT, ANY_TEXT, max_size=2),
+        "engine.env": st.lists(
+            st.fixed_dictionaries({"name": ANY_TEXT.filter(bool), "value": ANY_TEXT}), max_size=3
+        ),
+        "engine.startupTimeoutSeconds": st.integers(30, 2**62),
+        "engine.expectedInputTokens": st.integers(1, 10**15),
+        "engine.maxRunningRequests": st.integers(1, 2**40),
+        "speculative.numSteps": st.integers(1, 10**9),
+        "modelSource.volume": st.fixed_dictionaries(
+            {"hostPath": st.just("/m"), "mountPath": st.one_of(ANY_TEXT, st.just("/dev/shm"))}
+        ),
+        "modelSource.inline": st.fixed_dictionaries(
+            {
+                "target": st.fixed_dictionaries(
+                    {
+                        "architectures": st.just(["Qwen3ForCausalLM"]),
+                        "hidden_size": st.one_of(st.integers(-5, 2**40), ANY_TEXT),
+                        "num_attention_heads": st.integers(0, 64),
+                        "num_hidden_layers": st.integers(0, 64),
+                        "vocab_size": st.integers(0, 10**6),
+                    }
+                )
+            }
+        ),
+    },
+)
+
+
+@settings(max_examples=3, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(
+    batch=st.lists(st.tuples(NAMES, HOSTILE_SPEC), min_size=4, max_size=6, unique_by=lambda t: t[0])
+)
+def test_fuzz_every_accepted_specserver_gets_a_status_and_a_canary_keeps_going(
+    kube: KubeHandle, operator: Operator, batch: list[tuple[str, dict[str, Any]]]
+) -> None:
+    ns = f"fuzz-{uuid.uuid4().hex[:8]}"
+    kube.kubectl("create", "namespace", ns)
+    try:
+        base = example()
+        base["spec"].pop("modelSource")
+        apply(kube, ns, named(base, "canary"))
+        accepted = []
+        for name, fields in batch:
+            doc = named(base, name)
+            for path, value in fields.items():
+                _set(doc, path, value)
+            done = kube.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(doc), check=False)
+            if done.returncode == 0:
+                accepted.append(name)
+        for name in accepted:
+            wait_for(
+                lambda n=name: (
+                    (o := get(kube, "sps", ns, n))
+                    and (o.get("status") or {}).get("observedGeneration")
+                    == o["metadata"]["generation"]
+                    and condition(o, "Ready")
+                ),
+                40,
+                f"a status on {name!r}",
+            )
+        recreated_after_delete(kube, ns, "canary", 30)
+    finally:
+        kube.kubectl("delete", "namespace", ns, "--wait=false", check=False)
