@@ -258,8 +258,8 @@ class Cycle:
             meta = snapshot["metadata"]
             if meta.get("deletionTimestamp"):
                 continue
-            if not self.leading():
-                break  # the lease ran out mid-cycle: another replica may lead now
+            if not self.leading() and not (self.elector is not None and self.elector.try_lead()):
+                break  # the lease could not be renewed: another replica may lead now
             if not self.faults.due(meta["uid"], meta.get("generation"), time.monotonic()):
                 continue  # failing: backing off (a new generation is retried at once)
             with self.lock(meta["uid"]):

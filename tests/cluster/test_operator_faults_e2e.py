@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -236,6 +237,36 @@ def test_every_accepted_hostile_spec_gets_a_status(
     assert {name for name, *_ in HOSTILE} <= warned
     log = Path(operator.log_path).read_text(encoding="utf-8", errors="replace")
     assert log.count("Traceback") <= len(HOSTILE)  # at most once per object, not per retry
+
+
+def test_a_child_the_api_server_refuses_is_a_condition_not_a_retry_storm(
+    kube: KubeHandle, namespace: str, operator: Operator
+) -> None:
+    doc = example()
+    doc["spec"].pop("modelSource")
+    # Only NoExecute tolerations may carry tolerationSeconds: the API server refuses the pod
+    # template (422), which no schema of ours knows about.
+    doc["spec"]["resources"]["tolerations"] = [
+        {"key": "gpu", "operator": "Exists", "effect": "NoSchedule", "tolerationSeconds": 10}
+    ]
+    apply(kube, namespace, doc)
+    sps = wait_for(
+        lambda: (
+            (o := get(kube, "sps", namespace, "qwen3-8b"))
+            and (c := condition(o, "Ready"))
+            and c["reason"] == "ReconcileFailed"
+            and o
+        ),
+        30,
+        "Ready=False ReconcileFailed",
+    )
+    ready = condition(sps, "Ready")
+    assert ready is not None and ready["status"] == "False" and "422" in ready["message"]
+    time.sleep(20)  # several cycles: backoff, not a retry per cycle
+    events = json.loads(kube.kubectl("get", "events", "-n", namespace, "-o", "json").stdout)
+    failed = [e for e in events["items"] if e["reason"] == "ReconcileFailed"]
+    assert len(failed) == 1 and failed[0]["type"] == "Warning"
+    assert get(kube, "deployment", namespace, "qwen3-8b") is None
 
 
 def test_hand_edits_of_owned_fields_are_repaired(
