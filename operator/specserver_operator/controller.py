@@ -8,7 +8,6 @@ ConfigMap, an endpoint) is not readable yet, why the next pass should try again.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -28,16 +27,15 @@ from specserver_advisor.modelshape import ConfigShapeError
 from specserver_advisor.policy import PolicyContext
 from specserver_operator import children, opmetrics
 from specserver_operator import conditions as cond
+from specserver_operator.applychildren import apply_children, autoscalers
 from specserver_operator.autopilot import PAUSE_ANNOTATION, AutoStep, auto_step
-from specserver_operator.client import ApiError, KubeClient, NotFoundError, applied_hash
+from specserver_operator.client import ApiError, KubeClient, NotFoundError
 from specserver_operator.configsource import (
     ConfigSourceError,
     ModelConfigs,
     from_configmap,
     from_inline,
 )
-from specserver_operator.drift import drift
-from specserver_operator.drift import replicas as live_replicas
 from specserver_operator.engineconfig import (
     EngineConfig,
     build_engine_config,
@@ -46,11 +44,13 @@ from specserver_operator.engineconfig import (
 from specserver_operator.names import child_name
 from specserver_operator.passcache import PassCache
 from specserver_operator.reconcile import (
+    auto_view,
     autoscaler_condition,
     compute_status,
     deployment_state,
     speculation_wanted,
     status_changes,
+    status_events,
 )
 from specserver_operator.render import DEFAULT_PREFLIGHT_IMAGE
 from specserver_operator.signals import SignalCache
@@ -303,7 +303,7 @@ def reconcile(
             elif current.get("switch"):
                 want = current["switch"]["target"] == "On"
             else:
-                want = speculation_wanted(server.spec, _auto_view(current, deployment))
+                want = speculation_wanted(server.spec, auto_view(current, deployment))
             cfg = _engine_config(server, uid, configs, want, memo)
             context = cfg.resolved.get("contextLength") if cfg.valid else None
             problems = context_problems(server, context if isinstance(context, int) else None)
@@ -337,28 +337,10 @@ def reconcile(
             strategy.value,
             memo.rendered,
         )
-        conflicts = []
-        for child in plan.apply:
-            found = client.get(child.kind, ns, child.name)
-            repair = None
-            if applied_hash(found) == child.digest:
-                repair = _drift(client, ns, child, found, now_ts, memo)
-                if repair is None:
-                    continue
-            if found is not None and not children.owned(found, uid):
-                conflicts.append(f"{child.kind} {child.name}")  # never take over another's
-                continue
-            if client.apply(plan.object(child), child.digest, force=repair is not None):
-                out.wrote_children += 1
-                if repair is not None:
-                    log.info("%s/%s: repaired %s %s (%s)", ns, name, child.kind, child.name, repair)
-                    out.events.append(
-                        (
-                            "Normal",
-                            "DriftRepaired",
-                            f"{child.kind} {child.name} was edited ({repair}); restored",
-                        )
-                    )
+        applied = apply_children(client, plan, ns, uid, now_ts, memo)
+        out.wrote_children += applied.written
+        out.events += applied.events
+        conflicts = applied.conflicts
         if conflicts:
             progressing = (
                 "False",
@@ -411,7 +393,7 @@ def reconcile(
             c for c in desired["conditions"] if c["type"] != cond.METRICS_AVAILABLE
         ]
     if server is not None and deployment is not None:
-        scalers = _autoscalers(client, ns, now_ts, memo)
+        scalers = autoscalers(client, ns, now_ts, memo)
         if scalers is not None:
             value, reason, message = autoscaler_condition(child_name(name), scalers)
             desired["conditions"] = cond.set_condition(
@@ -431,82 +413,5 @@ def reconcile(
             out.retry = str(exc)
     if server is not None:
         opmetrics.MODE.labels(ns, name).set(1 if desired.get("speculationMode") == "On" else 0)
-    out.events = _events(current, desired, cfg) + out.events
+    out.events = status_events(current, desired, cfg) + out.events
     return out
-
-
-def _drift(
-    client: KubeClient,
-    namespace: str,
-    child: children.Child,
-    found: dict[str, Any] | None,
-    now_ts: float,
-    memo: PassCache,
-) -> str | None:
-    """What a hand edit changed in an owned field of ``found`` (None: nothing)."""
-    what = drift(child.kind, found, child.owned, child.replicas, autoscaled=True)
-    replicas_differ = child.kind == "Deployment" and live_replicas(found) != child.replicas
-    if what is None and not replicas_differ:
-        return None
-    scalers = _autoscalers(client, namespace, now_ts, memo) or []
-    scaled = any(tk == "Deployment" and target == child.name for _, _, tk, target in scalers)
-    return drift(child.kind, found, child.owned, child.replicas, autoscaled=scaled)
-
-
-AUTOSCALER_REFRESH_S = 60.0
-
-
-def _autoscalers(
-    client: KubeClient, namespace: str, now_ts: float, memo: PassCache
-) -> list[tuple[str, str, str, str]] | None:
-    """HPAs/ScaledObjects of a namespace, listed at most once a minute (None if unreadable)."""
-    cached = memo.autoscalers.get(namespace)
-    if cached and now_ts - cached[0] < AUTOSCALER_REFRESH_S:
-        return cached[1]
-    try:
-        found = client.list_autoscalers(namespace)
-    except (ApiError, NotFoundError):
-        return cached[1] if cached else None
-    memo.autoscalers[namespace] = (now_ts, found)
-    return found
-
-
-def _auto_view(current: dict[str, Any], deployment: dict[str, Any] | None) -> dict[str, Any]:
-    """For Auto between evaluations: keep what the policy state says (else what runs)."""
-    raw = current.get("policyState")
-    if raw:
-        try:
-            mode = json.loads(raw).get("mode")
-            return {"speculationMode": "On" if mode == "on" else "Off"}
-        except ValueError:
-            pass
-    return current
-
-
-def _events(
-    current: dict[str, Any], desired: dict[str, Any], cfg: EngineConfig | None
-) -> list[tuple[str, str, str]]:
-    """Events for condition flips and reason changes only (no repeats on resync)."""
-    events = []
-    old = current.get("conditions") or []
-    for new in desired.get("conditions", []):
-        before = cond.get_condition(old, new["type"])
-        if (
-            before
-            and before.get("status") == new["status"]
-            and before.get("reason") == new["reason"]
-        ):
-            continue
-        if new["type"] == cond.CONFIG_VALID and new["status"] == "False":
-            events.append(("Warning", new["reason"], new["message"]))
-        elif new["type"] == cond.CONFIG_VALID and new["status"] == "Unknown":
-            events.append(("Warning", "ConfigUnavailable", new["message"]))
-        elif new["type"] == cond.READY and new["status"] == "True":
-            events.append(("Normal", "EngineReady", new["message"]))
-        elif new["type"] == cond.SPECULATION_ACTIVE and new["status"] in ("True", "False"):
-            events.append(("Normal", new["reason"], new["message"]))
-    if cfg is not None and cfg.valid:
-        for code, message in cfg.warnings:
-            if code not in str(current.get("conditions")):
-                events.append(("Warning", code, message))
-    return events
