@@ -246,7 +246,7 @@ def run(
             stderr=subprocess.STDOUT,
         )
         started = time.monotonic()
-        m = wait_cycle(url, 0)
+        m = wait_cycle(url, 0, timeout=1200)  # the first cycle creates every child
         steady_after = None
         quiet = 0  # consecutive cycles over every SpecServer that wrote nothing
         while steady_after is None:

@@ -58,6 +58,7 @@ class Elector:
     #: the Lease record as last seen, and when (our clock) it last changed
     seen: tuple[Any, ...] | None = None
     seen_at: float = 0.0
+    led: bool = False  # as last logged
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def leading(self) -> bool:
@@ -81,14 +82,13 @@ class Elector:
             except (ApiError, NotFoundError) as exc:
                 log.warning("lease %s/%s: %s", self.namespace, self.name, exc)
                 won = False
-            was = self.leading()
             if won:
                 self.leading_until = started + self.lease_s * 2 / 3  # renew well before expiry
-            elif was and time.monotonic() >= self.leading_until:
-                self.leading_until = 0.0
-            if won != was:
-                log.info("%s %s leadership", self.identity, "took" if won else "lost")
-            return won or self.leading()
+            leads = self.leading()
+            if leads != self.led:  # one line per change, not per renewal
+                log.info("%s %s leadership", self.identity, "took" if leads else "lost")
+                self.led = leads
+            return leads
 
     def _round(self, now: float) -> bool:
         lease = self.client.get_lease(self.namespace, self.name)
