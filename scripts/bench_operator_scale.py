@@ -185,10 +185,15 @@ def run(
     log: Any,
     verbose: bool = False,
     idle: bool = False,
+    base_port: int = 0,
+    prom_port: int = 0,
 ) -> dict[str, Any]:
-    cluster = devcluster.Cluster(state / "cluster", free_loopback_port())
+    cluster = devcluster.Cluster(state / "cluster", base_port or free_loopback_port())
     prom = devprom.DevProm(
-        state / "prometheus", free_loopback_port(), scrape_interval="5s", honor_labels=True
+        state / "prometheus",
+        prom_port or free_loopback_port(),
+        scrape_interval="5s",
+        honor_labels=True,
     )
     exporter, export_port = serve_exporter([f"s{i:04d}" for i in range(count)], idle)
     operator: subprocess.Popen[bytes] | None = None
@@ -318,6 +323,13 @@ def main(argv: list[str] | None = None) -> int:
         default="steady",
         help="steady low load, or idle after traffic (rates 0, latency quantiles NaN)",
     )
+    p.add_argument(
+        "--base-port",
+        type=int,
+        default=0,
+        help="apiserver port (etcd takes the next two); default: a free one",
+    )
+    p.add_argument("--prom-port", type=int, default=0, help="Prometheus port; default: a free one")
     p.add_argument("--keep-state", action="store_true", help="keep logs and data afterwards")
     p.add_argument("--verbose", action="store_true", help="debug log of the operator (kept state)")
     args = p.parse_args(argv)
@@ -330,7 +342,16 @@ def main(argv: list[str] | None = None) -> int:
     # SIGTERM unwinds like Ctrl-C, so the control plane and Prometheus are stopped too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     state = Path(tempfile.mkdtemp(prefix="specserver-bench-"))
-    result = run(args.specservers, args.cycles, state, log, args.verbose, args.load == "idle")
+    result = run(
+        args.specservers,
+        args.cycles,
+        state,
+        log,
+        args.verbose,
+        args.load == "idle",
+        args.base_port,
+        args.prom_port,
+    )
     if args.format == "json":
         print(json.dumps(result, indent=2))
     else:
