@@ -80,6 +80,18 @@ class DevProm:
     def targets_file(self) -> Path:
         return self.state_dir / "targets.json"
 
+    @property
+    def operator_targets_file(self) -> Path:
+        """The operator's own /metrics (job ``specserver-operator``, labels honoured as the
+        PodMonitor in manifests/monitoring/ does)."""
+        return self.state_dir / "operator-targets.json"
+
+    def write_operator_targets(self, targets: list[str]) -> None:
+        """Replace the operator metrics targets (host:port on loopback)."""
+        tmp = self.operator_targets_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps([{"targets": targets, "labels": {}}] if targets else []))
+        tmp.replace(self.operator_targets_file)
+
     def pid(self) -> int | None:
         return running_pid(self.state_dir / "prometheus.pid")
 
@@ -116,7 +128,14 @@ class DevProm:
             "    file_sd_configs:\n"
             f"      - files: ['{self.targets_file}']\n"
             "        refresh_interval: 1s\n"
+            "  - job_name: specserver-operator\n"
+            "    honor_labels: true\n"
+            "    file_sd_configs:\n"
+            f"      - files: ['{self.operator_targets_file}']\n"
+            "        refresh_interval: 1s\n"
         )
+        if not self.operator_targets_file.exists():
+            self.write_operator_targets([])
         logfile = self.state_dir / "prometheus.log"
         spawn_detached(
             [

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import jsonschema
 import pytest
 import yaml
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from conftest import REPO
-from specserver_advisor import crdgen, models
+from specserver_advisor import crdgen, jsonschemagen, models
 
 
 def test_crd_file_matches_the_models() -> None:
@@ -57,7 +59,7 @@ def test_structural_inlines_refs_and_drops_null_unions() -> None:
 
 def test_structural_carries_enums_defaults_maps_and_bounds() -> None:
     props = crdgen.structural(_Outer.model_json_schema())["properties"]
-    assert props["mode"]["enum"] == ["On", "Off", "Auto"]
+    assert props["mode"]["enum"] == ["Enabled", "Disabled", "Auto"]
     assert props["mode"]["default"] == "Auto"
     assert props["labels"]["additionalProperties"] == {"type": "string"}
     assert props["free"]["x-kubernetes-preserve-unknown-fields"] is True
@@ -92,15 +94,65 @@ def test_status_conditions_are_a_map_list_keyed_by_type() -> None:
     assert conditions["x-kubernetes-list-map-keys"] == ["type"]
     assert version["subresources"] == {"status": {}}
     names = [c["name"] for c in version["additionalPrinterColumns"]]
-    assert names[:4] == ["Mode", "Accept", "TTFT-P99", "Ready"] and names[-1] == "Age"
+    assert names[:5] == ["Mode", "Accept", "TTFT-P99", "Ready", "Reason"] and names[-1] == "Age"
+    wide = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
+    assert wide["Reason"] == '.status.conditions[?(@.type=="Ready")].reason'
+    assert wide["Algorithm"] == ".spec.speculative.algorithm"
+    assert wide["GPU"] == ".spec.resources.gpuType"
+    assert wide["Cap"] == ".status.maxRunningRequests"
+    assert wide["Cap-Source"] == ".status.maxRunningRequestsSource"
     assert "x-kubernetes-preserve-unknown-fields" not in str(
         version["schema"]["openAPIV3Schema"]["properties"]["status"]
     )
 
 
 def test_yaml_quotes_on_and_off_for_kubectl() -> None:
+    # status.speculationMode keeps On/Off (written by the operator as JSON, never by hand).
     text = crdgen.render_crd_yaml()
     assert "- 'On'" in text and "- 'Off'" in text
+
+
+def test_spec_mode_values_cannot_be_yaml_booleans() -> None:
+    crd = crdgen.build_crd()
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    values = spec["properties"]["mode"]["enum"]
+    assert values == ["Enabled", "Disabled", "Auto"]
+    # YAML 1.1 (kubectl) reads these bare; none of them may come back as anything but itself.
+    assert [yaml.safe_load(f"v: {v}")["v"] for v in values] == values
+
+
+def _spec(mode: Any) -> dict[str, Any]:
+    return {
+        "spec": {
+            "model": {"path": "Qwen/Qwen3-8B"},
+            "speculative": {"algorithm": "NGRAM"},
+            "resources": {"gpus": 1, "gpuType": "L4"},
+            "mode": mode,
+        }
+    }
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [("On", "'Enabled'"), ("Off", "'Disabled'"), (True, "use Enabled"), (False, "use Disabled")],
+)
+def test_old_mode_values_are_refused_naming_the_new_ones(old: Any, new: str) -> None:
+    with pytest.raises(ValidationError) as err:
+        models.SpecServer.model_validate(_spec(old))
+    (only,) = err.value.errors()
+    assert only["loc"] == ("spec", "mode")
+    assert new in only["msg"] and "Enabled, Disabled, Auto" in only["msg"]
+
+
+def test_bare_yaml_off_is_refused_with_the_yaml_reason() -> None:
+    doc = yaml.safe_load("spec:\n  mode: Off\n")
+    with pytest.raises(ValidationError, match=r"YAML 1\.1 reads a bare On/Off"):
+        models.SpecServer.model_validate(_spec(doc["spec"]["mode"]))
+
+
+@pytest.mark.parametrize("mode", ["Enabled", "Disabled", "Auto"])
+def test_new_mode_values_are_accepted(mode: str) -> None:
+    assert models.SpecServer.model_validate(_spec(mode)).spec.mode.value == mode
 
 
 @pytest.mark.parametrize(
@@ -110,3 +162,66 @@ def test_examples_validate_against_the_models(path: Any) -> None:
     for doc in yaml.safe_load_all(path.read_text()):
         server = models.SpecServer.model_validate(doc)
         assert server.spec.resources.gpu_type
+
+
+# ----------------------------------------------------------------------------- JSON Schema
+
+
+def _json_schema() -> dict[str, Any]:
+    return json.loads((REPO / jsonschemagen.SCHEMA_PATH).read_text())
+
+
+def test_json_schema_file_matches_the_models() -> None:
+    current = (REPO / jsonschemagen.SCHEMA_PATH).read_text()
+    assert current == jsonschemagen.render_json_schema(crdgen.build_crd()), (
+        f"{jsonschemagen.SCHEMA_PATH} is stale: run python -m specserver_advisor.crdgen"
+    )
+
+
+def test_check_mode_reports_a_stale_json_schema(tmp_path: Any) -> None:
+    crd, schema = tmp_path / "crd.yaml", tmp_path / "s" / "schema.json"
+    argv = ["--output", str(crd), "--schema-output", str(schema)]
+    assert crdgen.main(argv) == 0
+    assert crdgen.main([*argv, "--check"]) == 0
+    schema.write_text("{}\n")
+    assert crdgen.main([*argv, "--check"]) == 1
+
+
+def test_json_schema_is_a_valid_draft7_schema() -> None:
+    jsonschema.Draft7Validator.check_schema(_json_schema())
+
+
+@pytest.mark.parametrize(
+    "path", sorted((REPO / "manifests" / "examples").glob("*.yaml")), ids=lambda p: p.name
+)
+def test_examples_validate_against_the_json_schema(path: Any) -> None:
+    validator = jsonschema.Draft7Validator(_json_schema())
+    for doc in yaml.safe_load_all(path.read_text()):
+        assert not [e.message for e in validator.iter_errors(doc)]
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("mode: Off", "False is not of type 'string'"),
+        ("mode: On", "True is not of type 'string'"),
+        ("mode: Sometimes", "'Sometimes' is not one of"),
+        ("replicas: -1", "-1 is less than the minimum of 0"),
+        ("modle: {path: x}", "'modle' was unexpected"),
+    ],
+)
+def test_json_schema_refuses_what_the_api_refuses(text: str, needle: str) -> None:
+    doc = yaml.safe_load((REPO / "manifests" / "examples" / "qwen3-8b-eagle3-l4.yaml").read_text())
+    key, value = next(iter(yaml.safe_load(text).items()))
+    doc["spec"][key] = value
+    errors = [e.message for e in jsonschema.Draft7Validator(_json_schema()).iter_errors(doc)]
+    assert any(needle in e for e in errors), errors
+
+
+def test_exclusive_bounds_become_draft7_numbers() -> None:
+    node = jsonschemagen.from_openapi(
+        {"type": "number", "minimum": 0, "exclusiveMinimum": True, "maximum": 1}
+    )
+    assert node == {"type": "number", "exclusiveMinimum": 0, "maximum": 1}
+    v = jsonschema.Draft7Validator(node)
+    assert not v.is_valid(0) and v.is_valid(0.5) and v.is_valid(1)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 GROUP = "specserver.io"
@@ -22,6 +22,10 @@ SHORT_NAMES = ["sps"]
 API_VERSION = f"{GROUP}/{VERSION}"
 DEFAULT_IMAGE = "lmsysorg/sglang:v0.5.23-runtime"
 MAX_LEDGER_ENTRIES = 50
+#: Kubernetes object names (DNS-1123 subdomain); checked here and again in the operator's paths.
+DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+#: URLs the operator or the engine may be pointed at: http(s) only.
+HTTP_URL = r"^https?://[^\s]+$"
 
 
 class ApiModel(BaseModel):
@@ -50,11 +54,24 @@ class Algorithm(StrEnum):
 
 
 class Mode(StrEnum):
-    """Who decides whether speculation runs."""
+    """Who decides whether speculation runs.
 
-    ON = "On"
-    OFF = "Off"
+    Not ``On``/``Off``: YAML 1.1 (what kubectl reads) turns a bare ``On``/``Off`` into a
+    boolean, so every hand-written manifest would have had to quote them.
+    """
+
+    ENABLED = "Enabled"
+    DISABLED = "Disabled"
     AUTO = "Auto"
+
+
+# The values v1alpha1 used before Enabled/Disabled, and the booleans YAML 1.1 makes of them.
+RENAMED_MODES: dict[object, Mode] = {
+    "On": Mode.ENABLED,
+    "Off": Mode.DISABLED,
+    True: Mode.ENABLED,
+    False: Mode.DISABLED,
+}
 
 
 class SpeculationState(StrEnum):
@@ -75,6 +92,14 @@ class MaxRunningRequestsSource(StrEnum):
     """Where the effective --max-running-requests came from."""
 
     SPEC = "Spec"
+    COMPUTED = "Computed"
+
+
+class MemFractionStaticSource(StrEnum):
+    """Where the effective --mem-fraction-static came from."""
+
+    SPEC = "Spec"
+    HEURISTIC = "Heuristic"
     COMPUTED = "Computed"
 
 
@@ -196,18 +221,33 @@ class Speculative(ApiModel):
 class SecretKeyRef(ApiModel):
     """A key of a Secret in the SpecServer's namespace."""
 
-    name: str = Field(min_length=1, description="Secret name.")
-    key: str = Field(default="token", min_length=1, description="Key inside the Secret.")
+    name: str = Field(
+        min_length=1, max_length=253, pattern=DNS1123_SUBDOMAIN, description="Secret name."
+    )
+    key: str = Field(
+        default="token",
+        min_length=1,
+        max_length=253,
+        pattern=r"^[-._a-zA-Z0-9]+$",
+        description="Key inside the Secret.",
+    )
 
 
 class ModelVolume(ApiModel):
     """The volume that holds model weights or the Hugging Face cache."""
 
     persistent_volume_claim_name: str | None = Field(
-        default=None, description="PVC holding weights or an HF cache, mounted read-only."
+        default=None,
+        max_length=253,
+        pattern=DNS1123_SUBDOMAIN,
+        description="PVC holding weights or an HF cache, mounted read-only.",
     )
     host_path: str | None = Field(
-        default=None, description="Node path holding weights or an HF cache (single-node setups)."
+        default=None,
+        description=(
+            "Node path holding weights or an HF cache (single-node setups); refused unless the "
+            "cluster admin allows hostPath volumes (docs/security.md)."
+        ),
     )
     mount_path: str = Field(
         default="/models", description="Where the volume is mounted in the engine container."
@@ -243,13 +283,23 @@ class ModelSource(ApiModel):
     )
     hf_endpoint: str | None = Field(
         default=None,
-        description="HF-compatible base URL (HF_ENDPOINT), e.g. an internal mirror.",
+        pattern=HTTP_URL,
+        description=(
+            "HF-compatible base URL (HF_ENDPOINT) for the engine, e.g. an internal mirror; the "
+            "operator itself reads configs from it only when the admin allow-listed it."
+        ),
     )
     hf_token_secret_ref: SecretKeyRef | None = Field(
-        default=None, description="HF token, injected as HF_TOKEN through secretKeyRef."
+        default=None,
+        description=(
+            "HF token for the engine pod, injected as HF_TOKEN through secretKeyRef (a Secret "
+            "in this namespace); the operator never reads it."
+        ),
     )
     config_map_name: str | None = Field(
         default=None,
+        max_length=253,
+        pattern=DNS1123_SUBDOMAIN,
         description=(
             "ConfigMap with keys target-config.json, draft-config.json and optionally "
             "target-index.json/draft-index.json; the operator validates against these."
@@ -354,7 +404,11 @@ class AutoSpeculation(ApiModel):
 
     prometheus_url: str | None = Field(
         default=None,
-        description="Prometheus base URL; unset uses the operator-wide default.",
+        pattern=HTTP_URL,
+        description=(
+            "Prometheus base URL; unset uses the operator-wide default. Queried only when the "
+            "cluster admin allow-listed it (SPECSERVER_PROMETHEUS_ALLOWED_URLS)."
+        ),
     )
     dry_run: bool = Field(
         default=False, description="Compute and record decisions without switching the engine."
@@ -450,7 +504,9 @@ class SpecServerSpec(ApiModel):
     speculative: Speculative = Field(description="Speculative-decoding algorithm and shape.")
     mode: Mode = Field(
         default=Mode.AUTO,
-        description="On: always speculate. Off: never. Auto: the operator decides from metrics.",
+        description=(
+            "Enabled: always speculate. Disabled: never. Auto: the operator decides from metrics."
+        ),
     )
     engine: Engine = Field(default_factory=Engine, description="Engine container settings.")
     resources: Resources = Field(description="GPUs and placement.")
@@ -461,6 +517,23 @@ class SpecServerSpec(ApiModel):
     auto_speculation: AutoSpeculation | None = Field(
         default=None, description="Policy for mode Auto."
     )
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _refuse_renamed_mode(cls, value: object) -> object:
+        """Name the new values when a manifest still says On/Off (or YAML made it a boolean)."""
+        if isinstance(value, bool):
+            new = RENAMED_MODES[value]
+            raise ValueError(
+                f"got the boolean {str(value).lower()} (YAML 1.1 reads a bare On/Off/yes/no as a "
+                f"boolean); use {new.value}, or one of Enabled, Disabled, Auto"
+            )
+        if isinstance(value, str) and value in RENAMED_MODES:
+            new = RENAMED_MODES[value]
+            raise ValueError(
+                f"{value!r} was renamed to {new.value!r}; use one of Enabled, Disabled, Auto"
+            )
+        return value
 
 
 # ----------------------------------------------------------------------------- status
@@ -550,6 +623,19 @@ class SpecServerStatus(ApiModel):
         default=None, description="Spec (given) or Computed (from the KV pool)."
     )
     max_running_requests_reason: str | None = Field(
+        default=None, description="Why the value was chosen."
+    )
+    mem_fraction_static: float | None = Field(
+        default=None, description="The --mem-fraction-static SGLang runs with (predicted)."
+    )
+    mem_fraction_static_source: MemFractionStaticSource | None = Field(
+        default=None,
+        description=(
+            "Spec (given), Heuristic (SGLang's own, not rendered) or Computed (rendered by the "
+            "operator because the heuristic leaves no KV cache)."
+        ),
+    )
+    mem_fraction_static_reason: str | None = Field(
         default=None, description="Why the value was chosen."
     )
     resolved: ResolvedEngine | None = Field(default=None, description="Resolved engine config.")

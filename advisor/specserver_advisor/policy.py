@@ -278,7 +278,7 @@ def decide(
         state: the state returned by the previous call (``PolicyState()`` at first).
         policy: the SpecServer's ``autoSpeculation`` block (defaults when absent).
         ctx: the performance model's crossover and break-even predictions.
-        spec_mode: ``spec.mode``; On/Off override everything.
+        spec_mode: ``spec.mode``; Enabled/Disabled override everything.
         paused: the pause annotation is set.
     """
     state = PolicyState.from_json(state.to_json())
@@ -294,8 +294,8 @@ def decide(
         "ttft_p99_slo_s": policy.ttft_p99_slo_seconds,
     }
     cycle = _Cycle(now, state, policy, inputs, thresholds)
-    if spec_mode in ("On", "Off"):
-        target = ON if spec_mode == "On" else OFF
+    if spec_mode in ("Enabled", "Disabled"):
+        target = ON if spec_mode == "Enabled" else OFF
         if state.mode != target:
             return cycle.finish("enable" if target == ON else "disable", "ManualMode")
         return cycle.finish("keep", "ManualMode")

@@ -160,6 +160,13 @@ def _summary(decision: Decision) -> str:
     return ", ".join(parts)
 
 
+#: The metrics error when neither the SpecServer nor the operator names a Prometheus.
+NO_PROMETHEUS_URL = (
+    "no Prometheus URL configured (spec.autoSpeculation.prometheusUrl or the operator's "
+    "SPECSERVER_PROMETHEUS_URL)"
+)
+
+
 def auto_step(
     spec: SpecServerSpec,
     status: dict[str, Any],
@@ -178,12 +185,17 @@ def auto_step(
     if switch:
         return _follow_switch(status, state, switch, policy, running, engine_ready, now)
     if running is not None and (running == "on") != (state.mode == ON):
-        # The engine runs the other mode (spec.mode was On/Off meanwhile): follow what runs.
+        # The engine runs the other mode (spec.mode was Enabled/Disabled meanwhile): follow it.
         state.mode, state.mode_since = (ON if running == "on" else OFF), now
     if obs is None:
         obs = Observation(ts=now)
         why = (
-            ("PrometheusUnavailable", metrics_error)
+            (
+                "NoPrometheusURL"
+                if metrics_error == NO_PROMETHEUS_URL
+                else "PrometheusUnavailable",
+                metrics_error,
+            )
             if metrics_error
             else ("NoSeries", "no engine series for this SpecServer")
         )
@@ -229,7 +241,8 @@ def auto_step(
                 "Normal" if metrics_ok else "Warning",
                 decision.reason,
                 f"kept speculation {'on' if state.mode == ON else 'off'}: "
-                f"{_summary(decision) or decision.reason}",
+                # Without metrics the cause is why there are none, not the policy's inputs.
+                f"{(why[1] if not metrics_ok else _summary(decision)) or decision.reason}",
             )
         )
     step.status["lastDecisionReason"] = decision.reason

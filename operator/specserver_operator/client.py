@@ -15,6 +15,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import ssl
 import tempfile
 import threading
@@ -53,6 +54,10 @@ PATHS = {
 
 class NotFoundError(LookupError):
     """The object does not exist."""
+
+
+class InvalidNameError(NotFoundError):
+    """A name no Kubernetes object can have (so none is asked for: no traversal, no query)."""
 
 
 class ApiError(RuntimeError):
@@ -155,11 +160,31 @@ def _scopes(namespaces: list[str]) -> list[str | None]:
     return [*namespaces] if namespaces else [None]
 
 
+#: DNS-1123 subdomain (object names) and label (namespaces); both at most 253/63 characters.
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def _segment(value: str, label: bool, what: str) -> str:
+    """``value`` path-encoded, after checking it is a name Kubernetes allows."""
+    pattern, most = (_LABEL, 63) if label else (_SUBDOMAIN, 253)
+    if not value or len(value) > most or not pattern.match(value):
+        raise InvalidNameError(f"{what} {value[:80]!r} is not a valid Kubernetes name")
+    return quote(value, safe="")
+
+
 def object_path(kind: str, namespace: str | None, name: str | None = None) -> str:
-    """The REST path of a kind's collection (all namespaces when None) or of one object."""
+    """The REST path of a kind's collection (all namespaces when None) or of one object.
+
+    Names are checked (DNS-1123) and encoded with no safe characters, so a name such as
+    ``../../victim/secrets/x`` raises InvalidNameError instead of reaching another path.
+    """
     base, plural = PATHS[kind]
-    path = f"{base}/namespaces/{quote(namespace)}/{plural}" if namespace else f"{base}/{plural}"
-    return f"{path}/{quote(name)}" if name else path
+    if namespace is None:
+        path = f"{base}/{plural}"
+    else:
+        path = f"{base}/namespaces/{_segment(namespace, True, 'namespace')}/{plural}"
+    return f"{path}/{_segment(name, False, kind + ' name')}" if name is not None else path
 
 
 class KubeClient:
@@ -193,12 +218,12 @@ class KubeClient:
         self._token_read = time.monotonic()
         self._lock = threading.Lock()
 
-    def _headers(self, content_type: str | None) -> dict[str, str]:
+    def _headers(self, content_type: str | None, accept: str | None = None) -> dict[str, str]:
         conn = self.connection
         if conn.token_file and time.monotonic() - self._token_read > TOKEN_REREAD_S:
             with self._lock, open(conn.token_file, encoding="utf-8") as f:
                 self._token, self._token_read = f.read().strip(), time.monotonic()
-        headers = {"Accept": "application/json", "User-Agent": "specserver-operator"}
+        headers = {"Accept": accept or "application/json", "User-Agent": "specserver-operator"}
         if self._token:
             headers["Authorization"] = f"Bearer {self._token}"
         elif conn.username:
@@ -216,6 +241,7 @@ class KubeClient:
         params: dict[str, Any] | None = None,
         body: Any = None,
         content_type: str | None = None,
+        accept: str | None = None,
     ) -> Any:
         """One API call; the decoded JSON answer. 404 raises NotFoundError, the rest ApiError."""
         url = self.connection.server + path
@@ -227,7 +253,9 @@ class KubeClient:
                 method,
                 url,
                 body=data,
-                headers=self._headers(content_type or ("application/json" if data else None)),
+                headers=self._headers(
+                    content_type or ("application/json" if data else None), accept
+                ),
             )
         except urllib3.exceptions.HTTPError as exc:
             raise ApiError(f"{what}: API server unreachable: {exc}") from exc
@@ -261,13 +289,87 @@ class KubeClient:
         )
         return dict(cm.get("data") or {})
 
-    def get_secret_value(self, namespace: str, name: str, key: str) -> str:
+    def secret_exists(self, namespace: str, name: str) -> bool:
+        """Whether a Secret exists, asked for its metadata only (no value reaches the operator).
+
+        Needs ``get`` on Secrets in ``namespace``, which the default install does not grant:
+        callers treat ApiError (403) as "unknown" (docs/security.md).
+        """
+        path = object_path("Secret", namespace, name)
+        try:
+            self.request(
+                "GET",
+                path,
+                f"Secret {namespace}/{name}",
+                accept="application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+            )
+        except NotFoundError:
+            return False
+        return True
+
+    # ----------------------------------------------------------- admission webhook (webhook.py)
+
+    def get_secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        """A Secret's decoded data, or None when there is no such Secret."""
+        try:
+            secret = self.request(
+                "GET", object_path("Secret", namespace, name), f"Secret {namespace}/{name}"
+            )
+        except NotFoundError:
+            return None
+        return {k: base64.b64decode(v).decode() for k, v in (secret.get("data") or {}).items()}
+
+    def put_secret(
+        self, namespace: str, name: str, data: dict[str, str], labels: dict[str, str]
+    ) -> None:
+        """Create the Secret, or replace its data when it exists (the operator owns it)."""
+        body = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "type": "kubernetes.io/tls",
+            "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
+        }
         what = f"Secret {namespace}/{name}"
-        secret = self.request("GET", object_path("Secret", namespace, name), what)
-        raw = (secret.get("data") or {}).get(key)
-        if raw is None:
-            raise NotFoundError(f"{what} has no key {key}")
-        return base64.b64decode(raw).decode()
+        try:
+            self._write("POST", object_path("Secret", namespace), what, body=body)
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+            patch = {"metadata": {"labels": labels}, "data": body["data"]}
+            self._write(
+                "PATCH",
+                object_path("Secret", namespace, name),
+                what,
+                body=patch,
+                content_type="application/merge-patch+json",
+            )
+
+    def ensure_webhook_ca_bundle(self, name: str, ca_pem: str) -> bool | None:
+        """Set every webhook's caBundle in the ValidatingWebhookConfiguration ``name``.
+
+        Returns:
+            True when it was patched, False when already current, None when it does not exist.
+        """
+        base = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+        path = f"{base}/{quote(name)}"
+        what = f"ValidatingWebhookConfiguration {name}"
+        try:
+            current = self.request("GET", path, what)
+        except NotFoundError:
+            return None
+        bundle = base64.b64encode(ca_pem.encode()).decode()
+        hooks = current.get("webhooks") or []
+        if all((h.get("clientConfig") or {}).get("caBundle") == bundle for h in hooks):
+            return False
+        for hook in hooks:
+            hook.setdefault("clientConfig", {})["caBundle"] = bundle
+        patch: dict[str, Any] = {
+            "metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
+            "webhooks": hooks,
+        }
+        self._write("PATCH", path, what, body=patch, content_type="application/merge-patch+json")
+        return True
 
     def _get_or_none(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         try:

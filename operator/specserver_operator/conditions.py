@@ -10,7 +10,8 @@ Condition types (``status.conditions``, a list keyed by ``type``):
 - ``Progressing``: True while the engine rolls out a new template; False when it is done.
 - ``SpeculationActive``: True when the engine runs with speculative flags; False otherwise.
 - ``MetricsAvailable`` (mode Auto): True when fresh signals were read; False (reason
-  PrometheusUnavailable, NoSeries or Stale) when the policy holds the mode for lack of them.
+  NoPrometheusURL, PrometheusUnavailable, NoSeries or Stale) when the policy holds the mode
+  for lack of them.
 - ``AutoscalerPresent``: True when an HPA or KEDA ScaledObject targets the engine Deployment
   (they coexist, but replica changes and speculation switches interact; the message says how).
 """

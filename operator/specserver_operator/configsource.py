@@ -1,19 +1,33 @@
-"""Where the operator reads model configs from, in order (pure decisions; I/O in client.py).
+"""Where the operator reads model configs from, in order (decisions; Kubernetes I/O in client.py).
 
 1. ``spec.modelSource.inline`` (configs given in the SpecServer);
-2. the ConfigMap ``spec.modelSource.configMapName`` (keys ``target-config.json``,
-   ``draft-config.json``, optional ``target-index.json`` / ``draft-index.json``);
-3. an HF-compatible endpoint: ``spec.modelSource.hfEndpoint`` or the operator's
-   ``SPECSERVER_HF_ENDPOINT``, with the token of ``hfTokenSecretRef``;
+2. the ConfigMap ``spec.modelSource.configMapName`` in the SpecServer's own namespace (keys
+   ``target-config.json``, ``draft-config.json``, optional ``target-index.json`` /
+   ``draft-index.json``);
+3. an HF-compatible endpoint the cluster admin allowed (``HfSettings``): the operator's
+   ``SPECSERVER_HF_ENDPOINT``, or ``spec.modelSource.hfEndpoint`` when it is on the admin's list
+   ``SPECSERVER_HF_ALLOWED_ENDPOINTS``; the token is the admin's (``SPECSERVER_HF_TOKEN_FILE``)
+   and goes to those endpoints only. The operator never reads ``hfTokenSecretRef``: that Secret
+   is for the engine pod, which runs in the SpecServer's namespace (docs/security.md);
 4. the advisor's bundled configs of well-known models.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
+from specserver_advisor.loaders import outbound
+from specserver_advisor.loaders.configs import (
+    ConfigNotFoundError,
+    ConfigUnreadableError,
+    fetch_from_endpoint,
+    repo_problem,
+)
 from specserver_advisor.models import SpecServerSpec
 
 KEYS = {"target": "target-config.json", "draft": "draft-config.json"}
@@ -79,3 +93,95 @@ def from_configmap(name: str, data: dict[str, str], want_draft: bool) -> ModelCo
         size("draft"),
         f"ConfigMap {name}",
     )
+
+
+def _normal(endpoint: str) -> str:
+    """An endpoint as compared against the allow-list: scheme://host:port/path, no slash."""
+    scheme, host, port = outbound.origin(endpoint)
+    return f"{scheme}://{host}:{port}{urlsplit(endpoint).path.rstrip('/')}"
+
+
+@dataclass(frozen=True)
+class HfSettings:
+    """The cluster admin's HF endpoint settings (operator environment)."""
+
+    endpoint: str | None = None
+    allowed: tuple[str, ...] = ()
+    token_file: str | None = None
+    problems: tuple[str, ...] = field(default=())
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> HfSettings:
+        """``SPECSERVER_HF_ENDPOINT``, ``SPECSERVER_HF_ALLOWED_ENDPOINTS`` (comma-separated;
+        the default endpoint is always on it), ``SPECSERVER_HF_TOKEN_FILE``."""
+        env = os.environ if env is None else env
+        endpoint = env.get("SPECSERVER_HF_ENDPOINT") or None
+        listed = [e.strip() for e in env.get("SPECSERVER_HF_ALLOWED_ENDPOINTS", "").split(",")]
+        candidates = [e for e in [endpoint, *listed] if e]
+        problems = tuple(
+            f"{outbound.redact(e)}: {outbound.url_problem(e)}"
+            for e in candidates
+            if outbound.url_problem(e)
+        )
+        allowed = tuple(dict.fromkeys(e for e in candidates if not outbound.url_problem(e)))
+        if endpoint and outbound.url_problem(endpoint):
+            endpoint = None
+        return cls(endpoint, allowed, env.get("SPECSERVER_HF_TOKEN_FILE") or None, problems)
+
+    def allows(self, endpoint: str) -> bool:
+        """Whether ``endpoint`` is one the admin listed (scheme, host, port and path)."""
+        if outbound.url_problem(endpoint):
+            return False
+        return _normal(endpoint) in {_normal(e) for e in self.allowed}
+
+
+def choose_endpoint(spec: SpecServerSpec, hf: HfSettings) -> tuple[str | None, str | None]:
+    """(the endpoint the operator may fetch configs from, why the spec's was not used)."""
+    src = spec.model_source
+    asked = src.hf_endpoint if src else None
+    if asked is None:
+        return hf.endpoint, None
+    if hf.allows(asked):
+        return asked, None
+    return hf.endpoint, (
+        f"spec.modelSource.hfEndpoint {outbound.redact(asked)} is not on the operator's "
+        "allow-list (SPECSERVER_HF_ALLOWED_ENDPOINTS), so the operator does not fetch from it"
+    )
+
+
+Fetch = Callable[[str, str, str | None, str, str | None], dict[str, Any] | None]
+
+
+def from_endpoint(
+    spec: SpecServerSpec, hf: HfSettings, fetch: Fetch = fetch_from_endpoint
+) -> tuple[ModelConfigs | None, str | None]:
+    """Configs from the admin-allowed endpoint (with the admin's token), and a note on why a
+    spec endpoint was passed over. Raises ConfigSourceError when the endpoint fails."""
+    endpoint, note = choose_endpoint(spec, hf)
+    if hf.problems:  # the admin's own settings: say why an endpoint was dropped
+        ignored = "operator settings ignored: " + "; ".join(hf.problems)
+        note = f"{note}; {ignored}" if note else ignored
+    refs = [spec.model.path] + ([spec.draft.path] if spec.draft else [])
+    if endpoint is None or any(repo_problem(r) for r in refs):
+        return None, note  # a local path is not asked of an endpoint
+    token = None
+    if hf.token_file:
+        try:
+            with open(hf.token_file, encoding="utf-8") as f:
+                token = f.read().strip() or None
+        except OSError as exc:
+            raise ConfigSourceError(
+                f"SPECSERVER_HF_TOKEN_FILE cannot be read ({type(exc).__name__})"
+            ) from exc
+    try:
+        target = fetch(endpoint, spec.model.path, spec.model.revision, "config.json", token)
+        draft = (
+            fetch(endpoint, spec.draft.path, spec.draft.revision, "config.json", token)
+            if spec.draft
+            else None
+        )
+    except (ConfigNotFoundError, ConfigUnreadableError) as exc:
+        raise ConfigSourceError(str(exc)) from exc
+    if target is None or (spec.draft and draft is None):
+        return None, note
+    return ModelConfigs(target, draft, None, None, f"endpoint {outbound.redact(endpoint)}"), note

@@ -8,6 +8,7 @@ ConfigMap, an endpoint) is not readable yet, why the next pass should try again.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -16,24 +17,21 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from specserver_advisor.loaders.configs import (
-    ConfigNotFoundError,
-    ConfigUnreadableError,
-    bundled,
-    fetch_from_endpoint,
-)
+from specserver_advisor.loaders.configs import bundled
 from specserver_advisor.models import AutoSpeculation, Mode, SpecServer
 from specserver_advisor.modelshape import ConfigShapeError
 from specserver_advisor.policy import PolicyContext
-from specserver_operator import children, opmetrics
+from specserver_operator import children, opmetrics, podpolicy
 from specserver_operator import conditions as cond
 from specserver_operator.applychildren import apply_children, autoscalers
-from specserver_operator.autopilot import PAUSE_ANNOTATION, AutoStep, auto_step
+from specserver_operator.autopilot import NO_PROMETHEUS_URL, PAUSE_ANNOTATION, AutoStep, auto_step
 from specserver_operator.client import ApiError, KubeClient, NotFoundError
 from specserver_operator.configsource import (
     ConfigSourceError,
+    HfSettings,
     ModelConfigs,
     from_configmap,
+    from_endpoint,
     from_inline,
 )
 from specserver_operator.engineconfig import (
@@ -75,7 +73,8 @@ class Outcome:
 class Settings:
     """Operator-wide settings (environment)."""
 
-    hf_endpoint: str | None = os.environ.get("SPECSERVER_HF_ENDPOINT")
+    hf: HfSettings = field(default_factory=HfSettings.from_env)
+    pod_policy: podpolicy.PodPolicy = field(default_factory=podpolicy.PodPolicy.from_env)
     preflight_image: str = os.environ.get("SPECSERVER_ENGINE_IMAGE", DEFAULT_PREFLIGHT_IMAGE)
 
 
@@ -117,39 +116,17 @@ def _read_configs(
         except NotFoundError as exc:
             raise ConfigSourceError(str(exc)) from exc
         configs = from_configmap(src.config_map_name, data, spec.draft is not None)
-    endpoint = (src.hf_endpoint if src else None) or settings.hf_endpoint
-    if configs is None and endpoint:
-        token = None
-        if src and src.hf_token_secret_ref:
-            try:
-                token = client.get_secret_value(
-                    ns, src.hf_token_secret_ref.name, src.hf_token_secret_ref.key
-                )
-            except NotFoundError as exc:
-                raise ConfigSourceError(str(exc)) from exc
-        try:
-            target = fetch_from_endpoint(
-                endpoint, spec.model.path, spec.model.revision, "config.json", token
-            )
-            draft = (
-                fetch_from_endpoint(
-                    endpoint, spec.draft.path, spec.draft.revision, "config.json", token
-                )
-                if spec.draft
-                else None
-            )
-        except (ConfigNotFoundError, ConfigUnreadableError) as exc:
-            raise ConfigSourceError(str(exc)) from exc
-        if target is not None and (draft is not None or not spec.draft):
-            configs = ModelConfigs(target, draft, None, None, f"endpoint {endpoint}")
+    note = None
+    if configs is None:
+        configs, note = from_endpoint(spec, settings.hf)
     if configs is None:
         target_b = bundled(spec.model.path)
         draft_b = bundled(spec.draft.path) if spec.draft else None
         if target_b is None or (spec.draft and draft_b is None):
             missing = spec.model.path if target_b is None else spec.draft.path  # type: ignore[union-attr]
             raise ConfigSourceError(
-                f"no config for {missing}: give spec.modelSource.inline, a configMapName, or "
-                "an hfEndpoint (or SPECSERVER_HF_ENDPOINT for the operator)"
+                f"no config for {missing}: give spec.modelSource.inline or a configMapName "
+                "(or the admin an SPECSERVER_HF_ENDPOINT)" + (f"; {note}" if note else "")
             )
         shared = (spec.model.path, spec.draft.path if spec.draft else None)
         if shared not in memo.bundled:  # one copy per model pair, however many use it
@@ -158,6 +135,38 @@ def _read_configs(
             )
         configs = memo.bundled[shared]
     return configs
+
+
+SECRET_RECHECK_S = 60.0
+
+
+def _missing_secret(
+    client: KubeClient, server: SpecServer, uid: str, now_ts: float, memo: PassCache
+) -> tuple[str, str] | None:
+    """A warning when the HF token Secret the engine pod reads is missing, whatever the config
+    source (the pod could not start); checked once a minute per generation, not every pass."""
+    src = server.spec.model_source
+    ref = src.hf_token_secret_ref if src else None
+    if ref is None:
+        return None
+    key = (uid, server.metadata.generation or 0)
+    cached = memo.secrets.get(key)
+    if cached and now_ts - cached[0] < SECRET_RECHECK_S:
+        return cached[1]
+    ns = server.metadata.namespace or "default"
+    found: tuple[str, str] | None = None
+    try:
+        if not client.secret_exists(ns, ref.name):
+            found = (
+                "SecretNotFound",
+                f"Secret {ns}/{ref.name} not found (spec.modelSource.hfTokenSecretRef): the "
+                "engine pod cannot start until it exists",
+            )
+    except ApiError:
+        # No `get` on Secrets in this namespace (the default install grants none): unknown.
+        found = cached[1] if cached else None
+    memo.secrets[key] = (now_ts, found)
+    return found
 
 
 def _validated(body: dict[str, Any], memo: PassCache) -> tuple[SpecServer | None, str | None]:
@@ -245,7 +254,7 @@ def _auto(
     ready = deployment_state(deployment, spec.replicas)[0]
     ns, name = server.metadata.namespace or "", server.metadata.name or ""
     obs = signals.get(ns, child_name(name)) if signals else None  # the pods' name label
-    error = signals.last_error if signals else "no Prometheus URL configured"
+    error = signals.last_error if signals else NO_PROMETHEUS_URL
     paused = server.metadata.annotations.get(PAUSE_ANNOTATION, "").lower() in ("true", "1")
     started = time.perf_counter()
     step = auto_step(
@@ -309,6 +318,12 @@ def reconcile(
             problems = context_problems(server, context if isinstance(context, int) else None)
             if problems:
                 cfg = EngineConfig(False, "InvalidSpec", "; ".join(problems))
+            refused = podpolicy.refusal(server.spec, settings.pod_policy)
+            if refused:
+                cfg = EngineConfig(False, podpolicy.REFUSED, refused)
+            missing = _missing_secret(client, server, uid, now_ts, memo)
+            if missing and cfg.valid:
+                cfg = dataclasses.replace(cfg, warnings=[*cfg.warnings, missing])
         except ConfigSourceError as exc:
             config_error = str(exc)
             out.retry = config_error
@@ -411,7 +426,8 @@ def reconcile(
             out.wrote_status = True
         except (ApiError, NotFoundError) as exc:
             out.retry = str(exc)
-    if server is not None:
-        opmetrics.MODE.labels(ns, name).set(1 if desired.get("speculationMode") == "On" else 0)
+    opmetrics.MODE.labels(ns, name).set(opmetrics.mode_value(desired.get("speculationMode")))
+    ready = [c for c in desired.get("conditions") or [] if c["type"] == cond.READY]
+    opmetrics.READY.labels(ns, name).set(1 if ready and ready[0]["status"] == "True" else 0)
     out.events = status_events(current, desired, cfg) + out.events
     return out

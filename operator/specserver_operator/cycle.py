@@ -63,8 +63,8 @@ class CachedClient(KubeClient):
     def get_configmap_data(self, namespace: str, name: str) -> dict[str, str]:
         return self.base.get_configmap_data(namespace, name)
 
-    def get_secret_value(self, namespace: str, name: str, key: str) -> str:
-        return self.base.get_secret_value(namespace, name, key)
+    def secret_exists(self, namespace: str, name: str) -> bool:
+        return self.base.secret_exists(namespace, name)
 
     def list_autoscalers(self, namespace: str) -> list[tuple[str, str, str, str]]:
         return self.base.list_autoscalers(namespace)
@@ -126,16 +126,13 @@ class Cycle:
     signals: dict[str, SignalCache] = field(default_factory=dict)
     locks: dict[str, threading.Lock] = field(default_factory=dict)
     handled_at: dict[str, float] = field(default_factory=dict)
+    last_retry: dict[str, str | None] = field(default_factory=dict)
     guard: threading.Lock = field(default_factory=threading.Lock)
     faults: Faults = field(default_factory=Faults)
     #: memoised work between passes (configs, renderings, policy contexts), pruned each cycle
     memo: PassCache = field(default_factory=PassCache)
     #: leader election (None: this replica always leads, as in tests and the benchmark)
     elector: Elector | None = None
-    #: (namespace, name) of every SpecServer seen, to remove its metric series when it is gone
-    names: dict[str, tuple[str, str]] = field(default_factory=dict)
-    #: the newest "try again" reason logged per SpecServer
-    retries: dict[str, str | None] = field(default_factory=dict)
     #: monotonic time the newest cycle completed (start-up time before the first one)
     completed_at: float = field(default_factory=time.monotonic)
 
@@ -158,10 +155,13 @@ class Cycle:
         meta = body["metadata"]
         for type_, reason, message in outcome.events:
             client.post_event(body, type_, reason, message, now)
-        if outcome.retry != self.retries.get(meta["uid"]):  # one line per change, not per pass
+        # One log line per change of state, not one per cycle while it lasts.
+        if outcome.retry != self.last_retry.get(meta["uid"]):
             if outcome.retry:
                 log.info("%s/%s: %s", meta["namespace"], meta["name"], outcome.retry)
-            self.retries[meta["uid"]] = outcome.retry
+            elif self.last_retry.get(meta["uid"]):
+                log.info("%s/%s: recovered", meta["namespace"], meta["name"])
+            self.last_retry[meta["uid"]] = outcome.retry
 
     def guarded_pass(self, client: KubeClient, body: dict[str, Any]) -> bool:
         """``_pass`` with this object's faults kept its own; True when the pass succeeded.
@@ -173,7 +173,6 @@ class Cycle:
         """
         meta = body["metadata"]
         uid, generation = meta["uid"], meta.get("generation")
-        self.names[uid] = (meta["namespace"], meta["name"])
         try:
             self._pass(client, body)
         except (ApiError, NotFoundError) as exc:
@@ -252,7 +251,7 @@ class Cycle:
         client = CachedClient(self.client, self.cache)
         caches = [self.signal_cache(url) for url in {prometheus_url(b) for b in bodies}]
         refresh_all([c for c in caches if c is not None], SIGNAL_WAIT_S)
-        opmetrics.QUERY_ERRORS.set(sum(c.query_errors for c in self.signals.values()))
+        opmetrics.count_query_errors(sum(c.query_errors for c in self.signals.values()))
         done = 0
         for snapshot in bodies:
             meta = snapshot["metadata"]
@@ -268,6 +267,7 @@ class Cycle:
                 body = self.cache.get(KIND, meta["namespace"], meta["name"]) or snapshot
                 done += self.guarded_pass(client, body)
         live = {b["metadata"]["uid"] for b in bodies}
+        opmetrics.retain({(b["metadata"]["namespace"], b["metadata"]["name"]) for b in bodies})
         self.forget(live)
         self.faults.forget(live)
         self.memo.prune(
@@ -285,14 +285,12 @@ class Cycle:
         return time.monotonic() - self.completed_at <= max(30.0, intervals * interval_s)
 
     def forget(self, live: set[str]) -> None:
-        """Drop locks, marks and metric series of SpecServers that no longer exist."""
+        """Drop locks and marks of SpecServers that no longer exist."""
         with self.guard:
             for uid in [u for u in self.locks if u not in live]:
                 self.locks.pop(uid, None)
                 self.handled_at.pop(uid, None)
-            for uid in [u for u in self.names if u not in live]:
-                opmetrics.forget(*self.names.pop(uid))
-                self.retries.pop(uid, None)
+                self.last_retry.pop(uid, None)
 
     def run_forever(self, stop: threading.Event, interval_s: float) -> None:
         """Cycle every ``interval_s`` until ``stop`` is set; a failed cycle is logged, not fatal."""

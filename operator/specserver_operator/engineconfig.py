@@ -11,8 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from specserver_advisor import findings
+from specserver_advisor import drafts, findings
+from specserver_advisor.drafts import has_mtp_layers
 from specserver_advisor.gpus import UnknownGpuError, lookup_gpu
+from specserver_advisor.memfraction import (
+    CEILING,
+    FractionChoice,
+    choose_fraction,
+    fraction_for_tokens,
+)
 from specserver_advisor.models import Algorithm, SpecServerSpec
 from specserver_advisor.plan import Plan, PlanInputs, make_plan, policy_context
 from specserver_advisor.policy import PolicyContext
@@ -33,7 +40,7 @@ OWNED = {
     "mem_fraction_static": "engine.memFractionStatic",
     "revision": "model.revision",
 }
-NEEDS_DRAFT = {"EAGLE", "EAGLE3", "STANDALONE", "DFLASH"}
+NEEDS_DRAFT = drafts.NEEDS_DRAFT
 
 
 @dataclass
@@ -50,12 +57,47 @@ class EngineConfig:
     max_running_requests_reason: str = ""
     resolved: dict[str, Any] = field(default_factory=dict)
     warnings: list[tuple[str, str]] = field(default_factory=list)
+    #: Weights per GPU (target, and the draft when speculating): sizes the pod's requests.
+    weight_gib: float = 0.0
+    #: The --mem-fraction-static SGLang will use, and where it came from (Spec, Heuristic:
+    #: SGLang's own, not rendered; Computed: rendered by the operator, see memfraction.py).
+    mem_fraction_static: float | None = None
+    mem_fraction_static_source: str | None = None
+    mem_fraction_static_reason: str = ""
+
+
+#: Flags that make SGLang read arguments or the model config from a file the operator never
+#: sees: a ``--config`` YAML is merged into the argv before the CLI's own flags, so it could set
+#: every owned flag the operator leaves unset (docs/security.md). Refused like owned flags.
+ARG_SOURCES = {
+    "--config": "reads engine arguments from a file",
+    "--decrypted-config-file": "replaces the model config the operator validated",
+    "--decrypted-draft-config-file": "replaces the draft config the operator validated",
+}
+#: argparse accepts unambiguous prefixes; ``--conf`` is the shortest that only ``--config`` has.
+_SHORTEST_PREFIX = {"--config": 6}
+
+
+def _arg_source(option: str) -> str | None:
+    """The arg-source flag ``option`` spells (exactly or as an argparse prefix), if any."""
+    for flag in ARG_SOURCES:
+        if option == flag:
+            return flag
+        if flag.startswith(option) and len(option) >= _SHORTEST_PREFIX.get(flag, len(flag)):
+            return flag
+    return None
 
 
 def _owned_in_extra(extra: list[str]) -> str | None:
     for item in extra:
         if not item.startswith("--"):
             continue
+        source = _arg_source(item.split("=", 1)[0])
+        if source:
+            return (
+                f"extraArgs may not set {source} (it {ARG_SOURCES[source]}, behind the "
+                "operator's back; give the settings as spec fields or plain extraArgs)"
+            )
         flag, _ = match_option(item.split("=", 1)[0])
         if flag is None:
             continue
@@ -65,7 +107,7 @@ def _owned_in_extra(extra: list[str]) -> str | None:
     return None
 
 
-def _base_args(spec: SpecServerSpec) -> list[str]:
+def _base_args(spec: SpecServerSpec, mem_fraction: float | None = None) -> list[str]:
     e = spec.engine
     args = ["--model-path", spec.model.path]
     if spec.model.revision:
@@ -81,8 +123,9 @@ def _base_args(spec: SpecServerSpec) -> list[str]:
     ]
     if e.context_length:
         args += ["--context-length", str(e.context_length)]
-    if e.mem_fraction_static:
-        args += ["--mem-fraction-static", str(e.mem_fraction_static)]
+    fraction = e.mem_fraction_static or mem_fraction
+    if fraction:
+        args += ["--mem-fraction-static", str(fraction)]
     return args
 
 
@@ -149,7 +192,7 @@ def build_engine_config(
     except UnknownGpuError as exc:
         return EngineConfig(False, "UnknownGPU", f"resources.gpuType: {exc}")
     arch = str((configs.target.get("architectures") or [""])[0])
-    mtp = arch in MTP_TARGETS
+    mtp = arch in MTP_TARGETS and has_mtp_layers(configs.target) is not False
     algo = spec.speculative.algorithm.value
     if speculative and algo in NEEDS_DRAFT and not spec.draft and not mtp:
         return EngineConfig(
@@ -161,6 +204,19 @@ def build_engine_config(
     head = _base_args(spec) + (_spec_args(spec, None, mtp) if speculative else [])
     plan = _plan(spec, configs, gpu, head + extra, env)
     invalid = _check(plan, speculative)
+    computed = None
+    if invalid and invalid.reason == findings.NO_KV_MEMORY:
+        computed = _computed_fraction(spec, plan, speculative, gpu.name)
+    mem_fraction = computed.fraction if computed else None
+    if computed is not None and mem_fraction is None:
+        return EngineConfig(False, findings.NO_KV_MEMORY, computed.message)
+    if mem_fraction is not None:
+        head = _base_args(spec, mem_fraction) + (_spec_args(spec, None, mtp) if speculative else [])
+        plan = _plan(spec, configs, gpu, head + extra, env)
+        invalid = _check(plan, speculative)
+    if invalid and invalid.reason == findings.NO_KV_MEMORY and spec.engine.mem_fraction_static:
+        message = _given_fraction_message(spec, plan, speculative)
+        return EngineConfig(False, findings.NO_KV_MEMORY, message)
     if invalid:
         return invalid
     cfg = EngineConfig(
@@ -168,6 +224,17 @@ def build_engine_config(
         "Valid",
         "the advisor finds nothing that stops SGLang starting",
         speculative=speculative,
+        mem_fraction_static=plan.mem.settings.mem_fraction_static,
+        mem_fraction_static_source=(
+            "Spec" if spec.engine.mem_fraction_static else "Computed" if computed else "Heuristic"
+        ),
+        mem_fraction_static_reason=(
+            computed.message
+            if computed
+            else "given in spec.engine.memFractionStatic"
+            if spec.engine.mem_fraction_static
+            else "SGLang's heuristic for this GPU leaves room for the KV cache"
+        ),
     )
     if spec.engine.max_running_requests:
         cfg.max_running_requests = spec.engine.max_running_requests
@@ -191,7 +258,7 @@ def build_engine_config(
         )
     body = _spec_args(spec, plan, mtp) if speculative else []
     cfg.args = [
-        *_base_args(spec),
+        *_base_args(spec, mem_fraction),
         "--max-running-requests",
         str(cfg.max_running_requests),
         *body,
@@ -200,8 +267,50 @@ def build_engine_config(
     final = parse_server_argv(cfg.args)
     assert not final.issues, final.issues  # rendered from validated parts
     cfg.resolved = _summary(plan, speculative)
+    cfg.weight_gib = plan.mem.target_weight_gib + (plan.mem.draft_weight_gib if speculative else 0)
     cfg.warnings = _warnings(spec, plan, cfg, speculative)
     return cfg
+
+
+def _given_fraction_message(spec: SpecServerSpec, plan: Plan, speculative: bool) -> str:
+    """SPEC016 for an explicit engine.memFractionStatic, in the author's terms."""
+    mem = plan.mem
+    with_draft = speculative and mem.draft_weight_gib > 0
+    weights = mem.target_weight_gib + (mem.draft_weight_gib if with_draft else 0.0)
+    least = fraction_for_tokens(mem, 1, with_draft)
+    fix = (
+        f"set it to at least {least:.3f}"
+        if least <= CEILING
+        else "it cannot fit on this GPU at any safe value: add GPUs or use a quantized checkpoint"
+    )
+    return (
+        f"engine.memFractionStatic {spec.engine.mem_fraction_static} leaves no KV cache after "
+        f"{weights:.1f} GiB of weights{' with the draft' if with_draft else ''}: {fix}, or "
+        "remove it and the operator computes one"
+    )
+
+
+def _computed_fraction(
+    spec: SpecServerSpec, plan: Plan, speculative: bool, gpu_name: str
+) -> FractionChoice | None:
+    """A fraction to render when the spec leaves it to SGLang and its heuristic leaves no KV."""
+    pool = (
+        plan.mem.kv_pool_tokens_with_draft if speculative else plan.mem.kv_pool_tokens_without_draft
+    )
+    if spec.engine.mem_fraction_static or pool > 0:
+        return None
+    r = plan.resolution
+    request = spec.engine.expected_input_tokens + spec.engine.expected_output_tokens
+    request += r.reserved_tokens + (2 * r.draft_slots if speculative else 0)
+    planned = spec.engine.max_running_requests or plan.mem.settings.cuda_graph_max_bs
+    return choose_fraction(
+        plan.mem,
+        request_tokens=request,
+        planned_requests=planned,
+        with_draft=speculative and plan.mem.draft_weight_gib > 0,
+        gpus=spec.resources.gpus,
+        gpu_name=gpu_name,
+    )
 
 
 def _plan(
@@ -212,7 +321,7 @@ def _plan(
         PlanInputs(
             parsed.values,
             configs.target,
-            # Off: the draft is not loaded, so neither its memory nor its context matters.
+            # Speculation off: the draft is not loaded; neither its memory nor its context matters.
             configs.draft if "--speculative-algorithm" in args else None,
             gpu,
             env=env,
@@ -234,13 +343,34 @@ def _check(plan: Plan, speculative: bool) -> EngineConfig | None:
             f"SGLang would fail at startup: {err.exception}: {err.message}",
         )
     if plan.context.verdict.value == "startup_fails":
-        return EngineConfig(False, findings.DRAFT_CONTEXT_SHORTER, plan.context.message)
+        return EngineConfig(False, findings.DRAFT_CONTEXT_SHORTER, _context_message(plan))
     pool = (
         plan.mem.kv_pool_tokens_with_draft if speculative else plan.mem.kv_pool_tokens_without_draft
     )
     if pool <= 0:
         return EngineConfig(False, findings.NO_KV_MEMORY, plan.mem.error or "no KV memory")
     return None
+
+
+def _context_message(plan: Plan) -> str:
+    """SPEC002 for the SpecServer's author: which length, which model, what to change."""
+    ctx = plan.context
+    if ctx.failing_model == "draft" and ctx.draft is not None:
+        return (
+            f"the draft supports {ctx.draft} tokens of context, fewer than the {ctx.effective} "
+            "the target runs with: SGLang refuses to start. Set engine.contextLength to "
+            f"{ctx.draft} or less, or use a draft trained for the longer context "
+            "(SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 in engine.env starts it anyway, with "
+            f"wrong drafts past {ctx.draft} tokens)"
+        )
+    if ctx.failing_model == "target":
+        return (
+            f"engine.contextLength is longer than the {ctx.target} tokens the model supports: "
+            f"SGLang refuses to start. Set engine.contextLength to {ctx.target} or less "
+            "(SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 in engine.env overrides, at the risk "
+            "of wrong output)"
+        )
+    return ctx.message
 
 
 def _summary(plan: Plan, speculative: bool) -> dict[str, Any]:

@@ -22,6 +22,8 @@ from specserver_operator.client import Connection, KubeClient
 from specserver_operator.cycle import Cycle
 from specserver_operator.leader import Elector
 from specserver_operator.objectcache import ObjectCache
+from specserver_operator.settings import value
+from specserver_operator.webhook import Webhook
 
 ANNOTATION_PREFIX = "specserver.io"
 RESOURCE = (GROUP, VERSION, PLURAL)
@@ -66,6 +68,19 @@ def _run_cycle(interval: float) -> None:
     cycle().run_forever(_STOP, interval)
 
 
+def _run_webhook() -> None:
+    names = [n.strip() for n in value("SPECSERVER_WEBHOOK_DNS_NAMES").split(",") if n.strip()]
+    hook = Webhook(
+        cycle().client,
+        int(value("SPECSERVER_WEBHOOK_PORT")),
+        value("SPECSERVER_WEBHOOK_ADDRESS"),
+        value("SPECSERVER_WEBHOOK_SECRET"),
+        value("SPECSERVER_WEBHOOK_CONFIG"),
+        names,
+    )
+    hook.serve(_STOP)
+
+
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     """Keep kopf's bookkeeping in our own annotations; start the metrics and the cycle."""
@@ -79,7 +94,9 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     # Leader election is the cycle's own Lease (leader.py), not kopf peering.
     settings.peering.standalone = True
     settings.watching.server_timeout = 60
-    opmetrics.serve(int(os.environ.get("SPECSERVER_METRICS_PORT", "0")))
+    opmetrics.serve(int(value("SPECSERVER_METRICS_PORT")), value("SPECSERVER_METRICS_ADDRESS"))
+    if int(value("SPECSERVER_WEBHOOK_PORT")):
+        threading.Thread(target=_run_webhook, name="specserver-webhook-upkeep", daemon=True).start()
     interval = float(os.environ.get("SPECSERVER_CYCLE_SECONDS", "5"))
     _STOP.clear()
     threading.Thread(

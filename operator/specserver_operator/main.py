@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 
 # kopf imports the official client library when it is installed, only to recognise its objects;
@@ -13,32 +14,53 @@ for _unused in ("kubernetes", "kubernetes_asyncio", "pykube"):
 
 import kopf  # noqa: E402
 
+from specserver_operator import settings  # noqa: E402
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Flags from the settings table; --help lists each with its environment variable."""
+    parser = argparse.ArgumentParser(
+        prog="specserver-operator",
+        description="Run the SpecServer operator (kopf) until stopped.",
+        epilog=settings.epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    for s in settings.SETTINGS:
+        names = ["-n", s.flag] if s.flag == "--namespace" else [s.flag]
+        dest = s.env
+        if s.is_switch:
+            parser.add_argument(
+                *names, dest=dest, action="store_const", const="1", help=settings.describe(s)
+            )
+        elif s.flag == "--namespace":
+            parser.add_argument(
+                *names, dest=dest, action="append", metavar="NAMESPACE", help=settings.describe(s)
+            )
+        else:
+            metavar = s.flag[2:].upper().replace("-", "_")
+            parser.add_argument(*names, dest=dest, metavar=metavar, help=settings.describe(s))
+    return parser
+
 
 def main(argv: list[str] | None = None) -> int:
     """Parse operator flags and run kopf until stopped."""
-    parser = argparse.ArgumentParser(prog="specserver-operator")
-    parser.add_argument(
-        "-n",
-        "--namespace",
-        action="append",
-        default=[],
-        help="watch only this namespace (repeatable); default: all namespaces",
-    )
-    parser.add_argument(
-        "--liveness", default="http://0.0.0.0:8080/healthz", help="kopf liveness endpoint URL"
-    )
-    parser.add_argument("--verbose", action="store_true")
-    args = parser.parse_args(argv)
-    kopf.configure(verbose=args.verbose)
+    args = vars(build_parser().parse_args(argv))
+    if args.get("SPECSERVER_NAMESPACES") is not None:
+        args["SPECSERVER_NAMESPACES"] = ",".join(args["SPECSERVER_NAMESPACES"])
+    # Before the operator's modules are imported: they read these variables.
+    os.environ.update(settings.resolve_environ(args, os.environ))
+    value = settings.value
+    namespaces = [n for n in value("SPECSERVER_NAMESPACES").split(",") if n]
+    kopf.configure(verbose=bool(value("SPECSERVER_VERBOSE")))
     from specserver_operator import handlers  # registers the handlers
 
-    handlers.NAMESPACES[:] = args.namespace
+    handlers.NAMESPACES[:] = namespaces
 
     asyncio.run(
         kopf.operator(
-            clusterwide=not args.namespace,
-            namespaces=args.namespace,
-            liveness_endpoint=args.liveness,
+            clusterwide=not namespaces,
+            namespaces=namespaces,
+            liveness_endpoint=value("SPECSERVER_LIVENESS_URL"),
             standalone=True,
         )
     )

@@ -1,8 +1,17 @@
-"""The operator's own Prometheus metrics (``/metrics`` on ``SPECSERVER_METRICS_PORT``)."""
+"""The operator's own Prometheus metrics (``/metrics`` on ``SPECSERVER_METRICS_PORT``).
+
+Counters are exposed with the ``_total`` suffix (prometheus_client appends it). Series labelled
+by SpecServer are removed once their SpecServer is gone (``retain``, called by the cycle), so a
+deleted SpecServer does not linger in the dashboard or in alerts.
+"""
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+#: ``specserver_speculation_mode`` values: with speculation, without, and no engine at all
+#: (invalid spec, nothing deployed yet): distinct, so "off" never hides "not serving".
+MODE_ON, MODE_OFF, MODE_NO_ENGINE = 1, 0, -1
 
 REGISTRY = CollectorRegistry()
 DECISIONS = Counter(
@@ -13,7 +22,13 @@ DECISIONS = Counter(
 )
 MODE = Gauge(
     "specserver_speculation_mode",
-    "1 when the engine runs with speculation.",
+    "1: the engine runs with speculation; 0: without; -1: no engine (invalid or not deployed).",
+    ["namespace", "specserver"],
+    registry=REGISTRY,
+)
+READY = Gauge(
+    "specserver_ready",
+    "1 when the SpecServer's Ready condition is True, else 0.",
     ["namespace", "specserver"],
     registry=REGISTRY,
 )
@@ -22,9 +37,9 @@ EVALUATION = Histogram(
     "Time to evaluate the policy for one SpecServer.",
     registry=REGISTRY,
 )
-QUERY_ERRORS = Gauge(
+QUERY_ERRORS = Counter(
     "specserver_prometheus_query_errors",
-    "Prometheus query cycles that failed since start.",
+    "Prometheus queries (grouped, one per signal) that failed.",
     registry=REGISTRY,
 )
 SWITCHES = Counter(
@@ -72,15 +87,48 @@ CYCLE_ERRORS = Counter(
 )
 
 
-#: Metrics with one series per SpecServer (labels start with namespace, specserver).
-PER_SPECSERVER = (DECISIONS, MODE, SWITCHES)
+#: Metrics with ``namespace`` and ``specserver`` labels (their series die with the SpecServer).
+PER_SPECSERVER = (
+    (DECISIONS, ("namespace", "specserver", "action", "reason")),
+    (MODE, ("namespace", "specserver")),
+    (READY, ("namespace", "specserver")),
+    (SWITCHES, ("namespace", "specserver", "result")),
+)
+_QUERY_ERRORS_SEEN = [0]
 
 
-def forget(namespace: str, name: str) -> None:
-    """Remove every series of a SpecServer that is gone (its labels would live for ever)."""
-    for metric in PER_SPECSERVER:
-        for labels in [k for k in metric._metrics if k[:2] == (namespace, name)]:
-            metric.remove(*labels)
+def mode_value(speculation_mode: str | None) -> int:
+    """The gauge value for ``status.speculationMode`` (None: no engine)."""
+    if speculation_mode is None:
+        return MODE_NO_ENGINE
+    return MODE_ON if speculation_mode == "On" else MODE_OFF
+
+
+def count_query_errors(total: int) -> None:
+    """Advance the query-error counter to ``total`` (the signal caches' running count)."""
+    if total > _QUERY_ERRORS_SEEN[0]:
+        QUERY_ERRORS.inc(total - _QUERY_ERRORS_SEEN[0])
+    _QUERY_ERRORS_SEEN[0] = total
+
+
+def retain(live: set[tuple[str, str]]) -> int:
+    """Remove every per-SpecServer series whose (namespace, name) is not in ``live``.
+
+    Returns:
+        How many series were removed.
+    """
+    removed = 0
+    for metric, names in PER_SPECSERVER:
+        stale = set()
+        for family in metric.collect():
+            for sample in family.samples:
+                key = (sample.labels.get("namespace", ""), sample.labels.get("specserver", ""))
+                if key not in live and set(names) <= set(sample.labels):
+                    stale.add(tuple(sample.labels[n] for n in names))
+        for values in stale:
+            metric.remove(*values)
+            removed += 1
+    return removed
 
 
 def serve(port: int, host: str = "0.0.0.0") -> None:

@@ -34,6 +34,8 @@ class PassCache:
     #: uid -> (generation and annotations, the parsed SpecServer or None, why invalid)
     validated: dict[str, tuple[tuple[Any, ...], Any, str | None]] = field(default_factory=dict)
     last_evaluation: dict[str, float] = field(default_factory=dict)
+    #: per generation: when the HF token Secret was last checked, and the warning (or None)
+    secrets: dict[Generation, tuple[float, tuple[str, str] | None]] = field(default_factory=dict)
     #: namespace -> (listed at, (kind, name, target kind, target name))
     autoscalers: dict[str, tuple[float, list[tuple[str, str, str, str]]]] = field(
         default_factory=dict
@@ -53,7 +55,7 @@ class PassCache:
         """Forget SpecServers that are gone and generations that are old."""
         uids = {uid for uid, _ in live}
         with self.lock:
-            for cache in (self.configs, self.config_failed, self.policy_contexts):
+            for cache in (self.configs, self.config_failed, self.policy_contexts, self.secrets):
                 for key in [k for k in cache if k not in live]:
                     cache.pop(key, None)
             for config_key in [k for k in self.engine_configs if k[:2] not in live]:

@@ -16,10 +16,10 @@ from specserver_operator.engineconfig import EngineConfig
 
 
 def speculation_wanted(spec: SpecServerSpec, status: dict[str, Any]) -> bool:
-    """On/Off from the spec; Auto keeps what runs now (the policy switches it), On at first."""
-    if spec.mode == Mode.ON:
+    """Enabled/Disabled from the spec; Auto keeps what runs (the policy switches), on at first."""
+    if spec.mode == Mode.ENABLED:
         return True
-    if spec.mode == Mode.OFF:
+    if spec.mode == Mode.DISABLED:
         return False
     return bool(status.get("speculationMode", "On") != "Off")
 
@@ -70,13 +70,7 @@ def compute_status(
     if ready:
         put(cond.READY, "True", "EngineReady", ready_msg)
     else:
-        why = "ConfigInvalid" if not valid and deployment is None else "EngineNotReady"
-        put(
-            cond.READY,
-            "False",
-            why,
-            ready_msg if valid or deployment else "nothing deployed until the spec is valid",
-        )
+        put(cond.READY, "False", *_not_ready_cause(cfg, config_error, deployment, ready_msg))
     put(
         cond.PROGRESSING,
         "True" if progressing and valid else "False",
@@ -110,8 +104,29 @@ def compute_status(
         status["maxRunningRequests"] = cfg.max_running_requests
         status["maxRunningRequestsSource"] = cfg.max_running_requests_source
         status["maxRunningRequestsReason"] = cfg.max_running_requests_reason
+        status["memFractionStatic"] = cfg.mem_fraction_static
+        status["memFractionStaticSource"] = cfg.mem_fraction_static_source
+        status["memFractionStaticReason"] = cfg.mem_fraction_static_reason
         status["resolved"] = cfg.resolved
     return status
+
+
+def _not_ready_cause(
+    cfg: EngineConfig | None,
+    config_error: str | None,
+    deployment: dict[str, Any] | None,
+    ready_msg: str,
+) -> tuple[str, str]:
+    """Ready=False's reason and message: the first real cause, not a generic placeholder."""
+    if config_error is not None:
+        reason, cause = "ConfigUnavailable", config_error
+    elif cfg is not None and not cfg.valid:
+        reason, cause = cfg.reason, cfg.message
+    else:
+        return "EngineNotReady", ready_msg
+    if deployment is None:
+        return reason, f"{cause} (nothing deployed until this is fixed)"
+    return reason, f"{cause} (the running engine is kept: {ready_msg})"
 
 
 def _running_speculation(deployment: dict[str, Any] | None) -> bool | None:
@@ -198,6 +213,11 @@ def status_events(
             events.append(("Normal", "EngineReady", new["message"]))
         elif new["type"] == cond.SPECULATION_ACTIVE and new["status"] in ("True", "False"):
             events.append(("Normal", new["reason"], new["message"]))
+    if desired.get("memFractionStaticSource") == "Computed" and (
+        current.get("memFractionStatic") != desired.get("memFractionStatic")
+        or current.get("memFractionStaticSource") != "Computed"
+    ):
+        events.append(("Normal", "MemFractionComputed", desired["memFractionStaticReason"]))
     if cfg is not None and cfg.valid:
         for code, message in cfg.warnings:
             if code not in str(current.get("conditions")):

@@ -16,6 +16,7 @@ import yaml
 from specserver_advisor.models import API_VERSION, KIND, SpecServer
 from specserver_operator.engineconfig import EngineConfig
 from specserver_operator.names import child_name
+from specserver_operator.podpolicy import pod_resources, shm_gib
 
 ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("specserver_operator", "templates"),
@@ -92,6 +93,7 @@ def config_hash(cfg: EngineConfig, server: SpecServer) -> str:
         "image": server.spec.engine.image,
         "env": _env(server),
         "resources": server.spec.resources.model_dump(mode="json"),
+        "requests": pod_resources(server.spec, cfg.weight_gib),
         "volume": _volume(server),
     }
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:16]
@@ -106,12 +108,7 @@ def _context(
     spec = server.spec
     mode = "on" if cfg.speculative else "off"
     res = spec.resources
-    # Quantities as strings: server-side apply's typed patches refuse bare integers.
-    limits: dict[str, Any] = {res.gpu_resource_name: str(res.gpus)}
-    requests: dict[str, Any] = {}
-    for key, value in (("cpu", res.cpu), ("memory", res.memory)):
-        if value:
-            limits[key] = requests[key] = value
+    limits, requests = pod_resources(spec, cfg.weight_gib)
     return {
         "name": child_name(server.metadata.name or ""),
         "namespace": server.metadata.namespace,
@@ -129,6 +126,7 @@ def _context(
         "env": _env(server),
         "limits": limits,
         "requests": requests,
+        "shm_size": f"{shm_gib(res.gpus)}Gi",
         "startup_failures": max(3, spec.engine.startup_timeout_seconds // 10),
         "node_selector": res.node_selector,
         "tolerations": [t.model_dump(by_alias=True, exclude_none=True) for t in res.tolerations],

@@ -4,39 +4,82 @@
 both ``sglang:`` and ``sglang_`` names) and keeps one ``Observation`` per (namespace, name);
 the shared cycle (cycle.py) reads from it. Query failures are counted and leave the cache empty for
 that cycle, which the policy reads as stale metrics.
+
+Only Prometheus URLs the cluster admin allowed are queried (``allowed_urls``: the operator-wide
+``SPECSERVER_PROMETHEUS_URL`` and ``SPECSERVER_PROMETHEUS_ALLOWED_URLS``); a SpecServer's own
+``prometheusUrl`` elsewhere is never contacted. Queries go through the advisor's outbound rules
+(http(s) only, no redirects to other origins with credentials) and an error is a status code and
+a fixed reason: nothing a Prometheus (or anything posing as one) answers reaches a condition.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import threading
 import time
-import urllib.parse
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode, urlsplit
 
-from specserver_advisor.loaders.deadline import DeadlineExceededError, get_within
+from specserver_advisor.loaders import outbound
 from specserver_advisor.policy import Observation
 from specserver_advisor.promql import signal_queries
 from specserver_operator.opmetrics import PROMETHEUS_QUERIES
 
+
+def allowed_urls(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The Prometheus URLs the admin allowed: ``SPECSERVER_PROMETHEUS_URL`` and the
+    comma-separated ``SPECSERVER_PROMETHEUS_ALLOWED_URLS``."""
+    env = os.environ if env is None else env
+    listed = env.get("SPECSERVER_PROMETHEUS_ALLOWED_URLS", "").split(",")
+    urls = [env.get("SPECSERVER_PROMETHEUS_URL", ""), *listed]
+    return tuple(dict.fromkeys(u.strip() for u in urls if u.strip()))
+
+
+def _normal(url: str) -> str:
+    scheme, host, port = outbound.origin(url)
+    return f"{scheme}://{host}:{port}{urlsplit(url).path.rstrip('/')}"
+
+
+def url_refusal(url: str, allowed: tuple[str, ...]) -> str | None:
+    """Why the operator will not query ``url`` (None when it will): a fixed sentence."""
+    problem = outbound.url_problem(url)
+    if problem:
+        return f"Prometheus URL refused: {problem}"
+    if _normal(url) not in {_normal(a) for a in allowed if not outbound.url_problem(a)}:
+        return (
+            f"Prometheus {outbound.redact(url)} is not on the operator's allow-list "
+            "(SPECSERVER_PROMETHEUS_ALLOWED_URLS); it is not queried"
+        )
+    return None
+
+
+class QueryError(RuntimeError):
+    """A query failed; the message is fixed text (never the answer's body)."""
+
+
+def query(url: str, promql: str, timeout_s: float = 10.0) -> list[dict[str, Any]]:
+    """One instant query: the result vector (raises QueryError)."""
+    target = f"{url.rstrip('/')}/api/v1/query?" + urlencode({"query": promql, "timeout": "5s"})
+    try:
+        answer = outbound.get(target, timeout=timeout_s)
+    except outbound.OutboundError as exc:
+        raise QueryError(str(exc)) from exc
+    try:
+        data = json.loads(answer.body)
+        result = data["data"]["result"] if data.get("status") == "success" else None
+    except (ValueError, TypeError, KeyError, AttributeError):
+        result = None
+    if not isinstance(result, list):
+        raise QueryError(f"{outbound.redact(url)}: not a Prometheus query answer")
+    return result
+
+
 #: Total seconds one refresh (all grouped queries to one Prometheus) may take.
 QUERY_BUDGET_S = 10.0
-
-
-def query_vector(url: str, query: str, budget_s: float) -> list[dict[str, Any]]:
-    """An instant PromQL query's result vector, answered within ``budget_s`` in total."""
-    params = urllib.parse.urlencode({"query": query, "timeout": f"{max(1, int(budget_s))}s"})
-    body = get_within(f"{url.rstrip('/')}/api/v1/query?{params}", budget_s)
-    answer = json.loads(body)
-    if not isinstance(answer, dict) or answer.get("status") != "success":
-        raise ValueError("Prometheus did not answer with a success status")
-    data = answer.get("data") or {}
-    result = data.get("result") or []
-    if data.get("resultType") != "vector" or not isinstance(result, list):
-        raise ValueError("not an instant vector")
-    return [item for item in result if isinstance(item, dict)]
 
 
 def refresh_all(caches: list[SignalCache], wait_s: float) -> None:
@@ -58,7 +101,11 @@ class SignalCache:
     last_error: str | None = None
     query_errors: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    allowed: tuple[str, ...] = field(default_factory=allowed_urls)
     running: threading.Thread | None = None
+
+    def __post_init__(self) -> None:
+        self.last_error = url_refusal(self.url, self.allowed)
 
     def refresh(self, now: float | None = None) -> None:
         """Run the grouped queries if the last refresh is older than ``min_interval_s``.
@@ -66,14 +113,18 @@ class SignalCache:
         The queries run outside the lock: readers (``get``) never wait on Prometheus.
         """
         now = time.time() if now is None else now
+        refusal = url_refusal(self.url, self.allowed)
         with self.lock:
+            if refusal:
+                self.observations, self.last_error = {}, refusal
+                return
             if now - self.refreshed_at < self.min_interval_s:
                 return
             self.refreshed_at = now
         try:
             found, error = self._query(now), None
-        except Exception as exc:  # HTTP, socket, JSON and deadline errors alike
-            found, error = {}, f"Prometheus {self.url}: {exc}"
+        except QueryError as exc:
+            found, error = {}, f"Prometheus query failed: {exc}"
         with self.lock:
             self.observations, self.last_error = found, error
             self.query_errors += error is not None
@@ -81,19 +132,22 @@ class SignalCache:
     def _query(self, now: float) -> dict[tuple[str, str], Observation]:
         deadline = time.monotonic() + QUERY_BUDGET_S  # one budget for the whole set
         out: dict[tuple[str, str], Observation] = {}
-        for field_name, query in signal_queries().items():
+        for field_name, promql in signal_queries().items():
             PROMETHEUS_QUERIES.inc()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise DeadlineExceededError(f"queries not answered within {QUERY_BUDGET_S:g}s")
-            for item in query_vector(self.url, query, remaining):
-                labels = item.get("metric") or {}
+                raise QueryError(f"not answered within {QUERY_BUDGET_S:g}s")
+            for item in query(self.url, promql, remaining):
+                labels = item.get("metric", {}) if isinstance(item, dict) else {}
                 key = (str(labels.get("namespace", "")), str(labels.get("specserver", "")))
                 if not all(key):
                     continue
-                value = float(item["value"][1])
+                try:
+                    value = float(item["value"][1])
+                except (KeyError, IndexError, TypeError, ValueError):
+                    continue
                 obs = out.setdefault(key, Observation(ts=now))
-                setattr(obs, field_name, None if not math.isfinite(value) else value)
+                setattr(obs, field_name, value if math.isfinite(value) else None)
         return out
 
     def refresh_in_background(self) -> threading.Thread | None:

@@ -129,11 +129,11 @@ def test_dwell_time_and_switch_budget() -> None:
 
 
 def test_manual_mode_and_pause_override_everything() -> None:
-    d, state = decide(obs(1000), PolicyState(mode=ON), FAST, CTX, spec_mode="Off")
+    d, state = decide(obs(1000), PolicyState(mode=ON), FAST, CTX, spec_mode="Disabled")
     assert (d.action, d.reason, state.mode) == ("disable", "ManualMode", OFF)
     # Honoured at once, even right after a switch and with the budget spent.
     spent = PolicyState(mode=OFF, last_switch=999.0, switch_times=[999.0] * 4)
-    d, state = decide(obs(1000, running=None), spent, FAST, CTX, spec_mode="On")
+    d, state = decide(obs(1000, running=None), spent, FAST, CTX, spec_mode="Enabled")
     assert (d.action, d.reason, state.mode) == ("enable", "ManualMode", ON)
     d, _ = decide(obs(1000, accept_length=1.0), PolicyState(mode=ON), FAST, CTX, paused=True)
     assert (d.action, d.reason) == ("keep", "Paused")

@@ -54,7 +54,14 @@ def test_every_example_applies_and_lists(kube: KubeHandle, namespace: str) -> No
     expected = {yaml.safe_load(p.read_text())["metadata"]["name"] for p in examples}
     assert names == expected
     table = kube.kubectl("get", "sps", "-n", namespace).stdout.splitlines()[0].split()
-    assert table == ["NAME", "MODE", "ACCEPT", "TTFT-P99", "READY", "AGE"]
+    assert table == ["NAME", "MODE", "ACCEPT", "TTFT-P99", "READY", "REASON", "AGE"]
+    wide = kube.kubectl("get", "sps", "-n", namespace, "-o", "wide").stdout.splitlines()
+    assert wide[0].split() == [
+        "NAME", "MODE", "ACCEPT", "TTFT-P99", "READY", "REASON",
+        "ALGORITHM", "GPU", "CAP", "CAP-SOURCE", "MESSAGE", "AGE",
+    ]  # fmt: skip
+    deepseek = next(line for line in wide if line.startswith("deepseek-v3 "))
+    assert "NEXTN" in deepseek and "H200" in deepseek
 
 
 @pytest.mark.parametrize(
@@ -129,3 +136,30 @@ def test_kubectl_explain_shows_field_descriptions(kube: KubeHandle) -> None:
     text = kube.kubectl("explain", "specserver.spec.speculative").stdout
     assert "numSteps" in text and "--speculative-num-steps" in text
     assert "<integer>" in text
+
+
+@pytest.mark.parametrize("old", ["On", "Off"])
+def test_old_mode_values_are_refused_naming_the_new_ones(
+    kube: KubeHandle, namespace: str, old: str
+) -> None:
+    done = kube.kubectl(
+        "apply",
+        "--validate=false",
+        "-n",
+        namespace,
+        "-f",
+        "-",
+        input=json.dumps(_with("mode", old)),
+        check=False,
+    )
+    assert done.returncode != 0
+    assert "spec.mode" in done.stderr and f'"{old}"' in done.stderr, done.stderr
+    assert all(f'"{new}"' in done.stderr for new in ("Enabled", "Disabled", "Auto")), done.stderr
+
+
+def test_bare_enabled_and_disabled_survive_kubectls_yaml(kube: KubeHandle, namespace: str) -> None:
+    text = yaml.safe_dump(BASE).replace("mode: Auto", "mode: Disabled")
+    assert "mode: Disabled\n" in text  # bare, as people write it
+    kube.kubectl("apply", "-n", namespace, "-f", "-", input=text)
+    got = json.loads(kube.kubectl("get", "sps", "probe", "-n", namespace, "-o", "json").stdout)
+    assert got["spec"]["mode"] == "Disabled"

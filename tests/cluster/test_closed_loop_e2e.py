@@ -2,8 +2,8 @@
 running simulated engines, and the operator as a process (killed and restarted on purpose).
 
 Covers what the demo does not: steady load never switches; Prometheus stopped means
-``MetricsStale``/``MetricsAvailable=False`` and no switch; ``mode: Off`` set by hand during Auto
-is honoured at once; an operator killed in the middle of a
+``MetricsStale``/``MetricsAvailable=False`` and no switch; ``mode: Disabled`` set by hand during
+Auto is honoured at once; an operator killed in the middle of a
 BlueGreen switch completes exactly that one switch after restart, and the Service moves only
 when the operator sees the standby Ready.
 """
@@ -17,6 +17,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -66,6 +68,9 @@ class Stack:
         self.kube, self.prom, self.state = kube, prom, state
         self.operator: subprocess.Popen[bytes] | None = None
         self.agent: subprocess.Popen[bytes] | None = None
+        #: The operator's own metrics, scraped by the session's Prometheus (honorLabels, as the
+        #: PodMonitor): the same port across restarts.
+        self.metrics_port = free_loopback_port()
 
     def env(self) -> dict[str, str]:
         return dict(
@@ -76,6 +81,8 @@ class Stack:
             SPECSERVER_PROMETHEUS_URL=self.prom.url,
             SPECSERVER_CYCLE_SECONDS="2",
             SPECSERVER_QUERY_INTERVAL_SECONDS="2",
+            SPECSERVER_METRICS_PORT=str(self.metrics_port),
+            SPECSERVER_METRICS_ADDRESS="127.0.0.1",
         )
 
     def start_operator(self) -> None:
@@ -94,6 +101,7 @@ class Stack:
             stderr=subprocess.STDOUT,
         )
         log.close()
+        self.prom.write_operator_targets([f"127.0.0.1:{self.metrics_port}"])
 
     def kill_operator(self) -> None:
         """SIGKILL: no cleanup, as a crashed or evicted operator."""
@@ -141,6 +149,7 @@ class Stack:
             self.agent.terminate()  # the agent stops its engines on SIGTERM
             self.agent.wait(timeout=60)
         self.prom.write_targets([])
+        self.prom.write_operator_targets([])
 
 
 @pytest.fixture
@@ -178,6 +187,24 @@ def serving(kube: KubeHandle, namespace: str) -> str | None:
     return (svc.get("spec") or {}).get("selector", {}).get("specserver.io/mode")
 
 
+def dashboard_queries(namespace: str) -> dict[str, str]:
+    """Each panel's PromQL with the dashboard's variables filled in for this namespace."""
+    dash = json.loads((REPO / "manifests" / "grafana" / "specserver-dashboard.json").read_text())
+    out = {}
+    for panel in dash["panels"]:
+        for target in panel["targets"]:
+            expr = target["expr"].replace("$__rate_interval", "1m")
+            expr = expr.replace("$namespace", namespace).replace("$specserver", ".*")
+            out[f"{panel['title']} {target['refId']}"] = expr
+    return out
+
+
+def query(prom: Any, expr: str) -> list[Any]:
+    url = f"{prom.url}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        return list(json.loads(resp.read())["data"]["result"])
+
+
 def test_steady_load_holds_prometheus_stopped_is_stale_and_manual_off_is_immediate(
     kube: KubeHandle, namespace: str, stack: Stack, prom: Any
 ) -> None:
@@ -192,6 +219,17 @@ def test_steady_load_holds_prometheus_stopped_is_stale_and_manual_off_is_immedia
         60,
         "MetricsAvailable=True",
     )
+    # Every dashboard panel has data in this Prometheus (the operator's series through its
+    # metrics port, honorLabels; the engines' through the agent), except the decisions panel:
+    # steady load makes no enable/disable decision.
+    panels = {k: v for k, v in dashboard_queries(namespace).items() if "Decisions" not in k}
+    wait_for(
+        lambda: all(query(prom, expr) for expr in panels.values()),
+        60,
+        f"series for every dashboard panel ({', '.join(panels)})",
+    )
+    mode = query(prom, f'specserver_speculation_mode{{namespace="{namespace}"}}')
+    assert [float(m["value"][1]) for m in mode] == [1.0]
     worker.join(timeout=90)
     st = status(kube, namespace)
     assert not st.get("decisions"), st.get("decisions")
@@ -222,9 +260,9 @@ def test_steady_load_holds_prometheus_stopped_is_stale_and_manual_off_is_immedia
     finally:
         prom.up()
 
-    # mode: Off by hand during Auto is honoured at once (not a policy decision, no ledger entry).
+    # mode: Disabled by hand during Auto is honoured at once (no policy decision, no ledger entry).
     doc = spec(minDwellSeconds=0)
-    doc["spec"]["mode"] = "Off"
+    doc["spec"]["mode"] = "Disabled"
     started = time.monotonic()
     apply(kube, namespace, doc)
     wait_for(
@@ -239,7 +277,7 @@ def test_steady_load_holds_prometheus_stopped_is_stale_and_manual_off_is_immedia
 
 
 def test_operator_killed_mid_switch_completes_exactly_one_switch(
-    kube: KubeHandle, namespace: str, stack: Stack
+    kube: KubeHandle, namespace: str, stack: Stack, prom: Any
 ) -> None:
     # Any measured TTFT breaches a 1 ms SLO: the first evaluation with load switches off.
     apply(
@@ -250,6 +288,10 @@ def test_operator_killed_mid_switch_completes_exactly_one_switch(
     url = wait_for(lambda: stack.endpoint(namespace), 120, "the engine Ready")
     worker = load(url, 4, 120)
     switch = wait_for(lambda: status(kube, namespace).get("switch"), 90, "a switch recorded")
+    # The dashboard's decisions panel has the decision (scraped from the operator's metrics).
+    (decisions,) = [v for k, v in dashboard_queries(namespace).items() if "Decisions" in k]
+    found = wait_for(lambda: query(prom, decisions), 15, "the decision in the dashboard panel")
+    assert found[0]["metric"]["reason"] == "TTFTSLOBreached"
     stack.kill_operator()
     assert switch["target"] == "Off" and switch["reason"] == "TTFTSLOBreached"
     # The standby starts without the operator; traffic stays where it was.

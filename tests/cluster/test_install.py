@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import pytest
+
 from conftest import REPO, KubeHandle
+
+
+@pytest.fixture(autouse=True)
+def _no_webhook_left(kube: KubeHandle) -> Iterator[None]:
+    """Nothing serves the installed webhook here: later tests must not go through it."""
+    yield
+    kube.kubectl("delete", "validatingwebhookconfiguration", "specserver-validation", check=False)
 
 
 def test_install_and_least_privilege(kube: KubeHandle) -> None:
@@ -17,9 +28,10 @@ def test_install_and_least_privilege(kube: KubeHandle) -> None:
 
     assert can("patch", "specservers.specserver.io")
     assert can("patch", "specservers.specserver.io/status")
-    assert can("create", "deployments.apps") and can("create", "services")
-    assert can("create", "events") and can("get", "secrets") and can("list", "pods")
-    assert not can("list", "secrets") and not can("delete", "pods")
+    assert can("create", "deployments.apps") and can("patch", "services")
+    assert can("create", "events") and can("get", "configmaps")
+    # No Secrets and no Pods (docs/security.md; test_tenant_isolation.py snapshots the rest).
+    assert not can("get", "secrets") and not can("list", "secrets") and not can("list", "pods")
     assert not can("create", "clusterroles.rbac.authorization.k8s.io")
     assert not can("create", "pods") and not can("update", "configmaps")
     assert can("create", "leases.coordination.k8s.io", "specserver-system")
@@ -36,3 +48,27 @@ def test_install_and_least_privilege(kube: KubeHandle) -> None:
         "jsonpath={.spec.template.spec.containers[0].securityContext}",
     )
     assert '"readOnlyRootFilesystem":true' in deploy.stdout
+
+
+def test_install_registers_the_webhook_and_lets_the_operator_keep_its_ca(kube: KubeHandle) -> None:
+    kube.kubectl("apply", "-f", str(REPO / "crds"))
+    kube.kubectl("apply", "-k", str(REPO / "manifests"))
+    got = kube.kubectl(
+        "get", "validatingwebhookconfiguration", "specserver-validation", "-o",
+        "jsonpath={.webhooks[0].failurePolicy} {.webhooks[0].clientConfig.service.name}",
+    )  # fmt: skip
+    assert got.stdout == "Ignore specserver-operator-webhook"
+    sa = "system:serviceaccount:specserver-system:specserver-operator"
+
+    def can(*args: str) -> bool:
+        out = kube.kubectl("auth", "can-i", *args, "--as", sa, check=False)
+        return out.stdout.strip() == "yes"
+
+    hook = "validatingwebhookconfigurations.admissionregistration.k8s.io"
+    assert can("patch", f"{hook}/specserver-validation")
+    assert not can("patch", f"{hook}/someone-else")
+    tls = "secrets/specserver-webhook-tls"
+    assert can("patch", tls, "-n", "specserver-system") and can(
+        "create", "secrets", "-n", "specserver-system"
+    )
+    assert not can("create", "secrets", "-n", "llm")

@@ -207,11 +207,11 @@ def test_short_draft_is_refused_then_fixed(
     assert fixed["status"]["observedGeneration"] == fixed["metadata"]["generation"]
 
 
-def test_mode_off_renders_no_speculative_flags(
+def test_mode_disabled_renders_no_speculative_flags(
     kube: KubeHandle, namespace: str, operator: Operator
 ) -> None:
     doc = example()
-    doc["spec"]["mode"] = "Off"
+    doc["spec"]["mode"] = "Disabled"
     apply(kube, namespace, doc)
     dep = wait_for(lambda: get(kube, "deployment", namespace, "qwen3-8b"), 60, "Deployment")
     assert not [a for a in engine_args(dep) if a.startswith("--speculative")]
@@ -311,13 +311,14 @@ def test_no_metrics_holds_the_mode_and_manual_off_is_immediate(
     )
     metrics = condition(sps, "MetricsAvailable")
     assert metrics["status"] == "False"  # type: ignore[index]
-    assert metrics["reason"] == "PrometheusUnavailable"  # type: ignore[index]
+    assert metrics["reason"] == "NoPrometheusURL"  # type: ignore[index]
+    assert "no Prometheus URL configured" in metrics["message"]  # type: ignore[index]
     time.sleep(12)
     sps = get(kube, "sps", namespace, "qwen3-8b")
     assert sps["status"]["lastDecisionReason"] == "MetricsStale"  # type: ignore[index]
     assert not sps["status"].get("decisions")  # type: ignore[index]
     assert sps["status"]["speculationMode"] == "On"  # type: ignore[index]
-    doc["spec"]["mode"] = "Off"
+    doc["spec"]["mode"] = "Disabled"
     started = time.monotonic()
     apply(kube, namespace, doc)
     dep = wait_for(
@@ -327,7 +328,7 @@ def test_no_metrics_holds_the_mode_and_manual_off_is_immediate(
             and d
         ),
         30,
-        "mode Off",
+        "mode Disabled",
     )
     assert time.monotonic() - started < 15
     assert not [a for a in engine_args(dep) if a.startswith("--speculative")]

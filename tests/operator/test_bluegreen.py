@@ -40,10 +40,10 @@ def test_serving_mode_reads_the_service_selector() -> None:
     assert bluegreen.serving_mode(None) is None
 
 
-# The controller-seam SpecServer of test_autopilot, in mode On with the BlueGreen strategy.
+# The controller-seam SpecServer of test_autopilot, in mode Enabled with the BlueGreen strategy.
 BODY: dict[str, Any] = copy.deepcopy(SPEC)
 BODY["metadata"]["uid"] = "u-bg"
-BODY["spec"]["mode"] = "On"
+BODY["spec"]["mode"] = "Enabled"
 BODY["spec"]["autoSpeculation"] = {"switchStrategy": "BlueGreen"}
 
 
@@ -115,26 +115,26 @@ def condition(store: Store, type_: str) -> dict[str, Any]:
 
 def test_blue_green_switch_moves_the_service_only_after_the_standby_is_ready() -> None:
     store = Store()
-    reconcile(store, "On", 1)
+    reconcile(store, "Enabled", 1)
     assert store.replicas("x-on") == 1 and store.replicas("x-off") == 0
     assert store.selector()["specserver.io/mode"] == "on"
     off_args = store.objects[("Deployment", "x-off")]["spec"]["template"]["spec"]["containers"][0]
     assert not [a for a in off_args["args"] if a.startswith("--speculative")]
     store.ready_deployments.add("x-on")
-    reconcile(store, "On", 1)
+    reconcile(store, "Enabled", 1)
     assert store.status["speculationMode"] == "On"
 
-    reconcile(store, "Off", 2)  # the standby starts; traffic stays on the speculative engine
+    reconcile(store, "Disabled", 2)  # the standby starts; traffic stays on the speculative engine
     assert store.replicas("x-off") == 1 and store.replicas("x-on") == 1
     assert store.selector()["specserver.io/mode"] == "on"
     progressing = condition(store, "Progressing")
     assert progressing["status"] == "True" and progressing["reason"] == "BlueGreenSwitch"
     assert store.status["speculationMode"] == "On"
-    reconcile(store, "Off", 2)  # still not Ready: nothing moves
+    reconcile(store, "Disabled", 2)  # still not Ready: nothing moves
     assert store.selector()["specserver.io/mode"] == "on"
 
     store.ready_deployments.add("x-off")
-    reconcile(store, "Off", 2)
+    reconcile(store, "Disabled", 2)
     assert store.selector()["specserver.io/mode"] == "off"
     assert store.replicas("x-on") == 0 and store.replicas("x-off") == 1
     assert store.status["speculationMode"] == "Off"
@@ -150,10 +150,10 @@ def test_moving_to_blue_green_deletes_the_old_deployment_only_once_the_new_one_s
     controller.reconcile(store, body, "2026-01-01T00:00:00Z", now_ts=1000.0)  # type: ignore[arg-type]
     assert ("Deployment", "x") in store.objects
     store.ready_deployments.add("x")
-    reconcile(store, "On", 2)
+    reconcile(store, "Enabled", 2)
     assert ("Deployment", "x") in store.objects and not store.deleted
     store.ready_deployments.add("x-on")
-    out = reconcile(store, "On", 2)
+    out = reconcile(store, "Enabled", 2)
     assert store.deleted == ["x"]
     assert ("Normal", "ChildRemoved") in {(t, r) for t, r, _ in out.events}
 
@@ -171,11 +171,11 @@ def test_a_deployment_of_another_owner_is_never_taken_over() -> None:
         "spec": {"replicas": 1, "template": {"metadata": {"labels": {"app": "theirs"}}}},
     }
     store.objects[("Deployment", "x-off")] = copy.deepcopy(theirs)
-    out = reconcile(store, "On", 1)
+    out = reconcile(store, "Enabled", 1)
     assert store.objects[("Deployment", "x-off")] == theirs
     progressing = condition(store, "Progressing")
     assert progressing["reason"] == "NameConflict" and "Deployment x-off" in progressing["message"]
     assert ("Warning", "NameConflict") in {(t, r) for t, r, _ in out.events}
-    again = reconcile(store, "On", 1)  # reported once, not every cycle
+    again = reconcile(store, "Enabled", 1)  # reported once, not every cycle
     assert ("Warning", "NameConflict") not in {(t, r) for t, r, _ in again.events}
     assert store.replicas("x-on") == 1  # its own engine still runs

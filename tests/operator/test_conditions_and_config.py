@@ -144,3 +144,15 @@ def test_status_for_an_invalid_spec_keeps_a_healthy_engine_ready() -> None:
     assert by_type["Ready"]["status"] == "True"
     assert status["observedGeneration"] == 5
     assert status_changes(status, status) == {}
+
+
+def test_nextn_without_a_draft_on_a_target_without_mtp_layers_is_invalid() -> None:
+    s = server(
+        speculative={"algorithm": "NEXTN", "numSteps": 3, "eagleTopk": 1, "numDraftTokens": 4}
+    )
+    s.spec.draft = None
+    cfg = build_engine_config(s.spec, QWEN, True)
+    assert not cfg.valid and cfg.reason == "SPEC007" and "NEXTN" in cfg.message
+    no_mtp = {**load_config("deepseek-v3"), "num_nextn_predict_layers": 0}
+    cfg = build_engine_config(s.spec, ModelConfigs(no_mtp, None, None, None, "t"), True)
+    assert not cfg.valid and cfg.reason == "SPEC007"

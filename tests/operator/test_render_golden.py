@@ -17,7 +17,7 @@ import yaml
 
 from conftest import REPO
 from specserver_advisor.loaders.configs import bundled
-from specserver_advisor.models import SpecServer
+from specserver_advisor.models import Mode, SpecServer
 from specserver_advisor.sglang.flags import parse_server_argv
 from specserver_advisor.sglang.resolve import resolve_launch
 from specserver_operator import bluegreen
@@ -38,7 +38,7 @@ def render(path: Path) -> list[dict[str, Any]]:
     draft = bundled(server.spec.draft.path) if server.spec.draft else None
     assert target is not None
     configs = ModelConfigs(target.config, draft.config if draft else None, None, None, "t")
-    cfg = build_engine_config(server.spec, configs, server.spec.mode.value != "Off")
+    cfg = build_engine_config(server.spec, configs, server.spec.mode != Mode.DISABLED)
     assert cfg.valid, cfg.message
     uid = "00000000-0000-0000-0000-000000000000"
     auto = server.spec.auto_speculation

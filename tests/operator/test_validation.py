@@ -59,7 +59,6 @@ def test_a_plain_spec_has_no_problems() -> None:
         ("modelSource.volume", {"hostPath": "/m", "mountPath": "/dev/shm"}, "mountPath"),
         ("modelSource.volume", {"hostPath": "/m", "mountPath": "models"}, "mountPath"),
         ("modelSource.volume", {"hostPath": "/m", "mountPath": "/a/../proc"}, "mountPath"),
-        ("modelSource.configMapName", "Not_A_Name", "spec.modelSource.configMapName"),
         ("resources.tolerations", [{"operator": "Maybe"}], "tolerations[0].operator"),
     ],
 )

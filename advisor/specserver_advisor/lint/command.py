@@ -1,30 +1,49 @@
-"""``specserver-advisor lint`` and ``explain``: arguments, configuration files, exit codes.
+"""``specserver-advisor lint`` and ``explain``: arguments, configuration, exit codes.
 
-Exit 0 clean, 1 findings at or above ``--fail-on`` (default warning), 2 usage error or
-unreadable input. Configuration: ``[tool.specserver-advisor]`` in pyproject.toml or
-``.specserver-advisor.yaml`` (keys select, ignore, fail-on, model-dirs, gpu).
+Exit 0 clean, 1 findings at or above ``--fail-on`` (default warning), 2 usage error (an unknown
+rule, option value or configuration key, with the valid choices) or unreadable input.
+Configuration: ``[tool.specserver-advisor]`` in pyproject.toml or ``.specserver-advisor.yaml``,
+discovered from the working directory up to the repository root (``settings.py``).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any
 
 from specserver_advisor.errors import UsageError
+from specserver_advisor.lint.files import DEFAULT_EXCLUDE, STDIN
 from specserver_advisor.lint.model import SEVERITIES
+from specserver_advisor.lint.selection import enabled_codes
+from specserver_advisor.lint.settings import Settings, load_settings, repo_root
 
 
 def add_parsers(sub: Any) -> None:
     """Register lint and explain."""
     p = sub.add_parser("lint", help="find speculative-decoding mistakes in config files")
-    p.add_argument("paths", nargs="+", type=Path)
+    p.add_argument("paths", nargs="+", type=Path, help="files or directories; - reads stdin")
     p.add_argument("--format", choices=["text", "json", "sarif", "github"], default="text")
     p.add_argument("--fail-on", choices=SEVERITIES, default=None)
-    p.add_argument("--select", action="append", default=[], help="codes or names (repeatable)")
-    p.add_argument("--ignore", action="append", default=[], help="codes or names (repeatable)")
+    p.add_argument(
+        "--select",
+        action="append",
+        default=None,
+        help="codes, names, prefixes or ALL; comma-separated, repeatable (default ALL)",
+    )
+    p.add_argument("--extend-select", action="append", default=[], help="add to the selection")
+    p.add_argument("--ignore", action="append", default=[], help="codes, names or prefixes")
+    p.add_argument(
+        "--exclude",
+        action="append",
+        default=None,
+        help="glob patterns to skip, replacing the defaults (repeatable, comma-separated)",
+    )
+    p.add_argument("--extend-exclude", action="append", default=[], help="add exclude patterns")
+    p.add_argument(
+        "--stdin-filename", default=None, help="name (and kind, by suffix) of what - reads"
+    )
     p.add_argument(
         "--model-dir",
         action="append",
@@ -41,79 +60,87 @@ def add_parsers(sub: Any) -> None:
     e.add_argument("rule", help="code (SPEC003) or name (context-override-env)")
 
 
-def load_settings(path: Path | None) -> dict[str, Any]:
-    """Settings from an explicit file, pyproject.toml or .specserver-advisor.yaml in cwd."""
-    candidates = [path] if path else [Path(".specserver-advisor.yaml"), Path("pyproject.toml")]
-    for candidate in candidates:
-        if candidate is None or not candidate.exists():
-            if path is not None:
-                raise UsageError(f"config file {path} not found")
-            continue
-        try:
-            if candidate.suffix == ".toml":
-                data = tomllib.loads(candidate.read_text())
-                section = (data.get("tool") or {}).get("specserver-advisor")
-                if section is None:
-                    continue
-                return dict(section)
-            from ruamel.yaml import YAML
-
-            loaded = YAML(typ="safe").load(candidate.read_text()) or {}
-            if not isinstance(loaded, dict):
-                raise UsageError(f"{candidate}: expected a mapping")
-            return dict(loaded)
-        except (tomllib.TOMLDecodeError, ValueError) as exc:
-            raise UsageError(f"{candidate}: {exc}") from exc
-    return {}
+def _patterns(values: list[str] | None) -> list[str] | None:
+    if values is None:
+        return None
+    return [v.strip() for value in values for v in value.split(",") if v.strip()]
 
 
-def _as_list(value: Any) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [v.strip() for v in value.split(",") if v.strip()]
-    return [str(v) for v in value]
+def build_options(a: argparse.Namespace, settings: Settings) -> Any:
+    """The engine options from the arguments over the settings (arguments win)."""
+    from specserver_advisor.lint.engine import Options
+
+    select = a.select if a.select is not None else settings.items("select")
+    enabled = enabled_codes(
+        select,
+        [*(settings.items("extend-select") or []), *a.extend_select],
+        [*(settings.items("ignore") or []), *a.ignore],
+    )
+    exclude = _patterns(a.exclude) or settings.items("exclude") or list(DEFAULT_EXCLUDE)
+    exclude += [*(settings.items("extend-exclude") or []), *(_patterns(a.extend_exclude) or [])]
+    gpu = a.gpu or settings.values.get("gpu")
+    stdin = sys.stdin.read() if STDIN in a.paths else None
+    return Options(
+        enabled=enabled,
+        exclude=exclude,
+        model_dirs=list(a.model_dir) + settings.paths("model-dirs"),
+        fetch_configs=a.fetch_configs,
+        gpu=str(gpu) if gpu else None,
+        stdin=stdin,
+        stdin_name=a.stdin_filename or "-",
+    )
 
 
 def run_lint(a: argparse.Namespace) -> int:
     """Lint, print, return the exit code."""
     from specserver_advisor.lint import render
-    from specserver_advisor.lint.engine import Options, lint
+    from specserver_advisor.lint.engine import run
 
-    settings = load_settings(a.config)
-    fail_on = a.fail_on or settings.get("fail-on") or "warning"
+    settings = load_settings(a.config, Path.cwd())
+    fail_on = a.fail_on or settings.values.get("fail-on") or "warning"
     if fail_on not in SEVERITIES:
-        raise UsageError(f"fail-on must be one of {', '.join(SEVERITIES)}")
+        raise UsageError(f"fail-on must be one of {', '.join(SEVERITIES)}, got {fail_on!r}")
     for p in a.paths:
-        if not p.exists():
+        if p != STDIN and not p.exists():
             raise UsageError(f"{p}: no such file or directory")
-    options = Options(
-        select=set(a.select or _as_list(settings.get("select"))),
-        ignore=set(a.ignore) | set(_as_list(settings.get("ignore"))),
-        model_dirs=list(a.model_dir) + [Path(d) for d in _as_list(settings.get("model-dirs"))],
-        fetch_configs=a.fetch_configs,
-        gpu=a.gpu or settings.get("gpu"),
-    )
-    diagnostics, _ = lint(a.paths, options)
-    out = render.RENDERERS[a.format](diagnostics)
+    options = build_options(a, settings)
+    report = run(a.paths, options)
+    base = repo_root(Path.cwd().resolve()) or Path.cwd().resolve()
+    out = render.render(a.format, report, base)
     if out:
         print(out)
-    if any(d.code == "INPUT001" for d in diagnostics):
+    if report.files == 0:
+        shown = " ".join(str(p) for p in a.paths)
+        print(
+            f"specserver-advisor: nothing linted: no YAML or shell files in {shown}"
+            + (f" ({report.excluded} excluded)" if report.excluded else ""),
+            file=sys.stderr,
+        )
+        return 2 if not report.excluded else 0
+    if report.launches == 0 and a.format != "text":
+        print(
+            f"specserver-advisor: {report.files} file(s) read, no SGLang launch, benchmark "
+            "command or SpecServer found",
+            file=sys.stderr,
+        )
+    if any(d.code == "INPUT001" for d in report.diagnostics):
         return 2
     threshold = SEVERITIES.index(fail_on)
-    return 1 if any(SEVERITIES.index(d.severity) >= threshold for d in diagnostics) else 0
+    return 1 if any(SEVERITIES.index(d.severity) >= threshold for d in report.diagnostics) else 0
 
 
 def run_explain(a: argparse.Namespace) -> int:
-    """Print a rule's documentation."""
-    from specserver_advisor.lint.rules import lookup
+    """Print the documentation of any code the tool can print."""
+    from specserver_advisor.lint.rules import describe
+    from specserver_advisor.lint.selection import valid_choices
 
     try:
-        module = lookup(a.rule)
+        doc = describe(a.rule)
     except KeyError as exc:
-        raise UsageError(f"no rule {a.rule!r}; see docs/rules.md") from exc
-    print(f"{module.CODE} {module.NAME} ({module.SEVERITY})")
-    print((module.__doc__ or "").strip().split("\n", 1)[-1].rstrip())
-    print(f"Fix: {module.FIX}")
+        raise UsageError(f"no rule {a.rule!r}; {valid_choices()}") from exc
+    print(f"{doc.code} {doc.name} ({doc.severity})")
+    print(doc.summary)
+    print(doc.doc)
+    print(f"Fix: {doc.fix}")
     sys.stdout.flush()
     return 0

@@ -1,35 +1,30 @@
 """Run the lint rules over files: find launches, load model configs once, apply suppressions.
 
-Called by ``specserver-advisor lint``. Broken input (bad YAML, binary or huge files, invalid
-SpecServers) becomes one ``INPUT001`` diagnostic for that file, never a traceback.
+Called by ``specserver-advisor lint``. ``files`` picks the files (excludes, stdin), ``sources``
+and ``shell`` find the launches, every rule in the registry runs on every launch it applies
+to, ``suppress`` applies suppressions. Broken input (bad YAML, binary or huge files, invalid
+SpecServers, unterminated shell quotes) becomes one ``INPUT001`` diagnostic for that file at the
+line it broke (``INFO003`` for template syntax), never a traceback; shell variables the file
+never sets become ``INFO002``.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from specserver_advisor.lint import suppress
+from specserver_advisor.lint.files import DEFAULT_EXCLUDE, STDIN, YAML_EXT, select_files
 from specserver_advisor.lint.model import Context, Diagnostic, Launch
 from specserver_advisor.lint.rules import ENGINE_CODES, RULES
-from specserver_advisor.lint.sources import InputError, from_shell, from_yaml, suppressions
+from specserver_advisor.lint.selection import known_codes
+from specserver_advisor.lint.shell import from_shell
+from specserver_advisor.lint.shellwords import ShellSyntaxError
+from specserver_advisor.lint.sources import InputError, from_yaml, looks_like_template
 from specserver_advisor.lint.specservers import SpecServerError, launch_from_specserver
 
-YAML_EXT = (".yaml", ".yml")
-SHELL_EXT = (".sh", ".bash")
-SKIP_DIRS = {
-    ".git",
-    ".venv",
-    "venv",
-    "node_modules",
-    "__pycache__",
-    ".mypy_cache",
-    ".ruff_cache",
-    ".pytest_cache",
-    ".tox",
-}
 MAX_BYTES = 2_000_000
 
 
@@ -37,60 +32,77 @@ MAX_BYTES = 2_000_000
 class Options:
     """What the user asked for."""
 
-    select: set[str] = field(default_factory=set)
-    ignore: set[str] = field(default_factory=set)
+    #: Codes to report (None: all).
+    enabled: frozenset[str] | None = None
+    exclude: list[str] = field(default_factory=lambda: list(DEFAULT_EXCLUDE))
     model_dirs: list[Path] = field(default_factory=list)
     fetch_configs: bool = False
     gpu: str | None = None
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+    #: Text read for the path ``-``, and the name to report it under (its suffix picks the kind).
+    stdin: str | None = None
+    stdin_name: str = "-"
+
+    def codes(self) -> frozenset[str]:
+        return self.enabled if self.enabled is not None else frozenset(known_codes())
 
 
-def iter_files(paths: Iterable[Path]) -> Iterable[Path]:
-    """Files to lint: given files as they are; directories walked for YAML and shell."""
-    for path in paths:
-        if path.is_dir():
-            for root, dirs, files in os.walk(path):
-                dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
-                for name in sorted(files):
-                    if name.endswith(YAML_EXT + SHELL_EXT):
-                        yield Path(root) / name
-        else:
-            yield path
+@dataclass
+class Report:
+    """What a lint run found and how much it looked at."""
+
+    diagnostics: list[Diagnostic]
+    files: int
+    launches: int
+    excluded: int
+
+
+def engine_diag(code: str, path: str, line: int, column: int, message: str, fix: str) -> Diagnostic:
+    """A diagnostic for one of the engine's own codes."""
+    name, severity = ENGINE_CODES[code]
+    return Diagnostic(path, line, column, code, name, severity, message, fix)
 
 
 def _input_error(path: str, message: str, line: int = 1, column: int = 1) -> Diagnostic:
-    name, severity = ENGINE_CODES["INPUT001"]
-    return Diagnostic(
+    return engine_diag(
+        "INPUT001",
         path,
         line,
         column,
-        "INPUT001",
-        name,
-        severity,
         message,
         "Fix the file so it parses, or exclude it from the lint run.",
     )
 
 
-def read_launches(path: Path) -> tuple[list[Launch], list[Diagnostic], str]:
-    """Launches found in one file, input diagnostics, and the text (for suppressions)."""
-    name = str(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        return [], [_input_error(name, f"cannot read: {exc.strerror or exc}")], ""
+def decode(name: str, raw: bytes) -> tuple[str | None, list[Diagnostic]]:
+    """The text of a file, or the INPUT001 that says why it cannot be linted."""
     if len(raw) > MAX_BYTES:
-        return [], [_input_error(name, f"file too large to lint ({len(raw)} bytes)")], ""
+        return None, [_input_error(name, f"file too large to lint ({len(raw)} bytes)")]
     if b"\x00" in raw[:8192]:
-        return [], [_input_error(name, "binary file")], ""
+        return None, [_input_error(name, "binary file")]
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8"), []
     except UnicodeDecodeError:
-        return [], [_input_error(name, "not UTF-8 text")], ""
+        return None, [_input_error(name, "not UTF-8 text")]
+
+
+def _is_yaml(name: str, text: str) -> bool:
+    if name.endswith(YAML_EXT):
+        return True
+    if name.endswith((".sh", ".bash")):
+        return False
+    first = next((ln for ln in text.splitlines() if ln.strip()), "")
+    return not first.startswith("#!") and (
+        first.startswith(("---", "apiVersion:", "kind:", "services:")) or ": " in first
+    )
+
+
+def launches_in_text(name: str, text: str) -> tuple[list[Launch], list[Diagnostic]]:
+    """Launches found in one file's text, and input diagnostics."""
     launches: list[Launch] = []
     problems: list[Diagnostic] = []
     try:
-        if name.endswith(YAML_EXT):
+        if _is_yaml(name, text):
             launches, specservers = from_yaml(name, text)
             for doc in specservers:
                 try:
@@ -100,11 +112,43 @@ def read_launches(path: Path) -> tuple[list[Launch], list[Diagnostic], str]:
                         _input_error(name, str(exc), exc.position.line, exc.position.column)
                     )
         else:
-            launches = from_shell(name, text)
+            try:
+                launches = from_shell(name, text)
+            except ShellSyntaxError as exc:
+                raise InputError(f"cannot parse shell script: {exc}", exc.line, exc.column) from exc
     except InputError as exc:
-        problems.append(_input_error(name, str(exc)))
+        if looks_like_template(text):
+            problems.append(
+                engine_diag(
+                    "INFO003",
+                    name,
+                    exc.line,
+                    exc.column,
+                    "a template (`{{ }}` outside YAML values), not linted",
+                    "Lint the rendered output (helm template ... | specserver-advisor lint -).",
+                )
+            )
+        else:
+            problems.append(_input_error(name, str(exc), exc.line, exc.column))
     except (RecursionError, ValueError, TypeError, AttributeError) as exc:
         problems.append(_input_error(name, f"cannot interpret this file: {exc}"))
+    return launches, problems
+
+
+def read_launches(path: Path, options: Options) -> tuple[list[Launch], list[Diagnostic], str]:
+    """Launches found in one file, input diagnostics, and the text (for suppressions)."""
+    if path == STDIN:
+        name, raw = options.stdin_name, (options.stdin or "").encode()
+    else:
+        name = str(path)
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            return [], [_input_error(name, f"cannot read: {exc.strerror or exc}")], ""
+    text, problems = decode(name, raw)
+    if text is None:
+        return [], problems, ""
+    launches, problems = launches_in_text(name, text)
     return launches, problems, text
 
 
@@ -138,14 +182,23 @@ class ConfigFinder:
                 break
             except (ConfigNotFoundError, ConfigUnreadableError) as exc:
                 result = (None, str(exc))
+            except (OSError, RuntimeError, ValueError) as exc:  # e.g. "~nobody/model"
+                result = (None, f"cannot look up {candidate!r}: {exc}")
         self.cache[ref] = result
         return result
 
     def attach(self, launch: Launch) -> None:
         if launch.kind == "bench":
             return
-        target, why = self.find(launch.parsed.values.get("model_path"))
-        draft, why_d = self.find(launch.parsed.values.get("speculative_draft_model_path"))
+
+        def ref(field_name: str) -> str | None:
+            if field_name in launch.unresolved_fields:
+                return None  # INFO002 already names the variable
+            value = launch.parsed.values.get(field_name)
+            return str(value) if value is not None else None
+
+        target, why = self.find(ref("model_path"))
+        draft, why_d = self.find(ref("speculative_draft_model_path"))
         launch.configs.update({"target": target, "draft": draft})
         missing = why if target is None else (why_d if draft is None and why_d else None)
         if missing:
@@ -154,110 +207,59 @@ class ConfigFinder:
             launch.gpu_type = self.options.gpu
 
 
-def selected(code: str, name: str, options: Options) -> bool:
-    """Whether --select/--ignore (codes or names) keep this code."""
-    keys = {code.upper(), name.lower()}
-
-    def norm(items: set[str]) -> set[str]:
-        return {s.upper() for s in items} | {s.lower() for s in items}
-
-    if options.select and not keys & norm(options.select):
-        return False
-    return not keys & norm(options.ignore)
-
-
 def lint(paths: list[Path], options: Options) -> tuple[list[Diagnostic], int]:
     """All diagnostics for the paths (sorted) and the number of files read."""
+    report = run(paths, options)
+    return report.diagnostics, report.files
+
+
+def run(paths: list[Path], options: Options) -> Report:
+    """Lint the paths: diagnostics (sorted, suppressions applied) and what was looked at."""
     finder = ConfigFinder(options)
     launches: list[Launch] = []
     diagnostics: list[Diagnostic] = []
     texts: dict[str, str] = {}
-    count = 0
-    for path in iter_files(paths):
-        count += 1
-        found, problems, text = read_launches(path)
-        launches += found
+    selection = select_files(paths, options.exclude)
+    for path in selection.files:
+        in_file, problems, text = read_launches(path, options)
+        launches += in_file
         diagnostics += problems
-        texts[str(path)] = text
+        texts[options.stdin_name if path == STDIN else str(path)] = text
     for launch in launches:
         finder.attach(launch)
     ctx = Context(launches)
-    for launch in launches:
+    for index, launch in enumerate(launches):
+        found = [*_unresolved(launch)]
         applies = "server" if launch.kind == "specserver" else launch.kind
         for module in RULES.values():
             if launch.kind not in module.APPLIES_TO and applies not in module.APPLIES_TO:
                 continue
             if launch.kind == "specserver" and "specserver" not in module.APPLIES_TO:
                 continue
-            diagnostics += list(module.check(launch, ctx))
-    diagnostics = [d for d in diagnostics if selected(d.code, d.rule, options)]
-    diagnostics = _apply_suppressions(diagnostics, launches, texts, options)
+            found += list(module.check(launch, ctx))
+        for d in found:
+            d.origin = index
+        diagnostics += found
+    enabled = options.codes()
+    diagnostics = [d for d in diagnostics if d.code in enabled]
+    diagnostics = suppress.apply(diagnostics, launches, texts, enabled)
     unique = {(d.path, d.line, d.column, d.code, d.message): d for d in diagnostics}
-    return sorted(unique.values(), key=lambda d: (d.path, d.line, d.column, d.code)), count
+    ordered = sorted(unique.values(), key=lambda d: (d.path, d.line, d.column, d.code))
+    return Report(ordered, len(selection.files), len(launches), len(selection.excluded))
 
 
-def _apply_suppressions(
-    diagnostics: list[Diagnostic], launches: list[Launch], texts: dict[str, str], options: Options
-) -> list[Diagnostic]:
-    by_file = {path: suppressions(text) for path, text in texts.items()}
-    used: set[tuple[str, int, str]] = set()
-    used_doc: set[tuple[int, str]] = set()
-    kept = []
-    for d in diagnostics:
-        lines = by_file.get(d.path, {})
-        hit = None
-        owner = next(
-            (
-                la
-                for la in launches
-                if la.path == d.path and la.first_line <= d.line <= la.last_line
-            ),
-            None,
-        )
-        candidates = [d.line]
-        if owner is not None:  # a comment on any line of the object, or just above it
-            candidates += list(range(owner.first_line - 1, owner.last_line + 1))
-        for line in candidates:
-            if d.code in lines.get(line, {}):
-                hit = (d.path, line, d.code)
-                break
-        if hit:
-            used.add(hit)
-            continue
-        if owner is not None and d.code in owner.document_suppressions:
-            used_doc.add((id(owner), d.code))
-            continue
-        kept.append(d)
-    name, severity = ENGINE_CODES["SUPP001"]
-    for path, lines in by_file.items():
-        for line, codes in lines.items():
-            for code in codes:
-                if (path, line, code) not in used and selected("SUPP001", name, options):
-                    kept.append(
-                        Diagnostic(
-                            path,
-                            line,
-                            1,
-                            "SUPP001",
-                            name,
-                            severity,
-                            f"suppression of {code} matches no finding",
-                            "Remove the stale suppression comment.",
-                        )
-                    )
-    for launch in launches:
-        for code in launch.document_suppressions:
-            if (id(launch), code) not in used_doc and selected("SUPP001", name, options):
-                kept.append(
-                    Diagnostic(
-                        launch.path,
-                        launch.start.line,
-                        launch.start.column,
-                        "SUPP001",
-                        name,
-                        severity,
-                        f"specserver.io/ignore of {code} matches no finding",
-                        "Remove the stale annotation entry.",
-                    )
-                )
-    return kept
+def _unresolved(launch: Launch) -> list[Diagnostic]:
+    """INFO002 for each shell variable (or command output) the launch uses that is unknown."""
+    out = []
+    for name, pos in launch.unresolved.items():
+        if name.startswith("{"):
+            fix = "Lint the rendered output (helm template ... | specserver-advisor lint -)."
+            message = f"{name} is a template expression: the arguments it supplies are not checked"
+        elif name.startswith("$"):
+            fix = "Write the value in the script, or set a variable to it."
+            message = f"the output of {name} is unknown: the arguments it supplies are not checked"
+        else:
+            fix = f"Set {name} in the script (or give a default: ${{{name}:-value}})."
+            message = f"${name} is not set in this file: the arguments it supplies are not checked"
+        out.append(engine_diag("INFO002", launch.path, pos.line, pos.column, message, fix))
+    return out

@@ -30,6 +30,8 @@ class Diagnostic:
     severity: str
     message: str
     fix: str
+    #: Index of the launch the finding is about (set by the engine; scopes suppressions).
+    origin: int | None = field(default=None, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -42,6 +44,16 @@ class Diagnostic:
             "message": self.message,
             "fix": self.fix,
         }
+
+
+@dataclass
+class Workload:
+    """Where a launch runs: the object, its pod spec (or compose service) and its container."""
+
+    kind: str  # a Kubernetes kind, or "compose"
+    obj: Any
+    pod: Any
+    container: Any
 
 
 @dataclass
@@ -61,7 +73,15 @@ class Launch:
     #: Lines covered (for suppressions on the object).
     first_line: int = 1
     last_line: int = 1
+    #: Shell function calls that led to the launch: their lines are in its scope too.
+    call_lines: list[int] = field(default_factory=list)
     document_suppressions: dict[str, str] = field(default_factory=dict)
+    #: Shell variables (or command outputs) the launch uses that the file never sets.
+    unresolved: dict[str, Position] = field(default_factory=dict)
+    #: SGLang fields whose value comes from such a variable (not checked; numbers left out).
+    unresolved_fields: set[str] = field(default_factory=set)
+    #: The pod spec and container a workload launch runs in (for the pod-spec rules).
+    workload: Workload | None = None
     #: Configs found for the context rules (target, draft), or why not.
     configs: dict[str, Any] = field(default_factory=dict)
 

@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Iterator
 from typing import Any
 
 import yaml
 
 from specserver_advisor.lint import yamlnodes
-from specserver_advisor.lint.model import Launch, Position
-from specserver_advisor.sglang.flags import flag_table, parse_server_argv, values_from_config
+from specserver_advisor.lint.argv import detect
+from specserver_advisor.lint.argv import make_launch as make_launch
+from specserver_advisor.lint.model import Launch, Position, Workload
+from specserver_advisor.lint.shell import Relocate, forget_unresolved, from_shell
+from specserver_advisor.lint.shellwords import ShellSyntaxError
+from specserver_advisor.sglang.flags import flag_table, values_from_config
 
-SERVER_LAUNCHERS = (("-m", "sglang.launch_server"), ("serve",))
-BENCH_MODULES = ("sglang.bench_serving", "sglang.benchmark.serving")
 WORKLOAD_KINDS = {
     "Deployment",
     "StatefulSet",
@@ -31,218 +32,55 @@ WORKLOAD_KINDS = {
     "ReplicaSet",
     "CronJob",
 }
-SUPPRESS = re.compile(r"specserver-advisor:\s*ignore\[([A-Za-z0-9_,\s-]+)\]\s*(.*)")
 
 
 class InputError(ValueError):
-    """A file that cannot be linted; the message says why."""
+    """A file that cannot be linted; the message says why, line and column say where."""
+
+    def __init__(self, message: str, line: int = 1, column: int = 1) -> None:
+        super().__init__(message)
+        self.line, self.column = line, column
 
 
-def suppressions(text: str) -> dict[int, dict[str, str]]:
-    """Line -> {code: reason} from ``specserver-advisor: ignore[CODE] reason`` comments."""
-    out: dict[int, dict[str, str]] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
-        m = SUPPRESS.search(line)
-        if m and "#" in line[: m.start() + 1]:
-            out[number] = {
-                c.strip().upper(): m.group(2).strip() for c in m.group(1).split(",") if c.strip()
-            }
-    return out
+TEMPLATE = re.compile(r"\{\{-?.*?-?\}\}|\{%-?.*?-?%\}")
 
 
-def detect(tokens: list[str]) -> tuple[str, int] | None:
-    """("server"|"bench", index of the first argument) when the tokens launch SGLang."""
-    for i, tok in enumerate(tokens):
-        base = tok.rsplit("/", 1)[-1]
-        nxt = tokens[i + 1] if i + 1 < len(tokens) else ""
-        if base.startswith("python") and nxt == "-m" and i + 2 < len(tokens):
-            module = tokens[i + 2]
-            if module == "sglang.launch_server":
-                return "server", i + 3
-            if module in BENCH_MODULES:
-                return "bench", i + 3
-        if base == "sglang" and nxt == "serve":
-            return "server", i + 2
-    return None
+def looks_like_template(text: str) -> bool:
+    """Helm/Jinja template syntax somewhere in the file."""
+    return TEMPLATE.search(text) is not None
 
 
-def _split_commands(tokens: list[str]) -> Iterator[tuple[int, int]]:
-    """Spans of tokens between shell separators."""
-    start = 0
-    for i, tok in enumerate([*tokens, ";"]):
-        if tok in (";", "&&", "||", "|", "&"):
-            if i > start:
-                yield start, i
-            start = i + 1
+def embedded(lines: list[str] | None, at: Position) -> Relocate:
+    """Where a position inside a YAML string scalar starting at ``at`` is in the file.
 
-
-def _env_prefix(tokens: list[str]) -> dict[str, str]:
-    env = {}
-    for tok in tokens:
-        if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", tok):
-            name, value = tok.split("=", 1)
-            env[name] = value
-        elif tok not in ("env", "exec"):
-            break
-    return env
+    Exact for literal block scalars (``|``) and one-line plain or quoted scalars without
+    escapes; anything else (folded ``>``, multi-line flow strings) reports the scalar itself.
+    """
+    text = lines[at.line - 1][at.column - 1 :] if lines and 0 < at.line <= len(lines) else ""
+    if text.startswith("|"):
+        following = [ln for ln in lines[at.line :] if ln.strip()] if lines else []
+        indent = len(following[0]) - len(following[0].lstrip()) if following else 0
+        return lambda p: Position(at.line + p.line, indent + p.column)
+    if text[:1] in ("'", '"') or (text and text[0] not in "|>"):
+        offset = 1 if text[:1] in ("'", '"') else 0
+        return lambda p: Position(at.line, at.column + offset + p.column - 1) if p.line == 1 else at
+    return lambda _: at
 
 
 def launches_in_command(
     path: str,
     text: str,
-    positions: list[Position] | None,
     base: Position,
     env: dict[str, str],
     in_container: bool,
+    lines: list[str] | None = None,
 ) -> list[Launch]:
-    """Launches in one shell command string (positions: of the string, or per line)."""
+    """Launches in one shell command string (``bash -c``, compose ``command:``)."""
     try:
-        lexer = shlex.shlex(text, posix=True, punctuation_chars=";&|")
-        lexer.whitespace_split = True
-        lexer.commenters = "#"
-        tokens = list(lexer)
-    except ValueError as exc:
-        raise InputError(f"cannot parse shell command: {exc}") from exc
-    out = []
-    for a, b in _split_commands(tokens):
-        cmd = tokens[a:b]
-        found = detect(cmd)
-        if not found:
-            continue
-        kind, first = found
-        positional = kind == "server" and cmd[first - 1] == "serve"
-        args = cmd[first:]
-        env_here = {**env, **_env_prefix(cmd)}
-        pos = [
-            positions[min(a + first + i, len(positions) - 1)] if positions else base
-            for i in range(len(args))
-        ]
-        out.append(make_launch(path, kind, args, pos, base, env_here, in_container, positional))
-    return out
-
-
-def make_launch(
-    path: str,
-    kind: str,
-    args: list[str],
-    positions: list[Position],
-    start: Position,
-    env: dict[str, str],
-    in_container: bool,
-    positional: bool = False,
-    last_line: int | None = None,
-) -> Launch:
-    """A Launch with its argv parsed (bench argv is kept raw)."""
-    parsed = (
-        parse_server_argv(args, positional_model=positional)
-        if kind != "bench"
-        else _bench_parse(args)
-    )
-    return Launch(
-        path,
-        kind,
-        args,
-        positions,
-        start,
-        parsed,
-        env,
-        {},
-        in_container,
-        first_line=start.line,
-        last_line=last_line or start.line,
-    )
-
-
-def _bench_parse(args: list[str]) -> Any:
-    from specserver_advisor.sglang.flags import ParsedArgs
-
-    parsed = ParsedArgs()
-    i = 0
-    while i < len(args):
-        tok = args[i]
-        if tok.startswith("--"):
-            name, eq, value = tok.partition("=")
-            key = name[2:].replace("-", "_")
-            if eq:
-                parsed.values[key] = value
-            elif i + 1 < len(args) and not args[i + 1].startswith("--"):
-                parsed.values[key] = args[i + 1]
-                i += 1
-            else:
-                parsed.values[key] = True
-            parsed.positions[key] = i
-        i += 1
-    return parsed
-
-
-# --------------------------------------------------------------------------------- shell
-
-
-def from_shell(path: str, text: str) -> list[Launch]:
-    """Launches in a shell script (line continuations joined, ``export`` tracked)."""
-    out: list[Launch] = []
-    env: dict[str, str] = {}
-    env_pos: dict[str, Position] = {}
-    lines = text.splitlines()
-    i = 0
-    while i < len(lines):
-        start = i
-        logical = lines[i]
-        while logical.rstrip().endswith("\\") and i + 1 < len(lines):
-            logical = logical.rstrip()[:-1] + " " + lines[i + 1]
-            i += 1
-        i += 1
-        stripped = logical.strip()
-        m = re.match(r"export\s+([A-Za-z_][A-Za-z0-9_]*)=(\S*)", stripped)
-        if m:
-            env[m.group(1)] = m.group(2).strip("'\"")
-            env_pos[m.group(1)] = Position(start + 1, 1)
-            continue
-        if not stripped or stripped.startswith("#"):
-            continue
-        spans = _line_positions(lines[start:i], start)
-        try:
-            lexer = shlex.shlex(logical, posix=True, punctuation_chars=";&|")
-            lexer.whitespace_split = True
-            lexer.commenters = "#"
-            tokens = list(lexer)
-        except ValueError:
-            continue
-        positions = _token_positions(logical, tokens, spans)
-        found = launches_in_command(path, logical, positions, Position(start + 1, 1), env, False)
-        for la in found:
-            la.last_line = i
-            la.env_positions = {k: v for k, v in env_pos.items() if k in la.env}
-        out += found
-    return out
-
-
-def _line_positions(lines: list[str], first: int) -> list[tuple[int, int, int]]:
-    """(offset in the joined text, line number, column base) per physical line."""
-    spans, offset = [], 0
-    for k, line in enumerate(lines):
-        spans.append((offset, first + k + 1, 1))
-        offset += len(line.rstrip()[:-1] if line.rstrip().endswith("\\") else line) + 1
-    return spans
-
-
-def _token_positions(
-    text: str, tokens: list[str], spans: list[tuple[int, int, int]]
-) -> list[Position]:
-    out, cursor = [], 0
-    for tok in tokens:
-        found = text.find(tok, cursor)
-        at = found if found >= 0 else cursor
-        cursor = at + len(tok) if found >= 0 else cursor
-        line, col = spans[0][1], at + 1
-        for offset, number, _ in spans:
-            if offset <= at:
-                line, col = number, at - offset + 1
-        out.append(Position(line, col))
-    return out
-
-
-# --------------------------------------------------------------------------------- YAML
+        where = embedded(lines, base)
+        return from_shell(path, text, env=env, in_container=in_container, where=where)
+    except ShellSyntaxError as exc:
+        raise InputError(f"cannot parse shell command: {exc}", base.line, base.column) from exc
 
 
 def _pos(node: Any, key: Any = None, index: int | None = None) -> Position:
@@ -263,34 +101,104 @@ def load_yaml_documents(text: str) -> list[Any]:
     try:
         return [d for d in yamlnodes.load_all(text) if d is not None]
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        where = f" at line {line}, column {column}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise InputError(f"invalid YAML{where}: {problem}") from exc
+        raise InputError(f"invalid YAML{where}: {problem}", line, column) from exc
     except (ValueError, TypeError, RecursionError) as exc:
         raise InputError(f"invalid YAML: {exc}") from exc
 
 
-def _pod_spec(doc: Any) -> Any:
+def _scope(launches: list[Launch], obj: Any, workload: Workload) -> None:
+    """A launch's suppression scope is its whole object; attach what the pod-spec rules read."""
+    lc = getattr(obj, "lc", None)
+    for la in launches:
+        la.workload = workload
+        if lc is not None:
+            la.first_line, la.last_line = lc.line + 1, max(lc.end_line + 1, la.last_line)
+
+
+def _injected_env(doc: Any) -> dict[str, str]:
+    """Env a LeaderWorkerSet's controller injects: the group size from the manifest; the leader
+    address and worker index as stand-ins (they only feed --dist-init-addr and --node-rank,
+    which no rule reads)."""
+    if doc.get("kind") != "LeaderWorkerSet":
+        return {}
+    spec = doc.get("spec")
+    template = spec.get("leaderWorkerTemplate") if isinstance(spec, dict) else None
+    size = template.get("size") if isinstance(template, dict) else None
+    out = {"LWS_LEADER_ADDRESS": "lws-leader-address", "LWS_WORKER_INDEX": "1"}
+    if isinstance(size, int):
+        out["LWS_GROUP_SIZE"] = str(size)
+    return out
+
+
+def _pod_specs(doc: Any) -> list[Any]:
     kind = doc.get("kind")
     spec = doc.get("spec") or {}
+    if not isinstance(spec, dict):
+        return []
+    found: Any
     if kind == "Pod":
-        return spec
-    if kind == "CronJob":
-        return (((spec.get("jobTemplate") or {}).get("spec") or {}).get("template") or {}).get(
-            "spec"
-        )
-    if kind == "LeaderWorkerSet":
+        found = [spec]
+    elif kind == "CronJob":
+        found = [
+            (((spec.get("jobTemplate") or {}).get("spec") or {}).get("template") or {}).get("spec")
+        ]
+    elif kind == "LeaderWorkerSet":
         tmpl = spec.get("leaderWorkerTemplate") or {}
-        for key in ("leaderTemplate", "workerTemplate"):
-            if isinstance(tmpl.get(key), dict):
-                return tmpl[key].get("spec")
-        return None
-    return (spec.get("template") or {}).get("spec") if isinstance(spec, dict) else None
+        found = [
+            tmpl[key].get("spec")
+            for key in ("leaderTemplate", "workerTemplate")
+            if isinstance(tmpl, dict) and isinstance(tmpl.get(key), dict)
+        ]
+    else:
+        template = spec.get("template") or {}
+        found = [template.get("spec")] if isinstance(template, dict) else []
+    return [p for p in found if isinstance(p, dict)]
+
+
+KUBE_REF = re.compile(r"\$(\$?)\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+def _literal_env(raw_env: Any) -> dict[str, str]:
+    """Env vars with a literal value (``valueFrom`` ones are unknown to a linter)."""
+    out: dict[str, str] = {}
+    for item in raw_env if isinstance(raw_env, list) else []:
+        if isinstance(item, dict) and "name" in item and item.get("value") is not None:
+            out[str(item["name"])] = str(item["value"])
+    return out
+
+
+def kube_expand(items: list[str], env: dict[str, str]) -> tuple[list[str], dict[int, list[str]]]:
+    """Kubernetes ``$(VAR)`` references in command/args replaced from the container's env
+    (``$$(VAR)`` is a literal ``$(VAR)``); the names it could not resolve, by item index."""
+    unknown: dict[int, list[str]] = {}
+    out = []
+    for index, item in enumerate(items):
+
+        def replace(m: re.Match[str], index: int = index) -> str:
+            escaped, name = m.group(1), m.group(2)
+            if escaped:
+                return f"$({name})"
+            if name in env:
+                return env[name]
+            unknown.setdefault(index, []).append(name)
+            return m.group(0)
+
+        out.append(KUBE_REF.sub(replace, item))
+    return out, unknown
 
 
 def _container_launches(
-    path: str, container: Any, in_container: bool, doc_suppress: dict[str, str]
+    path: str,
+    container: Any,
+    in_container: bool,
+    doc_suppress: dict[str, str],
+    kubernetes: bool = True,
+    lines: list[str] | None = None,
+    injected: dict[str, str] | None = None,
 ) -> list[Launch]:
     if not isinstance(container, dict):
         return []
@@ -312,38 +220,55 @@ def _container_launches(
             env_pos[str(name)] = _pos(raw_env, key=name)
     items: list[str] = []
     positions: list[Position] = []
-    for field_key in ("entrypoint", "command", "args"):
+    given = [k for k in ("entrypoint", "command", "args") if container.get(k) is not None]
+    for field_key in given:
         raw: Any = container.get(field_key)
-        if isinstance(raw, str):
+        if isinstance(raw, str) and len(given) > 1:  # compose splits each string like a shell
+            try:
+                words = shlex.split(raw)
+            except ValueError:
+                words = [raw]
+            items += words
+            positions += [_pos(container, key=field_key)] * len(words)
+        elif isinstance(raw, str):
             items.append(raw)
             positions.append(_pos(container, key=field_key))
         elif isinstance(raw, list):
             for k, item in enumerate(raw):
                 items.append(str(item))
                 positions.append(_pos(raw, index=k))
+    unknown: dict[int, list[str]] = {}
+    if kubernetes:
+        items, unknown = kube_expand(items, {**(injected or {}), **_literal_env(raw_env)})
+    for index, item in enumerate(items):  # quoted Helm/Jinja expressions: not rendered here
+        for m in TEMPLATE.finditer(item):
+            unknown.setdefault(index, []).append(" ".join(m.group(0).split()))
     out: list[Launch] = []
     start = _pos(container)
     # A whole command given as one string (compose), or bash -c "...": parse as shell.
     for k, item in enumerate(items):
         if len(items) == 1 or (k > 0 and items[k - 1] in ("-c", "-lc", "-ec")):
-            out += launches_in_command(path, item, None, positions[k], env, in_container)
+            out += launches_in_command(path, item, positions[k], env, in_container, lines)
     if not out:
         found = detect(items)
         if found:
             kind, first = found
             positional = kind == "server" and items[first - 1] == "serve"
-            out.append(
-                make_launch(
-                    path,
-                    kind,
-                    items[first:],
-                    positions[first:] or [start],
-                    start,
-                    env,
-                    in_container,
-                    positional,
-                )
+            launch = make_launch(
+                path,
+                kind,
+                items[first:],
+                positions[first:] or [start],
+                start,
+                env,
+                in_container,
+                positional,
             )
+            for index, names in unknown.items():
+                for name in names:
+                    launch.unresolved.setdefault(name, positions[index])
+            forget_unresolved(launch, {i - first for i in unknown if i >= first})
+            out.append(launch)
     for la in out:
         la.env_positions = env_pos
         la.document_suppressions = dict(doc_suppress)
@@ -363,7 +288,7 @@ def _annotation_suppressions(doc: Any) -> dict[str, str]:
         for part in raw.split(","):
             code, _, reason = part.partition(":")
             if code.strip():
-                out[code.strip().upper()] = reason.strip()
+                out[code.strip()] = reason.strip()
     return out
 
 
@@ -371,6 +296,7 @@ def from_yaml(path: str, text: str) -> tuple[list[Launch], list[Any]]:
     """Launches in YAML documents; also returns SpecServer documents for their own rules."""
     launches: list[Launch] = []
     specservers: list[Any] = []
+    lines = text.splitlines()
     for doc in load_yaml_documents(text):
         if not isinstance(doc, dict):
             continue
@@ -379,14 +305,22 @@ def from_yaml(path: str, text: str) -> tuple[list[Launch], list[Any]]:
         if kind == "SpecServer":
             specservers.append(doc)
         elif kind in WORKLOAD_KINDS:
-            pod = _pod_spec(doc)
-            if isinstance(pod, dict):
+            injected = _injected_env(doc)
+            for pod in _pod_specs(doc):
                 for key in ("initContainers", "containers"):
                     for container in pod.get(key) or []:
-                        launches += _container_launches(path, container, True, doc_suppress)
+                        found = _container_launches(
+                            path, container, True, doc_suppress, lines=lines, injected=injected
+                        )
+                        _scope(found, doc, Workload(str(kind), doc, pod, container))
+                        launches += found
         elif isinstance(doc.get("services"), dict):  # docker-compose
             for service in doc["services"].values():
-                launches += _container_launches(path, service, True, doc_suppress)
+                found = _container_launches(
+                    path, service, True, doc_suppress, kubernetes=False, lines=lines
+                )
+                _scope(found, service, Workload("compose", doc, service, service))
+                launches += found
         elif _looks_like_config(doc):
             launches.append(_from_config(path, doc))
     return launches, specservers

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from specserver_advisor.lint.model import Launch, Position
 from specserver_advisor.lint.sources import _annotation_suppressions, _pos, make_launch
-from specserver_advisor.models import SpecServer
+from specserver_advisor.models import Mode, SpecServer
 
 COMPUTED_CAP = -1
 
@@ -78,7 +78,7 @@ def launch_from_specserver(path: str, doc: Any) -> Launch:
     add("--host", "0.0.0.0", e_pos)
     add("--enable-metrics", True, e_pos)
     add("--tp-size", spec.resources.gpus, _pos(raw_spec, key="resources"))
-    if spec.mode.value != "Off":
+    if spec.mode != Mode.DISABLED:
         s = spec.speculative
         add("--speculative-algorithm", s.algorithm.value, s_pos)
         if spec.draft:

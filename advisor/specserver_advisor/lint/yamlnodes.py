@@ -18,8 +18,12 @@ except AttributeError:  # pragma: no cover - libyaml missing
 
 
 class _LC:
-    def __init__(self, line: int, col: int) -> None:
+    __slots__ = ("col", "end_line", "items", "keys", "line", "values")
+
+    def __init__(self, line: int, col: int, end: yaml.Mark | None = None) -> None:
         self.line, self.col = line, col
+        #: 0-based last line the node covers.
+        self.end_line = line if end is None else max(line, end.line - (end.column == 0))
         self.keys: dict[Any, tuple[int, int]] = {}
         self.values: dict[Any, tuple[int, int]] = {}
         self.items: list[tuple[int, int]] = []
@@ -51,12 +55,13 @@ class PSeq(list[Any]):
 
 
 _CONSTRUCTOR = yaml.SafeLoader("")
+_STR = "tag:yaml.org,2002:str"
 
 
 def _convert(node: yaml.Node) -> Any:
     if isinstance(node, yaml.MappingNode):
         out = PMap()
-        out.lc = _LC(node.start_mark.line, node.start_mark.column)
+        out.lc = _LC(node.start_mark.line, node.start_mark.column, node.end_mark)
         for key_node, value_node in node.value:
             key = _convert(key_node)
             try:
@@ -69,9 +74,11 @@ def _convert(node: yaml.Node) -> Any:
         return out
     if isinstance(node, yaml.SequenceNode):
         seq = PSeq(_convert(n) for n in node.value)
-        seq.lc = _LC(node.start_mark.line, node.start_mark.column)
+        seq.lc = _LC(node.start_mark.line, node.start_mark.column, node.end_mark)
         seq.lc.items = [(n.start_mark.line, n.start_mark.column) for n in node.value]
         return seq
+    if node.tag == _STR:  # most scalars: skip the constructor machinery
+        return node.value
     return _CONSTRUCTOR.construct_object(node, deep=True)
 
 

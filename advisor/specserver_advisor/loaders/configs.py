@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import json
 import os
-import urllib.error
-import urllib.request
+import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
-from specserver_advisor.loaders.deadline import get_within
+from specserver_advisor.loaders import outbound
 
 INDEX_FILE = "model.safetensors.index.json"
 
@@ -103,6 +103,31 @@ def find_in_hf_cache(repo: str, revision: str | None, cache_dirs: list[Path]) ->
     return None
 
 
+#: One path segment of a repo id (HF: letters, digits, ``-``, ``_``, ``.``; not ``.``/``..``).
+_REPO_SEGMENT = re.compile(r"^(?!\.{1,2}$)[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+
+
+def repo_problem(repo: str) -> str | None:
+    """Why ``repo`` is not a repo id an endpoint may be asked for (None when it is)."""
+    parts = repo.split("/")
+    if len(parts) > 2 or not all(_REPO_SEGMENT.match(p) for p in parts):
+        return f"{repo!r} is not a repo id (org/name of letters, digits, '-', '_', '.')"
+    return None
+
+
+def endpoint_url(endpoint: str, repo: str, revision: str | None, filename: str) -> str:
+    """``{endpoint}/{repo}/resolve/{revision}/{filename}``, each part path-encoded.
+
+    Raises:
+        ConfigNotFoundError: ``repo`` is not a repo id (no traversal reaches the endpoint).
+    """
+    problem = repo_problem(repo)
+    if problem:
+        raise ConfigNotFoundError(problem)
+    rev = quote(revision or "main", safe="")
+    return f"{endpoint.rstrip('/')}/{repo}/resolve/{rev}/{quote(filename, safe='')}"
+
+
 def fetch_from_endpoint(
     endpoint: str,
     repo: str,
@@ -111,26 +136,28 @@ def fetch_from_endpoint(
     token: str | None,
     timeout: float = 10.0,
 ) -> dict[str, Any] | None:
-    """GET ``{endpoint}/{repo}/resolve/{revision}/{filename}``; None on 404."""
-    url = f"{endpoint.rstrip('/')}/{repo}/resolve/{revision or 'main'}/{filename}"
-    req = urllib.request.Request(url)
-    if token:
-        req.add_header("Authorization", f"Bearer {token}")
+    """GET ``{endpoint}/{repo}/resolve/{revision}/{filename}``; None on 404.
+
+    Goes through ``outbound.get``: http(s) only, the token never crosses a redirect to another
+    origin, and no byte of an answer's body reaches an error message.
+    """
+    url = endpoint_url(endpoint, repo, revision, filename)
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
-        body = get_within(req, timeout)  # one deadline for the whole request, not per read
-        data = json.loads(body.decode())
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
+        answer = outbound.get(url, headers, timeout=timeout)
+    except outbound.OutboundError as exc:
+        if exc.status == 404:
             return None
-        raise ConfigNotFoundError(f"{url}: HTTP {exc.code} {exc.reason}") from exc
-    except (urllib.error.URLError, OSError, TimeoutError) as exc:
-        raise ConfigNotFoundError(f"{url}: {exc}") from exc
-    except json.JSONDecodeError as exc:
-        raise ConfigUnreadableError(f"{url}: not valid JSON: {exc.msg}") from exc
+        raise ConfigNotFoundError(str(exc)) from exc
+    where = outbound.redact(url)
+    try:
+        data = json.loads(answer.body.decode())
     except UnicodeDecodeError as exc:
-        raise ConfigUnreadableError(f"{url}: not UTF-8 text") from exc
+        raise ConfigUnreadableError(f"{where}: not UTF-8 text") from exc
+    except json.JSONDecodeError as exc:
+        raise ConfigUnreadableError(f"{where}: not valid JSON: {exc.msg}") from exc
     if not isinstance(data, dict):
-        raise ConfigUnreadableError(f"{url}: expected a JSON object")
+        raise ConfigUnreadableError(f"{where}: expected a JSON object")
     return data
 
 
@@ -176,13 +203,15 @@ def load_config(
         return from_directory(snapshot, ref)
     looked.append("not in the HF cache (" + ", ".join(str(c) for c in caches) + ")")
     endpoint = hf_endpoint or env.get("HF_ENDPOINT")
-    if endpoint:
+    if endpoint and repo_problem(ref):
+        looked.append(f"not asked of {outbound.redact(endpoint)}: {repo_problem(ref)}")
+    elif endpoint:
         token = env.get("HF_TOKEN") or env.get("HUGGING_FACE_HUB_TOKEN")
         config = fetch_from_endpoint(endpoint, ref, revision, "config.json", token)
         if config is not None:
             index = fetch_from_endpoint(endpoint, ref, revision, INDEX_FILE, token)
             return LoadedConfig(ref, config, _index_size(index), f"endpoint {endpoint}")
-        looked.append(f"{endpoint} has no {ref}/config.json")
+        looked.append(f"{outbound.redact(endpoint)} has no {ref}/config.json")
     else:
         looked.append("no HF endpoint given (offline; set HF_ENDPOINT or --hf-endpoint)")
     if use_bundled:

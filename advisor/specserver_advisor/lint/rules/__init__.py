@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from types import ModuleType
 
 from specserver_advisor.lint.rules import (
@@ -9,6 +10,13 @@ from specserver_advisor.lint.rules import (
     bench002_bench_synthetic_only,
     bench003_bench_concurrency_over_cap,
     bench004_bench_lifetime_accept_length,
+    pod001_tp_exceeds_gpu_limit,
+    pod002_shm_not_memory,
+    pod003_liveness_without_startup,
+    pod004_hf_token_plain_env,
+    pod005_hf_cache_emptydir,
+    pod006_image_unpinned,
+    pod007_no_gpu_resource,
     spec001_max_running_requests_unset,
     spec002_draft_context_shorter,
     spec003_context_override_env,
@@ -26,6 +34,7 @@ from specserver_advisor.lint.rules import (
     spec015_removed_flag,
     spec016_no_kv_memory,
 )
+from specserver_advisor.lint.rules.engine_codes import DOCS as ENGINE_DOCS
 
 _MODULES: tuple[ModuleType, ...] = (
     spec001_max_running_requests_unset,
@@ -48,6 +57,13 @@ _MODULES: tuple[ModuleType, ...] = (
     bench002_bench_synthetic_only,
     bench003_bench_concurrency_over_cap,
     bench004_bench_lifetime_accept_length,
+    pod001_tp_exceeds_gpu_limit,
+    pod002_shm_not_memory,
+    pod003_liveness_without_startup,
+    pod004_hf_token_plain_env,
+    pod005_hf_cache_emptydir,
+    pod006_image_unpinned,
+    pod007_no_gpu_resource,
 )
 
 
@@ -67,16 +83,50 @@ RULES: dict[str, ModuleType] = _registry()
 ENGINE_CODES = {
     "INPUT001": ("unreadable-input", "error"),
     "INFO001": ("config-not-found", "info"),
+    "INFO002": ("unresolved-variable", "info"),
+    "INFO003": ("template-skipped", "info"),
     "SUPP001": ("unused-suppression", "warning"),
 }
 
 
-def lookup(code_or_name: str) -> ModuleType:
-    """A rule by code (SPEC003) or name (context-override-env)."""
+@dataclass(frozen=True)
+class RuleDoc:
+    """What ``explain``, docs/rules.md and SARIF say about one code (rule or engine code)."""
+
+    code: str
+    name: str
+    severity: str
+    summary: str
+    fix: str
+    doc: str  # What it does / Why it matters / Example (fails) / Use instead
+
+
+def documentation() -> dict[str, RuleDoc]:
+    """Every code the tool can print, rules first."""
+    out = {
+        code: RuleDoc(
+            code,
+            m.NAME,
+            m.SEVERITY,
+            m.SUMMARY,
+            m.FIX,
+            (m.__doc__ or "").strip().split("\n", 1)[-1].strip(),
+        )
+        for code, m in RULES.items()
+    }
+    for code, (name, severity) in ENGINE_CODES.items():
+        summary, fix, doc = ENGINE_DOCS[code]
+        out[code] = RuleDoc(code, name, severity, summary, fix, doc)
+    return out
+
+
+def describe(code_or_name: str) -> RuleDoc:
+    """One code's documentation by code or name (KeyError when there is none)."""
     key = code_or_name.strip()
-    if key.upper() in RULES:
-        return RULES[key.upper()]
-    for module in RULES.values():
-        if key.lower() == module.NAME:
-            return module
+    docs = documentation()
+    if key.upper() in docs:
+        return docs[key.upper()]
+    for doc in docs.values():
+        if key.lower() == doc.name:
+            return doc
     raise KeyError(code_or_name)

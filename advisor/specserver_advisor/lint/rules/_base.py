@@ -83,6 +83,11 @@ def speculative(launch: Launch) -> bool:
     )
 
 
+def is_set(launch: Launch, field_name: str) -> bool:
+    """Set on the command line, or set from a variable the linter could not resolve."""
+    return field_name in launch.parsed.values or field_name in launch.unresolved_fields
+
+
 def env_is_true(launch: Launch, name: str) -> bool:
     return env_true(launch.env, name)
 

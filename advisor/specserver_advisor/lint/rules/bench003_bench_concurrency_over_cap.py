@@ -2,7 +2,9 @@
 
 What it does:
     Flags a benchmark ``--max-concurrency`` above the max-running-requests of the server the
-    lint run found (the explicit value, or 48 for an unset speculative server).
+    lint run found (the explicit value, or 48 for an unset speculative server): servers in the
+    same file if there are any, else all, on the benchmark's ``--port``; when several could be
+    the one measured, only a concurrency above all their caps is reported.
 Why it matters:
     Requests above the cap wait in SGLang's queue: the benchmark measures a queue, and its TTFT
     says nothing about the engine.
@@ -25,6 +27,7 @@ NAME = "bench-concurrency-over-cap"
 SEVERITY = "warning"
 SUMMARY = "--max-concurrency above the server's max-running-requests: it measures a queue."
 FIX = "Keep --max-concurrency at or below the server's --max-running-requests."
+DEFAULT_PORT = 30000
 APPLIES_TO = ("bench",)
 
 
@@ -33,20 +36,27 @@ def check(launch: Launch, ctx: Context) -> Iterable[Diagnostic]:
         conc = int(launch.parsed.values.get("max_concurrency", 0))
     except (TypeError, ValueError):
         return []
+    servers = [s for s in ctx.launches if s.kind == "server"]
+    same_file = [s for s in servers if s.path == launch.path]
+    port = str(launch.parsed.values.get("port") or DEFAULT_PORT)
+    candidates = [
+        s
+        for s in (same_file or servers)
+        if str(s.parsed.values.get("port") or DEFAULT_PORT) == port
+    ]
     caps = []
-    for server in ctx.launches:
-        if server.kind != "server":
-            continue
+    for server in candidates:
         cap = resolution(server).get("max_running_requests")
         if isinstance(cap, int) and cap > 0:
             caps.append(cap)
-    if not caps or conc <= min(caps):
+    # Several servers could be the one measured: only a concurrency above all of them is sure.
+    if not caps or conc <= max(caps):
         return []
     return [
         diag(
             sys.modules[__name__],
             launch,
             launch.position_of("max_concurrency"),
-            f"--max-concurrency {conc} exceeds the server's max-running-requests {min(caps)}",
+            f"--max-concurrency {conc} exceeds the server's max-running-requests {max(caps)}",
         )
     ]

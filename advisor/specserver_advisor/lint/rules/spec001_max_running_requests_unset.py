@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterable
 
 from specserver_advisor.lint.model import Context, Diagnostic, Launch
-from specserver_advisor.lint.rules._base import diag, resolution, speculative
+from specserver_advisor.lint.rules._base import diag, is_set, resolution, speculative
 
 CODE = "SPEC001"
 NAME = "max-running-requests-unset"
@@ -29,7 +29,7 @@ APPLIES_TO = ("server",)
 
 
 def check(launch: Launch, ctx: Context) -> Iterable[Diagnostic]:
-    if not speculative(launch) or "max_running_requests" in launch.parsed.values:
+    if not speculative(launch) or is_set(launch, "max_running_requests"):
         return []
     r = resolution(launch)
     if r.values.get("max_running_requests") and r.values["max_running_requests"].source == "forced":

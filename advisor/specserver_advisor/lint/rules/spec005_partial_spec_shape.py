@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterable
 
 from specserver_advisor.lint.model import Context, Diagnostic, Launch
-from specserver_advisor.lint.rules._base import diag, resolution, speculative
+from specserver_advisor.lint.rules._base import diag, is_set, resolution, speculative
 
 CODE = "SPEC005"
 NAME = "partial-spec-shape"
@@ -29,7 +29,7 @@ APPLIES_TO = ("server", "specserver")
 
 
 def check(launch: Launch, ctx: Context) -> Iterable[Diagnostic]:
-    if not speculative(launch):
+    if not speculative(launch) or is_set(launch, "speculative_num_steps"):
         return []
     errors = [e for e in resolution(launch).errors if e.exception == "AssertionError"]
     if not errors:

@@ -1,8 +1,8 @@
 """SPEC007 draft-path-mismatch.
 
 What it does:
-    Flags a missing draft path where SGLang needs one (EAGLE/EAGLE3 on a target without MTP
-    layers, STANDALONE, DFLASH) and a draft path given where SGLang ignores it (MTP targets).
+    Flags a missing draft path where SGLang needs one (NEXTN/EAGLE/EAGLE3 on a target without
+    MTP layers, STANDALONE, DFLASH) and a draft path given where SGLang ignores it (MTP targets).
 Why it matters:
     Without a draft path SGLang loads the target checkpoint as the draft and fails at weight
     loading (DFLASH refuses at startup); for MTP targets the given path is ignored with a
@@ -18,9 +18,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable
 
+from specserver_advisor.drafts import missing_draft
 from specserver_advisor.lint.model import Context, Diagnostic, Launch
 from specserver_advisor.lint.rules._base import diag, speculative, values
-from specserver_advisor.sglang.resolve import MTP_TARGETS, PATHLESS_MTP_ARCHS
+from specserver_advisor.sglang.resolve import MTP_TARGETS
 
 CODE = "SPEC007"
 NAME = "draft-path-mismatch"
@@ -28,7 +29,6 @@ SEVERITY = "error"
 SUMMARY = "Draft path missing where required, or given where SGLang ignores it."
 FIX = "Give --speculative-draft-model-path for separate drafts; omit it for MTP targets."
 APPLIES_TO = ("server", "specserver")
-NEEDS_DRAFT = {"EAGLE", "EAGLE3", "STANDALONE", "DFLASH"}
 
 
 def check(launch: Launch, ctx: Context) -> Iterable[Diagnostic]:
@@ -40,18 +40,9 @@ def check(launch: Launch, ctx: Context) -> Iterable[Diagnostic]:
     arch = str((target.get("architectures") or [""])[0])
     has_draft = "speculative_draft_model_path" in v
     rule = sys.modules[__name__]
-    if not has_draft and algo in NEEDS_DRAFT and arch not in PATHLESS_MTP_ARCHS:
-        if algo in ("EAGLE",) and not arch:
-            return []  # EAGLE/NEXTN on an unknown target may well be MTP
-        return [
-            diag(
-                rule,
-                launch,
-                launch.position_of("speculative_algorithm"),
-                f"{algo} needs --speculative-draft-model-path"
-                + (f" ({arch} has no MTP layers)" if arch else ""),
-            )
-        ]
+    missing = missing_draft(algo, launch.configs.get("target"), has_draft)
+    if missing:
+        return [diag(rule, launch, launch.position_of("speculative_algorithm"), missing)]
     if (
         has_draft
         and arch in MTP_TARGETS

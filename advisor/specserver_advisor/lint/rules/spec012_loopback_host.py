@@ -31,6 +31,8 @@ def check(launch: Launch, ctx: Context) -> Iterable[Diagnostic]:
     host = launch.parsed.values.get("host")
     if not launch.in_container or host in ("0.0.0.0", "::", "[::]"):
         return []
+    if "host" in launch.unresolved_fields:
+        return []
     where = launch.position_of("host") if host else launch.start
     return [
         diag(

@@ -27,7 +27,7 @@ APPLIES_TO = ("server", "specserver")
 
 
 def check(launch: Launch, ctx: Context) -> Iterable[Diagnostic]:
-    if not speculative(launch):
+    if not speculative(launch) or "speculative_algorithm" in launch.unresolved_fields:
         return []
     return [
         diag(sys.modules[__name__], launch, launch.position_of("speculative_algorithm"), e.message)

@@ -1,0 +1,78 @@
+"""Documentation of the codes the lint engine itself emits (not rules): what each means and
+what to do, for ``explain``, docs/rules.md and SARIF. The registry in ``__init__`` holds their
+names and severities.
+"""
+
+from __future__ import annotations
+
+
+def _doc(what: str, why: str, example: str, instead: str) -> str:
+    return (
+        f"What it does:\n    {what}\nWhy it matters:\n    {why}\n"
+        f"Example (fails):\n    {example}\nUse instead:\n    {instead}"
+    )
+
+
+#: code -> (summary, fix, documentation)
+DOCS = {
+    "INPUT001": (
+        "A file that cannot be read or parsed: nothing in it was checked.",
+        "Fix the file so it parses, or exclude it from the lint run.",
+        _doc(
+            "Reports a file the linter cannot read: invalid YAML (at the line and column the "
+            "parser stopped), an invalid SpecServer (naming the field), a shell script with an "
+            "unterminated quote, a binary, non-UTF-8 or oversized file.",
+            "Nothing in such a file was checked, so the run exits 2 instead of passing.",
+            "a YAML file with `args: [--tp, 2` (unclosed flow sequence)",
+            "fix the file, or --extend-exclude it",
+        ),
+    ),
+    "INFO001": (
+        "Model configs not found: the context and memory rules did not run for a launch.",
+        "Pass --model-dir DIR, populate the HF cache, or use --fetch-configs.",
+        _doc(
+            "Reports, once per launch, that the target or draft config.json was not found.",
+            "SPEC002, SPEC009, SPEC014 and SPEC016 need the configs; without them they are "
+            "skipped, not passed.",
+            "--model-path org/private-model (not in the HF cache, no --model-dir)",
+            "specserver-advisor lint --model-dir /models ...",
+        ),
+    ),
+    "INFO002": (
+        "A shell variable the file never sets: the arguments it supplies are not checked.",
+        "Set the variable in the script, or give a default with ${NAME:-value}.",
+        _doc(
+            "Reports a value a launch uses that the file does not determine: a shell variable "
+            "the script does not set (e.g. one exported by the caller), a command's output, a "
+            "Kubernetes $(VAR) whose env comes from a Secret or ConfigMap, or a quoted template "
+            "expression such as {{ .Values.tp }}.",
+            "The linter does not guess: a word that is only that variable is left out of the "
+            "argv and a flag value from it is not checked, so mistakes in it can pass.",
+            'python -m sglang.launch_server --model-path "$MODEL" $EXTRA_ARGS',
+            'MODEL="${MODEL:-Qwen/Qwen3-8B}" (a default the linter can read)',
+        ),
+    ),
+    "INFO003": (
+        "A template (`{{ }}` outside YAML values): not linted as YAML.",
+        "Lint the rendered output: helm template CHART | specserver-advisor lint -.",
+        _doc(
+            "Reports a file that does not parse as YAML because of template syntax (Helm, "
+            "Jinja). Chart templates are excluded by default; this covers files given "
+            "explicitly, e.g. by the pre-commit hook.",
+            "Template source is not what the cluster runs; its rendered output is.",
+            "{{- if .Values.speculative }} on its own line in templates/deployment.yaml",
+            "helm template charts/engine | specserver-advisor lint --stdin-filename out.yaml -",
+        ),
+    ),
+    "SUPP001": (
+        "A suppression that suppresses nothing.",
+        "Remove the stale suppression comment or annotation entry.",
+        _doc(
+            "Reports a `# specserver-advisor: ignore[...]` comment or a `specserver.io/ignore` "
+            "annotation entry that matched no finding of an enabled rule, or names no rule.",
+            "A stale suppression hides the next, different mistake on that command or object.",
+            "# specserver-advisor: ignore[SPEC013] (no SPEC013 finding on that command)",
+            "delete the comment",
+        ),
+    ),
+}

@@ -1,0 +1,118 @@
+"""Lint configuration files: discovery from the working directory up to the repository root.
+
+In each directory from the start upwards, ``.specserver-advisor.yaml`` wins over a
+``pyproject.toml`` with a ``[tool.specserver-advisor]`` table; the walk stops at the directory
+holding ``.git`` (the repository root) or at the filesystem root. Unknown keys are a usage error
+naming the valid keys; relative paths in a file are relative to that file.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from specserver_advisor.errors import UsageError
+
+KEYS = (
+    "select",
+    "extend-select",
+    "ignore",
+    "fail-on",
+    "model-dirs",
+    "gpu",
+    "exclude",
+    "extend-exclude",
+)
+YAML_NAME = ".specserver-advisor.yaml"
+
+
+@dataclass
+class Settings:
+    """One configuration file's settings (empty when none was found)."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    path: Path | None = None
+
+    def items(self, key: str) -> list[str] | None:
+        """A list setting (a comma string or a list), None when absent."""
+        value = self.values.get(key)
+        if value is None:
+            return None
+        if isinstance(value, str):
+            return [v.strip() for v in value.split(",") if v.strip()]
+        if isinstance(value, list) and all(isinstance(v, str | int) for v in value):
+            return [str(v) for v in value]
+        raise UsageError(
+            f"{self.path}: {key} must be a list of strings or a comma-separated string"
+        )
+
+    def paths(self, key: str) -> list[Path]:
+        """A list of paths, relative to the configuration file."""
+        base = self.path.parent if self.path else Path()
+        return [base / p for p in self.items(key) or []]
+
+
+def repo_root(start: Path) -> Path | None:
+    """The nearest directory at or above ``start`` holding ``.git``."""
+    for directory in [start, *start.parents]:
+        if (directory / ".git").exists():
+            return directory
+    return None
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    """The settings in one file; None for a pyproject.toml without our table."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    try:
+        if path.suffix == ".toml":
+            section = (tomllib.loads(text).get("tool") or {}).get("specserver-advisor")
+            if section is None:
+                return None
+            loaded: Any = section
+        else:
+            loaded = yaml.safe_load(text) or {}
+    except (tomllib.TOMLDecodeError, yaml.YAMLError, ValueError) as exc:
+        raise UsageError(f"{path}: {exc}") from exc
+    if not isinstance(loaded, dict):
+        raise UsageError(f"{path}: expected a mapping of settings")
+    unknown = sorted(str(k) for k in loaded if k not in KEYS)
+    if unknown:
+        raise UsageError(f"{path}: unknown key(s) {', '.join(unknown)}; valid: {', '.join(KEYS)}")
+    return dict(loaded)
+
+
+def discover(start: Path) -> Path | None:
+    """The configuration file that applies to ``start`` (a directory), or None."""
+    root = repo_root(start)
+    for directory in [start, *start.parents]:
+        candidate = directory / YAML_NAME
+        if candidate.is_file():
+            return candidate
+        pyproject = directory / "pyproject.toml"
+        if pyproject.is_file() and _read(pyproject) is not None:
+            return pyproject
+        if directory == root:
+            break
+    return None
+
+
+def load_settings(explicit: Path | None, start: Path) -> Settings:
+    """Settings from ``--config`` or the discovered file."""
+    if explicit is not None:
+        if not explicit.is_file():
+            raise UsageError(f"config file {explicit} not found")
+        values = _read(explicit)
+        if values is None:
+            raise UsageError(f"{explicit}: no [tool.specserver-advisor] table")
+        return Settings(values, explicit)
+    found = discover(start.resolve())
+    if found is None:
+        return Settings()
+    return Settings(_read(found) or {}, found)

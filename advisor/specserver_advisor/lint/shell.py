@@ -1,0 +1,336 @@
+"""A small shell evaluator for launch scripts: what a launch line's arguments really are.
+
+Tracks assignments and ``export``, arrays, ``$V``/``${V}``/``${V:-default}`` (and ``:=``,
+``:+``), strings built by appending, ``$(( ))`` integer arithmetic, functions called in the
+file (with ``$1``/``$@``), and ``if``/``case`` branches: every branch runs in its own copy of
+the variables (a "world"), so a launch after ``fi`` is linted once per distinct argv. Anything
+it cannot know (a variable set outside the file, a command's output) is recorded on the launch
+as unresolved, never guessed: a word that is only an unknown expansion is dropped from the
+argv (it may stand for any number of arguments), or kept as the value of the flag before it.
+Pure.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from specserver_advisor.lint.argv import detect, make_launch
+from specserver_advisor.lint.model import Launch, Position
+from specserver_advisor.lint.shellexpand import (
+    Field,
+    Piece,
+    Value,
+    World,
+    expand_parts,
+    expand_word,
+    lookup,
+    text_of,
+)
+from specserver_advisor.lint.shellparse import (
+    Block,
+    Branches,
+    Command,
+    Function,
+    Loop,
+    Node,
+    parse,
+)
+from specserver_advisor.lint.shellwords import Lit, Part, Var, Word, tokenize
+from specserver_advisor.sglang.flags import match_option
+
+MAX_WORLDS = 16
+MAX_CALL_DEPTH = 8
+ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\+?)=")
+DECLARERS = ("export", "local", "declare", "typeset", "readonly")
+
+
+# ------------------------------------------------------------------------------ evaluation
+
+
+@dataclass
+class Found:
+    """A launch found in one world, before it becomes a ``Launch``."""
+
+    fields: list[Field]
+    env: dict[str, str]
+    env_positions: dict[str, Position]
+    first_line: int
+    last_line: int
+    #: Lines of the function calls that led to the launch (suppressions there count too).
+    call_lines: list[int] = field(default_factory=list)
+
+
+class Evaluator:
+    """Runs the parsed script over worlds, collecting launch commands."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        start = World()
+        for name, value in env.items():
+            start.vars[name] = (Piece(value, 1, 1),)
+            start.exported.add(name)
+        self.worlds = [start]
+        self.functions: dict[str, list[Node]] = {}
+        self.found: list[Found] = []
+        self.depth = 0
+        self.call_sites: list[tuple[int, int]] = []
+
+    def run(self, nodes: list[Node]) -> None:
+        for node in nodes:
+            self.worlds = _dedupe([w for world in self.worlds for w in self.node(node, world)])
+
+    def node(self, node: Node, world: World) -> list[World]:
+        if isinstance(node, Function):
+            self.functions[node.name] = node.body
+            return [world]
+        if isinstance(node, Block):
+            return self.body(node.body, [world])
+        if isinstance(node, Loop):  # one world per value (bounded), as for branches
+            values = [_as_value(f) for item in node.items for f in expand_word(item, world)]
+            out_worlds: list[World] = []
+            for value in values[:MAX_WORLDS] or [()]:
+                inner = world.copy()
+                inner.vars[node.name] = value
+                out_worlds += self.body(node.body, [inner])
+            return out_worlds
+        if isinstance(node, Branches):
+            out: list[World] = [] if node.exhaustive else [world]
+            for body in node.bodies:
+                out += self.body(body, [world.copy()])
+            return out
+        return self.command(node, world)
+
+    def body(self, nodes: list[Node], worlds: list[World]) -> list[World]:
+        saved = self.worlds
+        self.worlds = worlds
+        self.run(nodes)
+        result, self.worlds = self.worlds, saved
+        return result
+
+    def command(self, cmd: Command, world: World) -> list[World]:
+        assigns: list[tuple[int, Word]] = []
+        for k, word in enumerate(cmd.words):
+            first = word.parts[0] if word.parts else None
+            if isinstance(first, Lit) and not first.quoted and ASSIGN.match(first.text):
+                assigns.append((k, word))
+            else:
+                break
+        rest = cmd.words[len(assigns) :]
+        if not rest:
+            for k, word in assigns:
+                self.assign(world, word, cmd.arrays.get(k), export=False)
+            return [world]
+        name = rest[0].unquoted_literal()
+        if name in DECLARERS:
+            for word in rest[1:]:
+                k = cmd.words.index(word)
+                first = word.parts[0] if word.parts else None
+                if isinstance(first, Lit) and ASSIGN.match(first.text):
+                    self.assign(world, word, cmd.arrays.get(k), export=name == "export")
+                elif name == "export" and (lit := word.literal()) and not lit.startswith("-"):
+                    world.exported.add(lit)
+            return [world]
+        if name == "unset":
+            for word in rest[1:]:
+                world.vars.pop(word.literal() or "", None)
+            return [world]
+        if name == "shift":
+            world.params = world.params[1:]
+            return [world]
+        if name in self.functions and self.depth < MAX_CALL_DEPTH:
+            self.call_sites.append((cmd.first_line, cmd.last_line))
+            try:
+                return self.call(self.functions[name], rest[1:], world)
+            finally:
+                self.call_sites.pop()
+        if not any(_may_launch(part, world) for word in rest for part in word.parts):
+            return [world]
+        fields = [f for word in rest for f in expand_word(word, world)]
+        texts = [f.text for f in fields]
+        if detect(texts):
+            prefix = world.copy()
+            for k, word in assigns:
+                self.assign(prefix, word, cmd.arrays.get(k), export=True)
+            env = {
+                n: text_of(v)
+                for n, v in prefix.vars.items()
+                if n in prefix.exported and not isinstance(v, list)
+            }
+            positions = {n: p for n, p in prefix.assigned_at.items() if n in env}
+            calls = [n for a, b in self.call_sites for n in range(a, b + 1)]
+            self.found.append(Found(fields, env, positions, cmd.first_line, cmd.last_line, calls))
+        return [world]
+
+    def call(self, body: list[Node], args: list[Word], world: World) -> list[World]:
+        params = [_as_value(f) for word in args for f in expand_word(word, world)]
+        inner = world.copy()
+        saved = inner.params
+        inner.params = params
+        self.depth += 1
+        try:
+            results = self.body(body, [inner])
+        finally:
+            self.depth -= 1
+        for w in results:
+            w.params = saved
+        return results
+
+    def assign(self, world: World, word: Word, items: list[Word] | None, export: bool) -> None:
+        first = word.parts[0]
+        assert isinstance(first, Lit)
+        m = ASSIGN.match(first.text)
+        assert m is not None
+        name, append = m.group(1), m.group(2) == "+"
+        world.assigned_at[name] = Position(word.line, word.column)
+        if export:
+            world.exported.add(name)
+        if items is not None:
+            values = [_as_value(f) for item in items for f in expand_word(item, world)]
+            old = world.vars.get(name)
+            world.vars[name] = (list(old) if isinstance(old, list) and append else []) + values
+            return
+        rest = Lit(first.text[m.end() :], first.line, first.column + m.end(), first.quoted)
+        parts = [rest, *word.parts[1:]]
+        value = tuple(p for seg in expand_parts(parts, world, True) for p in seg)
+        old = world.vars.get(name)
+        if append and old is not None:
+            if isinstance(old, list):
+                world.vars[name] = [*old, value]
+                return
+            value = old + value
+        world.vars[name] = value
+
+
+def _may_launch(part: Part, world: World) -> bool:
+    """Whether expanding this part could yield an SGLang command or change a variable."""
+    if isinstance(part, Lit):
+        return "sglang" in part.text
+    if not isinstance(part, Var):
+        return False
+    if part.op in (":=", "="):
+        return True
+    value = lookup(world, part.name, part.index)
+    values = value if isinstance(value, list) else [value] if value is not None else []
+    if any("sglang" in text_of(v) for v in values):
+        return True
+    return any(_may_launch(p, world) for p in part.arg)
+
+
+def _as_value(f: Field) -> Value:
+    """A field stored as a value (an array item, a function argument)."""
+    unknown = f.unknown[0] if f.unknown else None
+    return (Piece(f.text, f.position.line, f.position.column, unknown=unknown),)
+
+
+def _dedupe(worlds: list[World]) -> list[World]:
+    if len(worlds) <= 1:
+        return worlds
+    seen: dict[tuple[object, ...], World] = {}
+    for w in worlds:
+        seen.setdefault(w.key(), w)
+    return list(seen.values())[:MAX_WORLDS]
+
+
+# ------------------------------------------------------------------------------ launches
+
+
+@lru_cache(maxsize=1024)
+def _takes_value(token: str) -> bool:
+    if not token.startswith("--") or "=" in token:
+        return False
+    flag, _ = match_option(token)
+    return flag is None or not flag.is_bool
+
+
+Relocate = Callable[[Position], Position]
+
+
+def to_launch(path: str, found: Found, where: Relocate | None, in_container: bool) -> Launch | None:
+    """The Launch for one found command; unknown words dropped or kept as flag values."""
+    texts = [f.text for f in found.fields]
+    detected = detect(texts)
+    if detected is None:
+        return None
+    kind, first = detected
+    positional = kind == "server" and texts[first - 1] == "serve"
+    args: list[str] = []
+    positions: list[Position] = []
+    unresolved: dict[str, Position] = {}
+    unresolved_fields: set[int] = set()
+    for f in found.fields[first:]:
+        for name in f.unknown:
+            unresolved.setdefault(name, where(f.position) if where else f.position)
+        if f.only_unknown and not (
+            args and _takes_value(args[-1]) and len(args) - 1 not in unresolved_fields
+        ):
+            continue
+        if f.unknown:
+            unresolved_fields.add(len(args))
+        args.append(f.text)
+        positions.append(where(f.position) if where else f.position)
+    start = found.fields[0].position if found.fields else Position()
+    start = where(start) if where else start
+    launch = make_launch(path, kind, args, positions, start, found.env, in_container, positional)
+    launch.first_line, launch.last_line = (
+        (where(Position(found.first_line, 1)).line, where(Position(found.last_line, 1)).line)
+        if where
+        else (found.first_line, found.last_line)
+    )
+    launch.env_positions = {} if where else found.env_positions
+    launch.call_lines = [] if where else found.call_lines
+    launch.unresolved = unresolved
+    forget_unresolved(launch, unresolved_fields)
+    return launch
+
+
+def forget_unresolved(launch: Launch, indexes: set[int]) -> None:
+    """Issues and values that come from unknown words are not findings: drop them."""
+    if not indexes:
+        return
+    parsed = launch.parsed
+    near = indexes | {i - 1 for i in indexes}
+    texts = {repr(launch.args[i]) for i in indexes}
+    parsed.issues = [
+        iss
+        for iss in parsed.issues
+        if iss.index not in near and not any(t in iss.message for t in texts)
+    ]
+    for name, at in list(parsed.positions.items()):
+        valued_by_next = at + 1 in indexes and _takes_value(launch.args[at])
+        if at in indexes or valued_by_next:
+            launch.unresolved_fields.add(name)
+            if not isinstance(parsed.values.get(name), str):
+                parsed.values.pop(name, None)
+
+
+def from_shell(
+    path: str,
+    text: str,
+    env: dict[str, str] | None = None,
+    base: Position | None = None,
+    in_container: bool = False,
+    where: Relocate | None = None,
+) -> list[Launch]:
+    """Launches in a shell script or command string.
+
+    ``where`` maps positions in ``text`` to positions in the file (a command embedded in
+    YAML); ``base`` reports every position there instead.
+    """
+    if where is None and base is not None:
+        at = base
+        where = lambda _: at  # noqa: E731
+    evaluator = Evaluator(env or {})
+    evaluator.run(parse(tokenize(text)))
+    out: list[Launch] = []
+    seen: set[tuple[int, tuple[str, ...]]] = set()
+    for found in evaluator.found:
+        launch = to_launch(path, found, where, in_container)
+        if launch is None:
+            continue
+        key = (found.first_line, tuple(launch.args))
+        if key not in seen:
+            seen.add(key)
+            out.append(launch)
+    return out

@@ -1,0 +1,101 @@
+"""What an engine pod may ask for, and what it gets by default (pure; docs/security.md).
+
+A SpecServer's author chooses the engine image, so the pod it renders is held to the Pod
+Security "restricted" profile (the templates set the securityContext) and to the cluster admin's
+``PodPolicy``: ``hostPath`` model volumes and tolerations that match every taint are refused
+unless the admin allowed them (``SPECSERVER_ALLOW_HOST_PATH``,
+``SPECSERVER_ALLOW_WILDCARD_TOLERATIONS``). Refusals become ``ConfigValid=False`` with the
+reason ``PodPolicyRefused``, naming the field.
+
+``pod_resources`` gives every engine container CPU and memory requests sized from the model
+when the spec gives none, and bounds ``/dev/shm`` (a memory-backed emptyDir, charged to the
+pod's memory) so an engine is never BestEffort next to an unbounded RAM disk.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from specserver_advisor.models import SpecServerSpec
+
+REFUSED = "PodPolicyRefused"
+#: /dev/shm per GPU (NCCL and SGLang's inter-process tensors), bounded by SHM_MAX_GIB.
+SHM_PER_GPU_GIB = 2
+SHM_MAX_GIB = 16
+#: Host memory: a base for the tokenizer/detokenizer processes, one scheduler per GPU, one
+#: checkpoint shard in flight while loading (at most SHARD_GIB), plus /dev/shm.
+BASE_MEMORY_GIB = 4
+MEMORY_PER_GPU_GIB = 4
+SHARD_GIB = 5
+#: CPU: the tokenizer and detokenizer, and two per GPU (scheduler and its threads).
+BASE_CPU = 2
+CPU_PER_GPU = 2
+
+_TRUE = ("1", "true", "yes")
+
+
+@dataclass(frozen=True)
+class PodPolicy:
+    """The cluster admin's choices for engine pods (operator environment)."""
+
+    allow_host_path: bool = False
+    allow_wildcard_tolerations: bool = False
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> PodPolicy:
+        env = os.environ if env is None else env
+        return cls(
+            env.get("SPECSERVER_ALLOW_HOST_PATH", "").lower() in _TRUE,
+            env.get("SPECSERVER_ALLOW_WILDCARD_TOLERATIONS", "").lower() in _TRUE,
+        )
+
+
+def refusal(spec: SpecServerSpec, policy: PodPolicy) -> str | None:
+    """Why the pod this spec asks for is refused under ``policy`` (None when it is not)."""
+    src = spec.model_source
+    if src and src.volume and src.volume.host_path and not policy.allow_host_path:
+        return (
+            "spec.modelSource.volume.hostPath: hostPath volumes are refused by the operator's "
+            "pod policy (the admin allows them with SPECSERVER_ALLOW_HOST_PATH); use "
+            "persistentVolumeClaimName"
+        )
+    if not policy.allow_wildcard_tolerations:
+        for i, t in enumerate(spec.resources.tolerations):
+            if not t.key and (t.operator or "Equal") == "Exists":
+                return (
+                    f"spec.resources.tolerations[{i}]: a toleration without a key tolerates "
+                    "every taint; refused by the operator's pod policy (the admin allows it "
+                    "with SPECSERVER_ALLOW_WILDCARD_TOLERATIONS)"
+                )
+    return None
+
+
+def shm_gib(gpus: int) -> int:
+    """Size limit of the engine's /dev/shm."""
+    return max(1, min(SHM_MAX_GIB, SHM_PER_GPU_GIB * gpus))
+
+
+def default_requests(gpus: int, weight_gib_per_gpu: float) -> dict[str, str]:
+    """CPU and memory requests for an engine when the spec gives none."""
+    shard = min(SHARD_GIB, math.ceil(max(weight_gib_per_gpu, 0.0)))
+    memory = BASE_MEMORY_GIB + MEMORY_PER_GPU_GIB * gpus + shard + shm_gib(gpus)
+    return {"cpu": str(BASE_CPU + CPU_PER_GPU * gpus), "memory": f"{memory}Gi"}
+
+
+def pod_resources(
+    spec: SpecServerSpec, weight_gib_per_gpu: float
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(limits, requests) of the engine container: the GPUs; the spec's CPU and memory as
+    request and limit; a sized default request for what the spec leaves out."""
+    res = spec.resources
+    # Quantities as strings: server-side apply's typed patches refuse bare integers.
+    limits: dict[str, Any] = {res.gpu_resource_name: str(res.gpus)}
+    requests: dict[str, Any] = default_requests(res.gpus, weight_gib_per_gpu)
+    for key, value in (("cpu", res.cpu), ("memory", res.memory)):
+        if value:
+            limits[key] = requests[key] = value
+    return limits, requests

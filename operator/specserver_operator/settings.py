@@ -1,0 +1,218 @@
+"""Every operator-wide setting: its flag, its environment variable, its default, what it does.
+
+The one table ``specserver-operator --help`` is generated from (main.py). Modules read the
+environment variables named here; main.py exports a flag given on the command line into its
+variable before they are imported, so each setting has one name in the code. No I/O.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One operator setting."""
+
+    flag: str
+    env: str
+    default: str
+    help: str
+    #: Variables read when ``env`` is unset (conventions other tools already use).
+    fallbacks: tuple[str, ...] = ()
+    is_switch: bool = False
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        "--namespace",
+        "SPECSERVER_NAMESPACES",
+        "",
+        "watch only these namespaces (flag repeatable; the variable comma-separated); "
+        "empty: the whole cluster",
+    ),
+    Setting(
+        "--liveness",
+        "SPECSERVER_LIVENESS_URL",
+        "http://0.0.0.0:8080/healthz",
+        "kopf's liveness endpoint (what the Deployment's livenessProbe reads)",
+    ),
+    Setting("--verbose", "SPECSERVER_VERBOSE", "", "debug logging (any non-empty value)", (), True),
+    Setting(
+        "--metrics-port",
+        "SPECSERVER_METRICS_PORT",
+        "0",
+        "serve the operator's Prometheus metrics on /metrics at this port (0: off; "
+        "manifests/operator.yaml sets 8000)",
+    ),
+    Setting(
+        "--metrics-address",
+        "SPECSERVER_METRICS_ADDRESS",
+        "0.0.0.0",
+        "address the metrics port listens on",
+    ),
+    Setting(
+        "--prometheus-url",
+        "SPECSERVER_PROMETHEUS_URL",
+        "",
+        "the Prometheus that mode Auto reads engine metrics from, for SpecServers without "
+        "spec.autoSpeculation.prometheusUrl (empty: none; Auto then holds, reason "
+        "NoPrometheusURL)",
+    ),
+    Setting(
+        "--cycle-seconds",
+        "SPECSERVER_CYCLE_SECONDS",
+        "5",
+        "period of the shared cycle (engine readiness, drift repair, policy evaluation)",
+    ),
+    Setting(
+        "--query-interval-seconds",
+        "SPECSERVER_QUERY_INTERVAL_SECONDS",
+        "5",
+        "least time between two PromQL reads of the same signal",
+    ),
+    Setting(
+        "--hf-endpoint",
+        "SPECSERVER_HF_ENDPOINT",
+        "",
+        "Hugging Face endpoint the operator reads model config.json from (empty: inline, "
+        "ConfigMap and bundled configs only); always allowed (docs/security.md)",
+        ("HF_ENDPOINT",),
+    ),
+    Setting(
+        "--hf-allowed-endpoints",
+        "SPECSERVER_HF_ALLOWED_ENDPOINTS",
+        "",
+        "comma-separated HF endpoints a SpecServer's spec.modelSource.hfEndpoint may name; any "
+        "other spec endpoint gets no request from the operator",
+    ),
+    Setting(
+        "--hf-token-file",
+        "SPECSERVER_HF_TOKEN_FILE",
+        "",
+        "file holding the token sent to the allowed HF endpoints (mount it from a Secret in the "
+        "operator's namespace); hfTokenSecretRef is never read by the operator",
+    ),
+    Setting(
+        "--prometheus-allowed-urls",
+        "SPECSERVER_PROMETHEUS_ALLOWED_URLS",
+        "",
+        "comma-separated Prometheus URLs a SpecServer's autoSpeculation.prometheusUrl may name "
+        "besides --prometheus-url; any other is never contacted",
+    ),
+    Setting(
+        "--allow-host-path",
+        "SPECSERVER_ALLOW_HOST_PATH",
+        "false",
+        "let engine pods mount hostPath volumes named in the spec (otherwise ConfigValid=False, "
+        "PodPolicyRefused)",
+    ),
+    Setting(
+        "--allow-wildcard-tolerations",
+        "SPECSERVER_ALLOW_WILDCARD_TOLERATIONS",
+        "false",
+        "let engine pods carry match-all tolerations from the spec (otherwise refused)",
+    ),
+    Setting(
+        "--webhook-port",
+        "SPECSERVER_WEBHOOK_PORT",
+        "0",
+        "serve the validating admission webhook (HTTPS, POST /validate) on this port (0: off; "
+        "manifests/operator.yaml sets 9443)",
+    ),
+    Setting(
+        "--webhook-address",
+        "SPECSERVER_WEBHOOK_ADDRESS",
+        "0.0.0.0",
+        "address the webhook listens on",
+    ),
+    Setting(
+        "--webhook-secret",
+        "SPECSERVER_WEBHOOK_SECRET",
+        "specserver-system/specserver-webhook-tls",
+        "namespace/name of the Secret the operator keeps the webhook's CA and serving "
+        "certificate in (created when missing, renewed 30 days before expiry)",
+    ),
+    Setting(
+        "--webhook-config",
+        "SPECSERVER_WEBHOOK_CONFIG",
+        "specserver-validation",
+        "the ValidatingWebhookConfiguration whose caBundle the operator keeps current",
+    ),
+    Setting(
+        "--webhook-dns-names",
+        "SPECSERVER_WEBHOOK_DNS_NAMES",
+        "specserver-operator-webhook.specserver-system.svc",
+        "comma-separated names (or IP addresses) the serving certificate covers: what the "
+        "apiserver dials",
+    ),
+    Setting(
+        "--engine-image",
+        "SPECSERVER_ENGINE_IMAGE",
+        "ghcr.io/specserver/specserver-engine:0.1.0-sglang0.5.23",
+        "image of the engine pods' preflight init container",
+    ),
+    Setting(
+        "--leader-election",
+        "SPECSERVER_LEADER_ELECTION",
+        "true",
+        "only the holder of the Lease specserver-operator reconciles (false: always)",
+    ),
+    Setting(
+        "--lease-namespace",
+        "SPECSERVER_LEASE_NAMESPACE",
+        "",
+        "namespace of the leader Lease (default: the pod's own, else default)",
+    ),
+)
+
+
+def resolve_environ(given: Mapping[str, str | None], environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables to export before the operator's modules are imported.
+
+    Args:
+        given: flag values from the command line by variable name (None: not given).
+        environ: the process environment.
+
+    Returns:
+        Variable -> value for each setting given as a flag (the flag wins) or found under a
+        fallback name while its own variable is unset.
+    """
+    out: dict[str, str] = {}
+    for s in SETTINGS:
+        value = given.get(s.env)
+        if value is not None:
+            out[s.env] = value
+            continue
+        if environ.get(s.env):
+            continue
+        for name in s.fallbacks:
+            if environ.get(name):
+                out[s.env] = environ[name]
+                break
+    return out
+
+
+def value(env: str, environ: Mapping[str, str] | None = None) -> str:
+    """A setting's value: its variable when set and non-empty, else its default."""
+    found = (os.environ if environ is None else environ).get(env)
+    return found if found else next(s.default for s in SETTINGS if s.env == env)
+
+
+def describe(s: Setting) -> str:
+    """One setting's --help text: what it does, its variable, fallbacks and default."""
+    fallback = "".join(f", else ${name}" for name in s.fallbacks)
+    default = f"; default {s.default}" if s.default else ""
+    return f"{s.help} (env ${s.env}{fallback}{default})"
+
+
+def epilog() -> str:
+    """The environment table printed under --help."""
+    width = max(len(s.env) for s in SETTINGS)
+    lines = ["environment (a flag given on the command line wins):"]
+    for s in SETTINGS:
+        lines.append(f"  {s.env:<{width}}  {s.flag}")
+        lines.extend(f"  {'':<{width}}  {alt} when {s.env} is unset" for alt in s.fallbacks)
+    return "\n".join(lines)

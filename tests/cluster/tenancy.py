@@ -1,0 +1,146 @@
+"""Helpers for tests/cluster/test_tenant_isolation.py: recording loopback listeners,
+ServiceAccount kubeconfigs, and the operator as a process under given credentials and settings."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from test_operator_e2e import wait_for
+
+from conftest import KubeHandle
+from specserver_engine.ports import free_loopback_port
+
+#: What a hostile listener answers (body and reason phrase); must never be read back.
+LEAK = "INTERNAL-ONLY: db_password=hunter2-" + secrets.token_hex(4)
+#: Ports for our listeners (this clone's range; the first free ones are taken).
+PORT_RANGE = range(31453, 31534)
+
+
+def free_port(skip: set[int]) -> int:
+    for port in PORT_RANGE:
+        if port in skip:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError("no free port in the test range")
+
+
+class Recorder:
+    """A loopback listener that records every request (path, headers) and answers by route."""
+
+    def __init__(self, port: int) -> None:
+        self.requests: list[tuple[str, dict[str, str]]] = []
+        self.routes: list[tuple[str, Any]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                outer.requests.append((self.path, dict(self.headers.items())))
+                for prefix, answer in outer.routes:
+                    if self.path.startswith(prefix):
+                        status, headers, body = answer(self.path)
+                        break
+                else:
+                    status, headers, body = 404, {}, b""
+                self.send_response(status, LEAK)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.url = f"http://127.0.0.1:{port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def kubeconfig(path: Path, server: str, token: str) -> Path:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "c",
+        "clusters": [
+            {"name": "c", "cluster": {"server": server, "insecure-skip-tls-verify": True}}
+        ],
+        "users": [{"name": "u", "user": {"token": token}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+    }
+    path.write_text(json.dumps(config))
+    return path
+
+
+def sa_token(kube: KubeHandle, namespace: str, name: str) -> str:
+    """The token of a ServiceAccount (the 1.20 token controller writes it into a Secret)."""
+
+    def find() -> str | None:
+        sa = json.loads(kube.kubectl("get", "sa", name, "-n", namespace, "-o", "json").stdout)
+        for ref in sa.get("secrets") or []:
+            got = kube.kubectl("get", "secret", ref["name"], "-n", namespace, "-o", "json")
+            data = json.loads(got.stdout).get("data") or {}
+            if "token" in data:
+                return base64.b64decode(data["token"]).decode()
+        return None
+
+    token: str = wait_for(find, 60, f"token of {namespace}/{name}")
+    return token
+
+
+def start_operator(
+    config: Path, namespace: str, settings: dict[str, str], log_path: Path
+) -> subprocess.Popen[bytes]:
+    """``specserver-operator -n namespace`` with ``config`` as its only credentials and only
+    ``settings`` of the SPECSERVER_* environment (cycles every second)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPECSERVER_")}
+    env.update(
+        settings,
+        KUBECONFIG=str(config),
+        PYTHONUNBUFFERED="1",
+        SPECSERVER_CYCLE_SECONDS="1",
+        SPECSERVER_QUERY_INTERVAL_SECONDS="1",
+    )
+    port = free_loopback_port()
+    with open(log_path, "wb") as log:
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "specserver_operator.main",
+                "-n",
+                namespace,
+                "--liveness",
+                f"http://127.0.0.1:{port}/healthz",
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

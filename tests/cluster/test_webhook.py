@@ -1,0 +1,165 @@
+"""The validating admission webhook on the real local apiserver, served by the real operator.
+
+The operator creates its CA and serving certificate in a Secret, fills in the caBundle of a
+ValidatingWebhookConfiguration (here one that dials it on loopback and applies only to this
+test's namespace), and ``kubectl apply --dry-run=server`` of an invalid SpecServer is refused
+with every problem and its SPEC code.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+from test_operator_e2e import EXAMPLE, _ok, get, kube_env, wait_for
+
+from conftest import REPO, KubeHandle
+from specserver_engine.ports import free_loopback_port
+
+
+def webhook_config(name: str, port: int, namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": name},
+        "webhooks": [
+            {
+                "name": "validate.specservers.specserver.io",
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "None",
+                # Fail here (Ignore in manifests/): an unreachable webhook must fail the test.
+                "failurePolicy": "Fail",
+                "timeoutSeconds": 10,
+                "clientConfig": {"url": f"https://127.0.0.1:{port}/validate"},
+                "namespaceSelector": {"matchLabels": {"specserver-webhook-test": namespace}},
+                "rules": [
+                    {
+                        "apiGroups": ["specserver.io"],
+                        "apiVersions": ["v1alpha1"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": ["specservers"],
+                    }
+                ],
+            }
+        ],
+    }
+
+
+@pytest.fixture
+def webhook(kube: KubeHandle, namespace: str) -> Iterator[str]:
+    """The operator serving the webhook for ``namespace``; yields the configuration's name."""
+    kube.kubectl("apply", "-f", str(REPO / "crds"))
+    kube.kubectl("label", "namespace", namespace, f"specserver-webhook-test={namespace}")
+    name = f"specserver-validation-{namespace}"
+    port, health = free_loopback_port(), free_loopback_port()
+    config = webhook_config(name, port, namespace)
+    kube.kubectl("apply", "-f", "-", input=json.dumps(config))
+    env = dict(
+        kube_env(kube),
+        PYTHONUNBUFFERED="1",
+        SPECSERVER_WEBHOOK_PORT=str(port),
+        SPECSERVER_WEBHOOK_ADDRESS="127.0.0.1",
+        SPECSERVER_WEBHOOK_SECRET=f"{namespace}/webhook-tls",
+        SPECSERVER_WEBHOOK_CONFIG=name,
+        SPECSERVER_WEBHOOK_DNS_NAMES="127.0.0.1",
+    )
+    log = open(f"/tmp/specserver-webhook-{port}.log", "wb")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "specserver_operator.main",
+            "-n",
+            namespace,
+            "--liveness",
+            f"http://127.0.0.1:{health}/healthz",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_for(lambda: _ok(f"http://127.0.0.1:{health}/healthz"), 60, "operator liveness")
+        yield name
+    finally:
+        kube.kubectl("delete", "validatingwebhookconfiguration", name, check=False)
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def ca_bundle(kube: KubeHandle, name: str) -> str:
+    done = kube.kubectl(
+        "get",
+        "validatingwebhookconfiguration",
+        name,
+        "-o",
+        "jsonpath={.webhooks[0].clientConfig.caBundle}",
+        check=False,
+    )
+    return done.stdout.strip()
+
+
+def dry_run(kube: KubeHandle, namespace: str, doc: dict[str, Any]) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
+    return kube.kubectl(
+        "apply",
+        "--dry-run=server",
+        "-n",
+        namespace,
+        "-f",
+        "-",
+        input=json.dumps(doc),
+        check=False,
+    )
+
+
+def example(**engine: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
+    doc["spec"]["engine"].update(engine)
+    doc["spec"]["engine"] = {k: v for k, v in doc["spec"]["engine"].items() if v is not None}
+    return doc
+
+
+def test_invalid_specservers_are_refused_at_apply_time_with_every_spec_code(
+    kube: KubeHandle, namespace: str, webhook: str
+) -> None:
+    bundle = wait_for(lambda: ca_bundle(kube, webhook), 60, "the operator to set the caBundle")
+    secret = get(kube, "secret", namespace, "webhook-tls")
+    assert secret is not None
+    assert secret["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "specserver"
+    assert base64.b64decode(bundle) == base64.b64decode(secret["data"]["ca.crt"])
+
+    bad = example(memFractionStatic=0.5, contextLength=100_000)
+    done = dry_run(kube, namespace, bad)
+    assert done.returncode != 0
+    assert "denied the request" in done.stderr, done.stderr
+    assert "SPEC002" in done.stderr and "SPEC016" in done.stderr, done.stderr
+
+    # Not a dry run either: nothing is stored.
+    stored = kube.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(bad), check=False)
+    assert stored.returncode != 0 and get(kube, "sps", namespace, "qwen3-8b") is None
+
+    # Schema-valid but refused by the models: all errors at once.
+    two = example()
+    two["spec"]["speculative"]["algorithm"] = "NGRAM"
+    two["spec"]["draft"] = {"path": "Tengyunw/qwen3_8b_eagle3"}
+    two["spec"]["engine"]["extraArgs"] = ["--max-running-requests", "3"]
+    refused = dry_run(kube, namespace, two)
+    assert refused.returncode != 0 and "OwnedFlagInExtraArgs" in refused.stderr, refused.stderr
+
+    # The flagship without memFractionStatic is admitted (the operator computes one).
+    ok = dry_run(kube, namespace, example(memFractionStatic=None))
+    assert ok.returncode == 0, ok.stderr
+    for path in sorted((REPO / "manifests" / "examples").glob("*.yaml")):
+        admitted = kube.kubectl("apply", "--dry-run=server", "-n", namespace, "-f", str(path))
+        assert admitted.returncode == 0

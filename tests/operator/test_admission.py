@@ -1,0 +1,168 @@
+"""The admission webhook without an apiserver: the review, the certificates, the HTTPS server.
+
+The server test fakes only our own client seam (the Secret and the webhook configuration);
+tests/cluster/test_webhook.py runs the operator against the real apiserver.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import ssl
+import threading
+import urllib.request
+from typing import Any
+
+import pytest
+import yaml
+from cryptography import x509
+
+from conftest import REPO
+from specserver_engine.ports import free_loopback_port
+from specserver_operator.admission import admission_response, review_specserver
+from specserver_operator.webhook import PATH, Webhook
+from specserver_operator.webhookcerts import RENEW_BEFORE, VALIDITY, build_bundle, usable
+
+EXAMPLES = sorted((REPO / "manifests" / "examples").glob("*.yaml"))
+NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
+
+
+def flagship(**engine: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load(
+        (REPO / "manifests/examples/qwen3-8b-eagle3-l4.yaml").read_text()
+    )
+    doc["spec"]["engine"].update(engine)
+    return doc
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_every_example_is_admitted(path: Any) -> None:
+    verdict = review_specserver(yaml.safe_load(path.read_text()))
+    assert verdict.allowed, verdict.problems
+
+
+def test_schema_errors_come_all_at_once_with_their_fields() -> None:
+    doc = flagship()
+    doc["spec"]["mode"] = "On"
+    doc["spec"]["speculative"]["numSteps"] = 0
+    verdict = review_specserver(doc)
+    assert len(verdict.problems) == 2
+    assert any(p.startswith("spec.mode: ") and "'Enabled'" in p for p in verdict.problems)
+    assert any(p.startswith("spec.speculative.numSteps: ") for p in verdict.problems)
+
+
+def test_config_errors_come_all_at_once_with_spec_codes() -> None:
+    verdict = review_specserver(flagship(memFractionStatic=0.5, contextLength=100_000))
+    codes = [p.split(":", 1)[0] for p in verdict.problems]
+    assert codes == ["SPEC002", "SPEC016"], verdict.problems
+
+
+def test_a_fraction_the_operator_would_compute_is_not_a_problem() -> None:
+    doc = flagship()
+    del doc["spec"]["engine"]["memFractionStatic"]
+    assert review_specserver(doc).allowed
+
+
+def test_a_model_that_cannot_fit_is_refused_with_the_gpu_count() -> None:
+    doc = flagship()
+    del doc["spec"]["engine"]["memFractionStatic"]
+    doc["spec"]["model"] = {"path": "Qwen/Qwen3-30B-A3B-Instruct-2507"}
+    doc["spec"]["draft"] = {"path": "lmsys/SGLang-EAGLE3-Qwen3-30B-A3B-Instruct-2507-SpecForge-Nex"}
+    doc["spec"]["mode"] = "Disabled"
+    verdict = review_specserver(doc)
+    assert any("does not fit on 1 x L4: needs >= 4 GPUs" in p for p in verdict.problems)
+
+
+def test_owned_flags_and_warnings() -> None:
+    doc = flagship(extraArgs=["--max-running-requests", "3"])
+    doc["spec"]["speculative"]["acceptThresholdSingle"] = 0.5
+    verdict = review_specserver(doc)
+    assert any(p.startswith("OwnedFlagInExtraArgs: ") for p in verdict.problems)
+    assert any(w.startswith("SPEC006: ") for w in verdict.warnings), verdict.warnings
+
+
+def test_admission_review_answer() -> None:
+    bad = flagship(memFractionStatic=0.5, contextLength=100_000)
+    review = {"request": {"uid": "u1", "operation": "CREATE", "object": bad}}
+    answer = admission_response(review)
+    assert answer["apiVersion"] == "admission.k8s.io/v1" and answer["kind"] == "AdmissionReview"
+    response = answer["response"]
+    assert response["uid"] == "u1" and response["allowed"] is False
+    assert response["status"]["code"] == 422
+    assert response["status"]["message"].startswith("2 problem(s): SPEC002: ")
+    delete = {"request": {"uid": "u2", "operation": "DELETE", "object": None}}
+    assert admission_response(delete)["response"] == {"uid": "u2", "allowed": True}
+
+
+def test_certificates_cover_the_names_and_are_renewed_before_expiry() -> None:
+    names = ["specserver-operator-webhook.specserver-system.svc", "127.0.0.1"]
+    bundle = build_bundle(names, NOW)
+    assert usable(bundle, names, NOW)
+    assert not usable(bundle, ["other.svc"], NOW)
+    assert not usable(bundle, names, NOW + VALIDITY - RENEW_BEFORE + dt.timedelta(days=1))
+    ca = x509.load_pem_x509_certificate(bundle.ca_crt.encode())
+    cert = x509.load_pem_x509_certificate(bundle.tls_crt.encode())
+    cert.verify_directly_issued_by(ca)
+
+
+class FakeClient:
+    """Our client seam: one Secret, one webhook configuration; any other call fails."""
+
+    def __init__(self) -> None:
+        self.secrets: dict[str, dict[str, str]] = {}
+        self.ca_bundle: str | None = None
+
+    def get_secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        return self.secrets.get(f"{namespace}/{name}")
+
+    def put_secret(
+        self, namespace: str, name: str, data: dict[str, str], labels: dict[str, str]
+    ) -> None:
+        assert labels["app.kubernetes.io/managed-by"] == "specserver"
+        self.secrets[f"{namespace}/{name}"] = data
+
+    def ensure_webhook_ca_bundle(self, name: str, ca_pem: str) -> bool | None:
+        changed = self.ca_bundle != ca_pem
+        self.ca_bundle = ca_pem
+        return changed
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"unexpected client call {name}")
+
+
+def test_the_server_answers_over_tls_signed_by_the_ca_it_publishes() -> None:
+    client = FakeClient()
+    port = free_loopback_port()
+    hook = Webhook(client, port, "127.0.0.1", "ops/tls", "cfg", ["127.0.0.1"])  # type: ignore[arg-type]
+    stop = threading.Event()
+    thread = threading.Thread(target=hook.serve, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        for _ in range(100):
+            if client.ca_bundle:
+                break
+            threading.Event().wait(0.05)
+        assert client.ca_bundle == client.secrets["ops/tls"]["ca.crt"]
+        ctx = ssl.create_default_context(cadata=client.ca_bundle)
+        body = {"request": {"uid": "u", "operation": "CREATE", "object": flagship()}}
+        request = urllib.request.Request(
+            f"https://127.0.0.1:{port}{PATH}",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        answer = None
+        for _ in range(50):
+            try:
+                with urllib.request.urlopen(request, context=ctx, timeout=10) as resp:
+                    answer = json.loads(resp.read())
+                break
+            except (ConnectionError, urllib.error.URLError):
+                threading.Event().wait(0.1)
+        assert answer is not None and answer["response"]["allowed"] is True
+        # A restart reuses the stored certificate: the published CA does not change.
+        again = Webhook(client, 0, "127.0.0.1", "ops/tls", "cfg", ["127.0.0.1"])  # type: ignore[arg-type]
+        again.upkeep()
+        assert again.bundle == hook.bundle
+    finally:
+        stop.set()
+        thread.join(timeout=10)

@@ -1,0 +1,46 @@
+"""The operator's own metrics: counter names, the no-engine value, series removed on delete."""
+
+from __future__ import annotations
+
+from prometheus_client import generate_latest
+
+from specserver_operator import opmetrics
+
+
+def _exposition() -> str:
+    return generate_latest(opmetrics.REGISTRY).decode()
+
+
+def test_counters_are_exposed_with_total_and_query_errors_is_a_counter() -> None:
+    text = _exposition()
+    for name in ("decisions", "switches", "prometheus_query_errors", "cycles", "api_writes"):
+        assert f"# TYPE specserver_{name}_total counter" in text or (
+            f"# TYPE specserver_{name} counter" in text
+        ), name
+    name = "specserver_prometheus_query_errors_total"
+    before = opmetrics.REGISTRY.get_sample_value(name) or 0.0
+    opmetrics.count_query_errors(10**6)  # the signal caches' running count
+    opmetrics.count_query_errors(10**6 + 3)
+    opmetrics.count_query_errors(10**6 + 3)  # unchanged: nothing added
+    assert opmetrics.REGISTRY.get_sample_value(name) == before + 10**6 + 3
+
+
+def test_mode_has_a_distinct_value_for_no_engine() -> None:
+    assert opmetrics.mode_value("On") == 1
+    assert opmetrics.mode_value("Off") == 0
+    assert opmetrics.mode_value(None) == -1
+
+
+def test_series_of_a_deleted_specserver_are_removed() -> None:
+    opmetrics.MODE.labels("ns-a", "gone").set(1)
+    opmetrics.DECISIONS.labels("ns-a", "gone", "disable", "TTFTSLOBreached").inc()
+    opmetrics.SWITCHES.labels("ns-a", "gone", "succeeded").inc()
+    opmetrics.MODE.labels("ns-a", "kept").set(0)
+    opmetrics.DECISIONS.labels("ns-a", "kept", "keep", "Steady").inc()
+    removed = opmetrics.retain({("ns-a", "kept")})
+    assert removed >= 3
+    text = _exposition()
+    assert 'specserver="gone"' not in text
+    assert 'specserver_speculation_mode{namespace="ns-a",specserver="kept"} 0.0' in text
+    assert 'specserver="kept"' in text and "Steady" in text
+    assert opmetrics.retain({("ns-a", "kept")}) == 0

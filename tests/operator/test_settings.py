@@ -1,0 +1,58 @@
+"""specserver-operator's settings: one table, every variable documented under --help."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+from conftest import REPO
+from specserver_operator import main, settings
+
+
+def _help() -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "specserver_operator.main", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return done.stdout
+
+
+def test_help_documents_every_variable_the_operator_reads() -> None:
+    source = "\n".join(
+        p.read_text() for p in (REPO / "operator" / "specserver_operator").rglob("*.py")
+    )
+    read = set(re.findall(r"\"(SPECSERVER_[A-Z_]+)\"", source))
+    text = _help()
+    assert read, "the scan found no variables"
+    for name in read:
+        assert f"${name}" in text and f"  {name} " in text, f"{name} missing from --help"
+    for s in settings.SETTINGS:
+        assert s.flag in text and s.help.split()[0] in text
+
+
+def test_help_names_the_hf_endpoint_fallback() -> None:
+    assert "$SPECSERVER_HF_ENDPOINT, else $HF_ENDPOINT" in _help()
+
+
+def test_hf_endpoint_is_the_fallback_for_specserver_hf_endpoint() -> None:
+    hub = "http://127.0.0.1:36460"
+    assert settings.resolve_environ({}, {"HF_ENDPOINT": hub}) == {"SPECSERVER_HF_ENDPOINT": hub}
+    ours = {"SPECSERVER_HF_ENDPOINT": "http://127.0.0.1:36461", "HF_ENDPOINT": hub}
+    assert settings.resolve_environ({}, ours) == {}
+    # A flag wins over both.
+    flag = {"SPECSERVER_HF_ENDPOINT": "http://127.0.0.1:36462"}
+    assert settings.resolve_environ(flag, ours) == flag
+
+
+def test_flags_become_their_variables_and_defaults_apply() -> None:
+    args = vars(main.build_parser().parse_args(["-n", "a", "-n", "b", "--metrics-port", "9"]))
+    assert args["SPECSERVER_NAMESPACES"] == ["a", "b"]
+    got = settings.resolve_environ({"SPECSERVER_METRICS_PORT": "9"}, {})
+    assert got == {"SPECSERVER_METRICS_PORT": "9"}
+    assert settings.value("SPECSERVER_CYCLE_SECONDS", {}) == "5"
+    assert settings.value("SPECSERVER_CYCLE_SECONDS", {"SPECSERVER_CYCLE_SECONDS": "2"}) == "2"
+    assert settings.value("SPECSERVER_CYCLE_SECONDS", {"SPECSERVER_CYCLE_SECONDS": ""}) == "5"
