@@ -78,9 +78,13 @@ class Operator:
             self.proc = None
 
 
+#: The tarpit's port, allowed as a Prometheus by the module's operator (issue 13's allow-list).
+TARPIT_PORT = free_loopback_port()
+
+
 @pytest.fixture(scope="module")
 def operator(kube: KubeHandle) -> Iterator[Operator]:
-    op = Operator(kube)
+    op = Operator(kube, SPECSERVER_PROMETHEUS_ALLOWED_URLS=f"http://127.0.0.1:{TARPIT_PORT}")
     op.start()
     yield op
     op.stop()
@@ -91,7 +95,8 @@ class Tarpit:
 
     def __init__(self) -> None:
         self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", TARPIT_PORT))
         self.sock.listen(64)
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         self.held: list[socket.socket] = []
