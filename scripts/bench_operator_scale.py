@@ -37,7 +37,7 @@ from specserver_engine.simmetrics import ITL_BUCKETS, TTFT_BUCKETS  # noqa: E402
 NAMESPACE = "bench"
 #: Zero-write cycles in a row that count as steady state (the rate windows have filled).
 STEADY_CYCLES = 3
-TARGETS = {"cpu_s_per_cycle": 1.0, "writes_per_cycle_steady": 0.0, "rss_mb": 150.0}
+TARGETS = {"cpu_s_per_cycle": 1.0, "writes_per_cycle_steady": 0.0, "rss_mb": 140.0}
 
 
 def specserver(i: int) -> dict[str, Any]:
@@ -71,8 +71,11 @@ def _histogram(name: str, labels: str, buckets: tuple[float, ...], cdf: Any, cou
     return "\n".join(lines)
 
 
-def synthetic_metrics(names: list[str], elapsed: float) -> str:
-    """SGLang's series for every SpecServer at a steady low load (constant rates)."""
+def synthetic_metrics(names: list[str], elapsed: float, idle: bool = False) -> str:
+    """SGLang's series for every SpecServer at a steady low load (constant rates), or idle
+    after traffic (counters stand still: rates are 0 and latency quantiles NaN)."""
+    if idle:
+        elapsed = 1000.0
 
     def ttft_cdf(le: float) -> float:
         return min(1.0, 0.5 + le / 2)
@@ -85,7 +88,7 @@ def synthetic_metrics(names: list[str], elapsed: float) -> str:
         labels = f'namespace="{NAMESPACE}",specserver="{name}",model_name="Qwen/Qwen3-8B"'
         out += [
             f"sglang:spec_accept_length{{{labels}}} 2.7",
-            f"sglang:num_running_reqs{{{labels}}} 4",
+            f"sglang:num_running_reqs{{{labels}}} {0 if idle else 4}",
             f"sglang:num_queue_reqs{{{labels}}} 0",
             f"sglang:token_usage{{{labels}}} 0.3",
             f"sglang:generation_tokens_total{{{labels}}} {130 * elapsed:.1f}",
@@ -98,12 +101,15 @@ def synthetic_metrics(names: list[str], elapsed: float) -> str:
     return "\n".join(out) + "\n"
 
 
-def serve_exporter(names: list[str]) -> tuple[http.server.ThreadingHTTPServer, int]:
+def serve_exporter(
+    names: list[str], idle: bool = False
+) -> tuple[http.server.ThreadingHTTPServer, int]:
     started = time.monotonic()
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            body = synthetic_metrics(names, 1000 + time.monotonic() - started).encode()
+            elapsed = 1000 + time.monotonic() - started
+            body = synthetic_metrics(names, elapsed, idle).encode()
             self.send_response(200)
             self.send_header("Content-Type", "text/plain; version=0.0.4")
             self.send_header("Content-Length", str(len(body)))
@@ -173,13 +179,23 @@ def wait_cycle(url: str, after: float, timeout: float = 300) -> dict[str, float]
 
 
 def run(
-    count: int, measure_cycles: int, state: Path, log: Any, verbose: bool = False
+    count: int,
+    measure_cycles: int,
+    state: Path,
+    log: Any,
+    verbose: bool = False,
+    idle: bool = False,
+    base_port: int = 0,
+    prom_port: int = 0,
 ) -> dict[str, Any]:
-    cluster = devcluster.Cluster(state / "cluster", free_loopback_port())
+    cluster = devcluster.Cluster(state / "cluster", base_port or free_loopback_port())
     prom = devprom.DevProm(
-        state / "prometheus", free_loopback_port(), scrape_interval="5s", honor_labels=True
+        state / "prometheus",
+        prom_port or free_loopback_port(),
+        scrape_interval="5s",
+        honor_labels=True,
     )
-    exporter, export_port = serve_exporter([f"s{i:04d}" for i in range(count)])
+    exporter, export_port = serve_exporter([f"s{i:04d}" for i in range(count)], idle)
     operator: subprocess.Popen[bytes] | None = None
     try:
         log(f"== control plane and Prometheus ({state})")
@@ -194,17 +210,23 @@ def run(
             env=env,
             stdout=subprocess.DEVNULL,
         )
-        subprocess.run(
-            [
-                *kubectl,
-                "wait",
-                "--for=condition=Established",
-                "--timeout=60s",
-                "crd/specservers.specserver.io",
-            ],
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
+        for attempt in range(10):  # a CRD without conditions yet makes kubectl wait fail
+            waited = subprocess.run(
+                [
+                    *kubectl,
+                    "wait",
+                    "--for=condition=Established",
+                    "--timeout=60s",
+                    "crd/specservers.specserver.io",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            if waited.returncode == 0:
+                break
+            if attempt == 9:
+                raise SystemExit("bench-operator-scale: the CRD was not Established")
+            time.sleep(1)
         subprocess.run(
             [*kubectl, "create", "namespace", NAMESPACE], check=True, stdout=subprocess.DEVNULL
         )
@@ -235,7 +257,7 @@ def run(
             stderr=subprocess.STDOUT,
         )
         started = time.monotonic()
-        m = wait_cycle(url, 0)
+        m = wait_cycle(url, 0, timeout=1200)  # the first cycle creates every child
         steady_after = None
         quiet = 0  # consecutive cycles over every SpecServer that wrote nothing
         while steady_after is None:
@@ -267,6 +289,7 @@ def run(
         ) / cycles
         return {
             "specservers": count,
+            "load": "idle" if idle else "steady",
             "cycles_measured": int(cycles),
             "cpu_s_per_cycle": round(per_cycle("specserver_cycle_cpu_seconds_total"), 3),
             "cycle_wall_s": round(wall, 3),
@@ -294,6 +317,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--specservers", type=int, default=1000)
     p.add_argument("--cycles", type=int, default=6, help="cycles to measure at steady state")
     p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument(
+        "--load",
+        choices=["steady", "idle"],
+        default="steady",
+        help="steady low load, or idle after traffic (rates 0, latency quantiles NaN)",
+    )
+    p.add_argument(
+        "--base-port",
+        type=int,
+        default=0,
+        help="apiserver port (etcd takes the next two); default: a free one",
+    )
+    p.add_argument("--prom-port", type=int, default=0, help="Prometheus port; default: a free one")
     p.add_argument("--keep-state", action="store_true", help="keep logs and data afterwards")
     p.add_argument("--verbose", action="store_true", help="debug log of the operator (kept state)")
     args = p.parse_args(argv)
@@ -306,7 +342,16 @@ def main(argv: list[str] | None = None) -> int:
     # SIGTERM unwinds like Ctrl-C, so the control plane and Prometheus are stopped too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     state = Path(tempfile.mkdtemp(prefix="specserver-bench-"))
-    result = run(args.specservers, args.cycles, state, log, args.verbose)
+    result = run(
+        args.specservers,
+        args.cycles,
+        state,
+        log,
+        args.verbose,
+        args.load == "idle",
+        args.base_port,
+        args.prom_port,
+    )
     if args.format == "json":
         print(json.dumps(result, indent=2))
     else:

@@ -43,7 +43,7 @@ def load_state(raw: str | None, running: str | None) -> PolicyState:
 
 def round_significant(value: float | None, digits: int = 2) -> float | None:
     """``value`` to ``digits`` significant digits (None for None or NaN)."""
-    if value is None or math.isnan(value):
+    if value is None or not math.isfinite(value):
         return None
     if value == 0:
         return 0.0

@@ -32,7 +32,12 @@ def _int(cfg: dict[str, Any], *keys: str, default: int | None = None) -> int:
     for key in keys:
         value = cfg.get(key)
         if value is not None:
-            return int(value)
+            if isinstance(value, bool) or not isinstance(value, int | float | str):
+                raise ConfigShapeError(f"{key}: {value!r} is not an integer")
+            try:
+                return int(value)
+            except (ValueError, OverflowError):
+                raise ConfigShapeError(f"{key}: {value!r} is not an integer") from None
     if default is None:
         raise ConfigShapeError(f"config has none of {', '.join(keys)}")
     return default

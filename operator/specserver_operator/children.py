@@ -17,7 +17,9 @@ from typing import Any
 from specserver_advisor.models import SpecServer
 from specserver_operator import bluegreen
 from specserver_operator.client import KubeClient, object_hash
+from specserver_operator.drift import owned_digest, replicas
 from specserver_operator.engineconfig import EngineConfig
+from specserver_operator.names import child_name
 from specserver_operator.reconcile import deployment_state
 from specserver_operator.render import build_blue_green, build_children
 
@@ -29,6 +31,8 @@ class Child:
     kind: str
     name: str
     digest: str
+    owned: str  # drift.owned_digest of the rendered object
+    replicas: int | None  # a Deployment's desired replicas
 
 
 @dataclass
@@ -51,25 +55,32 @@ class Children:
         raise LookupError(f"{child.kind} {child.name} is not rendered")
 
 
-#: Per SpecServer: the inputs of the last rendering and the children's hashes (not the
-#: objects: at a thousand SpecServers those would be most of the operator's memory).
-_RENDERED: dict[str, tuple[tuple[Any, ...], list[Child]]] = {}
-
-
-def forget(live_uids: set[str]) -> None:
-    """Drop rendered children of SpecServers that are gone."""
-    for uid in [u for u in _RENDERED if u not in live_uids]:
-        _RENDERED.pop(uid, None)
+#: Per SpecServer (uid): the inputs of the last rendering and the children's hashes (not the
+#: objects: at a thousand SpecServers those would be most of the operator's memory). Owned by
+#: the caller's pass cache (passcache.py).
+Rendered = dict[str, tuple[tuple[Any, ...], list[Any]]]
 
 
 def _cached(
-    uid: str, key: tuple[Any, ...], render: Callable[[], list[dict[str, Any]]]
+    rendered: Rendered,
+    uid: str,
+    key: tuple[Any, ...],
+    render: Callable[[], list[dict[str, Any]]],
 ) -> list[Child]:
-    hit = _RENDERED.get(uid)
+    hit = rendered.get(uid)
     if hit and hit[0] == key:
         return hit[1]
-    found = [Child(o["kind"], o["metadata"]["name"], object_hash(o)) for o in render()]
-    _RENDERED[uid] = (key, found)
+    found = [
+        Child(
+            o["kind"],
+            o["metadata"]["name"],
+            object_hash(o),
+            owned_digest(o["kind"], o),
+            replicas(o) if o["kind"] == "Deployment" else None,
+        )
+        for o in render()
+    ]
+    rendered[uid] = (key, found)
     return found
 
 
@@ -82,6 +93,7 @@ def serving_deployment(
     client: KubeClient, namespace: str, name: str, blue_green: bool
 ) -> dict[str, Any] | None:
     """The engine Deployment that takes the traffic now (what status and the policy read)."""
+    name = child_name(name)
     if blue_green:
         mode = bluegreen.serving_mode(client.get("Service", namespace, name))
         if mode is not None:
@@ -104,15 +116,16 @@ def plan_children(
     engine_config: Callable[[bool], EngineConfig],
     preflight_image: str,
     strategy: str,
+    rendered: Rendered,
 ) -> Children:
     """The children for ``cfg`` (the wanted mode) under ``strategy``."""
-    ns, name = server.metadata.namespace or "", server.metadata.name or ""
+    ns, name = server.metadata.namespace or "", child_name(server.metadata.name or "")
     generation = server.metadata.generation or 0
     out = Children()
     if strategy != "BlueGreen":
         key: tuple[Any, ...] = (generation, cfg.speculative, strategy, preflight_image)
         out.render = lambda: build_children(server, uid, cfg, preflight_image, strategy)
-        out.apply = _cached(uid, key, out.render)
+        out.apply = _cached(rendered, uid, key, out.render)
         if deployment_state(client.get("Deployment", ns, name), server.spec.replicas)[0]:
             for mode in bluegreen.MODES:
                 left = bluegreen.deployment_name(name, mode)
@@ -150,7 +163,7 @@ def plan_children(
     out.render = lambda: build_blue_green(
         server, uid, configs, the_plan.replicas, the_plan.serve, preflight_image
     )
-    out.apply = _cached(uid, key, out.render)
+    out.apply = _cached(rendered, uid, key, out.render)
     if the_plan.switching:
         out.switching = (
             f"standby {bluegreen.deployment_name(name, want)} is starting; the Service stays "

@@ -27,6 +27,7 @@ from urllib.parse import quote, urlencode
 import urllib3
 
 from specserver_advisor.models import GROUP, KIND, PLURAL, VERSION
+from specserver_operator.drift import DIGEST_KEY, owned_digest
 from specserver_operator.opmetrics import API_WRITES
 
 FIELD_MANAGER = "specserver"
@@ -44,6 +45,7 @@ PATHS = {
     "ConfigMap": ("/api/v1", "configmaps"),
     "Secret": ("/api/v1", "secrets"),
     "Event": ("/api/v1", "events"),
+    "Lease": ("/apis/coordination.k8s.io/v1", "leases"),
     "HorizontalPodAutoscaler": ("/apis/autoscaling/v1", "horizontalpodautoscalers"),
     "ScaledObject": ("/apis/keda.sh/v1alpha1", "scaledobjects"),
     KIND: (SPECSERVERS, PLURAL),
@@ -78,6 +80,8 @@ class Connection:
     insecure: bool = False
     cert_file: str | None = None
     key_file: str | None = None
+    cert_data: bytes | None = None  # PEM given inline (kubeconfig client-certificate-data)
+    key_data: bytes | None = None
     username: str | None = None
     password: str | None = None
 
@@ -94,8 +98,10 @@ class Connection:
             ca_file=str(os.fspath(info.ca_path)) if info.ca_path else None,
             ca_data=ca_data,
             insecure=bool(info.insecure),
-            cert_file=_file(info.certificate_path, info.certificate_data),
-            key_file=_file(info.private_key_path, info.private_key_data),
+            cert_file=str(os.fspath(info.certificate_path)) if info.certificate_path else None,
+            key_file=str(os.fspath(info.private_key_path)) if info.private_key_path else None,
+            cert_data=None if info.certificate_path else _b64(info.certificate_data),
+            key_data=None if info.private_key_path else _b64(info.private_key_data),
             username=info.username,
             password=info.password,
         )
@@ -108,17 +114,18 @@ def _b64(data: str | bytes | None) -> bytes | None:
     return raw if raw.lstrip().startswith(b"-----") else base64.b64decode(raw)
 
 
-def _file(path: Any, data: str | bytes | None) -> str | None:
-    """A path for urllib3: the given one, or a private temporary file holding ``data``."""
-    if path:
-        return str(os.fspath(path))
-    raw = _b64(data)
-    if raw is None:
-        return None
-    fd, name = tempfile.mkstemp(prefix="specserver-cred-")
-    with os.fdopen(fd, "wb") as f:
-        f.write(raw)
-    return name
+def load_client_cert(ctx: ssl.SSLContext, cert: bytes, key: bytes | None) -> None:
+    """Load an inline client certificate: ``ssl`` reads only files, so the PEM goes to a private
+    temporary directory that is removed as soon as the context holds the key."""
+    with tempfile.TemporaryDirectory(prefix="specserver-cred-") as tmp:
+        cert_path = os.path.join(tmp, "cert.pem")
+        key_path = os.path.join(tmp, "key.pem") if key else None
+        for path, data in ((cert_path, cert), (key_path, key)):
+            if path and data:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+        ctx.load_cert_chain(cert_path, key_path)
 
 
 def object_hash(obj: dict[str, Any]) -> str:
@@ -135,7 +142,7 @@ def applied_hash(obj: dict[str, Any] | None) -> str | None:
 
 def slim(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
     """What a reconcile pass reads of a child: metadata (no managedFields), replicas and
-    selector, status. The pod template is compared by its hash annotation, not read."""
+    selector, status, and a digest of the fields the operator owns in the pod template."""
     meta = {k: v for k, v in obj["metadata"].items() if k != "managedFields"}
     spec = obj.get("spec") or {}
     keep = ("replicas", "selector") if kind == "Deployment" else ("selector",)
@@ -144,6 +151,7 @@ def slim(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
         "metadata": meta,
         "spec": {k: spec[k] for k in keep if k in spec},
         "status": obj.get("status") or {},
+        DIGEST_KEY: owned_digest(kind, obj),  # what drift repair compares (drift.py)
     }
 
 
@@ -197,6 +205,8 @@ class KubeClient:
             )
         if connection.cert_file:
             ctx.load_cert_chain(connection.cert_file, connection.key_file)
+        elif connection.cert_data:
+            load_client_cert(ctx, connection.cert_data, connection.key_data)
         self.pool = urllib3.PoolManager(
             num_pools=2,
             maxsize=4,
@@ -379,10 +389,13 @@ class KubeClient:
     def get_specserver(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self._get_or_none(KIND, namespace, name)
 
-    def apply(self, obj: dict[str, Any], desired_hash: str | None = None) -> bool:
-        """Server-side apply ``obj`` unless its content hash is already there; True if written."""
+    def apply(
+        self, obj: dict[str, Any], desired_hash: str | None = None, force: bool = False
+    ) -> bool:
+        """Server-side apply ``obj`` unless its content hash is already there (``force``: even
+        then, to repair a hand edit); True if written."""
         meta = obj["metadata"]
-        current = self.get(obj["kind"], meta["namespace"], meta["name"])
+        current = None if force else self.get(obj["kind"], meta["namespace"], meta["name"])
         return self.apply_over(obj, current, desired_hash) is not None
 
     def apply_over(
@@ -438,6 +451,26 @@ class KubeClient:
             token = (data.get("metadata") or {}).get("continue")
             if not token:
                 return items
+
+    def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The operator's leader Lease (leader.py), or None."""
+        return self._get_or_none("Lease", namespace, name)
+
+    def create_lease(self, namespace: str, lease: dict[str, Any]) -> dict[str, Any]:
+        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", **lease}
+        created: dict[str, Any] = self.request(
+            "POST", object_path("Lease", namespace), f"Lease {namespace}", body=body
+        )
+        return created
+
+    def replace_lease(self, namespace: str, lease: dict[str, Any]) -> dict[str, Any]:
+        """PUT with the Lease's resourceVersion: 409 when another replica wrote in between."""
+        name = lease["metadata"]["name"]
+        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", **lease}
+        replaced: dict[str, Any] = self.request(
+            "PUT", object_path("Lease", namespace, name), f"Lease {namespace}/{name}", body=body
+        )
+        return replaced
 
     def list_specservers(self, namespaces: list[str]) -> list[dict[str, Any]]:
         """Every SpecServer (of ``namespaces``, or of the cluster when empty)."""

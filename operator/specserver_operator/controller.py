@@ -9,7 +9,6 @@ ConfigMap, an endpoint) is not readable yet, why the next pass should try again.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import time
@@ -20,11 +19,13 @@ from pydantic import ValidationError
 
 from specserver_advisor.loaders.configs import bundled
 from specserver_advisor.models import AutoSpeculation, Mode, SpecServer
+from specserver_advisor.modelshape import ConfigShapeError
 from specserver_advisor.policy import PolicyContext
 from specserver_operator import children, opmetrics, podpolicy
 from specserver_operator import conditions as cond
+from specserver_operator.applychildren import apply_children, autoscalers
 from specserver_operator.autopilot import NO_PROMETHEUS_URL, PAUSE_ANNOTATION, AutoStep, auto_step
-from specserver_operator.client import ApiError, KubeClient, NotFoundError, applied_hash
+from specserver_operator.client import ApiError, KubeClient, NotFoundError
 from specserver_operator.configsource import (
     ConfigSourceError,
     HfSettings,
@@ -38,15 +39,20 @@ from specserver_operator.engineconfig import (
     build_engine_config,
     policy_context_for,
 )
+from specserver_operator.names import child_name
+from specserver_operator.passcache import PassCache
 from specserver_operator.reconcile import (
+    auto_view,
     autoscaler_condition,
     compute_status,
     deployment_state,
     speculation_wanted,
     status_changes,
+    status_events,
 )
 from specserver_operator.render import DEFAULT_PREFLIGHT_IMAGE
 from specserver_operator.signals import SignalCache
+from specserver_operator.validation import context_problems, spec_problems
 
 log = logging.getLogger("specserver.controller")
 #: Status fields of a new switch, written before the engine is touched.
@@ -72,17 +78,35 @@ class Settings:
     preflight_image: str = os.environ.get("SPECSERVER_ENGINE_IMAGE", DEFAULT_PREFLIGHT_IMAGE)
 
 
-_CONFIG_CACHE: dict[tuple[str, int], ModelConfigs] = {}
-_BUNDLED: dict[tuple[str, str | None], ModelConfigs] = {}
+#: Seconds before a config source that failed is read again (for the same generation).
+CONFIG_RETRY_S = 30.0
+#: The pass cache of callers that bring none (tests; the cycle owns its own).
+DEFAULT = PassCache()
 
 
 def read_configs(
-    client: KubeClient, server: SpecServer, uid: str, settings: Settings
+    client: KubeClient, server: SpecServer, uid: str, settings: Settings, memo: PassCache
 ) -> ModelConfigs:
     """Model configs from the first source that has them (cached per generation)."""
     key = (uid, server.metadata.generation or 0)
-    if key in _CONFIG_CACHE:
-        return _CONFIG_CACHE[key]
+    if key in memo.configs:
+        return memo.configs[key]  # type: ignore[no-any-return]
+    failed = memo.config_failed.get(key)
+    if failed is not None and time.monotonic() < failed[0]:
+        raise ConfigSourceError(failed[1])  # an endpoint that failed is not asked every pass
+    try:
+        configs = _read_configs(client, server, settings, memo)
+    except ConfigSourceError as exc:
+        memo.config_failed[key] = (time.monotonic() + CONFIG_RETRY_S, str(exc))
+        raise
+    memo.config_failed.pop(key, None)
+    memo.configs[key] = configs
+    return configs
+
+
+def _read_configs(
+    client: KubeClient, server: SpecServer, settings: Settings, memo: PassCache
+) -> ModelConfigs:
     spec, ns = server.spec, server.metadata.namespace or "default"
     configs = from_inline(spec)
     src = spec.model_source
@@ -105,21 +129,19 @@ def read_configs(
                 "(or the admin an SPECSERVER_HF_ENDPOINT)" + (f"; {note}" if note else "")
             )
         shared = (spec.model.path, spec.draft.path if spec.draft else None)
-        if shared not in _BUNDLED:  # one copy per model pair, however many SpecServers use it
-            _BUNDLED[shared] = ModelConfigs(
+        if shared not in memo.bundled:  # one copy per model pair, however many use it
+            memo.bundled[shared] = ModelConfigs(
                 target_b.config, draft_b.config if draft_b else None, None, None, "bundled"
             )
-        configs = _BUNDLED[shared]
-    _CONFIG_CACHE[key] = configs
+        configs = memo.bundled[shared]
     return configs
 
 
-_SECRETS: dict[tuple[str, int], tuple[float, tuple[str, str] | None]] = {}
 SECRET_RECHECK_S = 60.0
 
 
 def _missing_secret(
-    client: KubeClient, server: SpecServer, uid: str, now_ts: float
+    client: KubeClient, server: SpecServer, uid: str, now_ts: float, memo: PassCache
 ) -> tuple[str, str] | None:
     """A warning when the HF token Secret the engine pod reads is missing, whatever the config
     source (the pod could not start); checked once a minute per generation, not every pass."""
@@ -128,7 +150,7 @@ def _missing_secret(
     if ref is None:
         return None
     key = (uid, server.metadata.generation or 0)
-    cached = _SECRETS.get(key)
+    cached = memo.secrets.get(key)
     if cached and now_ts - cached[0] < SECRET_RECHECK_S:
         return cached[1]
     ns = server.metadata.namespace or "default"
@@ -143,107 +165,72 @@ def _missing_secret(
     except ApiError:
         # No `get` on Secrets in this namespace (the default install grants none): unknown.
         found = cached[1] if cached else None
-    _SECRETS[key] = (now_ts, found)
+    memo.secrets[key] = (now_ts, found)
     return found
 
 
-_POLICY_CTX: dict[tuple[str, int], PolicyContext] = {}
-_LAST_EVALUATION: dict[str, float] = {}
-
-
-_VALIDATED: dict[str, tuple[tuple[Any, ...], SpecServer | None, str | None]] = {}
-_ENGINE_CONFIGS: dict[tuple[str, int, bool], EngineConfig] = {}
-
-
-def _validated(body: dict[str, Any]) -> tuple[SpecServer | None, str | None]:
+def _validated(body: dict[str, Any], memo: PassCache) -> tuple[SpecServer | None, str | None]:
     """The SpecServer model (or why the spec is invalid), kept until spec or annotations change."""
     meta = body["metadata"]
     annotations = meta.get("annotations") or {}
     key = (meta.get("generation"), tuple(sorted(annotations.items())))
-    hit = _VALIDATED.get(meta["uid"])
+    hit = memo.validated.get(meta["uid"])
     if hit and hit[0] == key:
         return hit[1], hit[2]
     try:
-        server: SpecServer | None = SpecServer.model_validate(
-            {k: v for k, v in body.items() if k != "status"}
-        )
-        invalid = None
+        parsed = SpecServer.model_validate({k: v for k, v in body.items() if k != "status"})
+        problems = spec_problems(parsed)  # what the schema cannot check
+        invalid = "; ".join(problems[:3]) if problems else None
+        server: SpecServer | None = None if problems else parsed
     except ValidationError as exc:
         err = exc.errors()[0]
         invalid = f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
         server = None
-    _VALIDATED[meta["uid"]] = (key, server, invalid)
+    memo.validated[meta["uid"]] = (key, server, invalid)
     return server, invalid
 
 
 def _engine_config(
-    server: SpecServer, uid: str, configs: ModelConfigs, speculative: bool
+    server: SpecServer, uid: str, configs: ModelConfigs, speculative: bool, memo: PassCache
 ) -> EngineConfig:
     key = (uid, server.metadata.generation or 0, speculative)
-    if key not in _ENGINE_CONFIGS:
-        _ENGINE_CONFIGS[key] = _shared(
+    if key not in memo.engine_configs:
+        memo.engine_configs[key] = _shared(
+            memo,
             server,
             configs,
             "on" if speculative else "off",
             lambda: build_engine_config(server.spec, configs, speculative),
         )
-    return _ENGINE_CONFIGS[key]
+    return memo.engine_configs[key]  # type: ignore[no-any-return]
 
 
-#: Results that depend only on the spec and the model configs, shared by every SpecServer with
-#: the same ones (a fleet of identical engines keeps one copy): (spec JSON, id of the configs,
-#: what) -> (the configs, kept alive so the id stays theirs, the result).
-_SHARED: dict[tuple[str, int, str], tuple[ModelConfigs, Any]] = {}
-
-
-def _shared(server: SpecServer, configs: ModelConfigs, what: str, build: Any) -> Any:
+def _shared(
+    memo: PassCache, server: SpecServer, configs: ModelConfigs, what: str, build: Any
+) -> Any:
+    """A result that depends only on the spec and the model configs, shared by every
+    SpecServer with the same ones."""
     spec_json = server.spec.model_dump_json(by_alias=True)
     key = (spec_json, id(configs), what)
-    if key not in _SHARED:
-        _SHARED[key] = (configs, build())
-    return _SHARED[key][1]
+    if key not in memo.shared:
+        memo.shared[key] = (configs, build())
+    return memo.shared[key][1]
 
 
 def clear_caches() -> None:
-    """Forget everything cached between passes (tests; a fresh operator starts empty)."""
-    for cache in (
-        _CONFIG_CACHE,
-        _POLICY_CTX,
-        _LAST_EVALUATION,
-        _VALIDATED,
-        _ENGINE_CONFIGS,
-        _SHARED,
-        _BUNDLED,
-    ):
-        cache.clear()
-    _AUTOSCALERS.clear()
-    children.forget(set())
+    """Forget everything the default pass cache holds (tests)."""
+    DEFAULT.clear()
 
 
-def prune_caches(live: set[tuple[str, int]]) -> None:
-    """Forget cached configs and policy contexts of gone SpecServers and old generations."""
-    for cache in (_CONFIG_CACHE, _POLICY_CTX, _SECRETS):
-        for key in [k for k in cache if k not in live]:
-            cache.pop(key, None)
-    for config_key in [k for k in _ENGINE_CONFIGS if k[:2] not in live]:
-        _ENGINE_CONFIGS.pop(config_key, None)
-    used = {id(v) for v in _POLICY_CTX.values()} | {id(v) for v in _ENGINE_CONFIGS.values()}
-    for shared_key in [k for k, (_, v) in _SHARED.items() if id(v) not in used]:
-        _SHARED.pop(shared_key, None)
-    uids = {uid for uid, _ in live}
-    for uid in [u for u in _VALIDATED if u not in uids]:
-        _VALIDATED.pop(uid, None)
-    for uid in [u for u in _LAST_EVALUATION if u not in uids]:
-        _LAST_EVALUATION.pop(uid, None)
-
-
-def _policy_ctx(server: SpecServer, uid: str, configs: ModelConfigs) -> PolicyContext:
+def _policy_ctx(
+    server: SpecServer, uid: str, configs: ModelConfigs, memo: PassCache
+) -> PolicyContext:
     key = (uid, server.metadata.generation or 0)
-    if key not in _POLICY_CTX:
-        _POLICY_CTX[key] = _shared(
-            server, configs, "policy", lambda: policy_context_for(server.spec, configs)
+    if key not in memo.policy_contexts:
+        memo.policy_contexts[key] = _shared(
+            memo, server, configs, "policy", lambda: policy_context_for(server.spec, configs)
         )
-    return _POLICY_CTX[key]
+    return memo.policy_contexts[key]  # type: ignore[no-any-return]
 
 
 def _auto(
@@ -254,23 +241,32 @@ def _auto(
     deployment: dict[str, Any] | None,
     signals: SignalCache | None,
     now_ts: float,
+    memo: PassCache,
 ) -> AutoStep | None:
     """Evaluate the policy when its interval has passed (or a switch is being followed)."""
     spec = server.spec
     policy = spec.auto_speculation or AutoSpeculation()
-    due = now_ts - _LAST_EVALUATION.get(uid, 0.0) >= policy.evaluation_interval_seconds
+    due = now_ts - memo.last_evaluation.get(uid, 0.0) >= policy.evaluation_interval_seconds
     if spec.mode != Mode.AUTO or not (due or current.get("switch")):
         return None
-    _LAST_EVALUATION[uid] = now_ts
+    memo.last_evaluation[uid] = now_ts
     running = (deployment or {}).get("metadata", {}).get("labels", {}).get("specserver.io/mode")
     ready = deployment_state(deployment, spec.replicas)[0]
     ns, name = server.metadata.namespace or "", server.metadata.name or ""
-    obs = signals.get(ns, name) if signals else None
+    obs = signals.get(ns, child_name(name)) if signals else None  # the pods' name label
     error = signals.last_error if signals else NO_PROMETHEUS_URL
     paused = server.metadata.annotations.get(PAUSE_ANNOTATION, "").lower() in ("true", "1")
     started = time.perf_counter()
     step = auto_step(
-        spec, current, obs, error, _policy_ctx(server, uid, configs), running, ready, now_ts, paused
+        spec,
+        current,
+        obs,
+        error,
+        _policy_ctx(server, uid, configs, memo),
+        running,
+        ready,
+        now_ts,
+        paused,
     )
     opmetrics.EVALUATION.observe(time.perf_counter() - started)
     if step.decision is not None:
@@ -288,9 +284,11 @@ def reconcile(
     settings: Settings | None = None,
     signals: SignalCache | None = None,
     now_ts: float | None = None,
+    memo: PassCache | None = None,
 ) -> Outcome:
     """Bring one SpecServer's children and status in line with its spec (and the policy)."""
     settings = settings or Settings()
+    memo = DEFAULT if memo is None else memo
     now_ts = time.time() if now_ts is None else now_ts
     meta = body["metadata"]
     ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
@@ -302,29 +300,35 @@ def reconcile(
     blue_green = children.is_blue_green(body)
     deployment = children.serving_deployment(client, ns, name, blue_green)
     progressing: tuple[str, str, str] | None = None  # overrides Progressing (status, reason, msg)
-    server, invalid = _validated(body)
+    server, invalid = _validated(body, memo)
     if invalid is not None:
         cfg = EngineConfig(False, "InvalidSpec", invalid)
     if server is not None:
         try:
-            configs = read_configs(client, server, uid, settings)
-            step = _auto(server, uid, configs, current, deployment, signals, now_ts)
+            configs = read_configs(client, server, uid, settings, memo)
+            step = _auto(server, uid, configs, current, deployment, signals, now_ts, memo)
             if step is not None:
                 want = step.speculative
             elif current.get("switch"):
                 want = current["switch"]["target"] == "On"
             else:
-                want = speculation_wanted(server.spec, _auto_view(current, deployment))
-            cfg = _engine_config(server, uid, configs, want)
+                want = speculation_wanted(server.spec, auto_view(current, deployment))
+            cfg = _engine_config(server, uid, configs, want, memo)
+            context = cfg.resolved.get("contextLength") if cfg.valid else None
+            problems = context_problems(server, context if isinstance(context, int) else None)
+            if problems:
+                cfg = EngineConfig(False, "InvalidSpec", "; ".join(problems))
             refused = podpolicy.refusal(server.spec, settings.pod_policy)
             if refused:
                 cfg = EngineConfig(False, podpolicy.REFUSED, refused)
-            missing = _missing_secret(client, server, uid, now_ts)
+            missing = _missing_secret(client, server, uid, now_ts, memo)
             if missing and cfg.valid:
                 cfg = dataclasses.replace(cfg, warnings=[*cfg.warnings, missing])
         except ConfigSourceError as exc:
             config_error = str(exc)
             out.retry = config_error
+        except ConfigShapeError as exc:  # a config the tenant gave that no model has
+            cfg = EngineConfig(False, "InvalidModelConfig", f"{configs.source} model config: {exc}")
     hold = False
     if step is not None and step.status.get("switch") and not current.get("switch"):
         # The intent goes to status before any child changes: an operator killed in between
@@ -343,30 +347,25 @@ def reconcile(
             server,
             uid,
             cfg,
-            lambda speculative: _engine_config(server, uid, configs, speculative),
+            lambda speculative: _engine_config(server, uid, configs, speculative, memo),
             settings.preflight_image,
             strategy.value,
+            memo.rendered,
         )
-        conflicts = []
-        for child in plan.apply:
-            found = client.get(child.kind, ns, child.name)
-            if applied_hash(found) == child.digest:
-                continue
-            if found is not None and not children.owned(found, uid):
-                conflicts.append(f"{child.kind} {child.name}")  # never take over another's
-                continue
-            if client.apply(plan.object(child), child.digest):
-                out.wrote_children += 1
+        applied = apply_children(client, plan, ns, uid, now_ts, memo)
+        out.wrote_children += applied.written
+        out.events += applied.events
+        conflicts = applied.conflicts
         if conflicts:
             progressing = (
                 "False",
                 "NameConflict",
                 f"{', '.join(conflicts)} exists and is not this SpecServer's; rename one of them",
             )
-        for kind, child_name in plan.delete:
-            client.delete(kind, ns, child_name)
+        for kind, left in plan.delete:
+            client.delete(kind, ns, left)
             out.events.append(
-                ("Normal", "ChildRemoved", f"{kind} {child_name} left by another switch strategy")
+                ("Normal", "ChildRemoved", f"{kind} {left} left by another switch strategy")
             )
         if out.wrote_children or plan.delete:
             deployment = children.serving_deployment(client, ns, name, blue_green)
@@ -409,9 +408,9 @@ def reconcile(
             c for c in desired["conditions"] if c["type"] != cond.METRICS_AVAILABLE
         ]
     if server is not None and deployment is not None:
-        scalers = _autoscalers(client, ns, now_ts)
+        scalers = autoscalers(client, ns, now_ts, memo)
         if scalers is not None:
-            value, reason, message = autoscaler_condition(name, scalers)
+            value, reason, message = autoscaler_condition(child_name(name), scalers)
             desired["conditions"] = cond.set_condition(
                 desired["conditions"],
                 cond.condition(
@@ -430,70 +429,5 @@ def reconcile(
     opmetrics.MODE.labels(ns, name).set(opmetrics.mode_value(desired.get("speculationMode")))
     ready = [c for c in desired.get("conditions") or [] if c["type"] == cond.READY]
     opmetrics.READY.labels(ns, name).set(1 if ready and ready[0]["status"] == "True" else 0)
-    out.events = _events(current, desired, cfg) + out.events
+    out.events = status_events(current, desired, cfg) + out.events
     return out
-
-
-_AUTOSCALERS: dict[str, tuple[float, list[tuple[str, str, str, str]]]] = {}
-AUTOSCALER_REFRESH_S = 60.0
-
-
-def _autoscalers(
-    client: KubeClient, namespace: str, now_ts: float
-) -> list[tuple[str, str, str, str]] | None:
-    """HPAs/ScaledObjects of a namespace, listed at most once a minute (None if unreadable)."""
-    cached = _AUTOSCALERS.get(namespace)
-    if cached and now_ts - cached[0] < AUTOSCALER_REFRESH_S:
-        return cached[1]
-    try:
-        found = client.list_autoscalers(namespace)
-    except (ApiError, NotFoundError):
-        return cached[1] if cached else None
-    _AUTOSCALERS[namespace] = (now_ts, found)
-    return found
-
-
-def _auto_view(current: dict[str, Any], deployment: dict[str, Any] | None) -> dict[str, Any]:
-    """For Auto between evaluations: keep what the policy state says (else what runs)."""
-    raw = current.get("policyState")
-    if raw:
-        try:
-            mode = json.loads(raw).get("mode")
-            return {"speculationMode": "On" if mode == "on" else "Off"}
-        except ValueError:
-            pass
-    return current
-
-
-def _events(
-    current: dict[str, Any], desired: dict[str, Any], cfg: EngineConfig | None
-) -> list[tuple[str, str, str]]:
-    """Events for condition flips and reason changes only (no repeats on resync)."""
-    events = []
-    old = current.get("conditions") or []
-    for new in desired.get("conditions", []):
-        before = cond.get_condition(old, new["type"])
-        if (
-            before
-            and before.get("status") == new["status"]
-            and before.get("reason") == new["reason"]
-        ):
-            continue
-        if new["type"] == cond.CONFIG_VALID and new["status"] == "False":
-            events.append(("Warning", new["reason"], new["message"]))
-        elif new["type"] == cond.CONFIG_VALID and new["status"] == "Unknown":
-            events.append(("Warning", "ConfigUnavailable", new["message"]))
-        elif new["type"] == cond.READY and new["status"] == "True":
-            events.append(("Normal", "EngineReady", new["message"]))
-        elif new["type"] == cond.SPECULATION_ACTIVE and new["status"] in ("True", "False"):
-            events.append(("Normal", new["reason"], new["message"]))
-    if desired.get("memFractionStaticSource") == "Computed" and (
-        current.get("memFractionStatic") != desired.get("memFractionStatic")
-        or current.get("memFractionStaticSource") != "Computed"
-    ):
-        events.append(("Normal", "MemFractionComputed", desired["memFractionStaticReason"]))
-    if cfg is not None and cfg.valid:
-        for code, message in cfg.warnings:
-            if code not in str(current.get("conditions")):
-                events.append(("Warning", code, message))
-    return events

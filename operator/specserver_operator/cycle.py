@@ -11,6 +11,7 @@ a handler reconciled after the cycle took its snapshot.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import logging
 import os
@@ -20,12 +21,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specserver_advisor.models import KIND
-from specserver_operator import children, controller, opmetrics
+from specserver_operator import controller, faults, opmetrics
 from specserver_operator.client import ApiError, KubeClient, NotFoundError
+from specserver_operator.faults import Faults
+from specserver_operator.leader import Elector
 from specserver_operator.objectcache import ObjectCache
-from specserver_operator.signals import SignalCache
+from specserver_operator.passcache import PassCache
+from specserver_operator.signals import SignalCache, refresh_all
 
 log = logging.getLogger("specserver.cycle")
+#: Longest a cycle waits for its Prometheus answers (a slow one answers into the next cycle).
+SIGNAL_WAIT_S = 3.0
 
 
 def now_iso() -> str:
@@ -34,38 +40,72 @@ def now_iso() -> str:
 
 class CachedClient(KubeClient):
     """A ``KubeClient`` that reads children from the cache (or, ``read_through``, from the API)
-    and puts the answer of every write back into it."""
+    and puts the answer of every write back into it. Every call goes to ``base`` (so a test's
+    fake of ``KubeClient`` sees all of them)."""
 
     def __init__(self, base: KubeClient, cache: ObjectCache, read_through: bool = False) -> None:
-        self.__dict__.update(base.__dict__)  # the same connection pool and credentials
+        self.__dict__.update(base.__dict__)  # any method not delegated below: the same pool
+        self.base = base
         self.cache = cache
         self.read_through = read_through
 
     def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         if self.read_through:
-            found = super().get(kind, namespace, name)
+            found = self.base.get(kind, namespace, name)
             if found is not None:
-                self.cache.put(kind, found)
+                self.cache.put(kind, found, written=True)
             return found
         return self.cache.get(kind, namespace, name)
 
-    def apply(self, obj: dict[str, Any], desired_hash: str | None = None) -> bool:
+    def get_specserver(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.base.get_specserver(namespace, name)
+
+    def get_configmap_data(self, namespace: str, name: str) -> dict[str, str]:
+        return self.base.get_configmap_data(namespace, name)
+
+    def secret_exists(self, namespace: str, name: str) -> bool:
+        return self.base.secret_exists(namespace, name)
+
+    def list_autoscalers(self, namespace: str) -> list[tuple[str, str, str, str]]:
+        return self.base.list_autoscalers(namespace)
+
+    def apply(
+        self, obj: dict[str, Any], desired_hash: str | None = None, force: bool = False
+    ) -> bool:
         meta = obj["metadata"]
-        current = self.get(obj["kind"], meta["namespace"], meta["name"])
+        current = None if force else self.get(obj["kind"], meta["namespace"], meta["name"])
         written = self.apply_over(obj, current, desired_hash)
         if written is not None:
-            self.cache.put(obj["kind"], written)
+            self.cache.put(obj["kind"], written, written=True)
         return written is not None
 
+    def apply_over(
+        self, obj: dict[str, Any], current: dict[str, Any] | None, desired_hash: str | None = None
+    ) -> dict[str, Any] | None:
+        return self.base.apply_over(obj, current, desired_hash)
+
     def delete(self, kind: str, namespace: str, name: str) -> None:
-        super().delete(kind, namespace, name)
+        self.base.delete(kind, namespace, name)
         self.cache.remove(kind, namespace, name)
 
     def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
-        answer = super().patch_status(namespace, name, status)
+        answer = self.base.patch_status(namespace, name, status)
         if answer:
-            self.cache.put(KIND, answer)
+            self.cache.put(KIND, answer, written=True)
         return answer
+
+    def post_event(
+        self, involved: dict[str, Any], type_: str, reason: str, message: str, now: str
+    ) -> None:
+        self.base.post_event(involved, type_, reason, message, now)
+
+
+def _refused(exc: ApiError | NotFoundError) -> bool:
+    """The API server refused the request itself (400/403/404/422): retrying the same request
+    cannot help, so it is the object's fault, not a transient one."""
+    if isinstance(exc, NotFoundError):
+        return False
+    return exc.status in (400, 403, 404, 413, 422)
 
 
 def prometheus_url(body: dict[str, Any]) -> str | None:
@@ -88,6 +128,13 @@ class Cycle:
     handled_at: dict[str, float] = field(default_factory=dict)
     last_retry: dict[str, str | None] = field(default_factory=dict)
     guard: threading.Lock = field(default_factory=threading.Lock)
+    faults: Faults = field(default_factory=Faults)
+    #: memoised work between passes (configs, renderings, policy contexts), pruned each cycle
+    memo: PassCache = field(default_factory=PassCache)
+    #: leader election (None: this replica always leads, as in tests and the benchmark)
+    elector: Elector | None = None
+    #: monotonic time the newest cycle completed (start-up time before the first one)
+    completed_at: float = field(default_factory=time.monotonic)
 
     def lock(self, uid: str) -> threading.Lock:
         with self.guard:
@@ -104,10 +151,10 @@ class Cycle:
     def _pass(self, client: KubeClient, body: dict[str, Any]) -> None:
         cache = self.signal_cache(prometheus_url(body))
         now = now_iso()
-        outcome = controller.reconcile(client, body, now, signals=cache)
+        outcome = controller.reconcile(client, body, now, signals=cache, memo=self.memo)
+        meta = body["metadata"]
         for type_, reason, message in outcome.events:
             client.post_event(body, type_, reason, message, now)
-        meta = body["metadata"]
         # One log line per change of state, not one per cycle while it lasts.
         if outcome.retry != self.last_retry.get(meta["uid"]):
             if outcome.retry:
@@ -116,25 +163,82 @@ class Cycle:
                 log.info("%s/%s: recovered", meta["namespace"], meta["name"])
             self.last_retry[meta["uid"]] = outcome.retry
 
+    def guarded_pass(self, client: KubeClient, body: dict[str, Any]) -> bool:
+        """``_pass`` with this object's faults kept its own; True when the pass succeeded.
+
+        An API server that cannot be reached (or answers 409/429/5xx) is transient: logged, and
+        the next cycle tries again. Anything else (a refused child, a spec or model config the
+        code could not digest) becomes the object's Ready=False condition and one event, and
+        the object is retried with backoff (faults.py).
+        """
+        meta = body["metadata"]
+        uid, generation = meta["uid"], meta.get("generation")
+        try:
+            self._pass(client, body)
+        except (ApiError, NotFoundError) as exc:
+            if not _refused(exc):
+                opmetrics.CYCLE_ERRORS.inc()
+                log.warning("%s/%s: %s", meta["namespace"], meta["name"], exc)
+                return False
+            self._fault(client, body, exc)
+            return False
+        except Exception as exc:  # one object's bug or bad input must not stop the others
+            self._fault(client, body, exc)
+            return False
+        if self.faults.clear(uid):
+            log.info(
+                "%s/%s: reconciled again (generation %s)",
+                meta["namespace"],
+                meta["name"],
+                generation,
+            )
+        return True
+
+    def _fault(self, client: KubeClient, body: dict[str, Any], exc: Exception) -> None:
+        meta = body["metadata"]
+        ns, name, uid, generation = (
+            meta["namespace"],
+            meta["name"],
+            meta["uid"],
+            meta.get("generation"),
+        )
+        opmetrics.CYCLE_ERRORS.inc()
+        message = faults.describe(exc)
+        if self.faults.record(uid, generation, message, time.monotonic()):
+            log.error("%s/%s: reconcile failed: %s", ns, name, message, exc_info=exc)
+            with contextlib.suppress(ApiError, NotFoundError):
+                client.post_event(body, "Warning", faults.REASON, message, now_iso())
+        else:
+            log.debug("%s/%s: still failing: %s", ns, name, message)
+        changes = faults.fault_status(body.get("status") or {}, generation, message, now_iso())
+        if changes:
+            try:
+                client.patch_status(ns, name, changes)
+            except (ApiError, NotFoundError) as write_error:
+                log.warning("%s/%s: status not written: %s", ns, name, write_error)
+
     def reconcile_one(self, namespace: str, name: str, uid: str) -> None:
         """An immediate pass for one SpecServer on a fresh read (kopf create/update)."""
+        if not self.leading():
+            return  # the leader's own handler sees the same change
         with self.lock(uid):
             client = CachedClient(self.client, self.cache, read_through=True)
             body = client.get_specserver(namespace, name)
             if body is None or body["metadata"].get("deletionTimestamp"):
                 return
-            self.cache.put(KIND, body)
+            self.cache.put(KIND, body, written=True)
             # Signals as the last cycle read them: a burst of spec changes sends no queries.
-            self._pass(client, body)
+            self.guarded_pass(client, body)
             self.handled_at[uid] = time.monotonic()
 
     def resync(self) -> None:
         """Replace the cache with one LIST of each kind (first cycle, then every RESYNC_S)."""
+        started = time.monotonic()
         listed = dict(self.client.list_children(self.namespaces))
         for body in self.client.list_specservers(self.namespaces):
             meta = body["metadata"]
             listed[(KIND, meta["namespace"], meta["name"])] = body
-        self.cache.replace(listed)
+        self.cache.replace(listed, started)
 
     def run_once(self) -> int:
         """One cycle over every SpecServer; returns how many were reconciled."""
@@ -145,38 +249,40 @@ class Cycle:
         taken_at = time.monotonic()
         bodies = self.cache.specservers()
         client = CachedClient(self.client, self.cache)
-        for url in {prometheus_url(b) for b in bodies}:
-            signals = self.signal_cache(url)
-            if signals is not None:
-                signals.refresh()
+        caches = [self.signal_cache(url) for url in {prometheus_url(b) for b in bodies}]
+        refresh_all([c for c in caches if c is not None], SIGNAL_WAIT_S)
         opmetrics.count_query_errors(sum(c.query_errors for c in self.signals.values()))
         done = 0
         for snapshot in bodies:
             meta = snapshot["metadata"]
             if meta.get("deletionTimestamp"):
                 continue
+            if not self.leading() and not (self.elector is not None and self.elector.try_lead()):
+                break  # the lease could not be renewed: another replica may lead now
+            if not self.faults.due(meta["uid"], meta.get("generation"), time.monotonic()):
+                continue  # failing: backing off (a new generation is retried at once)
             with self.lock(meta["uid"]):
                 if self.handled_at.get(meta["uid"], 0.0) > taken_at:
                     continue  # a handler wrote after our snapshot: our copy is older
                 body = self.cache.get(KIND, meta["namespace"], meta["name"]) or snapshot
-                try:
-                    self._pass(client, body)
-                    done += 1
-                except (ApiError, NotFoundError) as exc:
-                    opmetrics.CYCLE_ERRORS.inc()
-                    log.warning("%s/%s: %s", meta["namespace"], meta["name"], exc)
+                done += self.guarded_pass(client, body)
         live = {b["metadata"]["uid"] for b in bodies}
         opmetrics.retain({(b["metadata"]["namespace"], b["metadata"]["name"]) for b in bodies})
         self.forget(live)
-        children.forget(live)
-        controller.prune_caches(
+        self.faults.forget(live)
+        self.memo.prune(
             {(b["metadata"]["uid"], b["metadata"].get("generation") or 0) for b in bodies}
         )
         opmetrics.CYCLES.inc()
         opmetrics.CYCLE_SPECSERVERS.set(len(bodies))
         opmetrics.CYCLE_CPU.inc(time.thread_time() - cpu)
         opmetrics.CYCLE_DURATION.observe(time.perf_counter() - started)
+        self.completed_at = time.monotonic()
         return done
+
+    def healthy(self, interval_s: float, intervals: int = 4) -> bool:
+        """Whether a cycle completed within the last few intervals (the liveness probe)."""
+        return time.monotonic() - self.completed_at <= max(30.0, intervals * interval_s)
 
     def forget(self, live: set[str]) -> None:
         """Drop locks and marks of SpecServers that no longer exist."""
@@ -191,8 +297,22 @@ class Cycle:
         while not stop.is_set():
             started = time.monotonic()
             try:
-                self.run_once()
+                if self.elector is None or self.elector.try_lead():
+                    self.run_once()
+                else:
+                    self.standby()
             except Exception:  # the loop must outlive any one bad cycle
                 opmetrics.CYCLE_ERRORS.inc()
                 log.exception("observation cycle failed")
             stop.wait(max(0.5, interval_s - (time.monotonic() - started)))
+        if self.elector is not None:
+            self.elector.release()
+
+    def leading(self) -> bool:
+        """Whether this replica may write (always, without leader election)."""
+        return self.elector is None or self.elector.leading()
+
+    def standby(self) -> None:
+        """A replica that does not lead: keep the cache warm, write nothing, stay healthy."""
+        self.cache.synced_at = None  # LIST afresh on taking over
+        self.completed_at = time.monotonic()

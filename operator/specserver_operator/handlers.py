@@ -20,6 +20,7 @@ from specserver_advisor.models import GROUP, KIND, PLURAL, VERSION
 from specserver_operator import opmetrics
 from specserver_operator.client import Connection, KubeClient
 from specserver_operator.cycle import Cycle
+from specserver_operator.leader import Elector
 from specserver_operator.objectcache import ObjectCache
 from specserver_operator.settings import value
 from specserver_operator.webhook import Webhook
@@ -49,12 +50,15 @@ def cycle() -> Cycle:
     """The process-wide cycle (its client is created once kopf has logged in)."""
     if not _CYCLE:
         _LOGGED_IN.wait()
+        client = KubeClient(_CONNECTION[0])
+        elect = os.environ.get("SPECSERVER_LEADER_ELECTION", "true").lower() not in ("0", "false")
         _CYCLE.append(
             Cycle(
-                KubeClient(_CONNECTION[0]),
+                client,
                 list(NAMESPACES),
                 cache=CACHE,
                 query_interval_s=float(os.environ.get("SPECSERVER_QUERY_INTERVAL_SECONDS", "5")),
+                elector=Elector(client) if elect else None,
             )
         )
     return _CYCLE[0]
@@ -87,7 +91,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         prefix=ANNOTATION_PREFIX
     )
     settings.posting.enabled = False  # events are posted by client.post_event
-    # One replica by design (the Deployment in manifests/ runs one); no peering objects needed.
+    # Leader election is the cycle's own Lease (leader.py), not kopf peering.
     settings.peering.standalone = True
     settings.watching.server_timeout = 60
     opmetrics.serve(int(value("SPECSERVER_METRICS_PORT")), value("SPECSERVER_METRICS_ADDRESS"))
@@ -100,10 +104,23 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     ).start()
 
 
+@kopf.on.probe(id="cycle")
+def cycle_is_running(**_: Any) -> str:
+    """``/healthz`` fails (HTTP 500) when no cycle completed within a few intervals."""
+    interval = float(os.environ.get("SPECSERVER_CYCLE_SECONDS", "5"))
+    if not _CYCLE:
+        return "starting"
+    if not _CYCLE[0].healthy(interval):
+        raise kopf.PermanentError("no observation cycle completed within four intervals")
+    return "cycling"
+
+
 @kopf.on.cleanup()
 def stop_cycle(**_: Any) -> None:
-    """Let the cycle thread finish its current pass and stop."""
+    """Stop the cycle thread after its current pass and hand the Lease over at once."""
     _STOP.set()
+    if _CYCLE and _CYCLE[0].elector is not None:
+        _CYCLE[0].elector.release()
 
 
 #: Filled by the watch events below; the cycle reads it (no LIST per cycle).

@@ -5,7 +5,8 @@ kopf's ``on.event`` handlers (handlers.py) put every watch event here; the share
 the API. The first cycle, and one every ``RESYNC_S``, LISTs instead and replaces the cache
 (priming it, and repairing anything a lost event left stale). Every write's answer is put back
 at once, so the next cycle never sees an older copy of what it wrote; a late event carrying an
-older ``resourceVersion`` than the cached copy is ignored.
+event older than our write (it arrives before the event of the version we wrote; versions are
+opaque and compared for equality only) is ignored.
 """
 
 from __future__ import annotations
@@ -19,22 +20,15 @@ from specserver_operator.client import slim
 
 Key = tuple[str, str, str]  # (kind, namespace, name)
 RESYNC_S = 300.0
+#: Longest we wait for the watch event of our own write before trusting events again.
+PENDING_S = 30.0
 KOPF_NOTES = ("last-handled-configuration", "kopf.zalando.org/touch-dummy")
 
 
-def _version(obj: dict[str, Any]) -> int | None:
-    try:
-        return int(obj["metadata"].get("resourceVersion") or "")
-    except ValueError:
-        return None  # opaque on this API server: the newest arrival wins
-
-
-def _older(new: dict[str, Any], cached: dict[str, Any] | None) -> bool:
-    """True when ``new`` is an older version of what the cache holds (the cached one stays)."""
-    if cached is None:
-        return False
-    new_v, cached_v = _version(new), _version(cached)
-    return new_v is not None and cached_v is not None and new_v < cached_v
+def _version(obj: dict[str, Any]) -> str | None:
+    """The resourceVersion: opaque, so only ever compared for equality."""
+    version = (obj.get("metadata") or {}).get("resourceVersion")
+    return str(version) if version else None
 
 
 def trimmed(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
@@ -55,21 +49,36 @@ class ObjectCache:
         self.objects: dict[Key, dict[str, Any]] = {}
         self.lock = threading.Lock()
         self.synced_at: float | None = None
+        #: versions we wrote (or read fresh) whose watch event has not arrived yet, and when
+        self.pending: dict[Key, tuple[str, float]] = {}
 
-    def put(self, kind: str, obj: dict[str, Any]) -> None:
-        """Store an object unless the cache holds a newer version of it."""
+    def put(self, kind: str, obj: dict[str, Any], written: bool = False) -> None:
+        """Store an object: ``written`` for the answer of our own write or a fresh GET, else a
+        watch event. resourceVersions are opaque, so order comes from the watch itself: after
+        we stored version V, events up to V's own are older than V and are skipped."""
         meta = obj.get("metadata") or {}
         if not meta.get("name"):
             return
         key = (kind, meta.get("namespace") or "", meta["name"])
         new = trimmed(kind, obj)
+        version, now = _version(new), time.monotonic()
         with self.lock:
-            if not _older(new, self.objects.get(key)):
+            cached = self.objects.get(key)
+            if written:
+                if version is not None and (cached is None or _version(cached) != version):
+                    self.pending[key] = (version, now)
                 self.objects[key] = new
+                return
+            waiting = self.pending.get(key)
+            if waiting is not None and version != waiting[0] and now - waiting[1] < PENDING_S:
+                return  # an event older than what we wrote
+            self.pending.pop(key, None)
+            self.objects[key] = new
 
     def remove(self, kind: str, namespace: str, name: str) -> None:
         with self.lock:
             self.objects.pop((kind, namespace, name), None)
+            self.pending.pop((kind, namespace, name), None)
 
     def observe(self, kind: str, event: dict[str, Any]) -> None:
         """A kopf watch event (``type`` ADDED/MODIFIED/DELETED, or None while listing)."""
@@ -88,13 +97,21 @@ class ObjectCache:
         now = time.monotonic() if now is None else now
         return self.synced_at is None or now - self.synced_at >= RESYNC_S
 
-    def replace(self, listed: dict[Key, dict[str, Any]]) -> None:
-        """Take a full LIST as the truth, except entries that are newer in the cache."""
+    def replace(self, listed: dict[Key, dict[str, Any]], started: float | None = None) -> None:
+        """Take a full LIST (begun at ``started``, time.monotonic) as the truth, except
+        entries we wrote after the LIST began."""
+        started = time.monotonic() if started is None else started
         with self.lock:
-            self.objects = {
-                key: self.objects[key] if _older(obj, self.objects.get(key)) else obj
-                for key, obj in listed.items()
-            }
+            objects = {}
+            for key, obj in listed.items():
+                waiting = self.pending.get(key)
+                if waiting is not None and waiting[1] > started and key in self.objects:
+                    objects[key] = self.objects[key]
+                else:
+                    objects[key] = obj
+                    self.pending.pop(key, None)
+            self.objects = objects
+            self.pending = {k: v for k, v in self.pending.items() if k in objects}
             self.synced_at = time.monotonic()
 
     def specservers(self) -> list[dict[str, Any]]:

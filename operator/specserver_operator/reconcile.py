@@ -7,6 +7,7 @@ top-level fields differ so a resync with nothing new writes nothing. Called by c
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from specserver_advisor.models import Mode, SpecServerSpec
@@ -137,8 +138,25 @@ def _running_speculation(deployment: dict[str, Any] | None) -> bool | None:
 
 
 def status_changes(current: dict[str, Any], desired: dict[str, Any]) -> dict[str, Any]:
-    """Top-level fields of ``desired`` that differ from ``current`` (empty: write nothing)."""
-    return {k: v for k, v in desired.items() if current.get(k) != v}
+    """The merge patch that turns ``current`` into ``desired`` for the fields ``desired`` names
+    (empty: write nothing). Inside an object field, a key that is gone is patched to null, so
+    the stored status loses it too and the next pass finds nothing to write."""
+    out: dict[str, Any] = {}
+    for key, want in desired.items():
+        have = current.get(key)
+        if isinstance(want, dict) and isinstance(have, dict):
+            inner = _object_patch(have, want)
+            if inner:
+                out[key] = inner
+        elif have != want:
+            out[key] = want
+    return out
+
+
+def _object_patch(have: dict[str, Any], want: dict[str, Any]) -> dict[str, Any]:
+    out = status_changes(have, want)
+    out.update({k: None for k in have if k not in want})
+    return out
 
 
 def autoscaler_condition(
@@ -159,3 +177,49 @@ def autoscaler_condition(
         "switches restart pods, and each replica's KV pool (not the replica count) is what "
         "makes speculation stop paying; keep minReplicas stable during switches",
     )
+
+
+def auto_view(current: dict[str, Any], deployment: dict[str, Any] | None) -> dict[str, Any]:
+    """For Auto between evaluations: keep what the policy state says (else what runs)."""
+    raw = current.get("policyState")
+    if raw:
+        try:
+            mode = json.loads(raw).get("mode")
+            return {"speculationMode": "On" if mode == "on" else "Off"}
+        except ValueError:
+            pass
+    return current
+
+
+def status_events(
+    current: dict[str, Any], desired: dict[str, Any], cfg: EngineConfig | None
+) -> list[tuple[str, str, str]]:
+    """Events for condition flips and reason changes only (no repeats on resync)."""
+    events = []
+    old = current.get("conditions") or []
+    for new in desired.get("conditions", []):
+        before = cond.get_condition(old, new["type"])
+        if (
+            before
+            and before.get("status") == new["status"]
+            and before.get("reason") == new["reason"]
+        ):
+            continue
+        if new["type"] == cond.CONFIG_VALID and new["status"] == "False":
+            events.append(("Warning", new["reason"], new["message"]))
+        elif new["type"] == cond.CONFIG_VALID and new["status"] == "Unknown":
+            events.append(("Warning", "ConfigUnavailable", new["message"]))
+        elif new["type"] == cond.READY and new["status"] == "True":
+            events.append(("Normal", "EngineReady", new["message"]))
+        elif new["type"] == cond.SPECULATION_ACTIVE and new["status"] in ("True", "False"):
+            events.append(("Normal", new["reason"], new["message"]))
+    if desired.get("memFractionStaticSource") == "Computed" and (
+        current.get("memFractionStatic") != desired.get("memFractionStatic")
+        or current.get("memFractionStaticSource") != "Computed"
+    ):
+        events.append(("Normal", "MemFractionComputed", desired["memFractionStaticReason"]))
+    if cfg is not None and cfg.valid:
+        for code, message in cfg.warnings:
+            if code not in str(current.get("conditions")):
+                events.append(("Warning", code, message))
+    return events

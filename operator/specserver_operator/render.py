@@ -15,6 +15,7 @@ import yaml
 
 from specserver_advisor.models import API_VERSION, KIND, SpecServer
 from specserver_operator.engineconfig import EngineConfig
+from specserver_operator.names import child_name
 from specserver_operator.podpolicy import pod_resources, shm_gib
 
 ENV = jinja2.Environment(
@@ -29,7 +30,7 @@ MANAGED_BY = "specserver"
 
 def labels(server: SpecServer, mode: str) -> dict[str, str]:
     """Labels on every child and pod."""
-    name = server.metadata.name or ""
+    name = child_name(server.metadata.name or "")
     return {
         "app.kubernetes.io/name": "sglang",
         "app.kubernetes.io/instance": name,
@@ -109,10 +110,10 @@ def _context(
     res = spec.resources
     limits, requests = pod_resources(spec, cfg.weight_gib)
     return {
-        "name": server.metadata.name,
+        "name": child_name(server.metadata.name or ""),
         "namespace": server.metadata.namespace,
         "labels": labels(server, mode),
-        "selector": {"specserver.io/name": server.metadata.name},
+        "selector": {"specserver.io/name": child_name(server.metadata.name or "")},
         "config_hash": config_hash(cfg, server),
         "replicas": spec.replicas,
         "mode": mode,
@@ -176,7 +177,7 @@ def build_blue_green(
     Each Deployment is ``<name>-<mode>`` with its own selector (the mode label), so the two never
     adopt each other's pods; the Service selects the serving mode only.
     """
-    name = server.metadata.name or ""
+    name = child_name(server.metadata.name or "")
     children = []
     for mode, cfg in sorted(configs.items()):
         context = _context(server, cfg, preflight_image, "Recreate")

@@ -154,6 +154,18 @@ SETTINGS: tuple[Setting, ...] = (
         "ghcr.io/specserver/specserver-engine:0.1.0-sglang0.5.23",
         "image of the engine pods' preflight init container",
     ),
+    Setting(
+        "--leader-election",
+        "SPECSERVER_LEADER_ELECTION",
+        "true",
+        "only the holder of the Lease specserver-operator reconciles (false: always)",
+    ),
+    Setting(
+        "--lease-namespace",
+        "SPECSERVER_LEASE_NAMESPACE",
+        "",
+        "namespace of the leader Lease (default: the pod's own, else default)",
+    ),
 )
 
 

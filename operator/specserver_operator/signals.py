@@ -78,6 +78,18 @@ def query(url: str, promql: str, timeout_s: float = 10.0) -> list[dict[str, Any]
     return result
 
 
+#: Total seconds one refresh (all grouped queries to one Prometheus) may take.
+QUERY_BUDGET_S = 10.0
+
+
+def refresh_all(caches: list[SignalCache], wait_s: float) -> None:
+    """Refresh every cache at once, waiting at most ``wait_s`` in total for their answers; a
+    Prometheus that has not answered by then leaves its previous observations in place."""
+    deadline = time.monotonic() + wait_s
+    for thread in [t for c in caches if (t := c.refresh_in_background()) is not None]:
+        thread.join(max(0.0, deadline - time.monotonic()))
+
+
 @dataclass
 class SignalCache:
     """The newest observations per SpecServer and how fresh they are."""
@@ -90,12 +102,16 @@ class SignalCache:
     query_errors: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
     allowed: tuple[str, ...] = field(default_factory=allowed_urls)
+    running: threading.Thread | None = None
 
     def __post_init__(self) -> None:
         self.last_error = url_refusal(self.url, self.allowed)
 
     def refresh(self, now: float | None = None) -> None:
-        """Run the grouped queries if the last refresh is older than ``min_interval_s``."""
+        """Run the grouped queries if the last refresh is older than ``min_interval_s``.
+
+        The queries run outside the lock: readers (``get``) never wait on Prometheus.
+        """
         now = time.time() if now is None else now
         refusal = url_refusal(self.url, self.allowed)
         with self.lock:
@@ -105,19 +121,23 @@ class SignalCache:
             if now - self.refreshed_at < self.min_interval_s:
                 return
             self.refreshed_at = now
-            try:
-                self.observations = self._query(now)
-                self.last_error = None
-            except QueryError as exc:
-                self.observations = {}
-                self.last_error = f"Prometheus query failed: {exc}"
-                self.query_errors += 1
+        try:
+            found, error = self._query(now), None
+        except QueryError as exc:
+            found, error = {}, f"Prometheus query failed: {exc}"
+        with self.lock:
+            self.observations, self.last_error = found, error
+            self.query_errors += error is not None
 
     def _query(self, now: float) -> dict[tuple[str, str], Observation]:
+        deadline = time.monotonic() + QUERY_BUDGET_S  # one budget for the whole set
         out: dict[tuple[str, str], Observation] = {}
         for field_name, promql in signal_queries().items():
             PROMETHEUS_QUERIES.inc()
-            for item in query(self.url, promql):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise QueryError(f"not answered within {QUERY_BUDGET_S:g}s")
+            for item in query(self.url, promql, remaining):
                 labels = item.get("metric", {}) if isinstance(item, dict) else {}
                 key = (str(labels.get("namespace", "")), str(labels.get("specserver", "")))
                 if not all(key):
@@ -127,8 +147,21 @@ class SignalCache:
                 except (KeyError, IndexError, TypeError, ValueError):
                     continue
                 obs = out.setdefault(key, Observation(ts=now))
-                setattr(obs, field_name, None if math.isnan(value) else value)
+                setattr(obs, field_name, value if math.isfinite(value) else None)
         return out
+
+    def refresh_in_background(self) -> threading.Thread | None:
+        """Start ``refresh`` on its own thread unless one is still running (a slow Prometheus
+        then holds only its own thread, never the cycle)."""
+        with self.lock:
+            due = time.time() - self.refreshed_at >= self.min_interval_s
+            if not due or (self.running is not None and self.running.is_alive()):
+                return None
+            self.running = threading.Thread(
+                target=self.refresh, name=f"signals {self.url}", daemon=True
+            )
+            self.running.start()
+            return self.running
 
     def get(self, namespace: str, name: str) -> Observation | None:
         with self.lock:

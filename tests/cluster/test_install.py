@@ -34,6 +34,10 @@ def test_install_and_least_privilege(kube: KubeHandle) -> None:
     assert not can("get", "secrets") and not can("list", "secrets") and not can("list", "pods")
     assert not can("create", "clusterroles.rbac.authorization.k8s.io")
     assert not can("create", "pods") and not can("update", "configmaps")
+    assert can("create", "leases.coordination.k8s.io", "specserver-system")
+    assert can("update", "leases.coordination.k8s.io/specserver-operator", "specserver-system")
+    assert not can("update", "leases.coordination.k8s.io/other", "specserver-system")
+    assert not can("create", "leases.coordination.k8s.io", "llm")
     deploy = kube.kubectl(
         "get",
         "deploy",

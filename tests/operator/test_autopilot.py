@@ -12,6 +12,7 @@ import pytest
 
 from specserver_advisor.policy import Observation
 from specserver_operator import controller
+from specserver_operator.client import HASH_ANNOTATION, applied_hash, object_hash
 
 SPEC = {
     "apiVersion": "specserver.io/v1alpha1",
@@ -34,6 +35,17 @@ SPEC = {
 }
 
 
+def merge_patch(target: dict[str, Any], patch: dict[str, Any]) -> None:
+    """RFC 7386, as the API server applies a status merge patch."""
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            merge_patch(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
+
+
 class FakeClient:
     """Our client seam: a Deployment store that becomes ready when told to."""
 
@@ -49,14 +61,17 @@ class FakeClient:
         found = self.deployment["metadata"]["name"] == name
         return copy.deepcopy(self.deployment) if found else None
 
-    def apply(self, obj: dict[str, Any], desired_hash: str | None = None) -> bool:
+    def apply(
+        self, obj: dict[str, Any], desired_hash: str | None = None, force: bool = False
+    ) -> bool:
         if obj["kind"] != "Deployment":
             return False
-        labels = obj["metadata"]["labels"]
-        if self.deployment and self.deployment["metadata"]["labels"] == labels:
+        desired_hash = desired_hash or object_hash(obj)
+        if not force and applied_hash(self.deployment) == desired_hash:
             return False
         self.writes += 1
         self.deployment = copy.deepcopy(obj)
+        self.deployment["metadata"].setdefault("annotations", {})[HASH_ANNOTATION] = desired_hash
         self.deployment["metadata"]["generation"] = 1
         ready = 1 if self.ready else 0
         self.deployment["status"] = {
@@ -68,11 +83,7 @@ class FakeClient:
 
     def patch_status(self, namespace: str, name: str, changes: dict[str, Any]) -> None:
         self.writes += 1
-        for key, value in changes.items():
-            if value is None:
-                self.status.pop(key, None)
-            else:
-                self.status[key] = value
+        merge_patch(self.status, changes)
 
     def list_autoscalers(self, namespace: str) -> list[tuple[str, str, str, str]]:
         return []
@@ -166,7 +177,7 @@ def test_a_restart_mid_switch_completes_exactly_one_switch() -> None:
     state = json.loads(client.status["policyState"])
     state["mode"] = "off"
     client.status["policyState"] = json.dumps(state)
-    controller._LAST_EVALUATION.clear()  # a new process
+    controller.DEFAULT.last_evaluation.clear()  # a new process
     cycle(client, Signals(**OVERLOAD), 1012)
     assert mode(client) == "off"
     cycle(client, Signals(**OVERLOAD), 1020)
@@ -227,15 +238,31 @@ def test_the_switch_is_in_status_before_the_engine_changes() -> None:
     class Ordered(FakeClient):
         """Fails the test if the engine's mode changes while status has no switch."""
 
-        def apply(self, obj: dict[str, Any], desired_hash: str | None = None) -> bool:
+        def apply(
+            self, obj: dict[str, Any], desired_hash: str | None = None, force: bool = False
+        ) -> bool:
             new_mode = obj["metadata"]["labels"].get("specserver.io/mode")
             if self.deployment is not None and obj["kind"] == "Deployment":
                 old_mode = self.deployment["metadata"]["labels"]["specserver.io/mode"]
                 if new_mode != old_mode:
                     assert self.status.get("switch", {}).get("target") == new_mode.title()
-            return super().apply(obj, desired_hash)
+            return super().apply(obj, desired_hash, force)
 
     client = Ordered()
     cycle(client, Signals(**STEADY), 1000)
     cycle(client, Signals(**OVERLOAD), 1010)
     assert mode(client) == "off"
+
+
+def test_a_metric_that_goes_away_is_removed_and_then_nothing_is_written() -> None:
+    client = FakeClient()
+    cycle(client, Signals(**STEADY), 1000)
+    assert "ttftP99Seconds" in client.status["lastMetrics"]
+    idle = dict(STEADY, ttft_p99_s=float("nan"), tpot_p50_ms=float("inf"), running=0)
+    for t in range(1010, 1060, 10):
+        cycle(client, Signals(**idle), t)
+    assert "ttftP99Seconds" not in client.status["lastMetrics"]
+    writes = client.writes
+    for t in range(1060, 1200, 10):
+        cycle(client, Signals(**idle), t)
+    assert client.writes == writes  # an idle engine after traffic: zero writes

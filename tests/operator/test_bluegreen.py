@@ -71,10 +71,12 @@ class Store(FakeClient):
             }
         return obj
 
-    def apply(self, obj: dict[str, Any], desired_hash: str | None = None) -> bool:
+    def apply(
+        self, obj: dict[str, Any], desired_hash: str | None = None, force: bool = False
+    ) -> bool:
         key = (obj["kind"], obj["metadata"]["name"])
         old = self.objects.get(key)
-        if old is not None and old["spec"] == obj["spec"]:
+        if old is not None and old["spec"] == obj["spec"] and not force:
             return False
         new = copy.deepcopy(obj)
         new["metadata"]["generation"] = (old or {"metadata": {"generation": 0}})["metadata"][

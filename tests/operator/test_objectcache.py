@@ -1,7 +1,9 @@
-"""The watch-fed object cache: newest version wins, LISTs repair, kopf's notes are dropped."""
+"""The watch-fed object cache: what we wrote is not replaced by a late, older event, LISTs repair,
+kopf's notes are dropped. resourceVersions are opaque (compared for equality only)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from specserver_operator.objectcache import ObjectCache
@@ -18,7 +20,7 @@ def deployment(rv: str, replicas: int) -> dict[str, Any]:
 
 def test_a_late_event_with_an_older_version_does_not_replace_what_we_wrote() -> None:
     cache = ObjectCache()
-    cache.put("Deployment", deployment("20", 2))  # the answer of our own write
+    cache.put("Deployment", deployment("20", 2), written=True)  # the answer of our own write
     cache.observe("Deployment", {"type": "MODIFIED", "object": deployment("15", 1)})
     found = cache.get("Deployment", "llm", "x")
     assert found is not None and found["spec"] == {"replicas": 2}  # slimmed, newest kept
@@ -30,12 +32,13 @@ def test_a_late_event_with_an_older_version_does_not_replace_what_we_wrote() -> 
 def test_a_list_replaces_the_cache_but_keeps_newer_entries() -> None:
     cache = ObjectCache()
     assert cache.needs_resync()
-    cache.put("Deployment", deployment("30", 3))
+    list_started = time.monotonic()
+    cache.put("Deployment", deployment("30", 3), written=True)  # written while the LIST ran
     gone = deployment("5", 1)
     gone["metadata"]["name"] = "gone"
     cache.put("Deployment", gone)
     listed = {("Deployment", "llm", "x"): deployment("25", 1)}
-    cache.replace(listed)
+    cache.replace(listed, list_started)
     assert not cache.needs_resync()
     assert cache.get("Deployment", "llm", "x")["spec"]["replicas"] == 3  # type: ignore[index]
     assert cache.get("Deployment", "llm", "gone") is None
@@ -61,3 +64,23 @@ def test_specservers_keep_their_annotations_but_not_kopfs_copy_of_the_spec() -> 
     [stored] = cache.specservers()
     assert stored["metadata"]["annotations"] == {"specserver.io/pause-auto-speculation": "true"}
     assert stored["status"] == {"speculationMode": "On"}
+
+
+def test_versions_are_opaque_and_the_watch_orders_them() -> None:
+    cache = ObjectCache()
+    cache.observe("Deployment", {"type": "ADDED", "object": deployment("b7f", 1)})
+    cache.put("Deployment", deployment("a00", 2), written=True)  # not a number, not ordered
+    cache.observe("Deployment", {"type": "MODIFIED", "object": deployment("zz9", 5)})
+    assert cache.get("Deployment", "llm", "x")["spec"]["replicas"] == 2  # type: ignore[index]
+    cache.observe("Deployment", {"type": "MODIFIED", "object": deployment("a00", 2)})
+    cache.observe("Deployment", {"type": "MODIFIED", "object": deployment("0", 7)})
+    assert cache.get("Deployment", "llm", "x")["spec"]["replicas"] == 7  # type: ignore[index]
+
+
+def test_a_list_taken_after_our_write_wins() -> None:
+    cache = ObjectCache()
+    cache.put("Deployment", deployment("30", 3), written=True)
+    cache.replace({("Deployment", "llm", "x"): deployment("31", 4)}, time.monotonic())
+    assert cache.get("Deployment", "llm", "x")["spec"]["replicas"] == 4  # type: ignore[index]
+    cache.observe("Deployment", {"type": "MODIFIED", "object": deployment("32", 5)})
+    assert cache.get("Deployment", "llm", "x")["spec"]["replicas"] == 5  # type: ignore[index]

@@ -15,6 +15,7 @@ One function, ``get``, with the rules of docs/security.md:
 from __future__ import annotations
 
 import http
+import time
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
@@ -98,7 +99,29 @@ def get(url: str, headers: dict[str, str] | None = None, timeout: float = 10.0) 
         pool.clear()
 
 
+def _read_by(resp: urllib3.BaseHTTPResponse, deadline: float, url: str) -> bytes:
+    """The body, read in pieces before ``deadline`` (one budget for the whole request, not a
+    timeout per read: an endpoint that drips a byte at a time is cut off), at most
+    MAX_BYTES + 1 bytes."""
+    parts: list[bytes] = []
+    size = 0
+    while size <= MAX_BYTES:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise OutboundError(f"{redact(url)}: timed out")
+        sock = getattr(getattr(resp, "connection", None), "sock", None)
+        if sock is not None:
+            sock.settimeout(max(0.01, remaining))
+        piece = resp.read1(65536)
+        if not piece:
+            break
+        parts.append(piece)
+        size += len(piece)
+    return b"".join(parts)
+
+
 def _get(pool: urllib3.PoolManager, url: str, headers: dict[str, str], timeout: float) -> Answer:
+    deadline = time.monotonic() + timeout  # connect, redirects, headers and body share it
     first: tuple[str, str, int | None] | None = None
     for _ in range(MAX_REDIRECTS + 1):
         problem = url_problem(url)
@@ -115,7 +138,10 @@ def _get(pool: urllib3.PoolManager, url: str, headers: dict[str, str], timeout: 
                 headers=send,
                 redirect=False,
                 preload_content=False,
-                timeout=urllib3.Timeout(connect=min(5.0, timeout), read=timeout),
+                timeout=urllib3.Timeout(
+                    connect=min(5.0, max(0.01, deadline - time.monotonic())),
+                    read=max(0.01, deadline - time.monotonic()),
+                ),
             )
         except urllib3.exceptions.TimeoutError as exc:
             raise OutboundError(f"{redact(url)}: timed out") from exc
@@ -136,7 +162,7 @@ def _get(pool: urllib3.PoolManager, url: str, headers: dict[str, str], timeout: 
                 continue
             if not 200 <= status < 300:
                 raise OutboundError(f"{redact(url)}: HTTP {status} {reason(status)}", status)
-            body = resp.read(MAX_BYTES + 1, decode_content=True)
+            body = _read_by(resp, deadline, url)
             if len(body) > MAX_BYTES:
                 raise OutboundError(f"{redact(url)}: answer larger than {MAX_BYTES} bytes")
             return Answer(url, status, body)

@@ -1,0 +1,136 @@
+"""One active operator: leader election on a coordination.k8s.io/v1 Lease.
+
+Every replica runs kopf and fills its object cache, but only the holder of the Lease
+``specserver-operator`` (in the operator's namespace) reconciles; the others stand by and take
+over once the holder has not renewed for ``lease_s`` seconds. As in client-go, expiry is judged
+by when *this* replica last saw the Lease change (its own clock), never by comparing the
+holder's timestamps with ours, so clock skew between nodes cannot make two leaders. Writes
+carry the Lease's resourceVersion: two candidates racing for an expired Lease cannot both win.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from specserver_operator.client import ApiError, KubeClient, NotFoundError
+
+log = logging.getLogger("specserver.leader")
+LEASE_NAME = "specserver-operator"
+SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+def operator_namespace() -> str:
+    """``SPECSERVER_LEASE_NAMESPACE``, else the pod's own namespace, else ``default``."""
+    if os.environ.get("SPECSERVER_LEASE_NAMESPACE"):
+        return os.environ["SPECSERVER_LEASE_NAMESPACE"]
+    try:
+        with open(SA_NAMESPACE, encoding="utf-8") as f:
+            return f.read().strip() or "default"
+    except OSError:
+        return "default"
+
+
+def _micro_time() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass
+class Elector:
+    """Acquires and renews the Lease; ``leading()`` says whether this replica may write."""
+
+    client: KubeClient
+    namespace: str = field(default_factory=operator_namespace)
+    name: str = LEASE_NAME
+    identity: str = field(
+        default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    )
+    lease_s: int = 15
+    #: monotonic time until which this replica is sure it leads (renewed + lease_s - margin)
+    leading_until: float = 0.0
+    #: the Lease record as last seen, and when (our clock) it last changed
+    seen: tuple[Any, ...] | None = None
+    seen_at: float = 0.0
+    led: bool = False  # as last logged
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def leading(self) -> bool:
+        return time.monotonic() < self.leading_until
+
+    def _record(self, holder: str | None) -> dict[str, Any]:
+        now = _micro_time()
+        return {
+            "holderIdentity": holder,
+            "leaseDurationSeconds": self.lease_s,
+            "acquireTime": now,
+            "renewTime": now,
+        }
+
+    def try_lead(self) -> bool:
+        """One election round (call every few seconds); True while this replica leads."""
+        with self.lock:
+            started = time.monotonic()
+            try:
+                won = self._round(started)
+            except (ApiError, NotFoundError) as exc:
+                log.warning("lease %s/%s: %s", self.namespace, self.name, exc)
+                won = False
+            if won:
+                self.leading_until = started + self.lease_s * 2 / 3  # renew well before expiry
+            leads = self.leading()
+            if leads != self.led:  # one line per change, not per renewal
+                log.info("%s %s leadership", self.identity, "took" if leads else "lost")
+                self.led = leads
+            return leads
+
+    def _round(self, now: float) -> bool:
+        lease = self.client.get_lease(self.namespace, self.name)
+        if lease is None:
+            body = {"metadata": {"name": self.name, "namespace": self.namespace}}
+            body["spec"] = self._record(self.identity)
+            self.client.create_lease(self.namespace, body)
+            return True
+        spec = lease.get("spec") or {}
+        record = (spec.get("holderIdentity"), spec.get("renewTime"), spec.get("acquireTime"))
+        if record != self.seen:
+            self.seen, self.seen_at = record, now
+        holder = spec.get("holderIdentity")
+        duration = int(spec.get("leaseDurationSeconds") or self.lease_s)
+        if holder and holder != self.identity and now - self.seen_at < duration:
+            return False  # another replica holds a live lease
+        new = dict(spec)
+        new.update(self._record(self.identity))
+        if holder == self.identity:
+            new["acquireTime"] = spec.get("acquireTime") or new["acquireTime"]
+        else:
+            transitions = int(spec.get("leaseTransitions") or 0)
+            new["leaseTransitions"] = transitions + 1
+        try:
+            self.client.replace_lease(self.namespace, {**lease, "spec": new})
+        except ApiError as exc:
+            if exc.status == 409:
+                return False  # another candidate wrote first
+            raise
+        return True
+
+    def release(self) -> None:
+        """Give the Lease up on a clean stop, so a standby takes over at once."""
+        with self.lock:
+            if not self.leading():
+                return
+            self.leading_until = 0.0
+            try:
+                lease = self.client.get_lease(self.namespace, self.name)
+                spec = (lease or {}).get("spec") or {}
+                if lease is not None and spec.get("holderIdentity") == self.identity:
+                    spec = {**spec, "holderIdentity": None, "leaseDurationSeconds": 1}
+                    self.client.replace_lease(self.namespace, {**lease, "spec": spec})
+            except (ApiError, NotFoundError) as exc:
+                log.warning("lease not released: %s", exc)

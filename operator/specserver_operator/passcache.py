@@ -1,0 +1,69 @@
+"""What the operator keeps between passes, in one object owned by the cycle (cycle.py).
+
+Nothing here is state of record (that lives in the SpecServer status and the children); it
+is memoised work, so a pass over an unchanged SpecServer renders and validates nothing. The
+cycle passes its ``PassCache`` to every ``controller.reconcile`` and prunes it once a cycle to
+the SpecServers and generations that still exist. Results that depend only on a spec and its
+model configs are shared between SpecServers with the same ones (a fleet of identical engines
+keeps one copy).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+Generation = tuple[str, int]  # (uid, generation)
+
+
+@dataclass
+class PassCache:
+    """Memoised inputs and results per SpecServer (by uid, and generation where it matters)."""
+
+    #: model configs read per generation, and sources that failed: (retry at, why)
+    configs: dict[Generation, Any] = field(default_factory=dict)
+    config_failed: dict[Generation, tuple[float, str]] = field(default_factory=dict)
+    #: bundled configs per (target, draft): one copy however many SpecServers use them
+    bundled: dict[tuple[str, str | None], Any] = field(default_factory=dict)
+    policy_contexts: dict[Generation, Any] = field(default_factory=dict)
+    engine_configs: dict[tuple[str, int, bool], Any] = field(default_factory=dict)
+    #: (spec JSON, id of the configs, what) -> (the configs, kept alive so the id stays
+    #: theirs, the result)
+    shared: dict[tuple[str, int, str], tuple[Any, Any]] = field(default_factory=dict)
+    #: uid -> (generation and annotations, the parsed SpecServer or None, why invalid)
+    validated: dict[str, tuple[tuple[Any, ...], Any, str | None]] = field(default_factory=dict)
+    last_evaluation: dict[str, float] = field(default_factory=dict)
+    #: per generation: when the HF token Secret was last checked, and the warning (or None)
+    secrets: dict[Generation, tuple[float, tuple[str, str] | None]] = field(default_factory=dict)
+    #: namespace -> (listed at, (kind, name, target kind, target name))
+    autoscalers: dict[str, tuple[float, list[tuple[str, str, str, str]]]] = field(
+        default_factory=dict
+    )
+    #: uid -> (inputs of the last rendering, the children's kinds, names and digests)
+    rendered: dict[str, tuple[tuple[Any, ...], list[Any]]] = field(default_factory=dict)
+    lock: threading.RLock = field(default_factory=threading.RLock)
+
+    def clear(self) -> None:
+        """Forget everything (a fresh operator starts empty)."""
+        with self.lock:
+            for value in vars(self).values():
+                if isinstance(value, dict):
+                    value.clear()
+
+    def prune(self, live: set[Generation]) -> None:
+        """Forget SpecServers that are gone and generations that are old."""
+        uids = {uid for uid, _ in live}
+        with self.lock:
+            for cache in (self.configs, self.config_failed, self.policy_contexts, self.secrets):
+                for key in [k for k in cache if k not in live]:
+                    cache.pop(key, None)
+            for config_key in [k for k in self.engine_configs if k[:2] not in live]:
+                self.engine_configs.pop(config_key, None)
+            used = {id(v) for v in self.policy_contexts.values()}
+            used |= {id(v) for v in self.engine_configs.values()}
+            for shared_key in [k for k, (_, v) in self.shared.items() if id(v) not in used]:
+                self.shared.pop(shared_key, None)
+            for by_uid in (self.validated, self.last_evaluation, self.rendered):
+                for uid in [u for u in by_uid if u not in uids]:
+                    by_uid.pop(uid, None)

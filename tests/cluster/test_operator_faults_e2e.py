@@ -1,0 +1,421 @@
+"""Operator core on the real stack (apiserver + controller-manager, the operator as a process):
+one tenant's malformed or hostile SpecServer neither stops nor slows the others, every accepted
+spec gets a status, hand edits of children are repaired, and of two operators one leads."""
+
+from __future__ import annotations
+
+import copy
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_operator_e2e import _ok, apply, condition, engine_args, example, get, kube_env, wait_for
+
+from conftest import KubeHandle, load_config
+from specserver_engine.ports import free_loopback_port
+
+
+class Operator:
+    """A running ``specserver-operator`` with its metrics on a port of its own."""
+
+    def __init__(self, kube: KubeHandle, **env: str) -> None:
+        self.kube, self.env = kube, env
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, wait: bool = True) -> None:
+        self.port, self.metrics_port = free_loopback_port(), free_loopback_port()
+        env = dict(
+            kube_env(self.kube),
+            PYTHONUNBUFFERED="1",
+            SPECSERVER_METRICS_PORT=str(self.metrics_port),
+            **self.env,
+        )
+        self.log_path = f"/tmp/specserver-operator-{self.port}.log"
+        self.log = open(self.log_path, "wb")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "specserver_operator.main",
+                "--liveness",
+                f"http://127.0.0.1:{self.port}/healthz",
+            ],
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        if wait:
+            wait_for(lambda: _ok(f"http://127.0.0.1:{self.port}/healthz"), 60, "liveness")
+
+    def metric(self, name: str) -> float:
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            for line in resp.read().decode().splitlines():
+                if line.startswith(name + " "):
+                    return float(line.split()[1])
+        return 0.0
+
+    def stop(self) -> None:
+        if self.proc:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            self.log.close()
+            self.proc = None
+
+
+#: The tarpit's port, allowed as a Prometheus by the module's operator (issue 13's allow-list).
+TARPIT_PORT = free_loopback_port()
+
+
+@pytest.fixture(scope="module")
+def operator(kube: KubeHandle) -> Iterator[Operator]:
+    op = Operator(kube, SPECSERVER_PROMETHEUS_ALLOWED_URLS=f"http://127.0.0.1:{TARPIT_PORT}")
+    op.start()
+    yield op
+    op.stop()
+
+
+class Tarpit:
+    """A loopback endpoint that accepts connections and never answers."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", TARPIT_PORT))
+        self.sock.listen(64)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.held: list[socket.socket] = []
+        self.stopped = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        self.sock.settimeout(0.2)
+        while not self.stopped.is_set():
+            try:
+                self.held.append(self.sock.accept()[0])
+            except OSError:
+                continue
+
+    def close(self) -> None:
+        self.stopped.set()
+        for conn in self.held:
+            conn.close()
+        self.sock.close()
+
+
+def named(doc: dict[str, Any], name: str) -> dict[str, Any]:
+    out = copy.deepcopy(doc)
+    out["metadata"]["name"] = name
+    return out
+
+
+def recreated_after_delete(kube: KubeHandle, ns: str, name: str, timeout: float) -> None:
+    first = wait_for(lambda: get(kube, "deployment", ns, name), 60, f"Deployment {name}")
+    kube.kubectl("delete", "deployment", name, "-n", ns, "--wait=true")
+    wait_for(
+        lambda: (
+            (d := get(kube, "deployment", ns, name))
+            and d["metadata"]["uid"] != first["metadata"]["uid"]
+        ),
+        timeout,
+        f"Deployment {name} re-created by the cycle",
+    )
+
+
+def test_a_malformed_specserver_does_not_stop_another(
+    kube: KubeHandle, namespace: str, operator: Operator
+) -> None:
+    bad = named(example(), "malformed")
+    target = dict(load_config("qwen3-8b"), hidden_size="big")
+    bad["spec"]["modelSource"] = {
+        "inline": {"target": target, "draft": load_config("qwen3-8b-eagle3")}
+    }
+    apply(kube, namespace, bad)
+    apply(kube, namespace, example())
+    recreated_after_delete(kube, namespace, "qwen3-8b", 30)
+    sps = wait_for(
+        lambda: (
+            (o := get(kube, "sps", namespace, "malformed"))
+            and (c := condition(o, "ConfigValid"))
+            and c["status"] == "False"
+            and o
+        ),
+        30,
+        "a status on the malformed SpecServer",
+    )
+    cv = condition(sps, "ConfigValid")
+    assert cv is not None and "hidden_size" in cv["message"] and "big" in cv["message"]
+    assert sps["status"]["observedGeneration"] == sps["metadata"]["generation"]
+    assert get(kube, "deployment", namespace, "malformed") is None
+    assert operator.metric("specserver_cycles_total") > 0
+
+
+HOSTILE: list[tuple[str, str, Any, str]] = [
+    # (name, spec path, value, field the condition must name)
+    ("cpu-lots", "resources.cpu", "lots", "spec.resources.cpu"),
+    ("env-bad-name", "engine.env", [{"name": "FOO=BAR", "value": "x"}], "spec.engine.env[0]"),
+    ("env-hf-token", "engine.env", [{"name": "HF_TOKEN", "value": "x"}], "spec.engine.env[0]"),
+    ("gpu-name", "resources.gpuResourceName", "not a name", "gpuResourceName"),
+    ("node-key", "resources.nodeSelector", {"bad key!": "x"}, "nodeSelector"),
+    ("mount-shm", "modelSource.volume", {"hostPath": "/m", "mountPath": "/dev/shm"}, "mountPath"),
+    ("replicas-huge", "replicas", 2**40, "spec.replicas"),
+    ("startup-huge", "engine.startupTimeoutSeconds", 2**62, "startupTimeoutSeconds"),
+    ("gpus-huge", "resources.gpus", 100000, "spec.resources.gpus"),
+    ("steps-huge", "speculative.numSteps", 10**9, "numSteps"),
+    ("tokens-huge", "engine.expectedInputTokens", 10**15, "expectedInputTokens"),
+]
+ODD_NAMES = ["a" * 70, "8b-model", "qwen3.8b"]
+
+
+def _set(doc: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    node = doc["spec"]
+    *parents, last = path.split(".")
+    for key in parents:
+        node = node.setdefault(key, {})
+    node[last] = value
+    return doc
+
+
+def test_every_accepted_hostile_spec_gets_a_status(
+    kube: KubeHandle, namespace: str, operator: Operator
+) -> None:
+    base = example()
+    base["spec"].pop("modelSource")
+    for name, path, value, _ in HOSTILE:
+        apply(kube, namespace, _set(named(base, name), path, value))
+    for name in ODD_NAMES:
+        apply(kube, namespace, named(base, name))
+
+    def settled(name: str) -> dict[str, Any] | None:
+        o = get(kube, "sps", namespace, name)
+        st = (o or {}).get("status") or {}
+        done = o and st.get("observedGeneration") == o["metadata"]["generation"]
+        return o if done and condition(o, "ConfigValid") else None
+
+    for name, _, _, field in HOSTILE:
+        sps = wait_for(lambda n=name: settled(n), 30, f"a status on {name}")
+        cv = condition(sps, "ConfigValid")
+        assert cv is not None and cv["status"] == "False", (name, cv)
+        assert cv["reason"] == "InvalidSpec" and field in cv["message"], (name, cv)
+        assert get(kube, "deployment", namespace, name) is None
+    deployments = json.loads(
+        kube.kubectl("get", "deployments", "-n", namespace, "-o", "json").stdout
+    )["items"]
+    by_owner = {d["metadata"]["ownerReferences"][0]["name"]: d for d in deployments}
+    for name in ODD_NAMES:
+        sps = wait_for(lambda n=name: settled(n), 30, f"a status on {name}")
+        assert condition(sps, "ConfigValid")["status"] == "True"  # type: ignore[index]
+        dep = by_owner.get(name) or wait_for(
+            lambda n=name: next(
+                (
+                    d
+                    for d in json.loads(
+                        kube.kubectl("get", "deployments", "-n", namespace, "-o", "json").stdout
+                    )["items"]
+                    if d["metadata"]["ownerReferences"][0]["name"] == n
+                ),
+                None,
+            ),
+            30,
+            f"the Deployment of {name}",
+        )
+        child = dep["metadata"]["name"]
+        assert len(child) <= 59 and child[0].isalpha() and "." not in child
+        assert get(kube, "service", namespace, child) is not None
+    events = json.loads(kube.kubectl("get", "events", "-n", namespace, "-o", "json").stdout)
+    warned = {e["involvedObject"]["name"] for e in events["items"] if e["type"] == "Warning"}
+    assert {name for name, *_ in HOSTILE} <= warned
+    log = Path(operator.log_path).read_text(encoding="utf-8", errors="replace")
+    assert log.count("Traceback") <= len(HOSTILE)  # at most once per object, not per retry
+
+
+def test_a_child_the_api_server_refuses_is_a_condition_not_a_retry_storm(
+    kube: KubeHandle, namespace: str, operator: Operator
+) -> None:
+    doc = example()
+    doc["spec"].pop("modelSource")
+    # Only NoExecute tolerations may carry tolerationSeconds: the API server refuses the pod
+    # template (422), which no schema of ours knows about.
+    doc["spec"]["resources"]["tolerations"] = [
+        {"key": "gpu", "operator": "Exists", "effect": "NoSchedule", "tolerationSeconds": 10}
+    ]
+    apply(kube, namespace, doc)
+    sps = wait_for(
+        lambda: (
+            (o := get(kube, "sps", namespace, "qwen3-8b"))
+            and (c := condition(o, "Ready"))
+            and c["reason"] == "ReconcileFailed"
+            and o
+        ),
+        30,
+        "Ready=False ReconcileFailed",
+    )
+    ready = condition(sps, "Ready")
+    assert ready is not None and ready["status"] == "False" and "422" in ready["message"]
+    time.sleep(20)  # several cycles: backoff, not a retry per cycle
+    events = json.loads(kube.kubectl("get", "events", "-n", namespace, "-o", "json").stdout)
+    failed = [e for e in events["items"] if e["reason"] == "ReconcileFailed"]
+    assert len(failed) == 1 and failed[0]["type"] == "Warning"
+    assert get(kube, "deployment", namespace, "qwen3-8b") is None
+
+
+def test_hand_edits_of_owned_fields_are_repaired(
+    kube: KubeHandle, namespace: str, operator: Operator
+) -> None:
+    apply(kube, namespace, example())
+    dep = wait_for(lambda: get(kube, "deployment", namespace, "qwen3-8b"), 60, "Deployment")
+    args = engine_args(dep)
+    patch = [
+        {
+            "op": "replace",
+            "path": "/spec/template/spec/containers/0/args",
+            "value": [*args, "--max-running-requests", "4096"],
+        }
+    ]
+    kube.kubectl(
+        "patch", "deployment", "qwen3-8b", "-n", namespace, "--type=json", "-p", json.dumps(patch)
+    )
+    wait_for(
+        lambda: engine_args(get(kube, "deployment", namespace, "qwen3-8b") or dep) == args,
+        30,
+        "the args restored",
+    )
+    kube.kubectl("scale", "deployment", "qwen3-8b", "-n", namespace, "--replicas=0")
+    wait_for(
+        lambda: (get(kube, "deployment", namespace, "qwen3-8b") or {})["spec"]["replicas"] == 1,
+        30,
+        "the replicas restored",
+    )
+    events = json.loads(kube.kubectl("get", "events", "-n", namespace, "-o", "json").stdout)
+    assert "DriftRepaired" in {e["reason"] for e in events["items"]}
+
+
+def test_a_tarpit_prometheus_holds_no_other_specserver(
+    kube: KubeHandle, namespace: str, operator: Operator
+) -> None:
+    pit = Tarpit()
+    try:
+        slow = named(example(), "tarpit-metrics")
+        slow["spec"]["autoSpeculation"] = {"prometheusUrl": pit.url, "evaluationIntervalSeconds": 5}
+        apply(kube, namespace, slow)
+        apply(kube, namespace, example())
+        wait_for(lambda: pit.held, 30, "the operator to call the tarpit")
+        recreated_after_delete(kube, namespace, "qwen3-8b", 20)
+        assert _ok(f"http://127.0.0.1:{operator.port}/healthz")
+    finally:
+        pit.close()
+
+
+def test_of_two_operators_one_leads_and_the_other_takes_over(
+    kube: KubeHandle, namespace: str, operator: Operator
+) -> None:
+    apply(kube, namespace, example())
+    wait_for(lambda: get(kube, "deployment", namespace, "qwen3-8b"), 60, "Deployment")
+    standby = Operator(kube)
+    standby.start()
+    try:
+        lease = get(kube, "lease", "default", "specserver-operator")
+        assert lease is not None
+        holder = lease["spec"]["holderIdentity"]
+        assert holder and holder.split("-")[-2] == str(operator.proc.pid)  # type: ignore[union-attr]
+        recreated_after_delete(kube, namespace, "qwen3-8b", 30)
+        assert standby.metric("specserver_api_writes_total") == 0
+        assert standby.metric("specserver_cycles_total") == 0
+        operator.stop()
+        recreated_after_delete(kube, namespace, "qwen3-8b", 30)  # the standby took over
+        assert standby.metric("specserver_api_writes_total") > 0
+    finally:
+        standby.stop()
+        if operator.proc is None:
+            operator.start()
+
+
+_LABEL = st.from_regex(r"[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?", fullmatch=True)
+NAMES = st.lists(_LABEL, min_size=1, max_size=4).map(".".join).filter(lambda n: len(n) <= 253)
+ANY_TEXT = st.text(st.characters(codec="ascii", exclude_categories=("Cc",)), max_size=30)
+HOSTILE_SPEC = st.fixed_dictionaries(
+    {},
+    optional={
+        "replicas": st.integers(0, 2**62),
+        "resources.cpu": st.one_of(ANY_TEXT, st.sampled_from(["1", "500m", "2.5"])),
+        "resources.memory": st.one_of(ANY_TEXT, st.sampled_from(["64Gi", "1e9"])),
+        "resources.gpus": st.integers(1, 2**40),
+        "resources.gpuResourceName": st.one_of(ANY_TEXT, st.just("nvidia.com/gpu")),
+        "resources.nodeSelector": st.dictionaries(ANY_TEXT, ANY_TEXT, max_size=2),
+        "engine.env": st.lists(
+            st.fixed_dictionaries({"name": ANY_TEXT.filter(bool), "value": ANY_TEXT}), max_size=3
+        ),
+        "engine.startupTimeoutSeconds": st.integers(30, 2**62),
+        "engine.expectedInputTokens": st.integers(1, 10**15),
+        "engine.maxRunningRequests": st.integers(1, 2**40),
+        "speculative.numSteps": st.integers(1, 10**9),
+        "modelSource.volume": st.fixed_dictionaries(
+            {"hostPath": st.just("/m"), "mountPath": st.one_of(ANY_TEXT, st.just("/dev/shm"))}
+        ),
+        "modelSource.inline": st.fixed_dictionaries(
+            {
+                "target": st.fixed_dictionaries(
+                    {
+                        "architectures": st.just(["Qwen3ForCausalLM"]),
+                        "hidden_size": st.one_of(st.integers(-5, 2**40), ANY_TEXT),
+                        "num_attention_heads": st.integers(0, 64),
+                        "num_hidden_layers": st.integers(0, 64),
+                        "vocab_size": st.integers(0, 10**6),
+                    }
+                )
+            }
+        ),
+    },
+)
+
+
+@settings(max_examples=3, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(
+    batch=st.lists(st.tuples(NAMES, HOSTILE_SPEC), min_size=4, max_size=6, unique_by=lambda t: t[0])
+)
+def test_fuzz_every_accepted_specserver_gets_a_status_and_a_canary_keeps_going(
+    kube: KubeHandle, operator: Operator, batch: list[tuple[str, dict[str, Any]]]
+) -> None:
+    ns = f"fuzz-{uuid.uuid4().hex[:8]}"
+    kube.kubectl("create", "namespace", ns)
+    try:
+        base = example()
+        base["spec"].pop("modelSource")
+        apply(kube, ns, named(base, "canary"))
+        accepted = []
+        for name, fields in batch:
+            doc = named(base, name)
+            for path, value in fields.items():
+                _set(doc, path, value)
+            done = kube.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(doc), check=False)
+            if done.returncode == 0:
+                accepted.append(name)
+        for name in accepted:
+            wait_for(
+                lambda n=name: (
+                    (o := get(kube, "sps", ns, n))
+                    and (o.get("status") or {}).get("observedGeneration")
+                    == o["metadata"]["generation"]
+                    and condition(o, "Ready")
+                ),
+                40,
+                f"a status on {name!r}",
+            )
+        recreated_after_delete(kube, ns, "canary", 30)
+    finally:
+        kube.kubectl("delete", "namespace", ns, "--wait=false", check=False)

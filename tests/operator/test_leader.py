@@ -1,0 +1,104 @@
+"""Leader election on a Lease (leader.py): one replica leads, the other stands by and takes
+over only after the Lease went unrenewed for its duration, judged by its own clock. The Lease
+store is a fake of our own client seam with the API server's optimistic concurrency (a write
+with a stale resourceVersion is refused with 409)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from specserver_operator import leader
+from specserver_operator.client import ApiError, KubeClient
+
+
+class LeaseStore(KubeClient):
+    def __init__(self) -> None:
+        self.lease: dict[str, Any] | None = None
+        self.version = 0
+
+    def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return copy.deepcopy(self.lease)
+
+    def create_lease(self, namespace: str, lease: dict[str, Any]) -> dict[str, Any]:
+        if self.lease is not None:
+            raise ApiError("exists", 409)
+        self.version += 1
+        self.lease = copy.deepcopy(lease)
+        self.lease["metadata"]["resourceVersion"] = str(self.version)
+        return copy.deepcopy(self.lease)
+
+    def replace_lease(self, namespace: str, lease: dict[str, Any]) -> dict[str, Any]:
+        assert self.lease is not None
+        if lease["metadata"].get("resourceVersion") != self.lease["metadata"]["resourceVersion"]:
+            raise ApiError("conflict", 409)
+        return self.create_lease_again(lease)
+
+    def create_lease_again(self, lease: dict[str, Any]) -> dict[str, Any]:
+        self.lease = None
+        return self.create_lease("", lease)
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"unexpected client call {name}")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    c = Clock()
+    monkeypatch.setattr(leader.time, "monotonic", c)
+    return c
+
+
+def test_one_leads_the_other_stands_by_and_takes_over_after_expiry(clock: Clock) -> None:
+    store = LeaseStore()
+    a = leader.Elector(store, "ops", identity="a", lease_s=15)
+    b = leader.Elector(store, "ops", identity="b", lease_s=15)
+    assert a.try_lead() and not b.try_lead()
+    for _ in range(10):  # a renews every 5 s: b never takes over
+        clock.now += 5
+        assert a.try_lead() and not b.try_lead()
+    clock.now += 14  # a stopped renewing; b's own clock has not seen 15 s pass yet
+    assert not b.try_lead()
+    clock.now += 2
+    assert b.try_lead()
+    assert store.lease is not None and store.lease["spec"]["holderIdentity"] == "b"
+    assert store.lease["spec"]["leaseTransitions"] == 1
+    assert not a.try_lead()  # a comes back: b's renewals are fresh to it
+
+
+def test_a_clean_stop_hands_over_at_once(clock: Clock) -> None:
+    store = LeaseStore()
+    a = leader.Elector(store, "ops", identity="a", lease_s=15)
+    b = leader.Elector(store, "ops", identity="b", lease_s=15)
+    assert a.try_lead() and not b.try_lead()
+    a.release()
+    assert not a.leading()
+    clock.now += 1
+    assert b.try_lead()
+
+
+def test_two_candidates_racing_for_an_expired_lease_cannot_both_win(clock: Clock) -> None:
+    store = LeaseStore()
+    a = leader.Elector(store, "ops", identity="a", lease_s=15)
+    assert a.try_lead()
+    b = leader.Elector(store, "ops", identity="b", lease_s=15)
+    c = leader.Elector(store, "ops", identity="c", lease_s=15)
+    assert not b.try_lead() and not c.try_lead()
+    clock.now += 20
+    stale = store.get_lease("ops", "x")
+    assert b.try_lead()
+    store_get = store.get_lease
+    store.get_lease = lambda ns, name: stale  # type: ignore[method-assign]
+    assert not c.try_lead()  # c read the Lease before b's write: its PUT gets 409
+    store.get_lease = store_get  # type: ignore[method-assign]
+    assert store.lease is not None and store.lease["spec"]["holderIdentity"] == "b"
