@@ -118,6 +118,9 @@ def start_operator(
         PYTHONUNBUFFERED="1",
         SPECSERVER_CYCLE_SECONDS="1",
         SPECSERVER_QUERY_INTERVAL_SECONDS="1",
+        # In a pod the Lease goes to the pod's namespace; out of one it would be `default`,
+        # where the ServiceAccount has no Lease rights (manifests/rbac.yaml).
+        SPECSERVER_LEASE_NAMESPACE="specserver-system",
     )
     port = free_loopback_port()
     with open(log_path, "wb") as log:
