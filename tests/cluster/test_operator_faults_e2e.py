@@ -20,18 +20,29 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_operator_e2e import _ok, apply, condition, engine_args, example, get, kube_env, wait_for
+from test_operator_e2e import Operator as BaseOperator
+from test_operator_e2e import (
+    _ok,
+    apply,
+    condition,
+    engine_args,
+    example,
+    get,
+    kube_env,
+    wait_for,
+)
 
 from conftest import KubeHandle, load_config
 from specserver_engine.ports import free_loopback_port
 
 
-class Operator:
-    """A running ``specserver-operator`` with its metrics on a port of its own."""
+class Operator(BaseOperator):
+    """A running ``specserver-operator`` with its metrics on a port of its own (stopped as the
+    base class stops it)."""
 
     def __init__(self, kube: KubeHandle, **env: str) -> None:
-        self.kube, self.env = kube, env
-        self.proc: subprocess.Popen[bytes] | None = None
+        super().__init__(kube)
+        self.env = env
 
     def start(self, wait: bool = True) -> None:
         self.port, self.metrics_port = free_loopback_port(), free_loopback_port()
@@ -65,17 +76,6 @@ class Operator:
                 if line.startswith(name + " "):
                     return float(line.split()[1])
         return 0.0
-
-    def stop(self) -> None:
-        if self.proc:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-            self.log.close()
-            self.proc = None
 
 
 #: The tarpit's port, allowed as a Prometheus by the module's operator (issue 13's allow-list).
