@@ -1,27 +1,53 @@
-"""SGLang 0.5.23 server flags and an argv parser that behaves like its argparse parser.
+"""An argv parser that behaves like SGLang 0.5.23's ``sglang serve`` argparse parser.
 
-The flag table (``data/flags-0.5.23.json``) is every action of SGLang's real ``sglang serve``
-parser (``ServerArgs.add_cli_args``: the dataclass fields, the flags registered by hand and the
-deprecated spellings), dumped by ``scripts/oracle-env flags`` from the cached SGLang environment
-and committed, so the advisor never imports sglang. ``parse_server_argv`` follows argparse's own
-rules: exact match, then unique prefix (``allow_abbrev``), ``ambiguous option`` listing every
-match in registration order, ``nargs``, ``choices`` and ``type`` checks, and argparse's order of
-errors. Used by the resolver, the linter (which needs the position of every flag) and the engine
-entrypoint. Pure: no I/O beyond reading the data file.
+``parse_server_argv`` follows argparse's own rules over the committed flag table
+(``flagtable``): exact match, then unique prefix (``allow_abbrev``), ``ambiguous option``
+listing every match in registration order, ``nargs``, ``choices`` and ``type`` checks
+(``flagvalues``), and argparse's order of errors. Used by the resolver, the linter (which needs
+the position of every flag) and the engine entrypoint. The table's names are re-exported here,
+the import path callers use. Pure: no I/O beyond reading the data file.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
-from decimal import Decimal
-from functools import cache
-from importlib import resources
 from typing import Any
 
-SGLANG_VERSION = "0.5.23"
-PROG = "sglang serve"
+from specserver_advisor.sglang.flagtable import (
+    PROG,
+    SGLANG_VERSION,
+    Flag,
+    cli_name,
+    default_of,
+    display_name,
+    flag_table,
+    option_strings,
+    values_from_config,
+)
+from specserver_advisor.sglang.flagvalues import (
+    convert_value,
+    human_readable_int,
+    nargs_error,
+    switch_value,
+)
+
+__all__ = [
+    "CONFIG_FLAG",
+    "REMOVED_FLAGS",
+    "SGLANG_VERSION",
+    "ArgvIssue",
+    "Flag",
+    "ParsedArgs",
+    "cli_name",
+    "default_of",
+    "flag_table",
+    "human_readable_int",
+    "match_option",
+    "option_strings",
+    "parse_server_argv",
+    "values_from_config",
+]
 
 #: Flags that existed in earlier releases and are gone in 0.5.23 (name -> what to use instead).
 #: Only consulted for flags the parser does not accept (the hint beside argparse's error).
@@ -33,106 +59,6 @@ REMOVED_FLAGS: dict[str, str] = {
 #: ``--config FILE``: SGLang merges the YAML into the argv before parsing.
 CONFIG_FLAG = "--config"
 _NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
-#: argparse actions that take no value.
-_NO_VALUE_ACTIONS = {"_StoreTrueAction", "_StoreFalseAction", "_StoreConstAction", "_HelpAction"}
-
-
-@dataclass(frozen=True)
-class Flag:
-    """One argparse action of ``sglang serve`` (a ServerArgs field or a hand-registered flag)."""
-
-    field: str
-    cli: str
-    aliases: tuple[str, ...]
-    type: str
-    default: Any
-    boolean_optional: bool
-    action: str = "_StoreAction"
-    nargs: int | str | None = None
-    const: Any = None
-    choices: tuple[str, ...] | None = None
-    deprecated: bool = False
-    required: bool = False
-
-    @property
-    def is_bool(self) -> bool:
-        """Takes no value on the command line (store_true/false/const, deprecated switches)."""
-        return self.nargs == 0
-
-    @property
-    def options(self) -> tuple[str, ...]:
-        return (self.cli, *self.aliases)
-
-
-def _flag_from_action(raw: dict[str, Any]) -> Flag:
-    options = [o for o in raw["options"] if o.startswith("--")] or list(raw["options"])
-    nargs = raw["nargs"]
-    action = str(raw["action"])
-    if action in _NO_VALUE_ACTIONS:
-        nargs = 0
-    boolean_optional = action == "BooleanOptionalAction"
-    if boolean_optional:
-        nargs = 0
-        options = [o for o in options if not o.startswith("--no-")] or options
-    typ = "bool" if nargs == 0 else str(raw["type"] or "str")
-    return Flag(
-        field=str(raw["dest"]),
-        cli=options[0],
-        aliases=tuple(options[1:]),
-        type=typ,
-        default=raw["default"],
-        boolean_optional=boolean_optional,
-        action=action,
-        nargs=nargs,
-        const=raw["const"],
-        choices=tuple(raw["choices"]) if raw["choices"] is not None else None,
-        deprecated=bool(raw["deprecated"]),
-        required=bool(raw.get("required")),
-    )
-
-
-@cache
-def _table() -> tuple[dict[str, Flag], tuple[tuple[str, Flag], ...]]:
-    raw = json.loads(
-        resources.files("specserver_advisor.sglang")
-        .joinpath(f"data/flags-{SGLANG_VERSION}.json")
-        .read_text()
-    )
-    by_field: dict[str, Flag] = {}
-    ordered: list[tuple[str, Flag]] = []
-    for action in raw["actions"]:
-        flag = _flag_from_action(action)
-        for option in action["options"]:
-            ordered.append((option, flag))
-        if flag.action == "_HelpAction":
-            continue
-        # Several actions may share a dest (a deprecated spelling beside the field's own flag):
-        # the field's entry is the non-deprecated one.
-        if flag.field not in by_field or by_field[flag.field].deprecated:
-            by_field[flag.field] = flag
-    return by_field, tuple(ordered)
-
-
-def flag_table() -> dict[str, Flag]:
-    """Field (argparse dest) -> Flag, for every destination ``sglang serve`` can set."""
-    return _table()[0]
-
-
-@cache
-def option_strings() -> dict[str, Flag]:
-    """Every accepted option string (names, aliases, --no-X forms), in registration order."""
-    return dict(_table()[1])
-
-
-def default_of(field_name: str) -> Any:
-    """SGLang's parser default for a field (None for fields the table does not hold)."""
-    flag = flag_table().get(field_name)
-    return flag.default if flag else None
-
-
-def cli_name(field_name: str) -> str:
-    """The canonical CLI spelling of a field."""
-    return flag_table()[field_name].cli
 
 
 @dataclass
@@ -177,7 +103,9 @@ class ParsedArgs:
         order = {"ambiguous": 0, "value": 1, "required": 2, "unknown": 3}
         real = [i for i in self.issues if i.kind in order]
         missing = [
-            _display(f) for f in flag_table().values() if f.required and f.field not in self.values
+            display_name(f)
+            for f in flag_table().values()
+            if f.required and f.field not in self.values
         ]
         if missing:
             real.append(
@@ -240,97 +168,10 @@ def _is_optional(token: str) -> bool:
     return " " not in token or match_option(token)[0] is not None
 
 
-_SI = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
-_IEC = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
-
-
-def human_readable_int(raw: str) -> int:
-    """SGLang's ``human_readable_int`` (``--context-length 128k``); ValueError with its text."""
-    value = raw.strip()
-    match = re.fullmatch(r"(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)", value)
-    if match:
-        number, suffix = match.groups()
-        if suffix in _IEC:
-            if "." in number:
-                raise ValueError(
-                    f"Decimals are not allowed with IEC suffixes like '{suffix}'. "
-                    f"Use an integer IEC value such as '{int(Decimal(number))}{suffix}', "
-                    f"or an SI value such as '{number}{suffix[0]}'."
-                )
-            return int(number) * _IEC[suffix]
-        return int(Decimal(number) * _SI[suffix])
-    try:
-        return int(value)
-    except ValueError:
-        raise ValueError(
-            f"Invalid integer value: '{value}'. "
-            "Use a plain integer, SI suffixes (1k, 1M), or IEC suffixes (1Ki, 1Mi). "
-            "Suffixes are case-sensitive."
-        ) from None
-
-
-def _convert(flag: Flag, name: str, raw: str) -> tuple[Any, str | None]:
-    kind = flag.type
-    value: Any = raw
-    try:
-        if kind == "int":
-            value = int(raw)
-        elif kind == "float":
-            value = float(raw)
-        elif kind == "nullable_str":
-            value = None if not raw or raw == "None" else raw
-        elif kind == "human_readable_int":
-            try:
-                value = human_readable_int(raw)
-            except ValueError as exc:  # argparse.ArgumentTypeError: its text verbatim
-                return None, f"argument {_display(flag)}: {exc}"
-    except ValueError:
-        return None, f"argument {_display(flag)}: invalid {kind} value: {raw!r}"
-    if flag.choices is not None and str(value) not in flag.choices:
-        shown = ", ".join(repr(c) for c in flag.choices)
-        return None, f"argument {_display(flag)}: invalid choice: {value!r} (choose from {shown})"
-    return value, None
-
-
-def _display(flag: Flag) -> str:
-    """How argparse names an action in its errors: its option strings joined by '/'."""
-    opts = [flag.cli, *flag.aliases]
-    if flag.boolean_optional:
-        opts = [o for pair in ((o, "--no-" + o[2:]) for o in opts) for o in pair]
-    return "/".join(opts)
-
-
-def _nargs_error(flag: Flag) -> str:
-    nargs = flag.nargs
-    if nargs is None:
-        what = "expected one argument"
-    elif nargs == "?":
-        what = "expected at most one argument"
-    elif nargs == "+":
-        what = "expected at least one argument"
-    elif isinstance(nargs, int):
-        what = f"expected {nargs} argument" + ("s" if nargs != 1 else "")
-    else:
-        what = "expected arguments"
-    return f"argument {_display(flag)}: {what}"
-
-
 def _store(parsed: ParsedArgs, flag: Flag, name: str, index: int, value: Any) -> None:
     parsed.values[flag.field] = value
     parsed.positions[flag.field] = index
     parsed.spelled[flag.field] = name
-
-
-def _switch_value(flag: Flag, name: str) -> Any:
-    if flag.boolean_optional:
-        return not name.startswith("--no-")
-    if flag.action == "_StoreFalseAction":
-        return False
-    if flag.action in ("_StoreConstAction",):
-        return flag.const
-    if flag.action == "DeprecatedStoreConstAction":
-        return flag.const if flag.const is not None else True
-    return True
 
 
 def parse_server_argv(argv: list[str], positional_model: bool = False) -> ParsedArgs:
@@ -397,12 +238,12 @@ def parse_server_argv(argv: list[str], positional_model: bool = False) -> Parsed
                     ArgvIssue(
                         i,
                         name,
-                        f"argument {_display(flag)}: ignored explicit argument {inline!r}",
+                        f"argument {display_name(flag)}: ignored explicit argument {inline!r}",
                         "value",
                     )
                 )
             else:
-                _store(parsed, flag, name, i, _switch_value(flag, matched))
+                _store(parsed, flag, name, i, switch_value(flag, matched))
             i += 1
             continue
         values: list[str]
@@ -429,12 +270,12 @@ def parse_server_argv(argv: list[str], positional_model: bool = False) -> Parsed
             or (flag.nargs == "+" and not values)
             or (isinstance(flag.nargs, int) and len(values) != flag.nargs)
         ):
-            parsed.issues.append(ArgvIssue(at, name, _nargs_error(flag), "value"))
+            parsed.issues.append(ArgvIssue(at, name, nargs_error(flag), "value"))
             continue
         converted = []
         bad = None
         for raw in values:
-            value, bad = _convert(flag, name, raw)
+            value, bad = convert_value(flag, name, raw)
             if bad:
                 break
             converted.append(value)
@@ -448,14 +289,3 @@ def parse_server_argv(argv: list[str], positional_model: bool = False) -> Parsed
         else:
             _store(parsed, flag, name, at, converted)
     return parsed
-
-
-def values_from_config(mapping: dict[str, Any]) -> dict[str, Any]:
-    """Field values from an SGLang ``--config`` YAML mapping (keys with dashes or underscores)."""
-    out: dict[str, Any] = {}
-    table = flag_table()
-    for key, value in mapping.items():
-        fname = str(key).lstrip("-").replace("-", "_")
-        if fname in table:
-            out[fname] = value
-    return out
