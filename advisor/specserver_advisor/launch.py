@@ -206,26 +206,24 @@ def _speculative_args(spec: SpecServerSpec, mtp_target: bool, r: Resolution | No
     return out
 
 
-#: Flags that make SGLang read arguments or the model config from a file the operator never
-#: sees: a ``--config`` YAML is merged into the argv before the CLI's own flags, so it could set
-#: every owned flag the operator leaves unset (docs/security.md). Refused like owned flags.
+#: Flags that make SGLang read arguments or the model config from somewhere the operator never
+#: checks: a ``--config`` YAML is merged into the argv before the CLI's own flags, so it could set
+#: every owned flag the operator leaves unset; ``--json-model-override-args`` rewrites the model
+#: config after the operator validated it (architecture, context length, rope scaling: the
+#: draft/target context check and memory sizing would judge a different model). Refused like
+#: owned flags, in any spelling argparse accepts (docs/security.md).
 ARG_SOURCES = {
     "--config": "reads engine arguments from a file",
     "--decrypted-config-file": "replaces the model config the operator validated",
     "--decrypted-draft-config-file": "replaces the draft config the operator validated",
+    "--json-model-override-args": "rewrites the model config the operator validated",
 }
-#: argparse accepts unambiguous prefixes; ``--conf`` is the shortest that only ``--config`` has.
-_SHORTEST_PREFIX = {"--config": 6}
 
 
 def _arg_source(option: str) -> str | None:
     """The arg-source flag ``option`` spells (exactly or as an argparse prefix), if any."""
-    for flag in ARG_SOURCES:
-        if option == flag:
-            return flag
-        if flag.startswith(option) and len(option) >= _SHORTEST_PREFIX.get(flag, len(flag)):
-            return flag
-    return None
+    flag, _ = match_option(option)
+    return flag.cli if flag is not None and flag.cli in ARG_SOURCES else None
 
 
 def owned_in_extra(extra: list[str]) -> str | None:

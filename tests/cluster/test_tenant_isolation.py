@@ -232,6 +232,9 @@ def test_tenant_gets_no_secret_out_of_the_operator(
             )
         )
         tenant_apply(_spec("config-file", engine__extraArgs=["--config", "/models/x.yaml"]))
+        tenant_apply(
+            _spec("model-override", engine__extraArgs=["--json-model-override-args", "{}"])
+        )
         tenant_apply(_spec("host-path", modelSource={"volume": {"hostPath": "/"}}))
 
         def sps(name: str) -> dict[str, Any] | None:
@@ -248,6 +251,9 @@ def test_tenant_gets_no_secret_out_of_the_operator(
             wait_for(lambda: reason("config-file", "ConfigValid"), 60, "config")[1]
             == "OwnedFlagInExtraArgs"
         )
+        override = wait_for(lambda: reason("model-override", "ConfigValid"), 60, "override")
+        assert override[:2] == ("False", "OwnedFlagInExtraArgs")
+        assert "--json-model-override-args" in override[2]
         assert (
             wait_for(lambda: reason("host-path", "ConfigValid"), 60, "hostPath")[1]
             == "PodPolicyRefused"

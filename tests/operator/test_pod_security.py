@@ -114,6 +114,10 @@ def test_host_path_and_match_all_tolerations_need_the_admin() -> None:
         ["--trust-remote-code", "--config", "x.yaml"],
         ["--decrypted-config-file", "/models/c.json"],
         ["--decrypted-draft-config-file=/models/c.json"],
+        ["--decrypted-config-fi", "/models/c.json"],  # an argparse prefix
+        ["--json-model-override-args", '{"max_position_embeddings": 1048576}'],
+        ['--json-model-override-args={"architectures": ["LlamaForCausalLM"]}'],
+        ["--json-model-over", "{}"],
     ],
 )
 def test_arg_file_flags_are_refused_in_extra_args(extra: list[str]) -> None:
