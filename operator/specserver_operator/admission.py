@@ -11,11 +11,17 @@ ConfigValid condition. Problems:
    is what ConfigValid reports (without engine.memFractionStatic it also decides memory: a
    fraction the operator would compute is not a problem, so the lint's SPEC016 defers to it);
 3. the advisor's lint rules for SpecServers (the CLI's catalogue) for codes not found yet,
-   error severity; warning severity comes back as admission warnings (kubectl prints them).
+   error severity; warning severity comes back as admission warnings (kubectl prints them);
+4. the Secret named by ``spec.modelSource.hfTokenSecretRef``: the engine pod mounts it, so the
+   requesting user must be allowed to ``get`` it themselves. That is the one question asked of
+   the API server (a SubjectAccessReview, through the ``review_access`` callable the webhook
+   passes in); it is asked on CREATE and on any UPDATE that changes the spec (an
+   ``hfEndpoint`` change could send the token elsewhere), not on metadata-only updates.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,8 +120,81 @@ def review_specserver(obj: dict[str, Any]) -> Verdict:
     return verdict
 
 
-def admission_response(review: dict[str, Any]) -> dict[str, Any]:
-    """The AdmissionReview (admission.k8s.io/v1) answer to one request."""
+#: Creates a SubjectAccessReview and returns its ``status`` (``allowed``, ``reason``,
+#: ``evaluationError``); the webhook's I/O edge.
+ReviewAccess = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def _secret_ref_name(obj: dict[str, Any]) -> str | None:
+    """The Secret ``spec.modelSource.hfTokenSecretRef`` names, when it names one."""
+    spec = obj.get("spec")
+    source = spec.get("modelSource") if isinstance(spec, dict) else None
+    ref = source.get("hfTokenSecretRef") if isinstance(source, dict) else None
+    name = ref.get("name") if isinstance(ref, dict) else None
+    return name if isinstance(name, str) and name else None
+
+
+def secret_access_review(user: dict[str, Any], namespace: str, secret: str) -> dict[str, Any]:
+    """The SubjectAccessReview asking whether ``user`` (AdmissionReview userInfo) may get
+    ``namespace/secret``."""
+    spec: dict[str, Any] = {
+        "user": str(user.get("username") or ""),
+        "groups": [str(g) for g in user.get("groups") or []],
+        "resourceAttributes": {
+            "namespace": namespace,
+            "verb": "get",
+            "group": "",
+            "version": "v1",
+            "resource": "secrets",
+            "name": secret,
+        },
+    }
+    if user.get("uid"):
+        spec["uid"] = str(user["uid"])
+    if isinstance(user.get("extra"), dict):
+        spec["extra"] = {str(k): [str(v) for v in vs] for k, vs in user["extra"].items()}
+    return {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
+
+
+def secret_problem(request: dict[str, Any], review_access: ReviewAccess) -> str | None:
+    """Why the requesting user may not name this SpecServer's hfTokenSecretRef (None: may)."""
+    obj = request.get("object") or {}
+    secret = _secret_ref_name(obj)
+    if secret is None:
+        return None
+    old = request.get("oldObject")
+    if (
+        request.get("operation") == "UPDATE"
+        and isinstance(old, dict)
+        and old.get("spec") == obj.get("spec")
+    ):
+        return None  # metadata only (finalizers, labels): nothing new reaches the pod
+    namespace = str(request.get("namespace") or (obj.get("metadata") or {}).get("namespace"))
+    user = request.get("userInfo") or {}
+    who = str(user.get("username") or "the requesting user")
+    status = review_access(secret_access_review(user, namespace, secret))
+    if status.get("allowed") is True:
+        return None
+    where = "spec.modelSource.hfTokenSecretRef.name"
+    if status.get("evaluationError") and not status.get("reason"):
+        return (
+            f"{where}: could not check that {who} may get Secret {namespace}/{secret} "
+            f"({status['evaluationError']}); the engine pod would receive it as HF_TOKEN"
+        )
+    return (
+        f"{where}: {who} may not get Secret {namespace}/{secret}, and the engine pod would "
+        "receive it as HF_TOKEN; name a Secret you can read (or ask for get on this one)"
+    )
+
+
+def admission_response(
+    review: dict[str, Any], review_access: ReviewAccess | None = None
+) -> dict[str, Any]:
+    """The AdmissionReview (admission.k8s.io/v1) answer to one request.
+
+    ``review_access`` answers SubjectAccessReviews; without it the hfTokenSecretRef check is
+    not made (only the webhook server, which has API access, can make it).
+    """
     request = review.get("request") or {}
     uid = request.get("uid", "")
     obj = request.get("object")
@@ -123,6 +202,9 @@ def admission_response(review: dict[str, Any]) -> dict[str, Any]:
         verdict = Verdict()
     else:
         verdict = review_specserver(obj)
+        problem = secret_problem(request, review_access) if review_access else None
+        if problem:
+            verdict.problems.append(f"SecretNotReadable: {problem}")
     response: dict[str, Any] = {"uid": uid, "allowed": verdict.allowed}
     if verdict.warnings:
         response["warnings"] = verdict.warnings[:20]

@@ -309,6 +309,12 @@ class KubeClient:
 
     # ----------------------------------------------------------- admission webhook (webhook.py)
 
+    def review_access(self, review: dict[str, Any]) -> dict[str, Any]:
+        """Create a SubjectAccessReview (nothing is stored); its ``status``."""
+        path = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+        answer = self.request("POST", path, "SubjectAccessReview", body=review)
+        return dict(answer.get("status") or {})
+
     def get_secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
         """A Secret's decoded data, or None when there is no such Secret."""
         try:

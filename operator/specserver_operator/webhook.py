@@ -1,9 +1,11 @@
 """The validating admission webhook: an HTTPS endpoint and the upkeep of its certificate.
 
 Started by handlers.py when ``SPECSERVER_WEBHOOK_PORT`` is set. ``POST /validate`` answers
-AdmissionReviews with admission.py. At start and every ``UPKEEP_S`` the operator makes sure the
-Secret it owns holds a usable CA and serving certificate (webhookcerts.py; a new pair when
-missing, expiring or not covering the names) and that the ValidatingWebhookConfiguration's
+AdmissionReviews with admission.py, giving it the one API call it needs: a SubjectAccessReview
+(may the requesting user get the Secret named as hfTokenSecretRef?), which fails closed. At
+start and every ``UPKEEP_S`` the operator makes sure the Secret it owns holds a usable CA and
+serving certificate (webhookcerts.py; a new pair when missing, expiring or not covering the
+names) and that the ValidatingWebhookConfiguration's
 caBundle is that CA. The configuration's failurePolicy is Ignore (manifests/webhook.yaml): when
 the operator is down, SpecServers are still accepted and their ConfigValid condition validates.
 """
@@ -19,10 +21,10 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, cast
 
-from specserver_operator.admission import admission_response
-from specserver_operator.client import ApiError, KubeClient
+from specserver_operator.admission import ReviewAccess, admission_response
+from specserver_operator.client import ApiError, KubeClient, NotFoundError
 from specserver_operator.webhookcerts import Bundle, build_bundle, usable
 
 log = logging.getLogger("specserver.webhook")
@@ -33,6 +35,12 @@ OWNED_LABELS = {
     "app.kubernetes.io/managed-by": "specserver",
     "app.kubernetes.io/component": "admission-webhook",
 }
+
+
+class _Server(ThreadingHTTPServer):
+    """The HTTPS server; ``review_access`` asks the API server SubjectAccessReviews."""
+
+    review_access: ReviewAccess
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -48,7 +56,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         try:
             review = json.loads(self.rfile.read(length))
-            answer = admission_response(review if isinstance(review, dict) else {})
+            server = cast(_Server, self.server)
+            answer = admission_response(
+                review if isinstance(review, dict) else {}, server.review_access
+            )
         except ValueError:
             self._answer(400, {"message": "the body is not JSON"})
             return
@@ -126,13 +137,22 @@ class Webhook:
         except ApiError as exc:
             log.warning("webhook: certificate upkeep failed: %s", exc)
 
+    def review_access(self, review: dict[str, Any]) -> dict[str, Any]:
+        """A SubjectAccessReview's status; an API error is a denial saying so (fail closed)."""
+        try:
+            return self.client.review_access(review)
+        except (ApiError, NotFoundError) as exc:
+            log.warning("webhook: SubjectAccessReview failed: %s", exc)
+            return {"allowed": False, "evaluationError": str(exc)}
+
     def serve(self, stop: threading.Event) -> None:
         """Serve until ``stop`` is set (the certificate must be loaded first)."""
         while self.bundle is None and not stop.is_set():
             self.upkeep()
             if self.bundle is None:
                 stop.wait(5.0)
-        server = ThreadingHTTPServer((self.address, self.port), _Handler)
+        server = _Server((self.address, self.port), _Handler)
+        server.review_access = self.review_access
         server.daemon_threads = True
         server.socket = self.context.wrap_socket(server.socket, server_side=True)
         threading.Thread(

@@ -163,3 +163,72 @@ def test_invalid_specservers_are_refused_at_apply_time_with_every_spec_code(
     for path in sorted((REPO / "manifests" / "examples").glob("*.yaml")):
         admitted = kube.kubectl("apply", "--dry-run=server", "-n", namespace, "-f", str(path))
         assert admitted.returncode == 0
+
+
+def test_only_authors_who_may_read_the_hf_token_secret_may_name_it(
+    kube: KubeHandle, namespace: str, webhook: str
+) -> None:
+    """alice may get Secret hf-token, bob may not; both may write SpecServers (impersonated)."""
+    rbac = f"""
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: specservers, namespace: {namespace}}}
+rules:
+  - {{apiGroups: [specserver.io], resources: [specservers], verbs: ["*"]}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: specservers, namespace: {namespace}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: specservers}}
+subjects:
+  - {{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}}
+  - {{apiGroup: rbac.authorization.k8s.io, kind: User, name: bob}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: hf-token-reader, namespace: {namespace}}}
+rules:
+  - {{apiGroups: [""], resources: [secrets], resourceNames: [hf-token], verbs: [get]}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: hf-token-reader, namespace: {namespace}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: hf-token-reader}}
+subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}}]
+"""
+    kube.kubectl("apply", "-f", "-", input=rbac)
+    wait_for(lambda: ca_bundle(kube, webhook), 60, "the operator to set the caBundle")
+
+    def apply_as(user: str, doc: dict[str, Any]) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
+        return kube.kubectl(
+            "apply",
+            "--dry-run=server",
+            f"--as={user}",
+            "-n",
+            namespace,
+            "-f",
+            "-",
+            input=json.dumps(doc),
+            check=False,
+        )
+
+    doc = example(memFractionStatic=None)
+    assert doc["spec"]["modelSource"]["hfTokenSecretRef"]["name"] == "hf-token"
+    admitted = apply_as("alice", doc)
+    assert admitted.returncode == 0, admitted.stderr
+    refused = apply_as("bob", doc)
+    assert refused.returncode != 0, refused.stdout
+    assert (
+        "SecretNotReadable: spec.modelSource.hfTokenSecretRef.name: bob may not get Secret "
+        f"{namespace}/hf-token"
+    ) in refused.stderr, refused.stderr
+    # alice may read hf-token only.
+    other = example(memFractionStatic=None)
+    other["spec"]["modelSource"]["hfTokenSecretRef"]["name"] = "someone-elses-token"
+    assert "alice may not get Secret" in apply_as("alice", other).stderr
+    # A model-config override in extraArgs is refused at apply time too.
+    override = example(
+        memFractionStatic=None, extraArgs=["--json-model-override-args", '{"architectures": []}']
+    )
+    done = apply_as("alice", override)
+    assert "OwnedFlagInExtraArgs: extraArgs may not set --json-model-override-args" in done.stderr

@@ -19,7 +19,12 @@ from cryptography import x509
 
 from conftest import REPO
 from specserver_engine.ports import free_loopback_port
-from specserver_operator.admission import admission_response, review_specserver
+from specserver_operator.admission import (
+    admission_response,
+    review_specserver,
+    secret_access_review,
+)
+from specserver_operator.client import ApiError
 from specserver_operator.webhook import PATH, Webhook
 from specserver_operator.webhookcerts import RENEW_BEFORE, VALIDITY, build_bundle, usable
 
@@ -81,6 +86,15 @@ def test_owned_flags_and_warnings() -> None:
     assert any(w.startswith("SPEC006: ") for w in verdict.warnings), verdict.warnings
 
 
+def test_a_model_config_override_in_extra_args_is_refused() -> None:
+    override = '{"max_position_embeddings": 1048576, "architectures": ["LlamaForCausalLM"]}'
+    verdict = review_specserver(flagship(extraArgs=["--json-model-override-args", override]))
+    assert any(
+        p.startswith("OwnedFlagInExtraArgs: extraArgs may not set --json-model-override-args")
+        for p in verdict.problems
+    ), verdict.problems
+
+
 def test_admission_review_answer() -> None:
     bad = flagship(memFractionStatic=0.5, contextLength=100_000)
     review = {"request": {"uid": "u1", "operation": "CREATE", "object": bad}}
@@ -111,6 +125,14 @@ class FakeClient:
     def __init__(self) -> None:
         self.secrets: dict[str, dict[str, str]] = {}
         self.ca_bundle: str | None = None
+        #: users the SubjectAccessReviews allow; "error" makes the API call fail
+        self.readers: set[str] = {"alice"}
+
+    def review_access(self, review: dict[str, Any]) -> dict[str, Any]:
+        user = review["spec"]["user"]
+        if user == "error":
+            raise ApiError("SubjectAccessReview: 403 forbidden", 403)
+        return {"allowed": user in self.readers}
 
     def get_secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
         return self.secrets.get(f"{namespace}/{name}")
@@ -144,7 +166,14 @@ def test_the_server_answers_over_tls_signed_by_the_ca_it_publishes() -> None:
             threading.Event().wait(0.05)
         assert client.ca_bundle == client.secrets["ops/tls"]["ca.crt"]
         ctx = ssl.create_default_context(cadata=client.ca_bundle)
-        body = {"request": {"uid": "u", "operation": "CREATE", "object": flagship()}}
+        body: dict[str, Any] = {
+            "request": {
+                "uid": "u",
+                "operation": "CREATE",
+                "object": flagship(),
+                "userInfo": {"username": "alice"},
+            }
+        }
         request = urllib.request.Request(
             f"https://127.0.0.1:{port}{PATH}",
             data=json.dumps(body).encode(),
@@ -159,6 +188,12 @@ def test_the_server_answers_over_tls_signed_by_the_ca_it_publishes() -> None:
             except (ConnectionError, urllib.error.URLError):
                 threading.Event().wait(0.1)
         assert answer is not None and answer["response"]["allowed"] is True
+        for user, refused in (("mallory", "may not get"), ("error", "could not check")):
+            body["request"]["userInfo"] = {"username": user}
+            request.data = json.dumps(body).encode()
+            with urllib.request.urlopen(request, context=ctx, timeout=10) as resp:
+                denied = json.loads(resp.read())["response"]
+            assert denied["allowed"] is False and refused in denied["status"]["message"]
         # A restart reuses the stored certificate: the published CA does not change.
         again = Webhook(client, 0, "127.0.0.1", "ops/tls", "cfg", ["127.0.0.1"])  # type: ignore[arg-type]
         again.upkeep()
@@ -166,3 +201,70 @@ def test_the_server_answers_over_tls_signed_by_the_ca_it_publishes() -> None:
     finally:
         stop.set()
         thread.join(timeout=10)
+
+
+def _review(
+    operation: str, obj: dict[str, Any], old: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    user = {"username": "bob", "uid": "u-1", "groups": ["team-a"], "extra": {"scope": ["x"]}}
+    request = {"uid": "r", "operation": operation, "namespace": "team-a", "object": obj}
+    request["userInfo"] = user
+    if old is not None:
+        request["oldObject"] = old
+    return {"request": request}
+
+
+def test_the_author_must_be_allowed_to_get_the_hf_token_secret() -> None:
+    asked: list[dict[str, Any]] = []
+
+    def deny(review: dict[str, Any]) -> dict[str, Any]:
+        asked.append(review)
+        return {"allowed": False, "reason": "no RBAC rule"}
+
+    doc = flagship()
+    answer = admission_response(_review("CREATE", doc), deny)["response"]
+    assert answer["allowed"] is False
+    message = answer["status"]["message"]
+    assert "SecretNotReadable: spec.modelSource.hfTokenSecretRef.name: bob may not get" in message
+    assert "Secret team-a/hf-token" in message
+    assert asked == [
+        secret_access_review(_review("CREATE", doc)["request"]["userInfo"], "team-a", "hf-token")
+    ]
+    spec = asked[0]["spec"]
+    assert spec["user"] == "bob" and spec["groups"] == ["team-a"] and spec["uid"] == "u-1"
+    assert spec["extra"] == {"scope": ["x"]}
+    assert spec["resourceAttributes"] == {
+        "namespace": "team-a",
+        "verb": "get",
+        "group": "",
+        "version": "v1",
+        "resource": "secrets",
+        "name": "hf-token",
+    }
+    # Allowed: no problem; the rest of the review still runs.
+    assert admission_response(_review("CREATE", doc), lambda r: {"allowed": True})["response"][
+        "allowed"
+    ]
+    # An UPDATE that only touches metadata (a finalizer) asks nothing; a spec change asks again.
+    changed = flagship()
+    changed["metadata"]["finalizers"] = ["kopf.zalando.org/KopfFinalizerMarker"]
+    asked.clear()
+    assert admission_response(_review("UPDATE", changed, doc), deny)["response"]["allowed"]
+    assert asked == []
+    changed["spec"]["modelSource"]["hfEndpoint"] = "https://mirror.example/hf"
+    assert not admission_response(_review("UPDATE", changed, doc), deny)["response"]["allowed"]
+    assert len(asked) == 1
+    # No hfTokenSecretRef: nothing to ask.
+    del doc["spec"]["modelSource"]["hfTokenSecretRef"]
+    asked.clear()
+    assert admission_response(_review("CREATE", doc), deny)["response"]["allowed"]
+    assert asked == []
+
+
+def test_an_access_review_that_cannot_be_made_refuses() -> None:
+    answer = admission_response(
+        _review("CREATE", flagship()),
+        lambda r: {"allowed": False, "evaluationError": "SubjectAccessReview: 403 forbidden"},
+    )["response"]
+    assert answer["allowed"] is False
+    assert "could not check that bob may get Secret team-a/hf-token" in answer["status"]["message"]
