@@ -106,7 +106,7 @@ def run_lint(a: argparse.Namespace) -> int:
     options = build_options(a, settings)
     report = run(a.paths, options)
     base = repo_root(Path.cwd().resolve()) or Path.cwd().resolve()
-    out = render.render(a.format, report, base)
+    out = render.render(a.format, report, base, render.rules_doc_url())
     if out:
         print(out)
     if report.files == 0:

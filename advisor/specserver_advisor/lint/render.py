@@ -1,8 +1,12 @@
 """Output formats for lint diagnostics: text (as ruff prints), json, sarif (2.1.0), github.
 
 SARIF locations are relative to the repository root (``%SRCROOT%`` in ``originalUriBaseIds``)
-so code scanning can map them; each rule carries a ``helpUri`` to its section of docs/rules.md
-and markdown help. Pure: the caller passes the report and the base directory.
+so code scanning can map them. Each rule's markdown help names its section of docs/rules.md
+(``docs/rules.md#spec001-max-running-requests-unset``); SARIF's ``helpUri`` and the tool's
+``informationUri`` must be absolute URIs, so they are given only where docs/rules.md has a
+public address: the project URL labelled ``Rules`` in pyproject's ``[project.urls]`` (unset
+while the repository has no public home). Pure: the caller passes the report, the base
+directory and that address (``rules_doc_url``).
 """
 
 from __future__ import annotations
@@ -10,6 +14,8 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from functools import cache
+from importlib.metadata import PackageNotFoundError, metadata
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote
@@ -19,7 +25,30 @@ from specserver_advisor.lint.model import Diagnostic
 from specserver_advisor.lint.rules import documentation
 
 SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
-RULES_DOC_URL = "https://github.com/specserver/specserver/blob/main/docs/rules.md"
+#: The rules documentation, relative to the repository root.
+RULES_DOC = "docs/rules.md"
+#: The ``[project.urls]`` label whose address is where RULES_DOC is published.
+RULES_URL_LABEL = "Rules"
+DISTRIBUTION = "specserver"
+
+
+def rules_url_from(project_urls: list[str]) -> str | None:
+    """The ``Rules`` address among ``Project-URL`` metadata entries (``"Label, URL"``)."""
+    for entry in project_urls:
+        label, _, url = entry.partition(",")
+        if label.strip() == RULES_URL_LABEL and url.strip().startswith(("https://", "http://")):
+            return url.strip()
+    return None
+
+
+@cache
+def rules_doc_url() -> str | None:
+    """Where docs/rules.md is published, from the installed distribution's metadata."""
+    try:
+        entries = metadata(DISTRIBUTION).get_all("Project-URL") or []
+    except PackageNotFoundError:
+        return None
+    return rules_url_from([str(e) for e in entries])
 
 
 class ReportLike(Protocol):
@@ -90,30 +119,34 @@ def artifact(path: str, base: Path) -> dict[str, str]:
     return {"uri": quote(relative.as_posix()), "uriBaseId": "%SRCROOT%"}
 
 
-def sarif_rules() -> list[dict[str, Any]]:
+def sarif_rules(rules_url: str | None = None) -> list[dict[str, Any]]:
+    """SARIF reportingDescriptors; ``helpUri`` only with ``rules_url`` (it must be absolute)."""
     rules = []
     for code, doc in documentation().items():
-        help_uri = f"{RULES_DOC_URL}#{anchor(code, doc.name)}"
-        rules.append(
-            {
-                "id": code,
-                "name": doc.name,
-                "shortDescription": {"text": doc.summary},
-                "fullDescription": {"text": doc.doc},
-                "helpUri": help_uri,
-                "help": {
-                    "text": f"{doc.summary}\n\n{doc.doc}\n\nFix: {doc.fix}",
-                    "markdown": f"**{code} {doc.name}**: {doc.summary}\n\n```text\n{doc.doc}\n```"
-                    f"\n\nFix: {doc.fix}\n\n[Documentation]({help_uri})",
-                },
-                "defaultConfiguration": {"level": SARIF_LEVEL[doc.severity]},
-            }
-        )
+        section = anchor(code, doc.name)
+        link = f"{rules_url}#{section}" if rules_url else None
+        where = f"[Documentation]({link})" if link else f"Documentation: `{RULES_DOC}#{section}`"
+        rule: dict[str, Any] = {
+            "id": code,
+            "name": doc.name,
+            "shortDescription": {"text": doc.summary},
+            "fullDescription": {"text": doc.doc},
+            "help": {
+                "text": f"{doc.summary}\n\n{doc.doc}\n\nFix: {doc.fix}\n\n"
+                f"Documentation: {link or f'{RULES_DOC}#{section}'}",
+                "markdown": f"**{code} {doc.name}**: {doc.summary}\n\n```text\n{doc.doc}\n```"
+                f"\n\nFix: {doc.fix}\n\n{where}",
+            },
+            "defaultConfiguration": {"level": SARIF_LEVEL[doc.severity]},
+        }
+        if link:
+            rule["helpUri"] = link
+        rules.append(rule)
     return rules
 
 
-def sarif(report: ReportLike, base: Path) -> str:
-    rules = sarif_rules()
+def sarif(report: ReportLike, base: Path, rules_url: str | None = None) -> str:
+    rules = sarif_rules(rules_url)
     index = {r["id"]: k for k, r in enumerate(rules)}
     results = [
         {
@@ -132,19 +165,16 @@ def sarif(report: ReportLike, base: Path) -> str:
         }
         for d in report.diagnostics
     ]
+    driver: dict[str, Any] = {"name": "specserver-advisor", "version": __version__}
+    if rules_url:
+        driver["informationUri"] = rules_url
+    driver["rules"] = rules
     doc = {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
         "runs": [
             {
-                "tool": {
-                    "driver": {
-                        "name": "specserver-advisor",
-                        "version": __version__,
-                        "informationUri": RULES_DOC_URL,
-                        "rules": rules,
-                    }
-                },
+                "tool": {"driver": driver},
                 "originalUriBaseIds": {"%SRCROOT%": {"uri": base.as_uri().rstrip("/") + "/"}},
                 "results": results,
             }
@@ -153,8 +183,9 @@ def sarif(report: ReportLike, base: Path) -> str:
     return json.dumps(doc, indent=2)
 
 
-def render(fmt: str, report: ReportLike, base: Path) -> str:
-    """The report in one format (``base``: the directory SARIF URIs are relative to)."""
+def render(fmt: str, report: ReportLike, base: Path, rules_url: str | None = None) -> str:
+    """The report in one format (``base``: the directory SARIF URIs are relative to;
+    ``rules_url``: where docs/rules.md is published, if anywhere)."""
     if fmt == "sarif":
-        return sarif(report, base)
+        return sarif(report, base, rules_url)
     return {"text": text, "json": as_json, "github": github}[fmt](report)
