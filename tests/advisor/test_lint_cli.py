@@ -21,6 +21,13 @@ LAUNCH = (
 )
 
 
+#: A Deployment's first lines, up to its one container's name (the test adds the rest).
+DEPLOYMENT_HEAD = (
+    "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: a}\nspec:\n  template:\n"
+    "    spec:\n      containers:\n        - name: e\n"
+)
+
+
 def lint(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str], str]:
     """Exit code, the codes found (json), stderr."""
     code = main(["lint", "--format", "json", *argv])
@@ -240,9 +247,7 @@ def test_kubernetes_env_references_in_args(
 ) -> None:
     deployment = tmp_path / "deploy.yaml"
     deployment.write_text(
-        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: a}\nspec:\n  template:\n"
-        "    spec:\n      containers:\n        - name: e\n"
-        "          image: lmsysorg/sglang:v0.5.23\n"
+        DEPLOYMENT_HEAD + "          image: lmsysorg/sglang:v0.5.23\n"
         "          command: [python3, -m, sglang.launch_server]\n"
         '          args: [--model-path, "$(MODEL)", --max-running-requests, "$(CAP)",\n'
         "                 --speculative-algorithm, EAGLE3, --speculative-draft-model-path,\n"
@@ -280,9 +285,7 @@ def test_quoted_template_expressions_in_values_are_info(
 ) -> None:
     deployment = tmp_path / "deploy.yaml"
     deployment.write_text(
-        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: a}\nspec:\n  template:\n"
-        "    spec:\n      containers:\n        - name: e\n"
-        '          image: "{{ .Values.image }}"\n'
+        DEPLOYMENT_HEAD + '          image: "{{ .Values.image }}"\n'
         "          command: [python3, -m, sglang.launch_server]\n"
         '          args: [--model-path, "{{ .Values.model }}", --tp-size, "{{ .Values.tp }}",\n'
         "                 --host, 0.0.0.0, --enable-metrics]\n"

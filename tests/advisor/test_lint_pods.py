@@ -39,6 +39,19 @@ def container(args: list[str], gpus: int | None = 1, **extra: Any) -> dict[str, 
     return c
 
 
+def deployment(
+    *containers: dict[str, Any], init: list[dict[str, Any]] | None = None, named: bool = True
+) -> dict[str, Any]:
+    """A Deployment of ``containers`` (and ``init`` containers), named ``a`` unless not."""
+    pod: dict[str, Any] = {"initContainers": init} if init else {}
+    pod["containers"] = list(containers)
+    doc: dict[str, Any] = {"apiVersion": "apps/v1", "kind": "Deployment"}
+    if named:
+        doc["metadata"] = {"name": "a"}
+    doc["spec"] = {"template": {"spec": pod}}
+    return doc
+
+
 def test_statefulset_and_pod(tmp_path: Path) -> None:
     sts = {
         "apiVersion": "apps/v1",
@@ -104,19 +117,7 @@ def test_compose_services(tmp_path: Path) -> None:
 
 
 def test_init_containers_cpu_launches_and_unresolved_models(tmp_path: Path) -> None:
-    dep = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "a"},
-        "spec": {
-            "template": {
-                "spec": {
-                    "initContainers": [container(LAUNCH, None)],
-                    "containers": [container([*LAUNCH, "--device", "cpu"], None)],
-                }
-            }
-        },
-    }
+    dep = deployment(container([*LAUNCH, "--device", "cpu"], None), init=[container(LAUNCH, None)])
     assert pod_codes(tmp_path, [dep]) == []
 
 
@@ -145,31 +146,10 @@ def test_unpinned_images(image: str, expected: bool) -> None:
     ],
 )
 def test_hostile_shapes_never_raise(tmp_path: Path, hostile: dict[str, Any]) -> None:
-    dep = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "spec": {"template": {"spec": {"containers": [{**container(LAUNCH), **hostile}]}}},
-    }
-    pod_codes(tmp_path, [dep])
+    pod_codes(tmp_path, [deployment({**container(LAUNCH), **hostile}, named=False)])
 
 
 def test_gpu_counts_from_unknown_variables_are_not_guessed(tmp_path: Path) -> None:
-    dep = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "a"},
-        "spec": {
-            "template": {
-                "spec": {
-                    "containers": [
-                        container(
-                            [*LAUNCH, "--tp-size", "$(TP)"],
-                            1,
-                            env=[{"name": "TP", "valueFrom": {"configMapKeyRef": {"key": "tp"}}}],
-                        )
-                    ]
-                }
-            }
-        },
-    }
+    tp = {"name": "TP", "valueFrom": {"configMapKeyRef": {"key": "tp"}}}
+    dep = deployment(container([*LAUNCH, "--tp-size", "$(TP)"], 1, env=[tp]))
     assert pod_codes(tmp_path, [dep]) == []

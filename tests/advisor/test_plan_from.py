@@ -228,15 +228,19 @@ def test_sglang_flags_pass_through_and_unknown_ones_are_refused(
     assert "--no-such-flag" in capsys.readouterr().err
 
 
+def flagship_with(tmp_path: Path, old: str, new: str) -> Path:
+    """The flagship SpecServer example with ``old`` replaced by ``new``, written to a file."""
+    text = (REPO / "manifests/examples/qwen3-8b-eagle3-l4.yaml").read_text()
+    assert old in text
+    path = tmp_path / "sps.yaml"
+    path.write_text(text.replace(old, new))
+    return path
+
+
 def test_plan_from_an_invalid_specserver_names_the_field(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    bad = tmp_path / "sps.yaml"
-    bad.write_text(
-        (REPO / "manifests/examples/qwen3-8b-eagle3-l4.yaml")
-        .read_text()
-        .replace("memFractionStatic: 0.85", "memFractionStatic: 1.5")
-    )
+    bad = flagship_with(tmp_path, "memFractionStatic: 0.85", "memFractionStatic: 1.5")
     assert main(["plan", "--from", str(bad)]) == 2
     assert "spec.engine.memFractionStatic" in capsys.readouterr().err
     empty = tmp_path / "empty.yaml"
@@ -312,11 +316,8 @@ def test_plan_of_an_auto_specserver_states_the_floor_and_crossover_replay_uses(
 def test_plan_from_a_specserver_the_operator_refuses_says_why_first(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    sps = tmp_path / "sps.yaml"
-    sps.write_text(
-        (REPO / "manifests/examples/qwen3-8b-eagle3-l4.yaml")
-        .read_text()
-        .replace('extraArgs: ["--kv-cache-dtype", "fp8_e4m3"]', 'extraArgs: ["--port", "1"]')
+    sps = flagship_with(
+        tmp_path, 'extraArgs: ["--kv-cache-dtype", "fp8_e4m3"]', 'extraArgs: ["--port", "1"]'
     )
     assert main(["plan", "--from", str(sps)]) == 1
     first = capsys.readouterr().out.splitlines()[0]

@@ -122,7 +122,7 @@ def test_standalone_turns_mixed_chunk_off_but_eagle3_keeps_it() -> None:
 
 
 def test_backend_and_page_size_constraints() -> None:
-    r = resolve(
+    tree = (  # EAGLE with a draft tree: topk 4
         "--speculative-algorithm",
         "EAGLE",
         "--speculative-num-steps",
@@ -131,39 +131,12 @@ def test_backend_and_page_size_constraints() -> None:
         "4",
         "--speculative-num-draft-tokens",
         "8",
-        "--attention-backend",
-        "trtllm_mha",
     )
+    r = resolve(*tree, "--attention-backend", "trtllm_mha")
     assert "trtllm_mha backend only supports topk = 1" in r.errors[0].message
-    paged = resolve(
-        "--speculative-algorithm",
-        "EAGLE",
-        "--speculative-num-steps",
-        "5",
-        "--speculative-eagle-topk",
-        "4",
-        "--speculative-num-draft-tokens",
-        "8",
-        "--page-size",
-        "16",
-        "--attention-backend",
-        "flashmla",
-    )
+    paged = resolve(*tree, "--page-size", "16", "--attention-backend", "flashmla")
     assert "page_size > 1 is only supported on" in paged.errors[0].message
-    ok = resolve(
-        "--speculative-algorithm",
-        "EAGLE",
-        "--speculative-num-steps",
-        "5",
-        "--speculative-eagle-topk",
-        "4",
-        "--speculative-num-draft-tokens",
-        "8",
-        "--page-size",
-        "16",
-        "--attention-backend",
-        "fa3",
-    )
+    ok = resolve(*tree, "--page-size", "16", "--attention-backend", "fa3")
     assert not ok.errors
 
 

@@ -110,10 +110,14 @@ def ca_bundle(kube: KubeHandle, name: str) -> str:
     return done.stdout.strip()
 
 
-def dry_run(kube: KubeHandle, namespace: str, doc: dict[str, Any]) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
+def dry_run(
+    kube: KubeHandle, namespace: str, doc: dict[str, Any], user: str | None = None
+) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
+    """``kubectl apply --dry-run=server`` of ``doc``, as ``user`` (impersonated) when given."""
     return kube.kubectl(
         "apply",
         "--dry-run=server",
+        *([f"--as={user}"] if user else []),
         "-n",
         namespace,
         "-f",
@@ -199,24 +203,11 @@ subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}}]
     kube.kubectl("apply", "-f", "-", input=rbac)
     wait_for(lambda: ca_bundle(kube, webhook), 60, "the operator to set the caBundle")
 
-    def apply_as(user: str, doc: dict[str, Any]) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
-        return kube.kubectl(
-            "apply",
-            "--dry-run=server",
-            f"--as={user}",
-            "-n",
-            namespace,
-            "-f",
-            "-",
-            input=json.dumps(doc),
-            check=False,
-        )
-
     doc = example(memFractionStatic=None)
     assert doc["spec"]["modelSource"]["hfTokenSecretRef"]["name"] == "hf-token"
-    admitted = apply_as("alice", doc)
+    admitted = dry_run(kube, namespace, doc, "alice")
     assert admitted.returncode == 0, admitted.stderr
-    refused = apply_as("bob", doc)
+    refused = dry_run(kube, namespace, doc, "bob")
     assert refused.returncode != 0, refused.stdout
     assert (
         "SecretNotReadable: spec.modelSource.hfTokenSecretRef.name: bob may not get Secret "
@@ -225,10 +216,10 @@ subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}}]
     # alice may read hf-token only.
     other = example(memFractionStatic=None)
     other["spec"]["modelSource"]["hfTokenSecretRef"]["name"] = "someone-elses-token"
-    assert "alice may not get Secret" in apply_as("alice", other).stderr
+    assert "alice may not get Secret" in dry_run(kube, namespace, other, "alice").stderr
     # A model-config override in extraArgs is refused at apply time too.
     override = example(
         memFractionStatic=None, extraArgs=["--json-model-override-args", '{"architectures": []}']
     )
-    done = apply_as("alice", override)
+    done = dry_run(kube, namespace, override, "alice")
     assert "OwnedFlagInExtraArgs: extraArgs may not set --json-model-override-args" in done.stderr

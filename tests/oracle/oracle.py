@@ -13,6 +13,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -117,3 +118,16 @@ class Oracle:
             self.proc.wait()
         if self.proc.stdout is not None:
             self.proc.stdout.close()
+
+
+def worker_or_skip() -> Iterator[Oracle]:
+    """The oracle tests' module fixture: a worker, closed after; a skip saying why when the
+    SGLang environment is missing (``sglang = pytest.fixture(scope="module")(...)``)."""
+    import pytest  # the tests' dependency only; scripts/bench-fidelity imports this module too
+
+    why = missing()
+    if why:
+        pytest.skip(why)
+    worker = Oracle()
+    yield worker
+    worker.close()

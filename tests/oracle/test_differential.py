@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 
@@ -26,14 +25,7 @@ import oracle
 GENERATED = int(os.environ.get("SPECSERVER_ORACLE_CASES", "5000"))
 
 
-@pytest.fixture(scope="module")
-def sglang() -> Iterator[oracle.Oracle]:
-    why = oracle.missing()
-    if why:
-        pytest.skip(why)
-    worker = oracle.Oracle()
-    yield worker
-    worker.close()
+sglang = pytest.fixture(scope="module", name="sglang")(oracle.worker_or_skip)
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,6 @@ override. What cannot be called on a CPU is listed in docs/advisor.md with the r
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 import oracle
@@ -16,15 +14,7 @@ from conftest import load_config
 from specserver_advisor import memory
 from specserver_advisor.modelshape import shape_from_config
 
-
-@pytest.fixture(scope="module")
-def sglang() -> Iterator[oracle.Oracle]:
-    why = oracle.missing()
-    if why:
-        pytest.skip(why)
-    worker = oracle.Oracle()
-    yield worker
-    worker.close()
+sglang = pytest.fixture(scope="module", name="sglang")(oracle.worker_or_skip)
 
 
 @pytest.mark.parametrize("kv_cache_dtype", ["auto", "fp8_e4m3", "fp8_e5m2", "bf16", "bfloat16"])
