@@ -27,14 +27,19 @@ DATA = REPO / "tests" / "data"
 TEST_BASE_PORT = int(os.environ.get("SPECSERVER_TEST_BASE_PORT", "26443"))
 
 
-def load_devcluster() -> ModuleType:
-    """Import scripts/devcluster.py (a script, not a package module)."""
-    spec = importlib.util.spec_from_file_location("devcluster", REPO / "scripts" / "devcluster.py")
+def load_script(name: str) -> ModuleType:
+    """Import scripts/<name>.py (a script, not a package module) as the module ``name``."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
-    sys.modules["devcluster"] = module
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def load_devcluster() -> ModuleType:
+    """Import scripts/devcluster.py."""
+    return load_script("devcluster")
 
 
 def load_config(name: str) -> dict[str, Any]:
@@ -108,12 +113,7 @@ def namespace(kube: KubeHandle, request: pytest.FixtureRequest) -> Iterator[str]
 
 def load_devprom() -> ModuleType:
     """Import scripts/devprom.py."""
-    spec = importlib.util.spec_from_file_location("devprom", REPO / "scripts" / "devprom.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["devprom"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("devprom")
 
 
 @pytest.fixture(scope="session")
