@@ -11,6 +11,7 @@ weights, then size the KV pool from what is free minus
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from specserver_advisor.gpus import Gpu
 from specserver_advisor.modelshape import ModelShape
@@ -195,6 +196,26 @@ def memory_settings(
     return MemorySettings(chunk, bs, round((mem - reserved) / mem, 3), reserved, "heuristic")
 
 
+def settings_from_values(
+    gpu: Gpu, values: dict[str, Any], speculative: bool, mla: bool
+) -> MemorySettings:
+    """``memory_settings`` for a launch's parsed flags, as ``handle_gpu_memory_settings`` reads
+    them: --mem-fraction-static, --chunked-prefill-size, --cuda-graph-max-bs-decode, an explicit
+    --max-running-requests, the graph switches, tp/pp and attention-DP sizes."""
+    return memory_settings(
+        gpu,
+        tp_size=int(values.get("tp_size") or 1),
+        pp_size=int(values.get("pp_size") or 1),
+        mem_fraction_static=values.get("mem_fraction_static"),
+        chunked_prefill_size=values.get("chunked_prefill_size"),
+        cuda_graph_max_bs=values.get("cuda_graph_max_bs_decode"),
+        mla=mla,
+        max_running_requests=values.get("max_running_requests"),
+        graphs=GraphSettings.from_values(values, speculative=speculative, mla=mla),
+        attn_dp_size=int(values.get("attn_dp_size") or 1),
+    )
+
+
 @dataclass
 class MemoryPlan:
     """KV pool sizes and request capacity for one launch on one GPU type."""
@@ -224,6 +245,7 @@ def plan_memory(
     mem_fraction_static: float | None = None,
     draft_is_mtp: bool = False,
     page_size: int = 1,
+    settings: MemorySettings | None = None,
 ) -> MemoryPlan:
     """Predict the KV pool with and without the draft loaded.
 
@@ -234,10 +256,14 @@ def plan_memory(
         draft_weight_bytes: the draft's checkpoint size (0 when none).
         algorithm: the resolved algorithm, or None without speculation.
         draft_is_mtp: the draft is the target's own MTP layers.
+        settings: SGLang's memory settings for the whole launch (``settings_from_values``:
+            chunked prefill and decode-graph sizes change the reserve and so the fraction);
+            None: the defaults for ``tp_size`` and ``mem_fraction_static`` alone.
     """
-    settings = memory_settings(
-        gpu, tp_size, mem_fraction_static=mem_fraction_static, mla=target.is_mla
-    )
+    if settings is None:
+        settings = memory_settings(
+            gpu, tp_size, mem_fraction_static=mem_fraction_static, mla=target.is_mla
+        )
     pre_free = gpu.memory_gib - gpu.context_overhead_gib
     t_w = target_weight_bytes / tp_size / GIB
     d_w = draft_weight_bytes / tp_size / GIB

@@ -215,6 +215,7 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
         mem_fraction_static=inp.args.get("mem_fraction_static"),
         draft_is_mtp=mtp,
         page_size=int(inp.args.get("page_size") or 1),
+        settings=memory.settings_from_values(inp.gpu, inp.args, r.speculative, target.is_mla),
     )
     steps = int(r.get("speculative_num_steps") or 0)
     topk = int(r.get("speculative_eagle_topk") or 1)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specserver_advisor.gpus import Gpu
-from specserver_advisor.memory import GraphSettings, memory_settings
+from specserver_advisor.memory import settings_from_values
 from specserver_advisor.sglang import context
 from specserver_advisor.sglang.flags import parse_server_argv
 from specserver_advisor.sglang.resolve import Resolution, resolve_launch
@@ -189,19 +189,7 @@ def predict_server(
         return ServerOutcome(err.exception, err.message, resolution=res)
     spec = res.speculative
     mrr = res.get("max_running_requests")
-    graphs = GraphSettings.from_values(values, speculative=spec, mla=mla)
-    mem = memory_settings(
-        gpu,
-        tp_size=int(values.get("tp_size", 1)),
-        pp_size=int(values.get("pp_size", 1)),
-        mem_fraction_static=values.get("mem_fraction_static"),
-        chunked_prefill_size=values.get("chunked_prefill_size"),
-        cuda_graph_max_bs=values.get("cuda_graph_max_bs_decode"),
-        mla=mla,
-        max_running_requests=values.get("max_running_requests"),
-        graphs=graphs,
-        attn_dp_size=int(values.get("attn_dp_size", 1)),
-    )
+    mem = settings_from_values(gpu, values, spec, mla)
     chunk = mem.chunked_prefill_size
     if int(values.get("attn_dp_size", 1)) > 1:
         chunk = chunk // int(values["attn_dp_size"])
