@@ -1,10 +1,11 @@
-"""One launch model: from a SpecServer spec and its model configs to the exact SGLang launch.
+"""One launch model: a SpecServer, or SGLang argv + env, with its model configs and GPU, planned.
 
-The one place that turns a SpecServer into SGLang argv (``specserver_args``) and into the policy
-context the auto-speculation policy starts from (``policy_context_for``). The operator renders
-engines with ``build_engine_config``, ``lint`` reads SpecServers through ``specserver_args`` (each
-flag carries the spec field that set it), ``plan --from`` and ``replay --policy`` plan the same
-launch. Pure: configs are given, nothing is read or fetched here.
+Everyone plans launches here. The operator renders engines with ``build_engine_config`` (the
+flags from ``launch_args.specserver_args``, the one SpecServer -> argv) and starts its policy
+from ``policy_context_for``; ``lint``, ``plan --from`` and ``replay --policy`` plan the same
+launch; the engine's preflight and simulated engine plan their argv with ``launch_from_argv``,
+so their resolved view and memory plan are the objects the operator and lint see. Pure:
+configs are given, nothing is read or fetched here.
 
 Every speculative flag is rendered explicitly, auto-chosen values included, and always an
 explicit ``--max-running-requests``: the spec's, or the recommendation for the KV pool of the mode
@@ -16,31 +17,42 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from specserver_advisor import drafts, findings, launch_findings
-from specserver_advisor.drafts import has_mtp_layers
+from specserver_advisor import findings, launch_findings
 from specserver_advisor.gpus import Gpu, UnknownGpuError, lookup_gpu
+from specserver_advisor.launch_args import (
+    ARG_SOURCES,
+    NEEDS_DRAFT,
+    OWNED,
+    argv_of,
+    draftless_error,
+    is_mtp_target,
+    owned_in_extra,
+    spec_env,
+    specserver_args,
+)
 from specserver_advisor.launch_fraction import computed_fraction, given_fraction_message
-from specserver_advisor.models import Algorithm, SpecServerSpec
+from specserver_advisor.loaders.configs import LoadedConfig
+from specserver_advisor.models import SpecServerSpec
 from specserver_advisor.plan import DEFAULT_CONCURRENCY, Plan, PlanInputs, make_plan, policy_context
 from specserver_advisor.policy import PolicyContext
 from specserver_advisor.replay import NEUTRAL_CONTEXT
-from specserver_advisor.sglang.flags import match_option, parse_server_argv
-from specserver_advisor.sglang.resolve import MTP_TARGETS, Resolution
+from specserver_advisor.sglang.flags import ParsedArgs, parse_server_argv
 
-#: Fields the operator renders itself; extraArgs may not set them (spec field to use instead).
-OWNED = {
-    "max_running_requests": "engine.maxRunningRequests",
-    "host": "(always 0.0.0.0)",
-    "port": "engine.port",
-    "enable_metrics": "(always on)",
-    "model_path": "model.path",
-    "tp_size": "resources.gpus",
-    "context_length": "engine.contextLength",
-    "mem_fraction_static": "engine.memFractionStatic",
-    "revision": "model.revision",
-}
-#: Algorithms that load a draft model: without one, only a target with MTP layers can run them.
-NEEDS_DRAFT = drafts.NEEDS_DRAFT
+#: The operator imports the rendering's tables from here (one launch model).
+__all__ = [
+    "ARG_SOURCES",
+    "NEEDS_DRAFT",
+    "OWNED",
+    "Configs",
+    "EngineConfig",
+    "Launch",
+    "ModelConfigs",
+    "build_engine_config",
+    "launch_from_argv",
+    "plan_argv",
+    "plan_launch",
+    "policy_context_for",
+]
 
 
 class ModelConfigs(Protocol):
@@ -57,15 +69,6 @@ class ModelConfigs(Protocol):
 
     @property
     def draft_weight_bytes(self) -> int | None: ...
-
-
-@dataclass(frozen=True)
-class Arg:
-    """One rendered flag: its value (None for a switch) and the spec field that set it."""
-
-    flag: str
-    value: str | None
-    source: str  # "model", "engine", "speculative", "draft", "resources", "engine.extraArgs.K"
 
 
 @dataclass
@@ -94,156 +97,117 @@ class EngineConfig:
     plan: Plan | None = field(default=None, compare=False, repr=False)
 
 
-def is_mtp_target(target_config: dict[str, Any] | None) -> bool:
-    """Whether the target carries its own MTP layers (NEXTN and friends need no draft)."""
-    arch = str(((target_config or {}).get("architectures") or [""])[0])
-    return arch in MTP_TARGETS and has_mtp_layers(target_config) is not False
+@dataclass(frozen=True)
+class Configs:
+    """``ModelConfigs`` from what the loaders found (the engine image's and the CLI's)."""
+
+    target: dict[str, Any]
+    draft: dict[str, Any] | None = None
+    target_weight_bytes: int | None = None
+    draft_weight_bytes: int | None = None
+
+    @classmethod
+    def loaded(cls, target: LoadedConfig, draft: LoadedConfig | None) -> Configs:
+        return cls(
+            target.config,
+            draft.config if draft else None,
+            target.weight_bytes,
+            draft.weight_bytes if draft else None,
+        )
 
 
-def draftless_error(
-    algorithm: str | None, has_draft: bool, target_config: dict[str, Any] | None
-) -> str | None:
-    """Why a draft-model algorithm without a draft cannot run on this target (None: it can)."""
-    if algorithm not in NEEDS_DRAFT or has_draft or is_mtp_target(target_config):
-        return None
-    arch = str(((target_config or {}).get("architectures") or [""])[0])
-    return (
-        f"{algorithm} on a {arch or 'non-MTP'} target needs a draft (spec.draft, or "
-        "--speculative-draft-model-path): the target has no MTP layers, so SGLang would load "
-        "the target checkpoint itself as the draft"
+def plan_argv(
+    values: dict[str, Any],
+    env: dict[str, str],
+    configs: ModelConfigs,
+    gpu: Gpu,
+    *,
+    accept_length: float | None = None,
+    concurrency: list[int] | None = None,
+    input_len: int = 512,
+    output_len: int = 128,
+    clock_scale: float = 1.0,
+) -> Plan:
+    """The advisor's plan of one launch's parsed flags ``values`` (resolution, memory, curves).
+
+    Speculation off, the draft is not loaded: neither its memory nor its context matters.
+    """
+    speculative = bool(values.get("speculative_algorithm"))
+    return make_plan(
+        PlanInputs(
+            values,
+            configs.target,
+            configs.draft if speculative else None,
+            gpu,
+            env=env,
+            target_weight_bytes=configs.target_weight_bytes,
+            draft_weight_bytes=configs.draft_weight_bytes if speculative else None,
+            accept_length=accept_length,
+            input_len=input_len,
+            output_len=output_len,
+            concurrency=list(concurrency or DEFAULT_CONCURRENCY),
+            clock_scale=clock_scale,
+        )
     )
 
 
-def spec_env(spec: SpecServerSpec) -> dict[str, str]:
-    """The engine environment the spec sets."""
-    return {v.name: v.value for v in spec.engine.env}
+@dataclass
+class Launch:
+    """One SGLang server launch as the advisor sees it: argv, env, SGLang's view, the plan."""
+
+    argv: list[str]
+    env: dict[str, str]
+    parsed: ParsedArgs
+    #: None when SGLang's parser refuses the argv (``parsed.issues``).
+    plan: Plan | None
+
+    @property
+    def speculative(self) -> bool:
+        return self.plan is not None and self.plan.resolution.speculative
+
+    def failure(self) -> tuple[str, str] | None:
+        """(check, SGLang's own error text) when SGLang would not start; None when it would.
+
+        check: ``arguments`` (the parser), ``resolution`` (a handler raises), ``context`` (a
+        context length SGLang refuses) or ``memory`` (no KV cache).
+        """
+        if self.plan is None:
+            return "arguments", self.parsed.issues[0].message
+        r = self.plan.resolution
+        if r.errors:
+            return "resolution", f"{r.errors[0].exception}: {r.errors[0].message}"
+        if self.plan.context.verdict.value == "startup_fails":
+            return "context", self.plan.context.message
+        if self.plan.mem.error:
+            return "memory", self.plan.mem.error
+        return None
 
 
-def specserver_args(
-    spec: SpecServerSpec,
-    speculative: bool,
-    mtp_target: bool = False,
-    resolution: Resolution | None = None,
-    max_running_requests: int | None = None,
-    mem_fraction: float | None = None,
-) -> list[Arg]:
-    """The SGLang flags a SpecServer renders to, in order, each with the field that set it.
-
-    ``resolution``: SGLang's resolved view, whose auto-chosen shape is then rendered explicitly
-    (None: the spec's own values). ``max_running_requests``: the cap to render (None: none).
-    ``mem_fraction``: the operator's computed fraction when the spec gives none.
-    """
-    out: list[Arg] = []
-
-    def add(flag: str, value: Any, source: str) -> None:
-        if value is not None:
-            out.append(Arg(flag, None if value is True else str(value), source))
-
-    e = spec.engine
-    add("--model-path", spec.model.path, "model")
-    add("--revision", spec.model.revision or None, "model")
-    add("--host", "0.0.0.0", "engine")
-    add("--port", e.port, "engine")
-    add("--enable-metrics", True, "engine")
-    add("--tp-size", spec.resources.gpus, "resources")
-    add("--context-length", e.context_length or None, "engine")
-    add("--mem-fraction-static", e.mem_fraction_static or mem_fraction, "engine")
-    add("--max-running-requests", max_running_requests, "engine")
-    if speculative:
-        out += _speculative_args(spec, mtp_target, resolution)
-    for k, item in enumerate(e.extra_args):
-        out.append(Arg(item, None, f"engine.extraArgs.{k}"))
-    return out
-
-
-def argv_of(args: list[Arg]) -> list[str]:
-    """Flatten ``specserver_args`` into argv (extraArgs items stay single tokens)."""
-    argv: list[str] = []
-    for a in args:
-        argv.append(a.flag)
-        if a.value is not None:
-            argv.append(a.value)
-    return argv
-
-
-def _speculative_args(spec: SpecServerSpec, mtp_target: bool, r: Resolution | None) -> list[Arg]:
-    s = spec.speculative
-    out = [Arg("--speculative-algorithm", s.algorithm.value, "speculative")]
-    if spec.draft and not mtp_target:
-        out.append(Arg("--speculative-draft-model-path", spec.draft.path, "draft"))
-        if spec.draft.revision:
-            out.append(Arg("--speculative-draft-model-revision", spec.draft.revision, "draft"))
-    steps = r.get("speculative_num_steps") if r else s.num_steps
-    topk = r.get("speculative_eagle_topk") if r else s.eagle_topk
-    ndt = r.get("speculative_num_draft_tokens") if r else s.num_draft_tokens
-    pairs: list[tuple[str, Any]]
-    if s.algorithm == Algorithm.NGRAM:
-        n = s.ngram
-        pairs = [
-            ("--speculative-num-draft-tokens", ndt),
-            ("--speculative-ngram-min-bfs-breadth", n.min_bfs_breadth if n else None),
-            ("--speculative-ngram-max-bfs-breadth", n.max_bfs_breadth if n else None),
-            ("--speculative-ngram-match-type", n.match_type.value if n and n.match_type else None),
-            ("--speculative-ngram-max-trie-depth", n.max_trie_depth if n else None),
-            ("--speculative-ngram-capacity", n.capacity if n else None),
-        ]
-    elif s.algorithm in (Algorithm.DFLASH, Algorithm.DSPARK):
-        pairs = [("--speculative-num-draft-tokens", ndt)]
-    else:
-        pairs = [
-            ("--speculative-num-steps", steps),
-            ("--speculative-eagle-topk", topk),
-            ("--speculative-num-draft-tokens", ndt),
-        ]
-    pairs += [
-        ("--speculative-accept-threshold-single", s.accept_threshold_single or 1.0),
-        ("--speculative-accept-threshold-acc", s.accept_threshold_acc or 1.0),
-        ("--speculative-draft-kv-cache-dtype", s.draft_kv_cache_dtype),
-    ]
-    out += [Arg(f, str(v), "speculative") for f, v in pairs if v is not None]
-    if s.adaptive:
-        out.append(Arg("--speculative-adaptive", None, "speculative"))
-    return out
-
-
-#: Flags that make SGLang read arguments or the model config from somewhere the operator never
-#: checks: a ``--config`` YAML is merged into the argv before the CLI's own flags, so it could set
-#: every owned flag the operator leaves unset; ``--json-model-override-args`` rewrites the model
-#: config after the operator validated it (architecture, context length, rope scaling: the
-#: draft/target context check and memory sizing would judge a different model). Refused like
-#: owned flags, in any spelling argparse accepts (docs/security.md).
-ARG_SOURCES = {
-    "--config": "reads engine arguments from a file",
-    "--decrypted-config-file": "replaces the model config the operator validated",
-    "--decrypted-draft-config-file": "replaces the draft config the operator validated",
-    "--json-model-override-args": "rewrites the model config the operator validated",
-}
-
-
-def _arg_source(option: str) -> str | None:
-    """The arg-source flag ``option`` spells (exactly or as an argparse prefix), if any."""
-    flag, _ = match_option(option)
-    return flag.cli if flag is not None and flag.cli in ARG_SOURCES else None
-
-
-def owned_in_extra(extra: list[str]) -> str | None:
-    """Why extraArgs may not carry a flag the spec owns (None when it carries none)."""
-    for item in extra:
-        if not item.startswith("--"):
-            continue
-        source = _arg_source(item.split("=", 1)[0])
-        if source:
-            return (
-                f"extraArgs may not set {source} (it {ARG_SOURCES[source]}, behind the "
-                "operator's back; give the settings as spec fields or plain extraArgs)"
-            )
-        flag, _ = match_option(item.split("=", 1)[0])
-        if flag is None:
-            continue
-        if flag.field in OWNED or flag.field.startswith("speculative_"):
-            use = OWNED.get(flag.field, "spec.speculative")
-            return f"extraArgs may not set {flag.cli} (the operator renders it; use {use})"
-    return None
+def launch_from_argv(
+    argv: list[str],
+    env: dict[str, str],
+    configs: ModelConfigs,
+    gpu: Gpu,
+    *,
+    accept_length: float | None = None,
+    concurrency: list[int] | None = None,
+    clock_scale: float = 1.0,
+) -> Launch:
+    """Plan ``sglang serve`` argv (``MODEL`` positional or ``--model-path``) as it will run."""
+    positional = bool(argv) and not argv[0].startswith("-")
+    parsed = parse_server_argv(argv, positional_model=positional)
+    if parsed.issues:
+        return Launch(list(argv), dict(env), parsed, None)
+    plan = plan_argv(
+        parsed.values,
+        env,
+        configs,
+        gpu,
+        accept_length=accept_length,
+        concurrency=concurrency,
+        clock_scale=clock_scale,
+    )
+    return Launch(list(argv), dict(env), parsed, plan)
 
 
 def plan_launch(
@@ -255,23 +219,16 @@ def plan_launch(
     concurrency: list[int] | None = None,
     accept_length: float | None = None,
 ) -> Plan:
-    """The advisor's plan of this SpecServer's launch ``argv`` (resolution, memory, curves)."""
-    parsed = parse_server_argv(argv)
-    return make_plan(
-        PlanInputs(
-            parsed.values,
-            configs.target,
-            # Speculation off: the draft is not loaded; neither its memory nor its context matters.
-            configs.draft if "--speculative-algorithm" in argv else None,
-            gpu,
-            env=env,
-            target_weight_bytes=configs.target_weight_bytes,
-            draft_weight_bytes=configs.draft_weight_bytes,
-            accept_length=accept_length,
-            input_len=spec.engine.expected_input_tokens,
-            output_len=spec.engine.expected_output_tokens,
-            concurrency=list(concurrency or DEFAULT_CONCURRENCY),
-        )
+    """The plan of this SpecServer's launch ``argv`` (at the spec's expected request lengths)."""
+    return plan_argv(
+        parse_server_argv(argv).values,
+        env,
+        configs,
+        gpu,
+        accept_length=accept_length,
+        concurrency=concurrency,
+        input_len=spec.engine.expected_input_tokens,
+        output_len=spec.engine.expected_output_tokens,
     )
 
 

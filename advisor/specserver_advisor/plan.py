@@ -14,7 +14,6 @@ from typing import Any
 
 from specserver_advisor import memory
 from specserver_advisor.gpus import Gpu
-from specserver_advisor.loaders.configs import LoadedConfig
 from specserver_advisor.models import AutoSpeculation
 from specserver_advisor.modelshape import ModelShape, shape_from_config
 from specserver_advisor.perfmodel import (
@@ -169,23 +168,6 @@ def _draft_shape(
     draft = shape_from_config(inp.draft_config)
     weight = inp.draft_weight_bytes or memory.draft_weight_bytes_separate(draft)
     return draft, weight, False
-
-
-def plan_for_configs(
-    args: dict[str, Any], target: LoadedConfig, draft: LoadedConfig | None, gpu: Gpu, **options: Any
-) -> Plan:
-    """``make_plan`` for configs found by the loaders (their weight sizes included)."""
-    return make_plan(
-        PlanInputs(
-            args,
-            target.config,
-            draft.config if draft else None,
-            gpu,
-            target_weight_bytes=target.weight_bytes,
-            draft_weight_bytes=draft.weight_bytes if draft else None,
-            **options,
-        )
-    )
 
 
 def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:

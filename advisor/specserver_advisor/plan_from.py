@@ -18,15 +18,14 @@ from pydantic import ValidationError
 from specserver_advisor.errors import UsageError
 from specserver_advisor.gpus import Gpu, UnknownGpuError, lookup_gpu
 from specserver_advisor.launch import (
+    Configs,
     EngineConfig,
-    argv_of,
     build_engine_config,
-    draftless_error,
+    plan_argv,
     plan_launch,
     policy_context_for,
-    spec_env,
-    specserver_args,
 )
+from specserver_advisor.launch_args import argv_of, draftless_error, spec_env, specserver_args
 from specserver_advisor.lint.engine import decode, is_yaml
 from specserver_advisor.lint.model import Launch
 from specserver_advisor.lint.shell import from_shell
@@ -34,7 +33,7 @@ from specserver_advisor.lint.shellwords import ShellSyntaxError
 from specserver_advisor.lint.sources import InputError, from_yaml
 from specserver_advisor.loaders.configs import LoadedConfig
 from specserver_advisor.models import Mode, SpecServer, SpecServerSpec
-from specserver_advisor.plan import Plan, plan_for_configs
+from specserver_advisor.plan import Plan
 from specserver_advisor.policy import PolicyContext
 from specserver_advisor.sglang.flags import parse_server_argv
 
@@ -156,5 +155,5 @@ def plan_values(
     )
     if refused:
         return Planned(None, argv, gpu, env, refused=refused)
-    plan = plan_for_configs(values, target, draft, gpu, env=env, **options)
+    plan = plan_argv(values, env, Configs.loaded(target, draft), gpu, **options)
     return Planned(plan, argv, gpu, env)

@@ -1,10 +1,11 @@
 """Preflight in the engine pod's init container, on the real model files.
 
 Reads the target and draft ``config.json`` (mounted paths or the HF cache; never the network),
-runs the advisor's resolution and context check, and, when torch sees a GPU, compares the KV
-pool that free memory allows with the requested max-running-requests. Writes one JSON report to
-the termination-message path and exits non-zero with a one-line message on a hard failure, so
-the operator can put the reason in status. Called by cli.py.
+plans the launch with the advisor's launch model (``launch.launch_from_argv``: the resolution,
+context check and memory plan the operator and lint use), and, when torch sees a GPU, compares
+the KV pool that free memory allows with the requested max-running-requests. Writes one JSON
+report to the termination-message path and exits non-zero with a one-line message on a hard
+failure, so the operator can put the reason in status. Called by cli.py.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from specserver_advisor.gpus import GPUS, Gpu, UnknownGpuError, lookup_gpu
+from specserver_advisor.launch import Configs, launch_from_argv
 from specserver_advisor.loaders.configs import (
     ConfigNotFoundError,
     ConfigUnreadableError,
     load_config,
 )
-from specserver_advisor.plan import plan_for_configs
 from specserver_advisor.sglang.flags import parse_server_argv
 
 TERMINATION_LIMIT = 4096  # bytes Kubernetes keeps of a termination message
@@ -106,7 +107,9 @@ def run(
         card = _gpu_for(gpu, gpu_type)
     except UnknownGpuError as exc:
         return _fail(report, "gpu", str(exc))
-    plan = plan_for_configs(parsed.values, target, draft, card, env=env, concurrency=[1])
+    launch = launch_from_argv(args, env, Configs.loaded(target, draft), card, concurrency=[1])
+    plan = launch.plan
+    assert plan is not None  # the parser accepted these args above
     summary = plan.to_json()
     report["resolved"] = {
         k: summary["resolved"][k]
@@ -120,13 +123,9 @@ def run(
     }
     report["context"] = {k: summary["context"][k] for k in ("target", "draft", "verdict")}
     report["kv_pool_tokens"] = summary["kv_pool_tokens"]
-    if plan.resolution.errors:
-        err = plan.resolution.errors[0]
-        return _fail(report, "resolution", f"{err.exception}: {err.message}")
-    if plan.context.verdict.value == "startup_fails":
-        return _fail(report, "context", plan.context.message)
-    if plan.mem.error:
-        return _fail(report, "memory", plan.mem.error)
+    failed = launch.failure()
+    if failed:
+        return _fail(report, *failed)
     mrr = plan.resolution.get("max_running_requests")
     if mrr and plan.fits_on and mrr > plan.fits_on:
         report["warnings"] = [

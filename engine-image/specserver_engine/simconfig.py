@@ -1,8 +1,9 @@
 """Configuration of the simulated engine: SGLang's own flags plus a few ``--sim-*`` ones.
 
-``simulate`` accepts the same argv as ``serve`` (so a pod runs either unchanged) and resolves it
-with the advisor exactly as SGLang 0.5.23 would: the speculative shape, the 48 reset, the KV pool
-of the chosen GPU. Called by cli.py; reads model configs through the advisor's loaders.
+``simulate`` accepts the same argv as ``serve`` (so a pod runs either unchanged) and plans it
+with the advisor's launch model (``launch.launch_from_argv``, the operator's and lint's) exactly
+as SGLang 0.5.23 would: the speculative shape, the 48 reset, the KV pool of the chosen GPU.
+Called by cli.py; reads model configs through the advisor's loaders.
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from specserver_advisor.gpus import UnknownGpuError, lookup_gpu
+from specserver_advisor.launch import Configs, launch_from_argv
 from specserver_advisor.loaders.configs import (
     ConfigNotFoundError,
     ConfigUnreadableError,
     load_config,
 )
 from specserver_advisor.memory import sglang_max_running_requests
-from specserver_advisor.plan import Plan, plan_for_configs
+from specserver_advisor.plan import Plan
 from specserver_advisor.sglang.flags import ParsedArgs, parse_server_argv
 
 
@@ -157,23 +159,21 @@ def build_sim_config(argv: list[str], env: dict[str, str] | None = None) -> SimC
         )
     except (UnknownGpuError, ConfigNotFoundError, ConfigUnreadableError) as exc:
         raise SimConfigError(str(exc)) from exc
-    plan = plan_for_configs(
-        parsed.values,
-        target,
-        draft,
+    launch = launch_from_argv(
+        rest,
+        env,
+        Configs.loaded(target, draft),
         gpu,
-        env=env,
         accept_length=sim.sim_accept_length,
         concurrency=[1],
         clock_scale=sim.sim_clock_scale,
     )
-    if plan.resolution.errors:
-        err = plan.resolution.errors[0]
-        raise SimConfigError(f"{err.exception}: {err.message}")
-    if plan.context.verdict.value == "startup_fails":
-        raise SimConfigError(f"ValueError: {plan.context.message}")
-    if plan.mem.error:
-        raise SimConfigError(f"ValueError: {plan.mem.error}")
+    plan = launch.plan
+    assert plan is not None  # the parser accepted these args above
+    failed = launch.failure()
+    if failed:
+        check, message = failed
+        raise SimConfigError(message if check == "resolution" else f"ValueError: {message}")
     return SimConfig(
         rest,
         parsed,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from specserver_advisor.models import SpecServerSpec
 from specserver_advisor.sglang.flags import ParsedArgs
 
 SEVERITIES = ("info", "warning", "error")
@@ -84,6 +85,8 @@ class Launch:
     workload: Workload | None = None
     #: Configs found for the context rules (target, draft), or why not.
     configs: dict[str, Any] = field(default_factory=dict)
+    #: The validated spec of a SpecServer launch (the operator renders from it).
+    specserver: SpecServerSpec | None = None
 
     def position_of(self, field_name: str) -> Position:
         """Where the flag that set ``field_name`` is (else the launch itself)."""

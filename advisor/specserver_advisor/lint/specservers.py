@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from specserver_advisor.launch import specserver_args
+from specserver_advisor.launch_args import specserver_args
 from specserver_advisor.lint.model import Launch, Position
 from specserver_advisor.lint.sources import _annotation_suppressions, _pos, make_launch
 from specserver_advisor.models import Mode, SpecServer
@@ -97,6 +97,7 @@ def launch_from_specserver(path: str, doc: Any) -> Launch:
     # The operator always renders a cap (computed from the KV pool when absent): -1 marks that.
     launch.parsed.values["max_running_requests"] = e.max_running_requests or COMPUTED_CAP
     launch.gpu_type = spec.resources.gpu_type
+    launch.specserver = spec
     launch.document_suppressions = _annotation_suppressions(doc)
     launch.last_line = max(p.line for p in positions) if positions else launch.start.line
     return launch

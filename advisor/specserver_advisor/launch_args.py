@@ -1,0 +1,195 @@
+"""SpecServer -> SGLang argv: the one rendering, each flag with the spec field that set it.
+
+``specserver_args`` is the only place a SpecServer becomes SGLang flags (the operator's engine
+config, ``lint`` on SpecServers, ``plan --from`` and ``replay --policy`` all call it through
+``launch``); ``owned_in_extra`` refuses extraArgs that would set what the operator owns, and
+``draftless_error`` a draft-model algorithm without a draft on a target without MTP layers.
+Pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from specserver_advisor import drafts
+from specserver_advisor.drafts import has_mtp_layers
+from specserver_advisor.models import Algorithm, SpecServerSpec
+from specserver_advisor.sglang.flags import match_option
+from specserver_advisor.sglang.resolve import MTP_TARGETS, Resolution
+
+#: Fields the operator renders itself; extraArgs may not set them (spec field to use instead).
+OWNED = {
+    "max_running_requests": "engine.maxRunningRequests",
+    "host": "(always 0.0.0.0)",
+    "port": "engine.port",
+    "enable_metrics": "(always on)",
+    "model_path": "model.path",
+    "tp_size": "resources.gpus",
+    "context_length": "engine.contextLength",
+    "mem_fraction_static": "engine.memFractionStatic",
+    "revision": "model.revision",
+}
+#: Algorithms that load a draft model: without one, only a target with MTP layers can run them.
+NEEDS_DRAFT = drafts.NEEDS_DRAFT
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One rendered flag: its value (None for a switch) and the spec field that set it."""
+
+    flag: str
+    value: str | None
+    source: str  # "model", "engine", "speculative", "draft", "resources", "engine.extraArgs.K"
+
+
+def is_mtp_target(target_config: dict[str, Any] | None) -> bool:
+    """Whether the target carries its own MTP layers (NEXTN and friends need no draft)."""
+    arch = str(((target_config or {}).get("architectures") or [""])[0])
+    return arch in MTP_TARGETS and has_mtp_layers(target_config) is not False
+
+
+def draftless_error(
+    algorithm: str | None, has_draft: bool, target_config: dict[str, Any] | None
+) -> str | None:
+    """Why a draft-model algorithm without a draft cannot run on this target (None: it can)."""
+    if algorithm not in NEEDS_DRAFT or has_draft or is_mtp_target(target_config):
+        return None
+    arch = str(((target_config or {}).get("architectures") or [""])[0])
+    return (
+        f"{algorithm} on a {arch or 'non-MTP'} target needs a draft (spec.draft, or "
+        "--speculative-draft-model-path): the target has no MTP layers, so SGLang would load "
+        "the target checkpoint itself as the draft"
+    )
+
+
+def spec_env(spec: SpecServerSpec) -> dict[str, str]:
+    """The engine environment the spec sets."""
+    return {v.name: v.value for v in spec.engine.env}
+
+
+def specserver_args(
+    spec: SpecServerSpec,
+    speculative: bool,
+    mtp_target: bool = False,
+    resolution: Resolution | None = None,
+    max_running_requests: int | None = None,
+    mem_fraction: float | None = None,
+) -> list[Arg]:
+    """The SGLang flags a SpecServer renders to, in order, each with the field that set it.
+
+    ``resolution``: SGLang's resolved view, whose auto-chosen shape is then rendered explicitly
+    (None: the spec's own values). ``max_running_requests``: the cap to render (None: none).
+    ``mem_fraction``: the operator's computed fraction when the spec gives none.
+    """
+    out: list[Arg] = []
+
+    def add(flag: str, value: Any, source: str) -> None:
+        if value is not None:
+            out.append(Arg(flag, None if value is True else str(value), source))
+
+    e = spec.engine
+    add("--model-path", spec.model.path, "model")
+    add("--revision", spec.model.revision or None, "model")
+    add("--host", "0.0.0.0", "engine")
+    add("--port", e.port, "engine")
+    add("--enable-metrics", True, "engine")
+    add("--tp-size", spec.resources.gpus, "resources")
+    add("--context-length", e.context_length or None, "engine")
+    add("--mem-fraction-static", e.mem_fraction_static or mem_fraction, "engine")
+    add("--max-running-requests", max_running_requests, "engine")
+    if speculative:
+        out += _speculative_args(spec, mtp_target, resolution)
+    for k, item in enumerate(e.extra_args):
+        out.append(Arg(item, None, f"engine.extraArgs.{k}"))
+    return out
+
+
+def argv_of(args: list[Arg]) -> list[str]:
+    """Flatten ``specserver_args`` into argv (extraArgs items stay single tokens)."""
+    argv: list[str] = []
+    for a in args:
+        argv.append(a.flag)
+        if a.value is not None:
+            argv.append(a.value)
+    return argv
+
+
+def _speculative_args(spec: SpecServerSpec, mtp_target: bool, r: Resolution | None) -> list[Arg]:
+    s = spec.speculative
+    out = [Arg("--speculative-algorithm", s.algorithm.value, "speculative")]
+    if spec.draft and not mtp_target:
+        out.append(Arg("--speculative-draft-model-path", spec.draft.path, "draft"))
+        if spec.draft.revision:
+            out.append(Arg("--speculative-draft-model-revision", spec.draft.revision, "draft"))
+    steps = r.get("speculative_num_steps") if r else s.num_steps
+    topk = r.get("speculative_eagle_topk") if r else s.eagle_topk
+    ndt = r.get("speculative_num_draft_tokens") if r else s.num_draft_tokens
+    pairs: list[tuple[str, Any]]
+    if s.algorithm == Algorithm.NGRAM:
+        n = s.ngram
+        pairs = [
+            ("--speculative-num-draft-tokens", ndt),
+            ("--speculative-ngram-min-bfs-breadth", n.min_bfs_breadth if n else None),
+            ("--speculative-ngram-max-bfs-breadth", n.max_bfs_breadth if n else None),
+            ("--speculative-ngram-match-type", n.match_type.value if n and n.match_type else None),
+            ("--speculative-ngram-max-trie-depth", n.max_trie_depth if n else None),
+            ("--speculative-ngram-capacity", n.capacity if n else None),
+        ]
+    elif s.algorithm in (Algorithm.DFLASH, Algorithm.DSPARK):
+        pairs = [("--speculative-num-draft-tokens", ndt)]
+    else:
+        pairs = [
+            ("--speculative-num-steps", steps),
+            ("--speculative-eagle-topk", topk),
+            ("--speculative-num-draft-tokens", ndt),
+        ]
+    pairs += [
+        ("--speculative-accept-threshold-single", s.accept_threshold_single or 1.0),
+        ("--speculative-accept-threshold-acc", s.accept_threshold_acc or 1.0),
+        ("--speculative-draft-kv-cache-dtype", s.draft_kv_cache_dtype),
+    ]
+    out += [Arg(f, str(v), "speculative") for f, v in pairs if v is not None]
+    if s.adaptive:
+        out.append(Arg("--speculative-adaptive", None, "speculative"))
+    return out
+
+
+#: Flags that make SGLang read arguments or the model config from somewhere the operator never
+#: checks: a ``--config`` YAML is merged into the argv before the CLI's own flags, so it could set
+#: every owned flag the operator leaves unset; ``--json-model-override-args`` rewrites the model
+#: config after the operator validated it (architecture, context length, rope scaling: the
+#: draft/target context check and memory sizing would judge a different model). Refused like
+#: owned flags, in any spelling argparse accepts (docs/security.md).
+ARG_SOURCES = {
+    "--config": "reads engine arguments from a file",
+    "--decrypted-config-file": "replaces the model config the operator validated",
+    "--decrypted-draft-config-file": "replaces the draft config the operator validated",
+    "--json-model-override-args": "rewrites the model config the operator validated",
+}
+
+
+def _arg_source(option: str) -> str | None:
+    """The arg-source flag ``option`` spells (exactly or as an argparse prefix), if any."""
+    flag, _ = match_option(option)
+    return flag.cli if flag is not None and flag.cli in ARG_SOURCES else None
+
+
+def owned_in_extra(extra: list[str]) -> str | None:
+    """Why extraArgs may not carry a flag the spec owns (None when it carries none)."""
+    for item in extra:
+        if not item.startswith("--"):
+            continue
+        source = _arg_source(item.split("=", 1)[0])
+        if source:
+            return (
+                f"extraArgs may not set {source} (it {ARG_SOURCES[source]}, behind the "
+                "operator's back; give the settings as spec fields or plain extraArgs)"
+            )
+        flag, _ = match_option(item.split("=", 1)[0])
+        if flag is None:
+            continue
+        if flag.field in OWNED or flag.field.startswith("speculative_"):
+            use = OWNED.get(flag.field, "spec.speculative")
+            return f"extraArgs may not set {flag.cli} (the operator renders it; use {use})"
+    return None
