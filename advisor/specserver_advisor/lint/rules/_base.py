@@ -6,9 +6,11 @@ import contextlib
 from types import ModuleType
 from typing import Any
 
-from specserver_advisor.gpus import UnknownGpuError, lookup_gpu
+from specserver_advisor.gpus import Gpu, UnknownGpuError, lookup_gpu
+from specserver_advisor.launch_fraction import computed_fraction, given_fraction_message
 from specserver_advisor.lint.model import Diagnostic, Launch, Position
 from specserver_advisor.lint.specservers import COMPUTED_CAP
+from specserver_advisor.models import SpecServerSpec
 from specserver_advisor.modelshape import ConfigShapeError
 from specserver_advisor.plan import Plan, PlanInputs, make_plan
 from specserver_advisor.sglang.context import ContextCheck, check_context, env_true
@@ -39,24 +41,55 @@ def server_args(launch: Launch) -> dict[str, Any]:
 
 
 def memory_plan(launch: Launch) -> Plan | None:
-    """The advisor's plan on the launch's GPU type (None without a GPU type or configs)."""
+    """The advisor's plan on the launch's GPU type (None without a GPU type or configs).
+
+    A SpecServer is planned as the operator renders it: when the spec leaves
+    memFractionStatic to SGLang and the heuristic leaves no KV cache, with the operator's
+    computed fraction (``launch_fraction.computed_fraction``).
+    """
     cache = launch.configs
     if "_plan" not in cache:
         cache["_plan"] = None
         if launch.gpu_type and cache.get("target") is not None:
             with contextlib.suppress(UnknownGpuError, ConfigShapeError):
-                cache["_plan"] = make_plan(
-                    PlanInputs(
-                        server_args(launch),
-                        cache["target"],
-                        cache.get("draft"),
-                        lookup_gpu(launch.gpu_type),
-                        env=launch.env,
-                        concurrency=[1],
-                    )
-                )
-    plan: Plan | None = cache["_plan"]
-    return plan
+                gpu = lookup_gpu(launch.gpu_type)
+                args = server_args(launch)
+                plan = _plan(launch, args, gpu)
+                if launch.specserver is not None:
+                    plan = _as_operator_renders(launch, launch.specserver, plan, args, gpu)
+                cache["_plan"] = plan
+    plan_: Plan | None = cache["_plan"]
+    return plan_
+
+
+def no_kv_message(launch: Launch) -> str | None:
+    """The operator's SPEC016 wording for a SpecServer that leaves no KV cache (else None)."""
+    message: str | None = launch.configs.get("_no_kv")
+    return message
+
+
+def _plan(launch: Launch, args: dict[str, Any], gpu: Gpu) -> Plan:
+    cache = launch.configs
+    return make_plan(
+        PlanInputs(args, cache["target"], cache.get("draft"), gpu, env=launch.env, concurrency=[1])
+    )
+
+
+def _as_operator_renders(
+    launch: Launch, spec: SpecServerSpec, plan: Plan, args: dict[str, Any], gpu: Gpu
+) -> Plan:
+    speculative = bool(args.get("speculative_algorithm"))
+    if spec.engine.mem_fraction_static:
+        if plan.mem.error:
+            launch.configs["_no_kv"] = given_fraction_message(spec, plan, speculative)
+        return plan
+    choice = computed_fraction(spec, plan, speculative, gpu.name)
+    if choice is None:
+        return plan
+    if choice.fraction is None:
+        launch.configs["_no_kv"] = choice.message
+        return plan
+    return _plan(launch, {**args, "mem_fraction_static": choice.fraction}, gpu)
 
 
 def context_check(launch: Launch) -> ContextCheck | None:

@@ -8,6 +8,8 @@ Why it matters:
     When the weights leave no room, SGLang raises "Loaded weights leave no GPU memory for the KV
     cache" at startup. The heuristic reserves about 6.9 GB on a 24 GB card, so an 8B BF16 target
     with an EAGLE-3 draft does not start on an L4 unless --mem-fraction-static is raised.
+    A SpecServer without ``engine.memFractionStatic`` is checked with the fraction the operator
+    computes and renders for it, so lint and the operator's ConfigValid agree.
 Example (fails):
     Qwen3-8B + EAGLE-3 on an L4 without --mem-fraction-static.
 Use instead:
@@ -20,7 +22,7 @@ import sys
 from collections.abc import Iterable
 
 from specserver_advisor.lint.model import Context, Diagnostic, Launch
-from specserver_advisor.lint.rules._base import diag, memory_plan, values
+from specserver_advisor.lint.rules._base import diag, memory_plan, no_kv_message, values
 
 CODE = "SPEC016"
 NAME = "no-kv-memory"
@@ -40,6 +42,6 @@ def check(launch: Launch, ctx: Context) -> Iterable[Diagnostic]:
             sys.modules[__name__],
             launch,
             launch.position_of(where),
-            f"on {plan.scenario.gpu.name}: {plan.mem.error}",
+            no_kv_message(launch) or f"on {plan.scenario.gpu.name}: {plan.mem.error}",
         )
     ]
