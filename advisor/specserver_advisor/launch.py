@@ -308,6 +308,11 @@ def build_engine_config(
     )
     final = parse_server_argv(cfg.args)
     assert not final.issues, final.issues  # rendered from validated parts
+    if final.values.get("max_running_requests") != plan.resolution.get("max_running_requests"):
+        # The rendered cap cuts SGLang's decode-graph reserve (and so its heuristic fraction):
+        # status, the engine and the simulator all see the launch as rendered.
+        plan = plan_launch(spec, configs, gpu, cfg.args, env)
+        cfg.plan = plan
     cfg.resolved = launch_findings.summary(plan, speculative)
     cfg.weight_gib = plan.mem.target_weight_gib + (plan.mem.draft_weight_gib if speculative else 0)
     cfg.warnings = launch_findings.rule_findings(
