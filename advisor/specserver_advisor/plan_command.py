@@ -232,6 +232,12 @@ def run(a: argparse.Namespace, extra: list[str]) -> int:
 def _plot(path: Path, planned: Planned) -> None:
     from specserver_advisor import plan_plot
 
+    if path.suffix.lower() == ".png":
+        raise UsageError(
+            f"--plot {path}: PNG is not supported (drawing it would need a raster library the "
+            "advisor does not depend on); write an .svg file and convert it, e.g. "
+            "rsvg-convert -o plot.png plot.svg"
+        )
     if path.suffix.lower() != ".svg":
         raise UsageError(f"--plot {path}: write an .svg file")
     if planned.plan is None:

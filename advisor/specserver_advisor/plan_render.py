@@ -13,18 +13,19 @@ import shlex
 from dataclasses import dataclass, field
 
 from specserver_advisor.gpus import Gpu
-from specserver_advisor.launch import OWNED
-from specserver_advisor.memory import GIB
+from specserver_advisor.launch_args import OWNED
+from specserver_advisor.memfraction import choose_fraction
 from specserver_advisor.models import AutoSpeculation, SpecServerSpec
 from specserver_advisor.plan import Plan
 from specserver_advisor.plan_from import Planned
 from specserver_advisor.policy import PolicyContext, accept_floor
 from specserver_advisor.sglang.flags import match_option
 
-#: The largest --mem-fraction-static the advice ever gives: the rest is activations and graphs.
-MAX_ADVISED_FRACTION = 0.92
-#: Requests a launch must at least hold (of the planned shape) to count as fitting.
-MIN_REQUESTS = 16
+#: Where predicted output tok/s with speculation falls below without it (the table's gain < 1).
+THROUGHPUT_CROSSOVER = "throughput crossover (out tok/s on = off)"
+#: Where the Auto policy's score (throughput discounted past the TTFT P99 SLO) crosses: the
+#: load above which the operator switches speculation off. Not the same number.
+POLICY_CROSSOVER = "policy score crossover (Auto turns speculation off above)"
 
 
 @dataclass
@@ -78,29 +79,27 @@ def shape_fields(algorithm: str | None) -> tuple[str, ...]:
 
 
 def _no_memory(plan: Plan, gpu: Gpu) -> Verdict:
-    """No KV cache: the mem-fraction that gives some, or the GPUs a model too big needs."""
-    mem, scn = plan.mem, plan.scenario
-    tp = scn.tp_size
-    weights = mem.target_weight_gib + (mem.draft_weight_gib if plan.resolution.speculative else 0)
-    cell = mem.cell_bytes_with_draft if plan.resolution.speculative else mem.cell_bytes_target
-    kv_gib = cell * (scn.input_len + scn.output_len) * MIN_REQUESTS / GIB
-    needed = (weights + kv_gib) / mem.pre_load_free_gib
-    fraction = math.ceil(needed * 100 + 1) / 100
-    if fraction <= MAX_ADVISED_FRACTION:
-        return Verdict(
-            False,
-            f"won't start: no KV cache under --mem-fraction-static "
-            f"{mem.settings.mem_fraction_static}; set --mem-fraction-static {fraction}",
-            ["--mem-fraction-static", str(fraction)],
-        )
-    total = (weights + kv_gib) * tp
-    gpus = tp
-    while total / gpus > MAX_ADVISED_FRACTION * mem.pre_load_free_gib and gpus < 64:
-        gpus *= 2
+    """No KV cache: the operator's fraction (``memfraction.choose_fraction``), or the GPUs."""
+    r, scn = plan.resolution, plan.scenario
+    request = scn.input_len + scn.output_len + r.reserved_tokens
+    request += 2 * r.draft_slots if r.speculative else 0
+    cap = r.values.get("max_running_requests")
+    given = cap.value if cap is not None and cap.source == "user" else None
+    choice = choose_fraction(
+        plan.mem,
+        request_tokens=request,
+        planned_requests=int(given or plan.mem.settings.cuda_graph_max_bs),
+        with_draft=r.speculative and plan.mem.draft_weight_gib > 0,
+        gpus=scn.tp_size,
+        gpu_name=gpu.name,
+    )
+    if choice.fraction is None:
+        return Verdict(False, f"won't start: {choice.message}")
     return Verdict(
         False,
-        f"won't start: does not fit on {tp} x {gpu.name}: needs {gpus} GPUs "
-        f"(--tp-size {gpus}) or a quantized checkpoint",
+        f"won't start: no KV cache under --mem-fraction-static "
+        f"{plan.mem.settings.mem_fraction_static}; set --mem-fraction-static {choice.fraction}",
+        ["--mem-fraction-static", str(choice.fraction)],
     )
 
 
@@ -262,7 +261,7 @@ def render(p: Planned) -> str:
     cross = plan.crossover_concurrency
     lines += [
         "",
-        f"crossover concurrency: {f'{cross:.1f}' if cross is not None else 'none in range'}",
+        f"{THROUGHPUT_CROSSOVER}: {f'{cross:.1f} users' if cross is not None else 'none in range'}",
     ]
     if p.policy is not None and p.spec is not None:
         lines.append(auto_line(p.policy, p.spec))
@@ -275,8 +274,8 @@ def auto_line(ctx: PolicyContext, spec: SpecServerSpec) -> str:
     policy = spec.auto_speculation or AutoSpeculation()
     floor = accept_floor(policy, ctx)
     cross = ctx.crossover(ctx.prior_accept)
-    where = f"above about {cross:.0f} users" if math.isfinite(cross) else "never for load"
+    where = f"{cross:.0f} users" if math.isfinite(cross) else "none (never off for load)"
     return (
-        f"mode Auto: speculation is switched off when the accept length falls below {floor:g}, "
-        f"and {where} at the accept length {ctx.prior_accept:g}"
+        f"{POLICY_CROSSOVER} at the accept length {ctx.prior_accept:g}: {where}; mode Auto "
+        f"also switches speculation off when the accept length falls below {floor:g}"
     )

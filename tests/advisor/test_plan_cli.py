@@ -177,5 +177,5 @@ def test_text_output_reports_reset_and_crossover(capsys: pytest.CaptureFixture[s
     rc = main(["plan", "--model", "Qwen/Qwen3-8B", "--draft", "Tengyunw/qwen3_8b_eagle3", *L4_ARGS])
     text = capsys.readouterr().out
     assert rc == 0
-    assert "KV pool:" in text and "crossover concurrency:" in text
+    assert "KV pool:" in text and "throughput crossover (out tok/s on = off):" in text
     assert "SGLang resets it to 48" in text

@@ -198,7 +198,7 @@ def test_plan_advice_never_asks_for_a_mem_fraction_above_one(
     assert all(0 < f < 1 for f in fractions), first
     if model == "deepseek-ai/DeepSeek-V3":
         assert rc == 1
-        assert re.match(r"won't start: does not fit on 1 x L4: needs \d+ GPUs", first)
+        assert re.match(r"won't start: does not fit on 1 x L4: needs >= \d+ GPUs", first)
 
 
 def test_a_draft_model_algorithm_without_a_draft_on_a_non_mtp_target_is_an_error(
@@ -303,14 +303,17 @@ def test_plan_of_an_auto_specserver_states_the_floor_and_crossover_replay_uses(
 ) -> None:
     example = REPO / "manifests" / "examples" / "qwen3-8b-eagle3-l4.yaml"
     assert main(["plan", "--from", str(example)]) == 0
-    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("mode Auto:"))
+    out = capsys.readouterr().out.splitlines()
+    line = next(x for x in out if x.startswith("policy score crossover"))
+    # The table's throughput crossover is a different number, labelled apart.
+    assert sum(x.startswith("throughput crossover (out tok/s on = off): ") for x in out) == 1
     data = REPO / "tests" / "data" / "observations-rise-fall.jsonl"
     assert (
         main(["replay", "--policy", str(example), "--observations", str(data), "--format", "jsonl"])
         == 0
     )
     first = json.loads(capsys.readouterr().out.splitlines()[0])
-    assert f"below {first['thresholds']['accept_floor']:g}," in line
+    assert line.endswith(f"below {first['thresholds']['accept_floor']:g}")
 
 
 def test_plan_from_a_specserver_the_operator_refuses_says_why_first(
