@@ -27,13 +27,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from specserver_advisor import findings
+from specserver_advisor import configchain, findings
 from specserver_advisor.lint.model import Context
 from specserver_advisor.lint.rules import RULES
 from specserver_advisor.lint.specservers import SpecServerError, launch_from_specserver
 from specserver_advisor.loaders.configs import bundled
 from specserver_advisor.models import Mode, SpecServer
-from specserver_operator.configsource import ModelConfigs, from_inline
+from specserver_operator.configsource import ConfigSourceError, ModelConfigs
 from specserver_operator.engineconfig import build_engine_config
 
 
@@ -51,16 +51,11 @@ class Verdict:
 
 def offline_configs(server: SpecServer) -> ModelConfigs | None:
     """Inline configs, else bundled ones for well-known repo ids; None when neither has them."""
-    inline = from_inline(server.spec)
-    if inline is not None:
-        return inline
-    target = bundled(server.spec.model.path)
-    if target is None:
+    catalog = configchain.references(lambda ref, _revision: bundled(ref), "bundled")
+    try:
+        return configchain.first_configs(server.spec, [configchain.inline, catalog], "")
+    except ConfigSourceError:
         return None
-    draft = bundled(server.spec.draft.path) if server.spec.draft else None
-    if server.spec.draft and draft is None:
-        return None
-    return ModelConfigs(target.config, draft.config if draft else None, None, None, "bundled")
 
 
 def _lint(

@@ -10,6 +10,9 @@
    and goes to those endpoints only. The operator never reads ``hfTokenSecretRef``: that Secret
    is for the engine pod, which runs in the SpecServer's namespace (docs/security.md);
 4. the advisor's bundled configs of well-known models.
+
+The order itself is the advisor's one chain (``configchain.first_configs``, also used by the CLI,
+``lint`` and the admission webhook); this module supplies the operator's sources.
 """
 
 from __future__ import annotations
@@ -21,42 +24,35 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from specserver_advisor import configchain
+from specserver_advisor.configchain import ConfigSourceError, Lookup, ModelConfigs
 from specserver_advisor.loaders import outbound
 from specserver_advisor.loaders.configs import (
     ConfigNotFoundError,
     ConfigUnreadableError,
+    bundled,
     fetch_from_endpoint,
     repo_problem,
 )
 from specserver_advisor.models import SpecServerSpec
 
+__all__ = [
+    "ConfigSourceError",
+    "HfSettings",
+    "ModelConfigs",
+    "from_configmap",
+    "from_endpoint",
+    "from_inline",
+    "read_configs",
+]
+
 KEYS = {"target": "target-config.json", "draft": "draft-config.json"}
 INDEX_KEYS = {"target": "target-index.json", "draft": "draft-index.json"}
 
 
-class ConfigSourceError(LookupError):
-    """A config could not be read; the message says which and why (ConfigValid=Unknown)."""
-
-
-@dataclass
-class ModelConfigs:
-    """Target and draft configs with their weight sizes and where they came from."""
-
-    target: dict[str, Any]
-    draft: dict[str, Any] | None
-    target_weight_bytes: int | None
-    draft_weight_bytes: int | None
-    source: str
-
-
 def from_inline(spec: SpecServerSpec) -> ModelConfigs | None:
     """Configs given in the spec, when the target's is there."""
-    inline = spec.model_source.inline if spec.model_source else None
-    if inline is None or inline.target is None:
-        return None
-    return ModelConfigs(
-        inline.target, inline.draft, inline.target_weight_bytes, inline.draft_weight_bytes, "inline"
-    )
+    return configchain.inline(spec).configs
 
 
 def from_configmap(name: str, data: dict[str, str], want_draft: bool) -> ModelConfigs:
@@ -185,3 +181,47 @@ def from_endpoint(
     if target is None or (spec.draft and draft is None):
         return None, note
     return ModelConfigs(target, draft, None, None, f"endpoint {outbound.redact(endpoint)}"), note
+
+
+#: What the operator tells the author when no source has the configs.
+MISSING_HINT = (
+    "give spec.modelSource.inline or a configMapName (or the admin an SPECSERVER_HF_ENDPOINT)"
+)
+
+
+def read_configs(
+    spec: SpecServerSpec,
+    read_configmap: Callable[[str], dict[str, str]],
+    hf: HfSettings,
+    shared: dict[tuple[str, str | None], ModelConfigs],
+) -> ModelConfigs:
+    """The operator's chain: inline, ConfigMap, allowed endpoint, bundled (in that order).
+
+    ``read_configmap(name)``: the data of a ConfigMap in the SpecServer's own namespace (raises
+    ConfigSourceError when absent). ``shared``: one bundled copy per model pair, however many
+    SpecServers use it. Raises ConfigSourceError naming the missing model and why.
+    """
+
+    def configmap(spec: SpecServerSpec) -> Lookup:
+        src = spec.model_source
+        if not (src and src.config_map_name):
+            return Lookup(None)
+        data = read_configmap(src.config_map_name)
+        return Lookup(from_configmap(src.config_map_name, data, spec.draft is not None))
+
+    def endpoint(spec: SpecServerSpec) -> Lookup:
+        return Lookup(*from_endpoint(spec, hf))
+
+    catalog = configchain.references(lambda ref, _revision: bundled(ref), "bundled")
+
+    def bundled_once(spec: SpecServerSpec) -> Lookup:
+        pair = (spec.model.path, spec.draft.path if spec.draft else None)
+        if pair not in shared:
+            found = catalog(spec)
+            if found.configs is None:
+                return found
+            shared[pair] = found.configs
+        return Lookup(shared[pair])
+
+    sources = [configchain.inline, configmap, endpoint, bundled_once]
+    return configchain.first_configs(spec, sources, MISSING_HINT)

@@ -17,11 +17,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from specserver_advisor.loaders.configs import bundled
 from specserver_advisor.models import AutoSpeculation, Mode, SpecServer
 from specserver_advisor.modelshape import ConfigShapeError
 from specserver_advisor.policy import PolicyContext
-from specserver_operator import children, opmetrics, podpolicy
+from specserver_operator import children, configsource, opmetrics, podpolicy
 from specserver_operator import conditions as cond
 from specserver_operator.applychildren import apply_children, autoscalers
 from specserver_operator.autopilot import NO_PROMETHEUS_URL, PAUSE_ANNOTATION, AutoStep, auto_step
@@ -30,9 +29,6 @@ from specserver_operator.configsource import (
     ConfigSourceError,
     HfSettings,
     ModelConfigs,
-    from_configmap,
-    from_endpoint,
-    from_inline,
 )
 from specserver_operator.engineconfig import (
     EngineConfig,
@@ -107,34 +103,15 @@ def read_configs(
 def _read_configs(
     client: KubeClient, server: SpecServer, settings: Settings, memo: PassCache
 ) -> ModelConfigs:
-    spec, ns = server.spec, server.metadata.namespace or "default"
-    configs = from_inline(spec)
-    src = spec.model_source
-    if configs is None and src and src.config_map_name:
+    ns = server.metadata.namespace or "default"
+
+    def configmap(name: str) -> dict[str, str]:
         try:
-            data = client.get_configmap_data(ns, src.config_map_name)
+            return client.get_configmap_data(ns, name)
         except NotFoundError as exc:
             raise ConfigSourceError(str(exc)) from exc
-        configs = from_configmap(src.config_map_name, data, spec.draft is not None)
-    note = None
-    if configs is None:
-        configs, note = from_endpoint(spec, settings.hf)
-    if configs is None:
-        target_b = bundled(spec.model.path)
-        draft_b = bundled(spec.draft.path) if spec.draft else None
-        if target_b is None or (spec.draft and draft_b is None):
-            missing = spec.model.path if target_b is None else spec.draft.path  # type: ignore[union-attr]
-            raise ConfigSourceError(
-                f"no config for {missing}: give spec.modelSource.inline or a configMapName "
-                "(or the admin an SPECSERVER_HF_ENDPOINT)" + (f"; {note}" if note else "")
-            )
-        shared = (spec.model.path, spec.draft.path if spec.draft else None)
-        if shared not in memo.bundled:  # one copy per model pair, however many use it
-            memo.bundled[shared] = ModelConfigs(
-                target_b.config, draft_b.config if draft_b else None, None, None, "bundled"
-            )
-        configs = memo.bundled[shared]
-    return configs
+
+    return configsource.read_configs(server.spec, configmap, settings.hf, memo.bundled)
 
 
 SECRET_RECHECK_S = 60.0

@@ -188,6 +188,15 @@ class ConfigFinder:
         self.cache[ref] = result
         return result
 
+    @staticmethod
+    def inline(launch: Launch) -> Any:
+        """A SpecServer's inline configs (``configchain.inline``, the chain's first source)."""
+        from specserver_advisor import configchain
+
+        if launch.specserver is None:
+            return None
+        return configchain.inline(launch.specserver).configs
+
     def attach(self, launch: Launch) -> None:
         if launch.kind == "bench":
             return
@@ -200,6 +209,11 @@ class ConfigFinder:
 
         target, why = self.find(ref("model_path"))
         draft, why_d = self.find(ref("speculative_draft_model_path"))
+        given = self.inline(launch)
+        if given is not None:  # the operator's order: a SpecServer's inline configs first
+            target, why = given.target, None
+            if ref("speculative_draft_model_path") is not None:
+                draft, why_d = given.draft, None
         launch.configs.update({"target": target, "draft": draft})
         missing = why if target is None else (why_d if draft is None and why_d else None)
         if missing:
