@@ -8,7 +8,6 @@ oracle runs SGLang's own resolution on a CPU and reports the fields it chose.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import harness
@@ -29,14 +28,7 @@ FLAGS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def sglang() -> Iterator[oracle.Oracle]:
-    why = oracle.missing()
-    if why:
-        pytest.skip(why)
-    worker = oracle.Oracle()
-    yield worker
-    worker.close()
+sglang = pytest.fixture(scope="module", name="sglang")(oracle.worker_or_skip)
 
 
 @pytest.fixture(scope="module")
