@@ -32,6 +32,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
 import demo  # noqa: E402
 from specserver_advisor.policy import PolicyState, learned_preference  # noqa: E402
+from specserver_operator import policystate  # noqa: E402
 
 NAMESPACE = "default"
 TIME_SCALE = demo.TIME_SCALE
@@ -232,8 +233,9 @@ def auto_record(stack: demo.Stack) -> tuple[list[dict[str, Any]], dict[str, str]
         for e in status.get("decisions") or []
     ]
     bands: dict[str, str] = {}
-    if status.get("policyState"):
-        state = PolicyState.from_json(json.loads(status["policyState"]))
+    stored = policystate.to_advisor(status.get("policyState"))  # structured since issue 14
+    if stored:
+        state = PolicyState.from_json(json.loads(stored))
         for band in state.bands:
             pref = learned_preference(state, band)
             if pref:

@@ -632,6 +632,47 @@ class SwitchInProgress(ApiModel):
     reason: str = Field(description="The decision's reason code.")
 
 
+class PolicyBandScore(ApiModel):
+    """What one speculation state delivered in one load band (learned by the policy)."""
+
+    score: float = Field(
+        description="Output tokens/s delivered (a moving average, scaled down past the TTFT SLO)."
+    )
+    n: int = Field(default=0, ge=0, description="Samples behind the score.")
+    at: float | None = Field(default=None, description="Unix time of the newest sample.")
+
+
+class AutoPolicyState(ApiModel):
+    """What the auto-speculation policy remembers between evaluations (so a restart resumes).
+
+    The advisor's ``policy.PolicyState`` in the API's camelCase; the operator converts between
+    the two (``policystate.py``)."""
+
+    mode: SpeculationState = Field(description="The speculation state the policy holds.")
+    mode_since: float = Field(default=0.0, description="Unix time the state began.")
+    last_switch: float | None = Field(default=None, description="Unix time of the last switch.")
+    switch_times: list[float] = Field(
+        default_factory=list, description="Unix times of recent switches (the switch budget)."
+    )
+    disable_breaches: int = Field(default=0, ge=0, description="Consecutive disable breaches.")
+    enable_passes: int = Field(default=0, ge=0, description="Consecutive enable passes.")
+    queue_growth: int = Field(default=0, ge=0, description="Consecutive growing queues.")
+    last_queued: float | None = Field(default=None, description="Queued requests last read.")
+    last_accept: float | None = Field(default=None, description="Accept length last read.")
+    exploring: bool = Field(
+        default=False, description="The last switch was an exploration (not held by dwell)."
+    )
+    last_band: str | None = Field(default=None, description="Load band of the last evaluation.")
+    band_streak: int = Field(default=0, ge=0, description="Evaluations the band has held.")
+    bands: dict[str, dict[str, PolicyBandScore]] = Field(
+        default_factory=dict,
+        description="Load band -> speculation state (on/off) -> what it delivered there.",
+    )
+    bands_saved_at: float | None = Field(
+        default=None, description="Unix time the band scores were last stored."
+    )
+
+
 class SpecServerStatus(ApiModel):
     """Observed state, written by the operator through the status subresource."""
 
@@ -676,9 +717,9 @@ class SpecServerStatus(ApiModel):
         max_length=MAX_LEDGER_ENTRIES,
         description=f"The newest {MAX_LEDGER_ENTRIES} speculation decisions, oldest first.",
     )
-    policy_state: str | None = Field(
+    policy_state: AutoPolicyState | None = Field(
         default=None,
-        description="The auto-speculation policy's state as JSON (kept so a restart resumes).",
+        description="The auto-speculation policy's state (kept so a restart resumes).",
     )
     switch: SwitchInProgress | None = Field(
         default=None, description="A speculation switch that has started and not yet finished."

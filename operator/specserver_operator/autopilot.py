@@ -1,13 +1,13 @@
 """The auto-speculation step for one SpecServer (pure): follow a switch, or ask the policy.
 
-The evaluation itself (state round trip through status JSON included) is the advisor's
-``autocycle.evaluate``, the same call ``specserver-advisor replay`` makes.
+The evaluation itself (state round trip through the advisor's JSON form included) is the
+advisor's ``autocycle.evaluate``, the same call ``specserver-advisor replay`` makes.
 
 Called by controller.py each cycle with the newest observation (or None) and the engine
 Deployment. Returns the speculation state to render and the status fields to write: the policy
-state (as JSON, so a restarted operator resumes), the switch in progress (written before the
-engine is touched, so a crash mid-switch completes exactly one switch), the bounded ledger, the
-newest metrics (rounded, so unchanged load writes nothing) and ``MetricsAvailable``.
+state (a structured object, policystate.py, so a restarted operator resumes), the switch in
+progress (written before the engine is touched, so a crash mid-switch completes exactly one
+switch), the bounded ledger, the newest metrics (rounded, so unchanged load writes nothing) and ``MetricsAvailable``.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from specserver_advisor.autocycle import evaluate, load_state, persisted
 from specserver_advisor.autocycle import round_significant as _round
 from specserver_advisor.models import MAX_LEDGER_ENTRIES, AutoSpeculation, SpecServerSpec
 from specserver_advisor.policy import OFF, ON, Decision, Observation, PolicyContext, PolicyState
+from specserver_operator import policystate
 
 PAUSE_ANNOTATION = "specserver.io/pause-auto-speculation"
 METRICS_AVAILABLE = "MetricsAvailable"
@@ -119,7 +120,7 @@ def auto_step(
     policy = spec.auto_speculation or AutoSpeculation()
     switch = status.get("switch")
     if switch:
-        state = load_state(status.get("policyState"), running)
+        state = load_state(policystate.to_advisor(status.get("policyState")), running)
         return _follow_switch(status, state, switch, policy, running, engine_ready, now)
     if obs is None:
         why = (
@@ -137,7 +138,14 @@ def auto_step(
         why = ("Stale", f"newest sample {obs.age_s}s old") if stale else ("", "")
     metrics_ok = not why[0]
     decision, state, stored = evaluate(
-        obs, status.get("policyState"), running, now, policy, ctx, spec.mode.value, paused
+        obs,
+        policystate.to_advisor(status.get("policyState")),
+        running,
+        now,
+        policy,
+        ctx,
+        spec.mode.value,
+        paused,
     )
     step = AutoStep(speculative=state.mode == ON, decision=decision)
     step.metrics_condition = (
@@ -145,7 +153,7 @@ def auto_step(
         if metrics_ok
         else ("False", why[0], why[1] or "")
     )
-    step.status["policyState"] = stored
+    step.status["policyState"] = policystate.to_status(stored)
     if metrics_ok and obs is not None:
         fresh = last_metrics(obs, now)
         old = {k: v for k, v in (status.get("lastMetrics") or {}).items() if k != "observedAt"}
@@ -211,7 +219,8 @@ def _follow_switch(
         state.mode_since = now
         step = AutoStep(speculative=back == "On", switch_result="failed")
         step.status["switch"] = None
-        step.status["policyState"] = persisted(state, status.get("policyState"), now)
+        previous = policystate.to_advisor(status.get("policyState"))
+        step.status["policyState"] = policystate.to_status(persisted(state, previous, now))
         rollback = Decision(
             now, "enable" if back == "On" else "disable", "SwitchFailed", state.mode
         )

@@ -7,11 +7,11 @@ top-level fields differ so a resync with nothing new writes nothing. Called by c
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from specserver_advisor.models import Mode, SpecServerSpec
 from specserver_operator import conditions as cond
+from specserver_operator import policystate
 from specserver_operator.engineconfig import EngineConfig
 
 
@@ -181,13 +181,9 @@ def autoscaler_condition(
 
 def auto_view(current: dict[str, Any], deployment: dict[str, Any] | None) -> dict[str, Any]:
     """For Auto between evaluations: keep what the policy state says (else what runs)."""
-    raw = current.get("policyState")
-    if raw:
-        try:
-            mode = json.loads(raw).get("mode")
-            return {"speculationMode": "On" if mode == "on" else "Off"}
-        except ValueError:
-            pass
+    state = policystate.parse(current.get("policyState"))
+    if state is not None:
+        return {"speculationMode": state.mode.value}
     return current
 
 

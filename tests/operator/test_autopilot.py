@@ -174,9 +174,7 @@ def test_a_restart_mid_switch_completes_exactly_one_switch() -> None:
             "mode": "Off",
         }
     ]
-    state = json.loads(client.status["policyState"])
-    state["mode"] = "off"
-    client.status["policyState"] = json.dumps(state)
+    client.status["policyState"]["mode"] = "Off"
     controller.DEFAULT.last_evaluation.clear()  # a new process
     cycle(client, Signals(**OVERLOAD), 1012)
     assert mode(client) == "off"
@@ -195,7 +193,7 @@ def test_a_switch_that_never_gets_ready_is_rolled_back() -> None:
     assert ("Warning", "SwitchFailed") in {(t, r) for t, r, _ in out.events}
     assert mode(client) == "on"
     assert client.status["decisions"][-1]["reason"] == "SwitchFailed"
-    assert json.loads(client.status["policyState"])["mode"] == "on"
+    assert client.status["policyState"]["mode"] == "On"
 
 
 def test_steady_load_never_switches_and_stops_writing() -> None:
@@ -266,3 +264,25 @@ def test_a_metric_that_goes_away_is_removed_and_then_nothing_is_written() -> Non
     for t in range(1060, 1200, 10):
         cycle(client, Signals(**idle), t)
     assert client.writes == writes  # an idle engine after traffic: zero writes
+
+
+def test_a_policy_state_written_as_json_by_the_previous_version_is_migrated_once() -> None:
+    from specserver_operator import policystate
+
+    client = FakeClient()
+    cycle(client, Signals(**STEADY), 1000)
+    structured = copy.deepcopy(client.status["policyState"])
+    assert isinstance(structured, dict) and structured["mode"] == "On"
+    # What the previous operator stored: the advisor's JSON string, counters included.
+    legacy = json.loads(policystate.to_advisor(structured) or "{}")
+    legacy["disable_breaches"] = 0
+    legacy["switch_times"] = [900.0]
+    client.status["policyState"] = json.dumps(legacy)
+    controller.DEFAULT.last_evaluation.clear()  # a new process
+    cycle(client, Signals(**STEADY), 1006)
+    migrated = client.status["policyState"]
+    assert isinstance(migrated, dict) and migrated["switchTimes"] == [900.0]
+    writes = client.writes
+    cycle(client, Signals(**STEADY), 1012)
+    assert client.writes == writes  # the structured form round-trips: nothing more to write
+    assert client.status["policyState"] == migrated

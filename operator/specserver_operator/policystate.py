@@ -1,0 +1,88 @@
+"""``status.policyState`` as a structured object, and the advisor's JSON form (pure).
+
+The advisor's ``autocycle.evaluate`` (also behind ``specserver-advisor replay``) keeps the policy
+state as a JSON string; the CRD stores it as a typed object (``models.AutoPolicyState``, in the
+API's camelCase, the mode as On/Off like ``speculationMode``). ``to_advisor`` turns what status
+holds into the string the advisor reads, and ``to_status`` turns the advisor's answer back into
+the object to store. Both directions are exact, so an evaluation that changes nothing material
+returns the same string, converts to the same object, and costs no write.
+
+Objects written by the previous version hold the JSON string itself: ``to_advisor`` reads it as
+it is, and the next status write stores the structured form (migration on first visit).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from pydantic import ValidationError
+
+from specserver_advisor.models import AutoPolicyState, SpeculationState
+from specserver_advisor.policy import OFF, ON
+
+_TO_STATUS_MODE = {ON: SpeculationState.ON, OFF: SpeculationState.OFF}
+_TO_ADVISOR_MODE = {SpeculationState.ON: ON, SpeculationState.OFF: OFF}
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with non-finite floats dropped (JSON and the API have no NaN)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [v for v in (_finite(v) for v in value) if v is not None]
+    return value
+
+
+def parse(stored: Any) -> AutoPolicyState | None:
+    """The typed state from what status holds: the object, or the previous version's JSON
+    string (None when absent or unreadable: the policy then starts afresh)."""
+    if not stored:
+        return None
+    data: Any = stored
+    if isinstance(stored, str):
+        try:
+            data = json.loads(stored)
+        except ValueError:
+            return None
+    if not isinstance(data, dict):
+        return None
+    fields = AutoPolicyState.model_fields
+    known = {}
+    for key, value in data.items():
+        name = key if key in fields else _snake(key)
+        if name in fields:
+            known[name] = _finite(value)
+    mode = known.get("mode")
+    if isinstance(mode, str) and mode.lower() in _TO_STATUS_MODE:
+        known["mode"] = _TO_STATUS_MODE[mode.lower()]
+    known = {k: v for k, v in known.items() if v is not None}
+    try:
+        return AutoPolicyState.model_validate(known)
+    except ValidationError:
+        return None
+
+
+def to_advisor(stored: Any) -> str | None:
+    """The JSON string ``autocycle.evaluate`` reads (None: no usable state)."""
+    state = parse(stored)
+    if state is None:
+        return None
+    data = state.model_dump(mode="json")
+    data["mode"] = _TO_ADVISOR_MODE[state.mode]
+    return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+def to_status(advisor_json: str | None) -> dict[str, Any] | None:
+    """The object to store in ``status.policyState`` for the advisor's JSON string."""
+    state = parse(advisor_json)
+    if state is None:
+        return None
+    return state.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _snake(camel: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in camel)

@@ -1,0 +1,67 @@
+"""status.policyState: the structured object and the advisor's JSON form convert exactly."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from specserver_advisor.autocycle import evaluate, load_state
+from specserver_advisor.models import AutoPolicyState, AutoSpeculation, SpecServerStatus
+from specserver_advisor.policy import Observation, PolicyContext, PolicyState
+from specserver_operator import policystate
+
+CTX = PolicyContext(crossover_by_accept=[(2.0, 8.0), (3.0, 16.0)], break_even_accept=1.4,
+                    prior_accept=2.5)  # fmt: skip
+
+
+def _learned_state() -> str:
+    """The advisor's JSON after a few evaluations (bands, counters, readings)."""
+    stored: str | None = None
+    for k in range(8):
+        obs = Observation(ts=1000.0 + 5 * k, accept_length=2.6, running=4.0, queued=0.0,
+                          output_tok_s=400.0, ttft_p99_s=0.5, age_s=1.0)  # fmt: skip
+        _, _, stored = evaluate(obs, stored, "on", obs.ts, AutoSpeculation(), CTX)
+    assert stored is not None
+    return stored
+
+
+def test_the_advisor_state_round_trips_through_the_structured_field() -> None:
+    stored = _learned_state()
+    record = policystate.to_status(stored)
+    assert record is not None and record["mode"] == "On"
+    SpecServerStatus.model_validate({"policyState": record})  # what the CRD schema holds
+    assert json.loads(policystate.to_advisor(record) or "") == json.loads(stored)
+    again = policystate.to_advisor(record)
+    assert again is not None and policystate.to_status(again) == record
+
+
+def test_an_unchanged_evaluation_yields_the_same_object() -> None:
+    record = policystate.to_status(_learned_state())
+    obs = Observation(ts=1040.0, accept_length=2.6, running=4.0, queued=0.0,
+                      output_tok_s=400.0, ttft_p99_s=0.5, age_s=1.0)  # fmt: skip
+    _, _, stored = evaluate(obs, policystate.to_advisor(record), "on", 1040.0,
+                            AutoSpeculation(), CTX)  # fmt: skip
+    assert policystate.to_status(stored) == record
+
+
+def test_the_previous_versions_json_string_is_read() -> None:
+    legacy = json.dumps(PolicyState(mode="off", mode_since=12.0, queue_growth=2).to_json())
+    state = policystate.parse(legacy)
+    assert state is not None and state.mode == "Off" and state.queue_growth == 2
+    assert load_state(policystate.to_advisor(legacy), "on").mode == "off"
+    record = policystate.to_status(legacy)
+    assert record is not None and record["modeSince"] == 12.0 and record["queueGrowth"] == 2
+
+
+def test_unreadable_state_starts_afresh_instead_of_failing() -> None:
+    for junk in ("{not json", "[1, 2]", json.dumps({"mode": "sideways"}), 42, {"mode": None}):
+        assert policystate.parse(junk) is None
+        assert policystate.to_advisor(junk) is None
+    assert load_state(policystate.to_advisor("{not json"), "off").mode == "off"
+
+
+def test_non_finite_numbers_are_dropped() -> None:
+    state = PolicyState(mode="on", last_accept=math.nan, switch_times=[1.0, math.inf])
+    record = policystate.to_status(json.dumps(state.to_json()))
+    assert record is not None and "lastAccept" not in record and record["switchTimes"] == [1.0]
+    assert AutoPolicyState.model_validate(record).last_accept is None
