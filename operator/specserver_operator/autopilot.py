@@ -7,7 +7,8 @@ Called by controller.py each cycle with the newest observation (or None) and the
 Deployment. Returns the speculation state to render and the status fields to write: the policy
 state (a structured object, policystate.py, so a restarted operator resumes), the switch in
 progress (written before the engine is touched, so a crash mid-switch completes exactly one
-switch), the bounded ledger, the newest metrics (rounded, so unchanged load writes nothing) and ``MetricsAvailable``.
+switch), the bounded ledger, the newest metrics (rounded, so unchanged load writes nothing)
+and ``MetricsAvailable``.
 """
 
 from __future__ import annotations
