@@ -1,27 +1,26 @@
-"""Writing one SpecServer's planned children (the thin apply step after the decisions).
+"""The thin apply step: write what the pure core (desired.py) planned, in its order.
 
-Called by controller.reconcile with the plan of children.py. A child is written when its
-content hash changed, or when a hand edit changed a field the operator owns (drift.py: repaired
-with a ``DriftRepaired`` event; replicas are left to an HPA or ScaledObject that targets the
-Deployment). A child that belongs to someone else is never taken over: it is reported as a
-conflict.
+First the switch intent (a new switch is in status before the engine is touched; if it cannot
+be recorded, no child changes this pass), then the children the plan names (a hand edit is
+force-applied, with a ``DriftRepaired`` event), then deletions of children another switch
+strategy left; when any child changed, the children are read again (from the cache) and the
+status is decided again for what runs now; last the status merge patch. Called by
+controller.reconcile; decides nothing itself.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass, field
-from typing import Any
 
 from specserver_operator import children
-from specserver_operator.client import ApiError, KubeClient, NotFoundError, applied_hash
-from specserver_operator.drift import drift
-from specserver_operator.drift import replicas as live_replicas
+from specserver_operator.client import ApiError, KubeClient, NotFoundError
+from specserver_operator.desired import Event, Plan, status_of
+from specserver_operator.observe import Observed, observe_children
 from specserver_operator.passcache import PassCache
 
 log = logging.getLogger("specserver.controller")
-#: How often a namespace's HPAs and ScaledObjects are listed.
-AUTOSCALER_REFRESH_S = 60.0
 
 
 @dataclass
@@ -29,67 +28,59 @@ class Applied:
     """What applying a plan did."""
 
     written: int = 0
-    conflicts: list[str] = field(default_factory=list)  # "Kind name" of others' objects
-    events: list[tuple[str, str, str]] = field(default_factory=list)
+    wrote_status: bool = False
+    events: list[Event] = field(default_factory=list)
+    retry: str | None = None
 
 
-def apply_children(
-    client: KubeClient,
-    plan: children.Children,
-    namespace: str,
-    uid: str,
-    now_ts: float,
-    memo: PassCache,
-) -> Applied:
-    """Write the children of ``plan`` that are missing, changed or edited by hand."""
-    out = Applied()
-    for child in plan.apply:
-        found = client.get(child.kind, namespace, child.name)
-        repair = None
-        if applied_hash(found) == child.digest:
-            repair = _drift(client, namespace, child, found, now_ts, memo)
-            if repair is None:
-                continue
-        if found is not None and not children.owned(found, uid):
-            out.conflicts.append(f"{child.kind} {child.name}")  # never take over another's
-            continue
-        if client.apply(plan.object(child), child.digest, force=repair is not None):
-            out.written += 1
-            if repair is not None:
-                log.info("%s: repaired %s %s (%s)", namespace, child.kind, child.name, repair)
-                message = f"{child.kind} {child.name} was edited ({repair}); restored"
-                out.events.append(("Normal", "DriftRepaired", message))
-    return out
-
-
-def _drift(
-    client: KubeClient,
-    namespace: str,
-    child: children.Child,
-    found: dict[str, Any] | None,
-    now_ts: float,
-    memo: PassCache,
-) -> str | None:
-    """What a hand edit changed in an owned field of ``found`` (None: nothing)."""
-    what = drift(child.kind, found, child.owned, child.replicas, autoscaled=True)
-    replicas_differ = child.kind == "Deployment" and live_replicas(found) != child.replicas
-    if what is None and not replicas_differ:
-        return None
-    scalers = autoscalers(client, namespace, now_ts, memo) or []
-    scaled = any(tk == "Deployment" and target == child.name for _, _, tk, target in scalers)
-    return drift(child.kind, found, child.owned, child.replicas, autoscaled=scaled)
-
-
-def autoscalers(
-    client: KubeClient, namespace: str, now_ts: float, memo: PassCache
-) -> list[tuple[str, str, str, str]] | None:
-    """HPAs/ScaledObjects of a namespace, listed at most once a minute (None if unreadable)."""
-    cached = memo.autoscalers.get(namespace)
-    if cached and now_ts - cached[0] < AUTOSCALER_REFRESH_S:
-        return cached[1]
-    try:
-        found = client.list_autoscalers(namespace)
-    except (ApiError, NotFoundError):
-        return cached[1] if cached else None
-    memo.autoscalers[namespace] = (now_ts, found)
-    return found
+def apply_plan(
+    client: KubeClient, observed: Observed, plan: Plan, memo: PassCache
+) -> tuple[Applied, Plan]:
+    """Write ``plan``; returns what was written and the plan as finally written (its status
+    decided again when children changed)."""
+    meta = observed.meta
+    ns, name = meta["namespace"], meta["name"]
+    out = Applied(retry=plan.retry)
+    hold, again = False, False
+    if plan.intent is not None:
+        try:
+            client.patch_status(ns, name, plan.intent)
+            out.wrote_status = True
+            stored = {**observed.current, **plan.intent}
+            observed = dataclasses.replace(observed, body={**observed.body, "status": stored})
+            again = True  # the rest of the status is patched over what is stored now
+        except (ApiError, NotFoundError) as exc:
+            out.retry, hold = f"switch not recorded, engine left as it is: {exc}", True
+    if plan.rendered is not None and not hold:
+        for write in plan.writes:
+            obj = plan.rendered.object(write.child)
+            if client.apply(obj, write.child.digest, force=write.repair is not None):
+                out.written += 1
+                if write.repair is not None:
+                    kind, child = write.child.kind, write.child.name
+                    log.info("%s: repaired %s %s (%s)", ns, kind, child, write.repair)
+                    message = f"{kind} {child} was edited ({write.repair}); restored"
+                    out.events.append(("Normal", "DriftRepaired", message))
+        for kind, left in plan.deletions:
+            client.delete(kind, ns, left)
+            out.events.append(
+                ("Normal", "ChildRemoved", f"{kind} {left} left by another switch strategy")
+            )
+        if out.written or plan.deletions:
+            found, scalers = observe_children(client, ns, name, observed.now_ts, memo)
+            observed = dataclasses.replace(observed, children=found, autoscalers=scalers)
+            again = True
+    if again:  # status describes what runs after the writes
+        deployment = children.serving_deployment(
+            observed.child, name, children.is_blue_green(observed.body)
+        )
+        status, patch, events = status_of(observed, plan.decided, deployment)
+        plan = dataclasses.replace(plan, status=status, patch=patch, status_events=events)
+    if plan.patch:
+        log.debug("%s/%s: status fields changed: %s", ns, name, ", ".join(sorted(plan.patch)))
+        try:
+            client.patch_status(ns, name, plan.patch)
+            out.wrote_status = True
+        except (ApiError, NotFoundError) as exc:
+            out.retry = str(exc)
+    return out, plan

@@ -1,6 +1,7 @@
 """The children one reconcile pass applies and deletes, per switch strategy.
 
-Called by controller.reconcile with the engine config of the wanted mode. Recreate and
+Called by the pure core (desired.py) with the engine config of the wanted mode and a lookup of
+the observed children (observe.py): nothing here reads or writes the cluster. Recreate and
 RollingUpdate: one Deployment ``<name>`` and the Service. BlueGreen: ``<name>-on`` and
 ``<name>-off`` and the Service on the serving mode (bluegreen.py). A Deployment another strategy
 left behind is deleted once the current engine is Ready (so changing strategy drops no traffic
@@ -16,7 +17,7 @@ from typing import Any
 
 from specserver_advisor.models import SpecServer
 from specserver_operator import bluegreen
-from specserver_operator.client import KubeClient, object_hash
+from specserver_operator.client import object_hash
 from specserver_operator.drift import owned_digest, replicas
 from specserver_operator.engineconfig import EngineConfig
 from specserver_operator.names import child_name
@@ -89,18 +90,20 @@ def is_blue_green(body: dict[str, Any]) -> bool:
     return isinstance(auto, dict) and auto.get("switchStrategy") == "BlueGreen"
 
 
-def serving_deployment(
-    client: KubeClient, namespace: str, name: str, blue_green: bool
-) -> dict[str, Any] | None:
+#: An observed child by kind and name (None: there is none).
+Lookup = Callable[[str, str], dict[str, Any] | None]
+
+
+def serving_deployment(lookup: Lookup, name: str, blue_green: bool) -> dict[str, Any] | None:
     """The engine Deployment that takes the traffic now (what status and the policy read)."""
     name = child_name(name)
     if blue_green:
-        mode = bluegreen.serving_mode(client.get("Service", namespace, name))
+        mode = bluegreen.serving_mode(lookup("Service", name))
         if mode is not None:
-            found = client.get("Deployment", namespace, bluegreen.deployment_name(name, mode))
+            found = lookup("Deployment", bluegreen.deployment_name(name, mode))
             if found is not None:
                 return found
-    return client.get("Deployment", namespace, name)
+    return lookup("Deployment", name)
 
 
 def owned(obj: dict[str, Any] | None, uid: str) -> bool:
@@ -109,7 +112,7 @@ def owned(obj: dict[str, Any] | None, uid: str) -> bool:
 
 
 def plan_children(
-    client: KubeClient,
+    lookup: Lookup,
     server: SpecServer,
     uid: str,
     cfg: EngineConfig,
@@ -119,26 +122,26 @@ def plan_children(
     rendered: Rendered,
 ) -> Children:
     """The children for ``cfg`` (the wanted mode) under ``strategy``."""
-    ns, name = server.metadata.namespace or "", child_name(server.metadata.name or "")
+    name = child_name(server.metadata.name or "")
     generation = server.metadata.generation or 0
     out = Children()
     if strategy != "BlueGreen":
         key: tuple[Any, ...] = (generation, cfg.speculative, strategy, preflight_image)
         out.render = lambda: build_children(server, uid, cfg, preflight_image, strategy)
         out.apply = _cached(rendered, uid, key, out.render)
-        if deployment_state(client.get("Deployment", ns, name), server.spec.replicas)[0]:
+        if deployment_state(lookup("Deployment", name), server.spec.replicas)[0]:
             for mode in bluegreen.MODES:
                 left = bluegreen.deployment_name(name, mode)
-                if owned(client.get("Deployment", ns, left), uid):
+                if owned(lookup("Deployment", left), uid):
                     out.delete.append(("Deployment", left))
         return out
     want = "on" if cfg.speculative else "off"
     old = bluegreen.other(want)
     deployments = {
-        m: client.get("Deployment", ns, bluegreen.deployment_name(name, m)) for m in bluegreen.MODES
+        m: lookup("Deployment", bluegreen.deployment_name(name, m)) for m in bluegreen.MODES
     }
     ready = {m: deployment_state(d, server.spec.replicas)[0] for m, d in deployments.items()}
-    serving = bluegreen.serving_mode(client.get("Service", ns, name))
+    serving = bluegreen.serving_mode(lookup("Service", name))
     the_plan = bluegreen.plan(
         want,
         server.spec.replicas,
@@ -169,6 +172,6 @@ def plan_children(
             f"standby {bluegreen.deployment_name(name, want)} is starting; the Service stays "
             f"on {bluegreen.deployment_name(name, old)} until it is Ready"
         )
-    elif ready[want] and owned(client.get("Deployment", ns, name), uid):
+    elif ready[want] and owned(lookup("Deployment", name), uid):
         out.delete.append(("Deployment", name))
     return out

@@ -1,0 +1,240 @@
+"""Everything one reconcile pass reads, in one snapshot taken before anything is decided.
+
+``observe`` reads (through ``client.KubeClient``: the cycle's watch-fed cache, or the API for a
+handler's pass) the children a SpecServer may own, the namespace's autoscalers, the model
+configs (ConfigMap or endpoint, memoised per generation), the HF token Secret's existence, and
+the Prometheus signals the signal thread already fetched; the result is an ``Observed`` the pure
+core (desired.py) decides from. Called by controller.reconcile; nothing here writes.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from specserver_advisor.models import SpecServer
+from specserver_advisor.policy import Observation
+from specserver_operator import bluegreen, configsource, podpolicy
+from specserver_operator.autopilot import NO_PROMETHEUS_URL
+from specserver_operator.client import ApiError, KubeClient, NotFoundError
+from specserver_operator.configsource import ConfigSourceError, HfSettings, ModelConfigs
+from specserver_operator.names import child_name
+from specserver_operator.passcache import PassCache
+from specserver_operator.render import DEFAULT_PREFLIGHT_IMAGE
+from specserver_operator.signals import SignalCache
+from specserver_operator.validation import spec_problems
+
+#: Seconds before a config source that failed is read again (for the same generation).
+CONFIG_RETRY_S = 30.0
+#: Seconds between checks that the HF token Secret exists (per generation).
+SECRET_RECHECK_S = 60.0
+#: How often a namespace's HPAs and ScaledObjects are listed.
+AUTOSCALER_REFRESH_S = 60.0
+
+Autoscaler = tuple[str, str, str, str]  # (kind, name, target kind, target name)
+ChildKey = tuple[str, str]  # (kind, name)
+
+
+@dataclass
+class Settings:
+    """Operator-wide settings (environment)."""
+
+    hf: HfSettings = field(default_factory=HfSettings.from_env)
+    pod_policy: podpolicy.PodPolicy = field(default_factory=podpolicy.PodPolicy.from_env)
+    preflight_image: str = os.environ.get("SPECSERVER_ENGINE_IMAGE", DEFAULT_PREFLIGHT_IMAGE)
+
+
+@dataclass(frozen=True)
+class Observed:
+    """One SpecServer and what the cluster and its signals show, at one instant."""
+
+    body: dict[str, Any]
+    #: the parsed SpecServer (None: invalid, ``invalid`` says why)
+    server: SpecServer | None
+    invalid: str | None
+    #: model configs (None: not read, ``config_error`` says why when a source failed)
+    configs: ModelConfigs | None = None
+    config_error: str | None = None
+    #: every child the SpecServer may own, by (kind, name); None where there is none
+    children: dict[ChildKey, dict[str, Any] | None] = field(default_factory=dict)
+    #: the namespace's autoscalers (None: not listed or not readable)
+    autoscalers: list[Autoscaler] | None = None
+    #: (reason, message) when the HF token Secret the engine reads is missing
+    missing_secret: tuple[str, str] | None = None
+    #: the newest Prometheus signals for the engine pods (None: none), and why there are none
+    metrics: Observation | None = None
+    metrics_error: str | None = NO_PROMETHEUS_URL
+    now: str = ""
+    now_ts: float = 0.0
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return self.body["metadata"]  # type: ignore[no-any-return]
+
+    @property
+    def current(self) -> dict[str, Any]:
+        """The status as stored."""
+        return dict(self.body.get("status") or {})
+
+    def child(self, kind: str, name: str) -> dict[str, Any] | None:
+        return self.children.get((kind, name))
+
+
+def child_keys(name: str) -> list[ChildKey]:
+    """Every child a SpecServer of this name may own, under any switch strategy."""
+    base = child_name(name)
+    return [
+        ("Deployment", base),
+        *[("Deployment", bluegreen.deployment_name(base, m)) for m in bluegreen.MODES],
+        ("Service", base),
+    ]
+
+
+def observe_children(
+    client: KubeClient, namespace: str, name: str, now_ts: float, memo: PassCache
+) -> tuple[dict[ChildKey, dict[str, Any] | None], list[Autoscaler] | None]:
+    """The children (and, when an engine Deployment exists, the namespace's autoscalers)."""
+    found = {(kind, child): client.get(kind, namespace, child) for kind, child in child_keys(name)}
+    deployed = any(obj is not None for (kind, _), obj in found.items() if kind == "Deployment")
+    return found, autoscalers(client, namespace, now_ts, memo) if deployed else None
+
+
+def observe(
+    client: KubeClient,
+    body: dict[str, Any],
+    now: str,
+    now_ts: float,
+    settings: Settings,
+    signals: SignalCache | None,
+    memo: PassCache,
+) -> Observed:
+    """Read everything the pass decides from (no writes)."""
+    meta = body["metadata"]
+    ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
+    server, invalid = validated(body, memo)
+    found, scalers = observe_children(client, ns, name, now_ts, memo)
+    configs, config_error, missing = None, None, None
+    if server is not None:
+        try:
+            configs = read_configs(client, server, uid, settings, memo)
+        except ConfigSourceError as exc:
+            config_error = str(exc)
+        else:
+            missing = _missing_secret(client, server, uid, now_ts, memo)
+    return Observed(
+        body=body,
+        server=server,
+        invalid=invalid,
+        configs=configs,
+        config_error=config_error,
+        children=found,
+        autoscalers=scalers,
+        missing_secret=missing,
+        metrics=signals.get(ns, child_name(name)) if signals else None,  # the pods' name label
+        metrics_error=signals.last_error if signals else NO_PROMETHEUS_URL,
+        now=now,
+        now_ts=now_ts,
+    )
+
+
+def validated(body: dict[str, Any], memo: PassCache) -> tuple[SpecServer | None, str | None]:
+    """The SpecServer model (or why the spec is invalid), kept until spec or annotations change."""
+    meta = body["metadata"]
+    annotations = meta.get("annotations") or {}
+    key = (meta.get("generation"), tuple(sorted(annotations.items())))
+    hit = memo.validated.get(meta["uid"])
+    if hit and hit[0] == key:
+        return hit[1], hit[2]
+    try:
+        parsed = SpecServer.model_validate({k: v for k, v in body.items() if k != "status"})
+        problems = spec_problems(parsed)  # what the schema cannot check
+        invalid = "; ".join(problems[:3]) if problems else None
+        server: SpecServer | None = None if problems else parsed
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        invalid = f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
+        server = None
+    memo.validated[meta["uid"]] = (key, server, invalid)
+    return server, invalid
+
+
+def read_configs(
+    client: KubeClient, server: SpecServer, uid: str, settings: Settings, memo: PassCache
+) -> ModelConfigs:
+    """Model configs from the first source that has them (cached per generation)."""
+    key = (uid, server.metadata.generation or 0)
+    if key in memo.configs:
+        return memo.configs[key]  # type: ignore[no-any-return]
+    failed = memo.config_failed.get(key)
+    if failed is not None and time.monotonic() < failed[0]:
+        raise ConfigSourceError(failed[1])  # an endpoint that failed is not asked every pass
+    try:
+        configs = _read_configs(client, server, settings, memo)
+    except ConfigSourceError as exc:
+        memo.config_failed[key] = (time.monotonic() + CONFIG_RETRY_S, str(exc))
+        raise
+    memo.config_failed.pop(key, None)
+    memo.configs[key] = configs
+    return configs
+
+
+def _read_configs(
+    client: KubeClient, server: SpecServer, settings: Settings, memo: PassCache
+) -> ModelConfigs:
+    ns = server.metadata.namespace or "default"
+
+    def configmap(name: str) -> dict[str, str]:
+        try:
+            return client.get_configmap_data(ns, name)
+        except NotFoundError as exc:
+            raise ConfigSourceError(str(exc)) from exc
+
+    return configsource.read_configs(server.spec, configmap, settings.hf, memo.bundled)
+
+
+def _missing_secret(
+    client: KubeClient, server: SpecServer, uid: str, now_ts: float, memo: PassCache
+) -> tuple[str, str] | None:
+    """A warning when the HF token Secret the engine pod reads is missing, whatever the config
+    source (the pod could not start); checked once a minute per generation, not every pass."""
+    src = server.spec.model_source
+    ref = src.hf_token_secret_ref if src else None
+    if ref is None:
+        return None
+    key = (uid, server.metadata.generation or 0)
+    cached = memo.secrets.get(key)
+    if cached and now_ts - cached[0] < SECRET_RECHECK_S:
+        return cached[1]
+    ns = server.metadata.namespace or "default"
+    found: tuple[str, str] | None = None
+    try:
+        if not client.secret_exists(ns, ref.name):
+            found = (
+                "SecretNotFound",
+                f"Secret {ns}/{ref.name} not found (spec.modelSource.hfTokenSecretRef): the "
+                "engine pod cannot start until it exists",
+            )
+    except ApiError:
+        # No `get` on Secrets in this namespace (the default install grants none): unknown.
+        found = cached[1] if cached else None
+    memo.secrets[key] = (now_ts, found)
+    return found
+
+
+def autoscalers(
+    client: KubeClient, namespace: str, now_ts: float, memo: PassCache
+) -> list[Autoscaler] | None:
+    """HPAs/ScaledObjects of a namespace, listed at most once a minute (None if unreadable)."""
+    cached = memo.autoscalers.get(namespace)
+    if cached and now_ts - cached[0] < AUTOSCALER_REFRESH_S:
+        return cached[1]
+    try:
+        found = client.list_autoscalers(namespace)
+    except (ApiError, NotFoundError):
+        return cached[1] if cached else None
+    memo.autoscalers[namespace] = (now_ts, found)
+    return found

@@ -1,0 +1,66 @@
+"""The SpecServer status as the typed model, and the merge patch that writes it (pure).
+
+``typed_status`` builds ``models.SpecServerStatus`` from the stored status and the fields a pass
+decided; ``status_patch`` serialises it as the CRD expects (camelCase, no nulls) and returns the
+merge patch from what is stored: changed fields, and null for a field the model no longer holds
+(a finished switch, a metric that went away, a field the schema does not know). A stored
+``policyState`` in the previous version's JSON-string form is read (policystate.py) and the
+patch rewrites it structured. Used by the pure core (desired.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from specserver_advisor.models import SpecServerStatus
+from specserver_operator import policystate
+from specserver_operator.reconcile import status_changes
+
+#: Fields a stored status may hold in a form the model refuses; dropped (and so rewritten).
+_MAX_DROPS = 8
+
+
+def readable(current: dict[str, Any]) -> dict[str, Any]:
+    """The stored status, as far as the model can read it (unreadable fields left out)."""
+    out = {k: v for k, v in current.items() if v is not None}
+    if "policyState" in out:
+        state = policystate.parse(out["policyState"])
+        if state is None:
+            out.pop("policyState")
+        else:
+            out["policyState"] = state.model_dump(mode="json", by_alias=True, exclude_none=True)
+    for _ in range(_MAX_DROPS):
+        try:
+            SpecServerStatus.model_validate(out)
+            return out
+        except ValidationError as exc:
+            bad = {str(err["loc"][0]) for err in exc.errors() if err["loc"]}
+            if not bad & set(out):
+                break
+            for key in bad:
+                out.pop(key, None)
+    return {}
+
+
+def typed_status(current: dict[str, Any], fields: dict[str, Any]) -> SpecServerStatus:
+    """The status to show: the stored one with ``fields`` (a None value clears a field)."""
+    merged = {**readable(current), **fields}
+    return SpecServerStatus.model_validate({k: v for k, v in merged.items() if v is not None})
+
+
+def serialized(status: SpecServerStatus) -> dict[str, Any]:
+    """``status`` as the API stores it."""
+    out = status.model_dump(mode="json", by_alias=True, exclude_none=True)
+    if not out.get("decisions"):
+        out.pop("decisions", None)  # no ledger until the first decision
+    return out
+
+
+def status_patch(current: dict[str, Any], status: SpecServerStatus) -> dict[str, Any]:
+    """The merge patch that turns the stored ``current`` into ``status`` (empty: write nothing)."""
+    want = serialized(status)
+    patch = status_changes(current, want)
+    patch.update({k: None for k, v in current.items() if k not in want and v is not None})
+    return patch

@@ -1,0 +1,198 @@
+"""The pure core (desired.py) without any client: feed an ``Observed``, assert the ``Plan``.
+
+The cluster is what the test writes into the snapshot: the children as the API server would
+hold them after the plan was applied (hash annotation stamped, status Ready), hand edits made
+on those, and the status the plan's patch leaves.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from conftest import load_config
+from specserver_advisor.loaders.configs import bundled
+from specserver_operator.client import HASH_ANNOTATION
+from specserver_operator.configsource import ModelConfigs, from_inline
+from specserver_operator.desired import Plan, desired
+from specserver_operator.observe import Observed, Settings, validated
+from specserver_operator.passcache import PassCache
+from specserver_operator.statusmodel import serialized
+
+NOW, NOW_TS = "2026-11-30T12:00:00Z", 1_800_000_000.0
+BODY: dict[str, Any] = {
+    "apiVersion": "specserver.io/v1alpha1",
+    "kind": "SpecServer",
+    "metadata": {"name": "chat", "namespace": "llm", "uid": "u-1", "generation": 1},
+    "spec": {
+        "model": {"path": "Qwen/Qwen3-8B"},
+        "draft": {"path": "Tengyunw/qwen3_8b_eagle3"},
+        "speculative": {"algorithm": "EAGLE3", "numSteps": 3, "eagleTopk": 1, "numDraftTokens": 4},
+        "mode": "Enabled",
+        "engine": {"memFractionStatic": 0.85},
+        "resources": {"gpuType": "L4"},
+        "replicas": 2,
+    },
+}
+SETTINGS = Settings()
+
+
+def observed(
+    body: dict[str, Any],
+    children: dict[tuple[str, str], dict[str, Any]] | None = None,
+    autoscalers: list[tuple[str, str, str, str]] | None = None,
+    memo: PassCache | None = None,
+) -> Observed:
+    """The snapshot observe.py would take (configs as the bundled or inline source gives)."""
+    memo = memo or PassCache()
+    server, invalid = validated(body, memo)
+    configs = None
+    if server is not None:
+        configs = from_inline(server.spec)
+        if configs is None:
+            target, draft = bundled(server.spec.model.path), bundled(server.spec.draft.path)  # type: ignore[union-attr]
+            assert target is not None and draft is not None
+            configs = ModelConfigs(target.config, draft.config, None, None, "bundled")
+    return Observed(
+        body=body,
+        server=server,
+        invalid=invalid,
+        configs=configs,
+        children=dict(children or {}),
+        autoscalers=autoscalers,
+        now=NOW,
+        now_ts=NOW_TS,
+    )
+
+
+def applied(plan: Plan) -> dict[tuple[str, str], dict[str, Any]]:
+    """The children as the API server holds them once ``plan`` was written and rolled out."""
+    out = {}
+    assert plan.rendered is not None
+    for write in plan.writes:
+        obj = copy.deepcopy(plan.rendered.object(write.child))
+        obj["metadata"].setdefault("annotations", {})[HASH_ANNOTATION] = write.child.digest
+        obj["metadata"]["generation"] = 1
+        if obj["kind"] == "Deployment":
+            n = obj["spec"]["replicas"]
+            obj["status"] = {"readyReplicas": n, "updatedReplicas": n, "observedGeneration": 1}
+        out[(obj["kind"], obj["metadata"]["name"])] = obj
+    return out
+
+
+def settled() -> tuple[dict[str, Any], dict[tuple[str, str], dict[str, Any]], PassCache]:
+    """A SpecServer whose plan was written: (body with its status, children, memo)."""
+    memo = PassCache()
+    first = desired(observed(BODY, memo=memo), SETTINGS, memo)
+    kids = applied(first)
+    second = desired(observed(BODY, kids, [], memo), SETTINGS, memo)
+    body = dict(BODY, status=serialized(second.status))
+    return body, kids, memo
+
+
+def condition(plan: Plan, type_: str) -> dict[str, Any]:
+    found = [c for c in serialized(plan.status)["conditions"] if c["type"] == type_]
+    assert found, type_
+    return found[0]
+
+
+def test_a_new_specserver_plans_its_children_and_a_status() -> None:
+    plan = desired(observed(BODY), SETTINGS, PassCache())
+    assert sorted((w.child.kind, w.child.name) for w in plan.writes) == [
+        ("Deployment", "chat"),
+        ("Service", "chat"),
+    ]
+    assert all(w.repair is None for w in plan.writes) and plan.deletions == []
+    assert plan.patch["observedGeneration"] == 1
+    assert condition(plan, "ConfigValid")["status"] == "True"
+
+
+def test_nothing_changed_plans_no_write_at_all() -> None:
+    body, kids, memo = settled()
+    plan = desired(observed(body, kids, [], memo), SETTINGS, memo)
+    assert (plan.writes, plan.deletions, plan.patch, plan.intent) == ([], [], {}, None)
+    assert plan.status_events == [] and plan.events == []
+    assert condition(plan, "Ready")["status"] == "True"
+    assert serialized(plan.status)["speculationMode"] == "On"
+
+
+def test_a_hand_edited_container_is_written_again() -> None:
+    body, kids, memo = settled()
+    edited = copy.deepcopy(kids)
+    container = edited[("Deployment", "chat")]["spec"]["template"]["spec"]["containers"][0]
+    container["args"] = [*container["args"], "--max-running-requests", "4096"]
+    plan = desired(observed(body, edited, [], memo), SETTINGS, memo)
+    assert [(w.child.kind, w.repair) for w in plan.writes] == [("Deployment", "containers")]
+
+
+def test_hand_edited_replicas_are_restored_unless_an_autoscaler_owns_them() -> None:
+    body, kids, memo = settled()
+    edited = copy.deepcopy(kids)
+    edited[("Deployment", "chat")]["spec"]["replicas"] = 0
+    plan = desired(observed(body, edited, [], memo), SETTINGS, memo)
+    assert [(w.child.name, w.repair) for w in plan.writes] == [("chat", "replicas 0 (want 2)")]
+    hpa = [("HorizontalPodAutoscaler", "chat-hpa", "Deployment", "chat")]
+    scaled = desired(observed(body, edited, hpa, memo), SETTINGS, memo)
+    assert scaled.writes == []
+
+
+def test_a_child_of_someone_else_is_a_condition_not_a_write() -> None:
+    body, kids, memo = settled()
+    theirs = copy.deepcopy(kids)
+    service = theirs[("Service", "chat")]
+    service["metadata"]["ownerReferences"] = [{"uid": "someone-else"}]
+    service["metadata"]["annotations"][HASH_ANNOTATION] = "other"
+    plan = desired(observed(body, theirs, [], memo), SETTINGS, memo)
+    assert plan.writes == []
+    progressing = condition(plan, "Progressing")
+    assert (progressing["status"], progressing["reason"]) == ("False", "NameConflict")
+    assert ("Warning", "NameConflict") in {(t, r) for t, r, _ in plan.status_events}
+
+
+def test_a_malformed_model_config_is_a_condition_not_an_exception() -> None:
+    bad = copy.deepcopy(BODY)
+    target = dict(load_config("qwen3-8b"), hidden_size="big")
+    bad["spec"]["modelSource"] = {
+        "inline": {"target": target, "draft": load_config("qwen3-8b-eagle3")}
+    }
+    plan = desired(observed(bad), SETTINGS, PassCache())
+    assert plan.writes == []
+    valid = condition(plan, "ConfigValid")
+    assert (valid["status"], valid["reason"]) == ("False", "InvalidModelConfig")
+    assert "hidden_size" in valid["message"] and "big" in valid["message"]
+    assert condition(plan, "Ready")["reason"] == "InvalidModelConfig"
+    assert ("Warning", "InvalidModelConfig") in {(t, r) for t, r, _ in plan.status_events}
+
+
+def test_an_invalid_spec_keeps_the_running_engine_and_says_why() -> None:
+    body, kids, memo = settled()
+    bad = copy.deepcopy(body)
+    bad["metadata"]["generation"] = 2
+    bad["spec"]["replicas"] = 2**40
+    plan = desired(observed(bad, kids, [], memo), SETTINGS, memo)
+    assert plan.writes == [] and plan.deletions == []
+    valid = condition(plan, "ConfigValid")
+    assert (valid["status"], valid["reason"]) == ("False", "InvalidSpec")
+    assert "replicas" in valid["message"]
+    ready = condition(plan, "Ready")  # the engine of the last valid spec still serves
+    assert (ready["status"], ready["message"]) == ("True", "2/2 engine replicas ready")
+    assert plan.patch["observedGeneration"] == 2
+
+
+def test_a_stored_field_the_status_model_does_not_hold_is_removed() -> None:
+    body, kids, memo = settled()
+    stale = copy.deepcopy(body)
+    stale["status"]["lastMetrics"] = {"tokensPerFortnight": 1}  # not a field the model has
+    stale["status"]["legacyField"] = "x"
+    plan = desired(observed(stale, kids, [], memo), SETTINGS, memo)
+    assert plan.patch == {"lastMetrics": None, "legacyField": None}
+
+
+def test_a_json_string_policy_state_is_planned_structured() -> None:
+    body, kids, memo = settled()
+    old = copy.deepcopy(body)
+    old["status"]["policyState"] = json.dumps({"mode": "off", "mode_since": 5.0})
+    plan = desired(observed(old, kids, [], memo), SETTINGS, memo)
+    assert plan.patch == {"policyState": {**plan.patch["policyState"], "mode": "Off"}}
+    assert plan.patch["policyState"]["modeSince"] == 5.0
