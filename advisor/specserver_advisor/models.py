@@ -683,7 +683,11 @@ class SpecServerStatus(ApiModel):
         default_factory=list, description="Ready, ConfigValid, Progressing, SpeculationActive."
     )
     speculation_mode: SpeculationState | None = Field(
-        default=None, description="Whether the engine runs with speculation now."
+        default=None,
+        description=(
+            "What runs: On (the engine has the speculative flags) or Off. spec.mode says what "
+            "is asked (Enabled, Disabled, Auto)."
+        ),
     )
     speculation_mode_since: str | None = Field(
         default=None, description="RFC 3339 time the current speculation state began."

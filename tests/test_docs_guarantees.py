@@ -1,0 +1,24 @@
+"""docs/operator.md's Guarantees name the tests that hold them: each name must exist."""
+
+from __future__ import annotations
+
+import re
+
+from conftest import REPO
+
+DOC = REPO / "docs" / "operator.md"
+
+
+def test_every_test_a_guarantee_names_exists() -> None:
+    text = DOC.read_text()
+    section = text[
+        text.index("## Guarantees") : text.index("\n## ", text.index("## Guarantees") + 1)
+    ]
+    named = re.findall(r"`(tests/[\w/]+\.py)::(test_\w+)`", section)
+    assert len(named) >= 7, "the Guarantees section names its tests as `file::test`"
+    missing = [
+        f"{path}::{name}"
+        for path, name in named
+        if not re.search(rf"^(async )?def {name}\(", (REPO / path).read_text(), re.MULTILINE)
+    ]
+    assert not missing, f"docs/operator.md names tests that do not exist: {missing}"
