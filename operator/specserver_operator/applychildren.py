@@ -47,7 +47,9 @@ def apply_plan(
             client.patch_status(ns, name, plan.intent)
             out.wrote_status = True
             stored = {**observed.current, **plan.intent}
-            observed = dataclasses.replace(observed, body={**observed.body, "status": stored})
+            meta = {k: v for k, v in observed.meta.items() if k != "resourceVersion"}
+            body = {**observed.body, "metadata": meta, "status": stored}  # not a stored version
+            observed = dataclasses.replace(observed, body=body)
             again = True  # the rest of the status is patched over what is stored now
         except (ApiError, NotFoundError) as exc:
             out.retry, hold = f"switch not recorded, engine left as it is: {exc}", True
@@ -74,7 +76,7 @@ def apply_plan(
         deployment = children.serving_deployment(
             observed.child, name, children.is_blue_green(observed.body)
         )
-        status, patch, events = status_of(observed, plan.decided, deployment)
+        status, patch, events = status_of(observed, plan.decided, deployment, memo)
         plan = dataclasses.replace(plan, status=status, patch=patch, status_events=events)
     if plan.patch:
         log.debug("%s/%s: status fields changed: %s", ns, name, ", ".join(sorted(plan.patch)))

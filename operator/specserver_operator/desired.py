@@ -6,9 +6,9 @@ SpecServer, its children, autoscalers, model configs, signals, the clock) and re
 by hand in a field the operator owns), the children to delete, the typed status
 (``SpecServerStatus``) and its merge patch, the events, and why the next pass should try again.
 It does no I/O: the thin apply step (applychildren.py) writes the plan. ``memo`` (the cycle's
-``PassCache``) only memoises renderings and engine configs: a plan is the same with an empty
-one. The policy's evaluation time is the one piece of state the plan carries out
-(``evaluated_at``) for the apply step to record.
+``PassCache``) only memoises renderings, engine configs and which stored status was found
+canonical: a plan is the same with an empty one. The policy's evaluation time is the one piece
+of state the plan carries out (``evaluated_at``) for the apply step to record.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from specserver_operator.reconcile import (
     speculation_wanted,
     status_events,
 )
-from specserver_operator.statusmodel import status_patch, typed_status
+from specserver_operator.statusmodel import status_plan
 from specserver_operator.validation import context_problems
 
 #: Status fields of a new switch, written before the engine is touched.
@@ -132,7 +132,7 @@ def desired(observed: Observed, settings: Settings, memo: PassCache) -> Plan:
     cfg = decided.cfg
     if server is not None and configs is not None and cfg is not None and cfg.valid:
         _plan_children(plan, observed, server, configs, cfg, settings, memo)
-    plan.status, plan.patch, plan.status_events = status_of(observed, decided, deployment)
+    plan.status, plan.patch, plan.status_events = status_of(observed, decided, deployment, memo)
     return plan
 
 
@@ -208,7 +208,7 @@ def _drift(observed: Observed, child: children.Child, found: dict[str, Any] | No
 
 
 def status_of(
-    observed: Observed, decided: Decided, deployment: dict[str, Any] | None
+    observed: Observed, decided: Decided, deployment: dict[str, Any] | None, memo: PassCache
 ) -> tuple[SpecServerStatus, dict[str, Any], list[Event]]:
     """The typed status for what runs (``deployment``), its merge patch, and its events."""
     meta, current, now = observed.meta, observed.current, observed.now
@@ -249,9 +249,8 @@ def status_of(
     if server is not None and deployment is not None and observed.autoscalers is not None:
         found = autoscaler_condition(child_name(meta["name"]), observed.autoscalers)
         fields["conditions"] = put(fields["conditions"], cond.AUTOSCALER_PRESENT, found)
-    status = typed_status(current, fields)
-    events = status_events(current, fields, decided.cfg) + events
-    return status, status_patch(current, status), events
+    status, patch = status_plan(current, fields, meta["uid"], meta.get("resourceVersion"), memo)
+    return status, patch, status_events(current, fields, decided.cfg) + events
 
 
 def _auto(

@@ -42,6 +42,9 @@ class PassCache:
     )
     #: uid -> (inputs of the last rendering, the children's kinds, names and digests)
     rendered: dict[str, tuple[tuple[Any, ...], list[Any]]] = field(default_factory=dict)
+    #: uid -> (resourceVersion, the typed status) of a stored status found canonical: a pass
+    #: whose fields all match it skips building the model again
+    statuses: dict[str, tuple[str, Any]] = field(default_factory=dict)
     lock: threading.RLock = field(default_factory=threading.RLock)
 
     def clear(self) -> None:
@@ -64,6 +67,6 @@ class PassCache:
             used |= {id(v) for v in self.engine_configs.values()}
             for shared_key in [k for k, (_, v) in self.shared.items() if id(v) not in used]:
                 self.shared.pop(shared_key, None)
-            for by_uid in (self.validated, self.last_evaluation, self.rendered):
+            for by_uid in (self.validated, self.last_evaluation, self.rendered, self.statuses):
                 for uid in [u for u in by_uid if u not in uids]:
                     by_uid.pop(uid, None)

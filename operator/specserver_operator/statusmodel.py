@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from specserver_advisor.models import SpecServerStatus
 from specserver_operator import policystate
+from specserver_operator.passcache import PassCache
 from specserver_operator.reconcile import status_changes
 
 #: Fields a stored status may hold in a form the model refuses; dropped (and so rewritten).
@@ -48,6 +49,25 @@ def typed_status(current: dict[str, Any], fields: dict[str, Any]) -> SpecServerS
     """The status to show: the stored one with ``fields`` (a None value clears a field)."""
     merged = {**readable(current), **fields}
     return SpecServerStatus.model_validate({k: v for k, v in merged.items() if v is not None})
+
+
+def status_plan(
+    current: dict[str, Any],
+    fields: dict[str, Any],
+    uid: str,
+    version: str | None,
+    memo: PassCache,
+) -> tuple[SpecServerStatus, dict[str, Any]]:
+    """The typed status and its merge patch. A stored status (at ``version``) already found
+    canonical, whose fields all match ``fields``, is not built and compared again."""
+    hit = memo.statuses.get(uid)
+    if version and hit and hit[0] == version and not status_changes(current, fields):
+        return hit[1], {}
+    status = typed_status(current, fields)
+    patch = status_patch(current, status)
+    if version and not patch:
+        memo.statuses[uid] = (version, status)
+    return status, patch
 
 
 def serialized(status: SpecServerStatus) -> dict[str, Any]:

@@ -117,6 +117,19 @@ def test_nothing_changed_plans_no_write_at_all() -> None:
     assert serialized(plan.status)["speculationMode"] == "On"
 
 
+def test_a_status_found_canonical_is_not_rebuilt_but_a_new_version_is_compared() -> None:
+    body, kids, memo = settled()
+    body["metadata"] = dict(body["metadata"], resourceVersion="7")
+    first = desired(observed(body, kids, [], memo), SETTINGS, memo)
+    assert first.patch == {} and memo.statuses["u-1"][0] == "7"
+    again = desired(observed(body, kids, [], memo), SETTINGS, memo)
+    assert again.patch == {} and again.status is first.status  # memoised, not rebuilt
+    edited = copy.deepcopy(body)
+    edited["metadata"]["resourceVersion"] = "8"
+    edited["status"]["legacyField"] = "x"  # someone wrote the status subresource
+    assert desired(observed(edited, kids, [], memo), SETTINGS, memo).patch == {"legacyField": None}
+
+
 def test_a_hand_edited_container_is_written_again() -> None:
     body, kids, memo = settled()
     edited = copy.deepcopy(kids)
