@@ -1,8 +1,9 @@
 """Pure reconcile decisions: which mode to render and what the status should say.
 
 ``compute_status`` takes everything observed (engine config or why there is none, the engine
-Deployment, the clock as an argument) and returns the status; ``status_changes`` says which
-top-level fields differ so a resync with nothing new writes nothing. Called by controller.py.
+Deployment, the clock as an argument) and returns the status fields it decides (the pure core,
+desired.py, completes them and builds the typed status, statusmodel.py); ``status_changes``
+says which fields differ so a resync with nothing new writes nothing.
 """
 
 from __future__ import annotations
