@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specserver_advisor.models import KIND
-from specserver_operator import controller, faults, opmetrics
+from specserver_operator import controller, faults, opmetrics, policystate
 from specserver_operator.client import ApiError, KubeClient, NotFoundError
 from specserver_operator.faults import Faults
 from specserver_operator.leader import Elector
@@ -210,7 +210,10 @@ class Cycle:
                 client.post_event(body, "Warning", faults.REASON, message, now_iso())
         else:
             log.debug("%s/%s: still failing: %s", ns, name, message)
-        changes = faults.fault_status(body.get("status") or {}, generation, message, now_iso())
+        current = body.get("status") or {}
+        changes = faults.fault_status(current, generation, message, now_iso())
+        if changes:  # a status the previous version wrote is refused until it is migrated
+            changes.update(policystate.migrated(current))
         if changes:
             try:
                 client.patch_status(ns, name, changes)

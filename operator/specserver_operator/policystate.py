@@ -71,9 +71,20 @@ def to_advisor(stored: Any) -> str | None:
     state = parse(stored)
     if state is None:
         return None
-    data = state.model_dump(mode="json")
+    data = state.model_dump(mode="json")  # every field, as the advisor writes them
+    if data.get("bands_saved_at") is None:
+        data.pop("bands_saved_at", None)  # the advisor's own bookkeeping: absent, never null
     data["mode"] = _TO_ADVISOR_MODE[state.mode]
     return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+def migrated(current: dict[str, Any]) -> dict[str, Any]:
+    """The status fields that move a stored status off the previous version's form (empty:
+    none). Until they are written the API server refuses any other write of the object."""
+    stored = current.get("policyState")
+    if stored is None or isinstance(stored, dict):
+        return {}
+    return {"policyState": to_status(to_advisor(stored))}
 
 
 def to_status(advisor_json: str | None) -> dict[str, Any] | None:

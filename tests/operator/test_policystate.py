@@ -65,3 +65,26 @@ def test_non_finite_numbers_are_dropped() -> None:
     record = policystate.to_status(json.dumps(state.to_json()))
     assert record is not None and "lastAccept" not in record and record["switchTimes"] == [1.0]
     assert AutoPolicyState.model_validate(record).last_accept is None
+
+
+def test_a_state_without_optional_fields_is_evaluated() -> None:
+    """The advisor reads absent fields as its defaults (found on the real stack: a null
+    ``bands_saved_at`` crashed ``persisted``)."""
+    record = policystate.to_status(json.dumps({"mode": "on", "switch_times": [1.0]}))
+    assert record is not None and "bandsSavedAt" not in record
+    stored = policystate.to_advisor(record)
+    assert stored is not None and "bands_saved_at" not in stored
+    obs = Observation(ts=2000.0, accept_length=2.6, running=4.0, queued=0.0,
+                      output_tok_s=400.0, ttft_p99_s=0.5, age_s=1.0)  # fmt: skip
+    _, state, _ = evaluate(obs, stored, "on", 2000.0, AutoSpeculation(), CTX)
+    assert state.mode == "on"
+
+
+def test_a_json_string_state_is_migrated_with_any_other_status_write() -> None:
+    legacy = json.dumps({"mode": "off", "mode_since": 3.0})
+    assert policystate.migrated({"policyState": legacy}) == {
+        "policyState": {**policystate.to_status(legacy), "mode": "Off"}  # type: ignore[dict-item]
+    }
+    assert policystate.migrated({"policyState": "{broken"}) == {"policyState": None}
+    assert policystate.migrated({"policyState": {"mode": "On"}}) == {}
+    assert policystate.migrated({}) == {}
