@@ -225,3 +225,24 @@ def test_exclusive_bounds_become_draft7_numbers() -> None:
     assert node == {"type": "number", "exclusiveMinimum": 0, "maximum": 1}
     v = jsonschema.Draft7Validator(node)
     assert not v.is_valid(0) and v.is_valid(0.5) and v.is_valid(1)
+
+
+def test_no_property_name_reads_as_a_boolean_in_yaml_1_1() -> None:
+    """The API server reads CRD YAML as YAML 1.1, where a bare y/n/yes/no/on/off is a boolean:
+    a property named so would become "false" in the schema, its value pruned on every write
+    (a band score's ``n`` did: 94 status writes a cycle at steady state)."""
+    booleans = {"y", "n", "yes", "no", "on", "off", "true", "false"}
+    found: list[str] = []
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, dict):
+            for key, value in (node.get("properties") or {}).items():
+                if str(key).lower() in booleans:
+                    found.append(f"{path}.{key}")
+                walk(value, f"{path}.{key}")
+            for key in ("items", "additionalProperties"):
+                walk(node.get(key), path)
+
+    for version in crdgen.build_crd()["spec"]["versions"]:
+        walk(version["schema"]["openAPIV3Schema"], version["name"])
+    assert not found, f"property names YAML 1.1 reads as booleans: {found}"

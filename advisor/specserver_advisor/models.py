@@ -638,7 +638,8 @@ class PolicyBandScore(ApiModel):
     score: float = Field(
         description="Output tokens/s delivered (a moving average, scaled down past the TTFT SLO)."
     )
-    n: int = Field(default=0, ge=0, description="Samples behind the score.")
+    # Not "n": YAML 1.1 (the API server's reader) takes a bare n for false.
+    samples: int = Field(default=0, ge=0, description="Samples behind the score.")
     at: float | None = Field(default=None, description="Unix time of the newest sample.")
 
 

@@ -56,6 +56,8 @@ def parse(stored: Any) -> AutoPolicyState | None:
         name = key if key in fields else _snake(key)
         if name in fields:
             known[name] = _finite(value)
+    if isinstance(known.get("bands"), dict):
+        known["bands"] = _bands(known["bands"], {"n": "samples"})
     mode = known.get("mode")
     if isinstance(mode, str) and mode.lower() in _TO_STATUS_MODE:
         known["mode"] = _TO_STATUS_MODE[mode.lower()]
@@ -72,6 +74,7 @@ def to_advisor(stored: Any) -> str | None:
     if state is None:
         return None
     data = state.model_dump(mode="json")  # every field, as the advisor writes them
+    data["bands"] = _bands(data["bands"], {"samples": "n"})
     if data.get("bands_saved_at") is None:
         data.pop("bands_saved_at", None)  # the advisor's own bookkeeping: absent, never null
     data["mode"] = _TO_ADVISOR_MODE[state.mode]
@@ -93,6 +96,21 @@ def to_status(advisor_json: str | None) -> dict[str, Any] | None:
     if state is None:
         return None
     return state.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _bands(bands: dict[str, Any], rename: dict[str, str]) -> dict[str, Any]:
+    """Band scores with their keys renamed (the advisor's ``n`` is ``samples`` in status)."""
+    return {
+        band: {
+            mode: {rename.get(k, k): v for k, v in entry.items()}
+            if isinstance(entry, dict)
+            else entry
+            for mode, entry in modes.items()
+        }
+        if isinstance(modes, dict)
+        else modes
+        for band, modes in bands.items()
+    }
 
 
 def _snake(camel: str) -> str:

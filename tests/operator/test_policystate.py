@@ -29,6 +29,8 @@ def test_the_advisor_state_round_trips_through_the_structured_field() -> None:
     stored = _learned_state()
     record = policystate.to_status(stored)
     assert record is not None and record["mode"] == "On"
+    (scores,) = [entry for modes in record["bands"].values() for entry in modes.values()]
+    assert set(scores) == {"score", "samples", "at"}  # not "n": YAML 1.1 reads that as false
     SpecServerStatus.model_validate({"policyState": record})  # what the CRD schema holds
     assert json.loads(policystate.to_advisor(record) or "") == json.loads(stored)
     again = policystate.to_advisor(record)
