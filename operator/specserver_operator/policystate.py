@@ -13,6 +13,7 @@ it is, and the next status write stores the structured form (migration on first 
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from typing import Any
@@ -22,6 +23,8 @@ from pydantic import ValidationError
 from specserver_advisor.models import AutoPolicyState, SpeculationState
 from specserver_advisor.policy import OFF, ON
 
+#: Conversions remembered (by their input's JSON): a steady evaluation converts nothing again.
+CONVERSIONS_KEPT = 1024
 _TO_STATUS_MODE = {ON: SpeculationState.ON, OFF: SpeculationState.OFF}
 _TO_ADVISOR_MODE = {SpeculationState.ON: ON, SpeculationState.OFF: OFF}
 
@@ -68,8 +71,27 @@ def parse(stored: Any) -> AutoPolicyState | None:
         return None
 
 
+def mode_of(stored: Any) -> SpeculationState | None:
+    """The speculation state the stored policy holds (None: no usable state)."""
+    advisor = to_advisor(stored)
+    return None if advisor is None else _TO_STATUS_MODE[json.loads(advisor)["mode"]]
+
+
 def to_advisor(stored: Any) -> str | None:
     """The JSON string ``autocycle.evaluate`` reads (None: no usable state)."""
+    if not stored:
+        return None
+    if isinstance(stored, str):
+        return _advisor_json(stored)
+    try:
+        key = json.dumps(stored, sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return None
+    return _advisor_json(key)
+
+
+@functools.lru_cache(maxsize=CONVERSIONS_KEPT)
+def _advisor_json(stored: str) -> str | None:
     state = parse(stored)
     if state is None:
         return None
@@ -92,10 +114,18 @@ def migrated(current: dict[str, Any]) -> dict[str, Any]:
 
 def to_status(advisor_json: str | None) -> dict[str, Any] | None:
     """The object to store in ``status.policyState`` for the advisor's JSON string."""
+    if not advisor_json:
+        return None
+    record = _status_json(advisor_json)
+    return None if record is None else json.loads(record)
+
+
+@functools.lru_cache(maxsize=CONVERSIONS_KEPT)
+def _status_json(advisor_json: str) -> str | None:
     state = parse(advisor_json)
     if state is None:
         return None
-    return state.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return json.dumps(state.model_dump(mode="json", by_alias=True, exclude_none=True))
 
 
 def _bands(bands: dict[str, Any], rename: dict[str, str]) -> dict[str, Any]:

@@ -182,9 +182,9 @@ def autoscaler_condition(
 
 def auto_view(current: dict[str, Any], deployment: dict[str, Any] | None) -> dict[str, Any]:
     """For Auto between evaluations: keep what the policy state says (else what runs)."""
-    state = policystate.parse(current.get("policyState"))
-    if state is not None:
-        return {"speculationMode": state.mode.value}
+    mode = policystate.mode_of(current.get("policyState"))
+    if mode is not None:
+        return {"speculationMode": mode.value}
     return current
 
 
