@@ -108,7 +108,7 @@ def desired(observed: Observed, settings: Settings, memo: PassCache) -> Plan:
             evaluation_s = time.perf_counter() - started
             if decided.step is not None:
                 want = decided.step.speculative
-            elif current.get("switch"):
+            elif server.spec.mode == Mode.AUTO and current.get("switch"):
                 want = current["switch"]["target"] == "On"
             else:
                 want = speculation_wanted(server.spec, auto_view(current, deployment))
@@ -243,6 +243,7 @@ def status_of(
                 fields["conditions"], cond.METRICS_AVAILABLE, step.metrics_condition
             )
     elif server is not None and server.spec.mode != Mode.AUTO:
+        fields["switch"] = None  # a switch Auto left unfinished ends with Auto
         fields["conditions"] = [
             c for c in fields["conditions"] if c["type"] != cond.METRICS_AVAILABLE
         ]

@@ -209,3 +209,18 @@ def test_a_json_string_policy_state_is_planned_structured() -> None:
     plan = desired(observed(old, kids, [], memo), SETTINGS, memo)
     assert plan.patch == {"policyState": {**plan.patch["policyState"], "mode": "Off"}}
     assert plan.patch["policyState"]["modeSince"] == 5.0
+
+
+def test_a_switch_left_in_status_does_not_outlive_auto() -> None:
+    """An Auto SpecServer mid-switch to Off, then set to Enabled: it runs speculation again and
+    the stale switch is cleared (it used to keep rendering the switch's target for ever)."""
+    body, kids, memo = settled()
+    stored = dict(
+        body["status"],
+        switch={"target": "Off", "previous": "On", "startedAt": NOW, "reason": "TTFTHigh"},
+    )
+    plan = desired(observed(dict(body, status=stored), kids, [], memo), SETTINGS, memo)
+    assert plan.writes == [] and plan.deletions == []
+    assert plan.patch.get("switch", "absent") is None  # the stale switch is removed
+    assert serialized(plan.status)["speculationMode"] == "On"
+    assert "switch" not in serialized(plan.status)
