@@ -1,15 +1,19 @@
 """The only module with ``@kopf.on.*`` handlers; loaded by ``specserver-operator`` (main.py).
 
-kopf watches SpecServers and calls ``reconcile`` on create and on every spec change, which runs
-an immediate pass through the shared cycle (cycle.py) on a fresh read. Watch events of
-SpecServers and of the Deployments and Services the operator manages fill the object cache the
-cycle reads (objectcache.py). Everything periodic (following engine readiness, the
-auto-speculation policy, drift repair, resuming after a restart) is the shared cycle's: one
-thread, no per-object timer and therefore no finalizer on SpecServers.
+kopf watches SpecServers, Deployments and Services; their watch events fill the object cache
+the cycle reads (objectcache.py), and a SpecServer that is new or has a new generation, labels
+or annotations gets an immediate pass through the shared cycle (cycle.py) on a fresh read.
+Only ``on.event`` handlers, no change-detection ones: kopf then keeps no diff-base or progress
+annotation and writes nothing to any object itself, so a standby replica (leader.py) is
+entirely passive and a thousand SpecServers cost no kopf write at start-up. Everything
+periodic (following engine readiness, the auto-speculation policy, drift repair, resuming after
+a restart) is the shared cycle's: one thread, no per-object timer and therefore no finalizer on
+SpecServers.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 from typing import Any
@@ -25,7 +29,6 @@ from specserver_operator.objectcache import ObjectCache
 from specserver_operator.settings import value
 from specserver_operator.webhook import Webhook
 
-ANNOTATION_PREFIX = "specserver.io"
 RESOURCE = (GROUP, VERSION, PLURAL)
 #: Namespaces to watch (set by main.py before kopf starts); empty: the whole cluster.
 NAMESPACES: list[str] = []
@@ -83,13 +86,8 @@ def _run_webhook() -> None:
 
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-    """Keep kopf's bookkeeping in our own annotations; start the metrics and the cycle."""
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(
-        prefix=ANNOTATION_PREFIX
-    )
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=ANNOTATION_PREFIX
-    )
+    """Start the metrics and the cycle (kopf itself keeps and posts nothing: no change-detection
+    handlers, so no diff-base or progress annotation)."""
     settings.posting.enabled = False  # events are posted by client.post_event
     # Leader election is the cycle's own Lease (leader.py), not kopf peering.
     settings.peering.standalone = True
@@ -130,7 +128,14 @@ MANAGED = {"app.kubernetes.io/managed-by": "specserver"}
 
 @kopf.on.event(*RESOURCE)
 async def specserver_seen(event: kopf.RawEvent, **_: Any) -> None:
-    CACHE.observe(KIND, dict(event))
+    """Cache the event; a new object or spec (not the initial listing, which the first cycle
+    covers) gets an immediate pass in a worker thread."""
+    changed = CACHE.observe(KIND, dict(event))
+    if changed and event.get("type") in ("ADDED", "MODIFIED"):
+        meta = event["object"]["metadata"]
+        if not meta.get("deletionTimestamp"):
+            args = (meta["namespace"], meta["name"], meta["uid"])
+            await asyncio.get_running_loop().run_in_executor(None, reconcile, *args)
 
 
 @kopf.on.event("apps", "v1", "deployments", labels=MANAGED)
@@ -143,9 +148,7 @@ async def service_seen(event: kopf.RawEvent, **_: Any) -> None:
     CACHE.observe("Service", dict(event))
 
 
-@kopf.on.create(*RESOURCE, retries=None, backoff=10)
-@kopf.on.update(*RESOURCE, retries=None, backoff=10)
-def reconcile(body: kopf.Body, **_: Any) -> None:
-    """An immediate, level-based pass for a new or changed SpecServer."""
-    meta = body["metadata"]
-    cycle().reconcile_one(meta["namespace"], meta["name"], meta["uid"])
+def reconcile(namespace: str, name: str, uid: str) -> None:
+    """An immediate, level-based pass for a new or changed SpecServer (its faults are the
+    pass's own: ``Cycle.guarded_pass``)."""
+    cycle().reconcile_one(namespace, name, uid)

@@ -42,6 +42,14 @@ def trimmed(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
     return slim(kind, obj)
 
 
+def _identity(obj: dict[str, Any] | None) -> tuple[Any, ...] | None:
+    """What a spec change moves: generation, labels and annotations (not status)."""
+    if obj is None:
+        return None
+    meta = obj.get("metadata") or {}
+    return (meta.get("uid"), meta.get("generation"), meta.get("labels"), meta.get("annotations"))
+
+
 class ObjectCache:
     """Objects by (kind, namespace, name), safe to share between kopf's loop and the cycle."""
 
@@ -52,13 +60,19 @@ class ObjectCache:
         #: versions we wrote (or read fresh) whose watch event has not arrived yet, and when
         self.pending: dict[Key, tuple[str, float]] = {}
 
-    def put(self, kind: str, obj: dict[str, Any], written: bool = False) -> None:
+    def put(self, kind: str, obj: dict[str, Any], written: bool = False) -> bool:
         """Store an object: ``written`` for the answer of our own write or a fresh GET, else a
         watch event. resourceVersions are opaque, so order comes from the watch itself: after
-        we stored version V, events up to V's own are older than V and are skipped."""
+        we stored version V, events up to V's own are older than V and are skipped.
+
+        Returns:
+            True when the object is new to the cache or its generation, labels or annotations
+            changed (what calls for an immediate pass); False for anything else (a status
+            write, a skipped event).
+        """
         meta = obj.get("metadata") or {}
         if not meta.get("name"):
-            return
+            return False
         key = (kind, meta.get("namespace") or "", meta["name"])
         new = trimmed(kind, obj)
         version, now = _version(new), time.monotonic()
@@ -68,26 +82,28 @@ class ObjectCache:
                 if version is not None and (cached is None or _version(cached) != version):
                     self.pending[key] = (version, now)
                 self.objects[key] = new
-                return
+                return _identity(cached) != _identity(new)
             waiting = self.pending.get(key)
             if waiting is not None and version != waiting[0] and now - waiting[1] < PENDING_S:
-                return  # an event older than what we wrote
+                return False  # an event older than what we wrote
             self.pending.pop(key, None)
             self.objects[key] = new
+            return _identity(cached) != _identity(new)
 
     def remove(self, kind: str, namespace: str, name: str) -> None:
         with self.lock:
             self.objects.pop((kind, namespace, name), None)
             self.pending.pop((kind, namespace, name), None)
 
-    def observe(self, kind: str, event: dict[str, Any]) -> None:
-        """A kopf watch event (``type`` ADDED/MODIFIED/DELETED, or None while listing)."""
+    def observe(self, kind: str, event: dict[str, Any]) -> bool:
+        """A kopf watch event (``type`` ADDED/MODIFIED/DELETED, or None while listing); True
+        when it brought a new object or a new generation, labels or annotations (``put``)."""
         obj = event.get("object") or {}
         if event.get("type") == "DELETED":
             meta = obj.get("metadata") or {}
             self.remove(kind, meta.get("namespace") or "", meta.get("name") or "")
-        else:
-            self.put(kind, obj)
+            return False
+        return self.put(kind, obj)
 
     def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         with self.lock:

@@ -334,6 +334,27 @@ def test_of_two_operators_one_leads_and_the_other_takes_over(
         holder = lease["spec"]["holderIdentity"]
         assert holder and holder.split("-")[-2] == str(operator.proc.pid)  # type: ignore[union-attr]
         recreated_after_delete(kube, namespace, "qwen3-8b", 30)
+        # A spec change reaches both replicas' watches: only the leader acts on it, and kopf
+        # itself writes nothing to the SpecServer (no diff-base or progress annotation).
+        apply(kube, namespace, example(maxRunningRequests=24))
+        wait_for(
+            lambda: (
+                (o := get(kube, "sps", namespace, "qwen3-8b"))
+                and (o.get("status") or {}).get("observedGeneration") == o["metadata"]["generation"]
+            ),
+            30,
+            "the leader's pass over the new generation",
+        )
+        time.sleep(3)  # a few more cycles of both
+        sps = get(kube, "sps", namespace, "qwen3-8b")
+        assert sps is not None
+        managers = {m["manager"] for m in sps["metadata"].get("managedFields") or []}
+        assert not any(m.startswith("kopf") for m in managers), managers
+        assert not [
+            k
+            for k in sps["metadata"].get("annotations") or {}
+            if "kopf" in k or "last-handled" in k
+        ]
         assert standby.metric("specserver_api_writes_total") == 0
         assert standby.metric("specserver_cycles_total") == 0
         operator.stop()
