@@ -113,6 +113,17 @@ def cycle_is_running(**_: Any) -> str:
     return "cycling"
 
 
+@kopf.on.probe(id="leader")
+def leader_state(**_: Any) -> str:
+    """``/healthz`` says whether this replica leads, stands by, or cannot take part (403)."""
+    elector = _CYCLE[0].elector if _CYCLE else None
+    if elector is None:
+        return "starting" if not _CYCLE else "no election"
+    if elector.forbidden:
+        return f"forbidden: {elector.forbidden}"
+    return "leading" if elector.leading() else "standby"
+
+
 @kopf.on.cleanup()
 def stop_cycle(**_: Any) -> None:
     """Stop the cycle thread after its current pass and hand the Lease over at once."""

@@ -6,6 +6,10 @@ over once the holder has not renewed for ``lease_s`` seconds. As in client-go, e
 by when *this* replica last saw the Lease change (its own clock), never by comparing the
 holder's timestamps with ours, so clock skew between nodes cannot make two leaders. Writes
 carry the Lease's resourceVersion: two candidates racing for an expired Lease cannot both win.
+
+A replica whose identity may not read or write the Lease (403) can never lead: it says so once,
+naming the Lease, its namespace and the missing verb (``forbidden``, also on ``/healthz`` and as
+``specserver_lease_forbidden``), and once more when the right is back.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specserver_operator.client import ApiError, KubeClient, NotFoundError
+from specserver_operator.opmetrics import LEASE_FORBIDDEN
 
 log = logging.getLogger("specserver.leader")
 LEASE_NAME = "specserver-operator"
@@ -59,6 +64,10 @@ class Elector:
     seen: tuple[Any, ...] | None = None
     seen_at: float = 0.0
     led: bool = False  # as last logged
+    #: why this replica cannot take part (the API server refused a Lease request), or None
+    forbidden: str | None = None
+    #: the verb of the Lease request in flight (named when it is refused)
+    verb: str = "get"
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def leading(self) -> bool:
@@ -79,9 +88,17 @@ class Elector:
             started = time.monotonic()
             try:
                 won = self._round(started)
-            except (ApiError, NotFoundError) as exc:
+            except ApiError as exc:
+                if exc.status == 403:
+                    self._refused(exc)
+                else:
+                    log.warning("lease %s/%s: %s", self.namespace, self.name, exc)
+                won = False
+            except NotFoundError as exc:
                 log.warning("lease %s/%s: %s", self.namespace, self.name, exc)
                 won = False
+            else:
+                self._allowed()
             if won:
                 self.leading_until = started + self.lease_s * 2 / 3  # renew well before expiry
             leads = self.leading()
@@ -90,11 +107,31 @@ class Elector:
                 self.led = leads
             return leads
 
+    def _refused(self, exc: ApiError) -> None:
+        """A 403: log once per distinct refusal (not per round) and expose it."""
+        why = (
+            f"cannot {self.verb} the Lease {self.name!r} in namespace {self.namespace!r}: the "
+            f"operator's identity lacks '{self.verb}' on leases.coordination.k8s.io there "
+            f"(grant it, or set SPECSERVER_LEASE_NAMESPACE); this replica stands by until then"
+        )
+        if why != self.forbidden:
+            log.error("%s (API server: %s)", why, exc)
+            self.forbidden = why
+            LEASE_FORBIDDEN.set(1)
+
+    def _allowed(self) -> None:
+        if self.forbidden is not None:
+            log.info("lease %s/%s: access allowed again", self.namespace, self.name)
+            self.forbidden = None
+            LEASE_FORBIDDEN.set(0)
+
     def _round(self, now: float) -> bool:
+        self.verb = "get"
         lease = self.client.get_lease(self.namespace, self.name)
         if lease is None:
             body = {"metadata": {"name": self.name, "namespace": self.namespace}}
             body["spec"] = self._record(self.identity)
+            self.verb = "create"
             self.client.create_lease(self.namespace, body)
             return True
         spec = lease.get("spec") or {}
@@ -112,6 +149,7 @@ class Elector:
         else:
             transitions = int(spec.get("leaseTransitions") or 0)
             new["leaseTransitions"] = transitions + 1
+        self.verb = "update"
         try:
             self.client.replace_lease(self.namespace, {**lease, "spec": new})
         except ApiError as exc:

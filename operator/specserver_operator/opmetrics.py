@@ -85,6 +85,11 @@ CYCLE_ERRORS = Counter(
     "Cycles or per-SpecServer passes that failed (the log says why).",
     registry=REGISTRY,
 )
+LEASE_FORBIDDEN = Gauge(
+    "specserver_lease_forbidden",
+    "1 while the API server refuses this replica's leader Lease requests (403): it cannot lead.",
+    registry=REGISTRY,
+)
 
 
 #: Metrics with ``namespace`` and ``specserver`` labels (their series die with the SpecServer).

@@ -110,10 +110,10 @@ def start_operator(
     config: Path, namespace: str, settings: dict[str, str], log_path: Path
 ) -> subprocess.Popen[bytes]:
     """``specserver-operator -n namespace`` with ``config`` as its only credentials and only
-    ``settings`` of the SPECSERVER_* environment (cycles every second)."""
+    ``settings`` of the SPECSERVER_* environment (cycles every second; the Lease in
+    specserver-system unless ``settings`` says otherwise)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPECSERVER_")}
     env.update(
-        settings,
         KUBECONFIG=str(config),
         PYTHONUNBUFFERED="1",
         SPECSERVER_CYCLE_SECONDS="1",
@@ -122,6 +122,7 @@ def start_operator(
         # where the ServiceAccount has no Lease rights (manifests/rbac.yaml).
         SPECSERVER_LEASE_NAMESPACE="specserver-system",
     )
+    env.update(settings)
     port = free_loopback_port()
     with open(log_path, "wb") as log:
         return subprocess.Popen(

@@ -102,3 +102,50 @@ def test_two_candidates_racing_for_an_expired_lease_cannot_both_win(clock: Clock
     assert not c.try_lead()  # c read the Lease before b's write: its PUT gets 409
     store.get_lease = store_get  # type: ignore[method-assign]
     assert store.lease is not None and store.lease["spec"]["holderIdentity"] == "b"
+
+
+class Forbidding(LeaseStore):
+    """The API server refuses one verb on the Lease with 403 (RBAC), until ``allow``."""
+
+    def __init__(self, verb: str) -> None:
+        super().__init__()
+        self.refused: str | None = verb
+
+    def _check(self, verb: str) -> None:
+        if self.refused == verb:
+            raise ApiError(f"Lease ops/specserver-operator: 403 cannot {verb} leases", 403)
+
+    def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self._check("get")
+        return super().get_lease(namespace, name)
+
+    def create_lease(self, namespace: str, lease: dict[str, Any]) -> dict[str, Any]:
+        self._check("create")
+        return super().create_lease(namespace, lease)
+
+
+@pytest.mark.parametrize("verb", ["get", "create"])
+def test_a_forbidden_lease_is_logged_once_naming_lease_namespace_and_verb(
+    clock: Clock, verb: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    from specserver_operator.opmetrics import LEASE_FORBIDDEN
+
+    store = Forbidding(verb)
+    a = leader.Elector(store, "ops", identity="a", lease_s=15)
+    with caplog.at_level("INFO", logger="specserver.leader"):
+        for _ in range(20):
+            clock.now += 5
+            assert not a.try_lead()
+    refusals = [r for r in caplog.records if "cannot" in r.getMessage()]
+    assert len(refusals) == 1, [r.getMessage() for r in caplog.records]
+    message = refusals[0].getMessage()
+    assert refusals[0].levelname == "ERROR"
+    assert f"cannot {verb} the Lease 'specserver-operator' in namespace 'ops'" in message
+    assert f"lacks '{verb}' on leases.coordination.k8s.io" in message
+    assert a.forbidden is not None and LEASE_FORBIDDEN._value.get() == 1
+    store.refused = None  # the Role is granted: leads, says so once, the gauge drops
+    caplog.clear()
+    with caplog.at_level("INFO", logger="specserver.leader"):
+        assert a.try_lead()
+    assert a.forbidden is None and LEASE_FORBIDDEN._value.get() == 0
+    assert any("allowed again" in r.getMessage() for r in caplog.records)

@@ -1,0 +1,67 @@
+"""Leader election on the real local control plane, as the ServiceAccount of manifests/rbac.yaml:
+an operator that may not touch its Lease says so once (which Lease, which namespace, which verb),
+shows it on ``/healthz`` and ``/metrics``, and stays passive."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from tenancy import kubeconfig, sa_token, start_operator, stop
+from test_operator_e2e import apply, example, get, wait_for
+
+from conftest import REPO, KubeHandle
+from specserver_engine.ports import free_loopback_port
+
+pytestmark = pytest.mark.cluster
+
+
+def _get(url: str) -> str:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return str(resp.read().decode())
+    except OSError:
+        return ""
+
+
+def test_a_service_account_without_lease_rights_says_so_once_and_writes_nothing(
+    kube: KubeHandle, namespace: str, tmp_path: Path
+) -> None:
+    kube.kubectl("apply", "-k", str(REPO / "manifests"))
+    token = sa_token(kube, "specserver-system", "specserver-operator")
+    config = kubeconfig(tmp_path / "operator.kubeconfig", kube.server, token)
+    metrics_port = free_loopback_port()
+    log_path = tmp_path / "operator.log"
+    # The Role granting Leases is in specserver-system only: here every Lease request is 403.
+    settings = {
+        "SPECSERVER_LEASE_NAMESPACE": namespace,
+        "SPECSERVER_METRICS_PORT": str(metrics_port),
+    }
+    proc = start_operator(config, namespace, settings, log_path)
+    liveness = proc.args[proc.args.index("--liveness") + 1]  # type: ignore[union-attr]
+    try:
+        apply(kube, namespace, example())
+        wait_for(
+            lambda: (
+                "specserver_lease_forbidden 1.0" in _get(f"http://127.0.0.1:{metrics_port}/metrics")
+            ),
+            60,
+            "the forbidden-Lease gauge",
+        )
+        time.sleep(5)  # five more cycles (one a second): each would log and write again
+        health = json.loads(_get(liveness) or "{}")
+        assert "forbidden" in str(health.get("leader")), health
+        assert get(kube, "deployment", namespace, "qwen3-8b") is None
+        status = (get(kube, "sps", namespace, "qwen3-8b") or {}).get("status")
+        assert not status, status
+    finally:
+        stop(proc)
+    log = log_path.read_text(errors="replace")
+    lines = [line for line in log.splitlines() if "Lease 'specserver-operator'" in line]
+    assert len(lines) == 1, log[-3000:]
+    assert f"cannot get the Lease 'specserver-operator' in namespace '{namespace}'" in lines[0]
+    assert "lacks 'get' on leases.coordination.k8s.io" in lines[0]
+    assert "Traceback" not in log
