@@ -20,6 +20,7 @@ import ssl
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -440,11 +441,11 @@ class KubeClient:
         )
         return answer
 
-    def _list(
+    def _pages(
         self, kind: str, namespace: str | None, selector: str | None = None
-    ) -> list[dict[str, Any]]:
-        """Every object of a kind (in pages of LIST_PAGE)."""
-        items: list[dict[str, Any]] = []
+    ) -> Iterator[list[dict[str, Any]]]:
+        """Every object of a kind, one page (LIST_PAGE objects) at a time: a caller that keeps
+        only what it needs of each page never holds the whole list as parsed JSON."""
         token = None
         while True:
             data = self.request(
@@ -453,10 +454,16 @@ class KubeClient:
                 f"{kind} list" + (f" in {namespace}" if namespace else ""),
                 params={"labelSelector": selector, "limit": LIST_PAGE, "continue": token},
             )
-            items += data.get("items") or []
+            yield data.get("items") or []
             token = (data.get("metadata") or {}).get("continue")
             if not token:
-                return items
+                return
+
+    def _list(
+        self, kind: str, namespace: str | None, selector: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Every object of a kind (read in pages of LIST_PAGE)."""
+        return [item for page in self._pages(kind, namespace, selector) for item in page]
 
     def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The operator's leader Lease (leader.py), or None."""
@@ -482,9 +489,10 @@ class KubeClient:
         """Every SpecServer (of ``namespaces``, or of the cluster when empty)."""
         items = []
         for ns in _scopes(namespaces):
-            for item in self._list(KIND, ns):
-                item["metadata"].pop("managedFields", None)
-                items.append(item)
+            for page in self._pages(KIND, ns):
+                for item in page:
+                    item["metadata"].pop("managedFields", None)
+                    items.append(item)
         return items
 
     def list_children(self, namespaces: list[str]) -> dict[tuple[str, str, str], dict[str, Any]]:
@@ -493,9 +501,10 @@ class KubeClient:
         out: dict[tuple[str, str, str], dict[str, Any]] = {}
         for kind in ("Deployment", "Service"):
             for ns in _scopes(namespaces):
-                for item in self._list(kind, ns, MANAGED_SELECTOR):
-                    meta = item["metadata"]
-                    out[(kind, meta["namespace"], meta["name"])] = slim(kind, item)
+                for page in self._pages(kind, ns, MANAGED_SELECTOR):
+                    for item in page:  # slimmed page by page: full pages are dropped at once
+                        meta = item["metadata"]
+                        out[(kind, meta["namespace"], meta["name"])] = slim(kind, item)
         return out
 
     def list_autoscalers(self, namespace: str) -> list[tuple[str, str, str, str]]:

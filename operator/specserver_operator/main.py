@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import sys
 
@@ -51,7 +52,12 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.update(settings.resolve_environ(args, os.environ))
     value = settings.value
     namespaces = [n for n in value("SPECSERVER_NAMESPACES").split(",") if n]
-    kopf.configure(verbose=bool(value("SPECSERVER_VERBOSE")))
+    verbose = bool(value("SPECSERVER_VERBOSE"))
+    kopf.configure(verbose=verbose)
+    if not verbose:
+        # kopf logs "Handler ... succeeded." for every watch event of every object (thousands
+        # a minute at scale); its warnings and errors still show. Our own lines are specserver.*.
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     from specserver_operator import handlers  # registers the handlers
 
     handlers.NAMESPACES[:] = namespaces
