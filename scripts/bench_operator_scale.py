@@ -147,21 +147,83 @@ def rss_mb(pid: int) -> tuple[float, float]:
     return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
 
 
-def create_specservers(kubeconfig: Path, count: int) -> None:
+#: Parallel creates, and answers that mean "busy, try again" (a loaded apiserver answers 504
+#: while etcd is slow, and 429 when it sheds load).
+CREATE_WORKERS = 4
+RETRY_STATUS = (429, 500, 502, 503, 504)
+CREATE_ATTEMPTS = 8
+
+
+def create_specservers(kubeconfig: Path, count: int) -> int:
+    """Create the SpecServers with bounded concurrency, retrying busy answers; the retries."""
     import urllib3
     from kubernetes import client, config
+    from kubernetes.client.exceptions import ApiException
 
     urllib3.disable_warnings()  # the local apiserver's self-signed certificate
 
     api = client.CustomObjectsApi(config.new_client_from_config(str(kubeconfig)))
+    retries = [0]
 
     def create(i: int) -> None:
-        api.create_namespaced_custom_object(
-            "specserver.io", "v1alpha1", NAMESPACE, "specservers", specserver(i)
-        )
+        for attempt in range(CREATE_ATTEMPTS):
+            try:
+                api.create_namespaced_custom_object(
+                    "specserver.io", "v1alpha1", NAMESPACE, "specservers", specserver(i)
+                )
+                return
+            except ApiException as exc:
+                if exc.status == 409 and attempt:  # a timed-out create that went through
+                    return
+                if exc.status not in RETRY_STATUS or attempt == CREATE_ATTEMPTS - 1:
+                    raise
+            except urllib3.exceptions.HTTPError:
+                if attempt == CREATE_ATTEMPTS - 1:
+                    raise
+            retries[0] += 1
+            time.sleep(min(10.0, 0.5 * 2**attempt))
 
-    with ThreadPoolExecutor(8) as pool:
+    with ThreadPoolExecutor(CREATE_WORKERS) as pool:
         list(pool.map(create, range(count)))
+    return retries[0]
+
+
+#: Loaded into the operator by ``--trace-memory`` (as sitecustomize): every 5 s a timeline line
+#: (RSS, Python's allocated blocks, threads), and at each new RSS high the most numerous object
+#: types. Cheap on purpose: tracemalloc's snapshots cost more memory than they explain.
+TRACER = """
+import collections, gc, os, sys, threading, time
+
+def _rss():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+def _watch(path=os.environ["SPECSERVER_BENCH_TRACE"], best=0.0, started=time.monotonic()):
+    while True:
+        time.sleep(5)
+        rss = _rss()
+        names = sorted(t.name for t in threading.enumerate())
+        with open(path, "a") as f:
+            f.write(f"{time.monotonic() - started:6.0f}s RSS {rss:6.1f} MB, "
+                    f"{sys.getallocatedblocks():8d} Python blocks, {len(names)} threads\\n")
+            if rss > best * 1.05:
+                best = rss
+                counts = collections.Counter(type(o).__name__ for o in gc.get_objects())
+                f.write("        threads: " + ", ".join(names) + "\\n")
+                f.write("".join(f"        {n:9d} {k}\\n" for k, n in counts.most_common(12)))
+
+threading.Thread(target=_watch, name="bench-trace-memory", daemon=True).start()
+"""
+
+
+def tracer_env(state: Path) -> dict[str, str]:
+    """Environment that loads TRACER into the operator process."""
+    folder = state / "trace"
+    folder.mkdir(exist_ok=True)
+    (folder / "sitecustomize.py").write_text(TRACER)
+    return {"PYTHONPATH": str(folder), "SPECSERVER_BENCH_TRACE": str(state / "memory.txt")}
 
 
 def wait_cycle(url: str, after: float, timeout: float = 300) -> dict[str, float]:
@@ -187,6 +249,7 @@ def run(
     idle: bool = False,
     base_port: int = 0,
     prom_port: int = 0,
+    trace_memory: bool = False,
 ) -> dict[str, Any]:
     cluster = devcluster.Cluster(state / "cluster", base_port or free_loopback_port())
     prom = devprom.DevProm(
@@ -231,8 +294,11 @@ def run(
             [*kubectl, "create", "namespace", NAMESPACE], check=True, stdout=subprocess.DEVNULL
         )
         started = time.monotonic()
-        create_specservers(cluster.kubeconfig, count)
-        log(f"== created {count} SpecServers in {time.monotonic() - started:.1f}s")
+        retried = create_specservers(cluster.kubeconfig, count)
+        log(
+            f"== created {count} SpecServers in {time.monotonic() - started:.1f}s"
+            f" ({retried} busy answers retried)"
+        )
         metrics_port, live_port = free_loopback_port(), free_loopback_port()
         url = f"http://127.0.0.1:{metrics_port}/metrics"
         operator = subprocess.Popen(
@@ -252,12 +318,16 @@ def run(
                 SPECSERVER_QUERY_INTERVAL_SECONDS="4",
                 PYTHONWARNINGS="ignore",
                 MALLOC_ARENA_MAX="2",  # as manifests/operator.yaml runs it
+                **(tracer_env(state) if trace_memory else {}),
             ),
             stdout=open(state / "operator.log", "wb"),  # noqa: SIM115
             stderr=subprocess.STDOUT,
         )
         started = time.monotonic()
-        m = wait_cycle(url, 0, timeout=1200)  # the first cycle creates every child
+        m = wait_cycle(url, 0, timeout=1800)  # the first cycle creates every child
+        first_cycle = time.monotonic() - started
+        log(f"   cycle 1 (creates every child): {first_cycle:.0f}s")
+        started = time.monotonic()  # steady state is timed from the end of the first cycle
         steady_after = None
         quiet = 0  # consecutive cycles over every SpecServer that wrote nothing
         while steady_after is None:
@@ -273,7 +343,9 @@ def run(
             if quiet >= STEADY_CYCLES:
                 steady_after = time.monotonic() - started
             elif time.monotonic() - started > 900:
-                raise SystemExit("bench-operator-scale: no steady state within 15 minutes")
+                raise SystemExit(
+                    "bench-operator-scale: no steady state within 15 minutes of the first cycle"
+                )
         log(f"== steady after {steady_after:.0f}s; measuring {measure_cycles} cycles")
         first = m
         last = wait_cycle(url, first["specserver_cycles_total"] + measure_cycles - 1)
@@ -298,9 +370,13 @@ def run(
             "writes_per_cycle_steady": round(per_cycle("specserver_api_writes_total"), 2),
             "rss_mb": round(current, 1),
             "rss_peak_mb": round(peak, 1),
+            "first_cycle_s": round(first_cycle, 1),
             "steady_after_s": round(steady_after, 1),
         }
     finally:
+        if trace_memory and (state / "memory.txt").exists():
+            log("== the operator's memory over time (--trace-memory)")
+            log((state / "memory.txt").read_text())
         if operator is not None:
             operator.terminate()
             try:
@@ -330,6 +406,12 @@ def main(argv: list[str] | None = None) -> int:
         help="apiserver port (etcd takes the next two); default: a free one",
     )
     p.add_argument("--prom-port", type=int, default=0, help="Prometheus port; default: a free one")
+    p.add_argument(
+        "--trace-memory",
+        action="store_true",
+        help="print the operator's RSS, Python blocks and threads over time, and the most "
+        "numerous object types at each new high",
+    )
     p.add_argument("--keep-state", action="store_true", help="keep logs and data afterwards")
     p.add_argument("--verbose", action="store_true", help="debug log of the operator (kept state)")
     args = p.parse_args(argv)
@@ -351,6 +433,7 @@ def main(argv: list[str] | None = None) -> int:
         args.load == "idle",
         args.base_port,
         args.prom_port,
+        args.trace_memory,
     )
     if args.format == "json":
         print(json.dumps(result, indent=2))
