@@ -78,13 +78,19 @@ class Operator(BaseOperator):
         return 0.0
 
 
-#: The tarpit's port, allowed as a Prometheus by the module's operator (issue 13's allow-list).
+#: The tarpit's port, allowed as a Prometheus by the module's operator (issue 13's allow-list),
+#: and the drip's, allowed as a Hugging Face endpoint.
 TARPIT_PORT = free_loopback_port()
+DRIP_PORT = free_loopback_port()
 
 
 @pytest.fixture(scope="module")
 def operator(kube: KubeHandle) -> Iterator[Operator]:
-    op = Operator(kube, SPECSERVER_PROMETHEUS_ALLOWED_URLS=f"http://127.0.0.1:{TARPIT_PORT}")
+    op = Operator(
+        kube,
+        SPECSERVER_PROMETHEUS_ALLOWED_URLS=f"http://127.0.0.1:{TARPIT_PORT}",
+        SPECSERVER_HF_ALLOWED_ENDPOINTS=f"http://127.0.0.1:{DRIP_PORT}",
+    )
     op.start()
     yield op
     op.stop()
@@ -116,6 +122,40 @@ class Tarpit:
         for conn in self.held:
             conn.close()
         self.sock.close()
+
+
+class Drip(Tarpit):
+    """A loopback endpoint that answers 200 with headers, then one byte of body every second,
+    never finishing (a per-read timeout never fires)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", DRIP_PORT))
+        self.sock.listen(64)
+        self.url = f"http://127.0.0.1:{DRIP_PORT}"
+        self.held = []
+        self.stopped = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        self.sock.settimeout(0.2)
+        while not self.stopped.is_set():
+            try:
+                conn = self.sock.accept()[0]
+            except OSError:
+                continue
+            self.held.append(conn)
+            threading.Thread(target=self._drip, args=(conn,), daemon=True).start()
+
+    def _drip(self, conn: socket.socket) -> None:
+        try:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
+            while not self.stopped.wait(1.0):
+                conn.sendall(b" ")
+        except OSError:
+            pass
 
 
 def named(doc: dict[str, Any], name: str) -> dict[str, Any]:
@@ -319,6 +359,55 @@ def test_a_tarpit_prometheus_holds_no_other_specserver(
         assert _ok(f"http://127.0.0.1:{operator.port}/healthz")
     finally:
         pit.close()
+
+
+def test_a_dripping_hf_endpoint_holds_no_other_specserver(
+    kube: KubeHandle, namespace: str, operator: Operator
+) -> None:
+    drip = Drip()
+    try:
+        slow = named(example(), "drip-config")
+        slow["spec"]["model"] = {"path": "org/not-bundled-model"}
+        slow["spec"]["modelSource"] = {"hfEndpoint": drip.url}
+        apply(kube, namespace, slow)
+        apply(kube, namespace, example())
+        wait_for(lambda: drip.held, 30, "the operator to fetch from the dripping endpoint")
+        recreated_after_delete(kube, namespace, "qwen3-8b", 20)
+        assert _ok(f"http://127.0.0.1:{operator.port}/healthz")
+        sps = wait_for(
+            lambda: (
+                (o := get(kube, "sps", namespace, "drip-config"))
+                and (c := condition(o, "ConfigValid"))
+                and c["status"] != "True"
+                and c
+            ),
+            60,
+            "a ConfigValid condition on the dripping SpecServer",
+        )
+        assert "config" in sps["message"].lower(), sps
+    finally:
+        drip.close()
+
+
+def _series(operator: Operator, namespace: str, name: str) -> list[str]:
+    url = f"http://127.0.0.1:{operator.metrics_port}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        text = resp.read().decode()
+    mark = f'namespace="{namespace}",specserver="{name}"'
+    return [line for line in text.splitlines() if mark in line]
+
+
+def test_metric_series_go_with_their_specserver_on_the_real_stack(
+    kube: KubeHandle, namespace: str, operator: Operator
+) -> None:
+    apply(kube, namespace, named(example(), "ephemeral"))
+    wait_for(lambda: _series(operator, namespace, "ephemeral"), 30, "the SpecServer's series")
+    kube.kubectl("delete", "sps", "ephemeral", "-n", namespace, "--wait=true")
+    wait_for(
+        lambda: not _series(operator, namespace, "ephemeral"),
+        30,
+        "the series removed with their SpecServer",
+    )
 
 
 def test_of_two_operators_one_leads_and_the_other_takes_over(
