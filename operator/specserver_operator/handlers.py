@@ -27,7 +27,6 @@ from specserver_operator.cycle import Cycle
 from specserver_operator.leader import Elector
 from specserver_operator.objectcache import ObjectCache
 from specserver_operator.settings import value
-from specserver_operator.webhook import Webhook
 
 RESOURCE = (GROUP, VERSION, PLURAL)
 #: Namespaces to watch (set by main.py before kopf starts); empty: the whole cluster.
@@ -72,6 +71,9 @@ def _run_cycle(interval: float) -> None:
 
 
 def _run_webhook() -> None:
+    # Imported only when the webhook is on: its certificates need `cryptography` (~8 MB RSS).
+    from specserver_operator.webhook import Webhook
+
     names = [n.strip() for n in value("SPECSERVER_WEBHOOK_DNS_NAMES").split(",") if n.strip()]
     hook = Webhook(
         cycle().client,
