@@ -16,6 +16,7 @@ from typing import Any
 
 from specserver_advisor.models import AutoSpeculation
 from specserver_advisor.policy import (
+    MIN_SAMPLES,
     OFF,
     ON,
     Decision,
@@ -25,10 +26,14 @@ from specserver_advisor.policy import (
     decide,
 )
 
-#: Learned bands are persisted at most this often (they move every cycle).
+#: Learned band scores are persisted at most this often (they move every cycle).
 BANDS_PERSIST_S = 300.0
 #: Fields that follow every observation; written along with a material change, never alone.
-VOLATILE_FIELDS = ("last_queued", "last_accept", "bands_saved_at", "last_band", "band_streak")
+VOLATILE_FIELDS = ("last_queued", "last_accept", "bands_saved_at", "band_streak")
+#: Counters the policy compares with thresholds no larger than this (a band's samples and the
+#: band's streak, both against ``2 * MIN_SAMPLES``): material until they reach it, so a steady
+#: load writes a bounded number of times and then nothing, and the policy sees the counts grow.
+COUNT_CAP = 2 * MIN_SAMPLES
 
 
 def load_state(raw: str | None, running: str | None) -> PolicyState:
@@ -50,22 +55,38 @@ def round_significant(value: float | None, digits: int = 2) -> float | None:
     return round(value, -math.floor(math.log10(abs(value))) + digits - 1)
 
 
+def _counts(bands: dict[str, Any] | None) -> dict[str, dict[str, int]]:
+    """Each band's sample count per mode, capped at ``COUNT_CAP``."""
+    return {
+        band: {mode: min(int(entry.get("n", 0)), COUNT_CAP) for mode, entry in modes.items()}
+        for band, modes in (bands or {}).items()
+    }
+
+
 def _material(data: dict[str, Any]) -> dict[str, Any]:
-    """What a restart must not lose: everything but the last readings and band bookkeeping."""
+    """What a restart must not lose: everything but the last readings and band bookkeeping.
+
+    Band scores count at two significant digits, sample counts and the band streak up to
+    ``COUNT_CAP`` (beyond it no decision changes).
+    """
     out = {k: v for k, v in data.items() if k not in VOLATILE_FIELDS}
+    out["band_streak"] = min(int(data.get("band_streak") or 0), COUNT_CAP)
     out["bands"] = {
         band: {mode: round_significant(entry.get("score")) for mode, entry in modes.items()}
         for band, modes in (data.get("bands") or {}).items()
     }
+    out["band_counts"] = _counts(data.get("bands"))
     return out
 
 
 def persisted(state: PolicyState, previous: str | None, now: float) -> str:
     """The JSON to store, or ``previous`` unchanged when nothing material moved.
 
-    Steady load then writes nothing: the newest readings and learned-band sample counts move
-    every cycle but are only stored with a material change (a counter, the mode, a band's score
-    at two significant digits), and band scores at most every ``BANDS_PERSIST_S``.
+    Steady load then writes nothing: the newest readings move every cycle but are only stored
+    with a material change (a counter, the mode, a band's score at two significant digits, a
+    sample count or the band streak below ``COUNT_CAP``); a band score that moved alone is
+    stored at most every ``BANDS_PERSIST_S``. A count the policy compares is never lost between
+    cycles (the operator reloads this JSON each cycle: a count not stored would not grow).
     """
     data = state.to_json()
     old: dict[str, Any] = {}
@@ -74,7 +95,8 @@ def persisted(state: PolicyState, previous: str | None, now: float) -> str:
             old = json.loads(previous)
         except ValueError:
             old = {}
-    if old and now - float(old.get("bands_saved_at", 0)) < BANDS_PERSIST_S:
+    recent = old and now - float(old.get("bands_saved_at", 0)) < BANDS_PERSIST_S
+    if recent and _counts(data["bands"]) == _counts(old.get("bands")):
         data["bands"] = old.get("bands", {})
         data["bands_saved_at"] = old.get("bands_saved_at", now)
     else:

@@ -19,6 +19,7 @@ from functools import cache
 from typing import Any
 
 from specserver_advisor import adaptive, calibration, memory
+from specserver_advisor.autocycle import evaluate
 from specserver_advisor.gpus import lookup_gpu
 from specserver_advisor.models import AutoSpeculation
 from specserver_advisor.perfmodel import Prediction, predict
@@ -28,7 +29,6 @@ from specserver_advisor.policy import (
     ON,
     Observation,
     PolicyState,
-    decide,
     learned_preference,
 )
 from specserver_advisor.sglang.flags import parse_server_argv
@@ -208,6 +208,7 @@ def run_auto(
     ctx = policy_context(_base_plan(gpu), policy)
     ctx.engine_adapts_steps = on_engine == ON_ADAPTIVE
     state, mode, restart_left = PolicyState(mode=ON), ON, 0.0
+    stored: str | None = None
     results: list[TickResult] = []
     switches = 0
     for i, tick in enumerate(trace.ticks):
@@ -218,8 +219,7 @@ def run_auto(
         results.append(result)
         p = _predict(tick.concurrency, tick.accept_length, engine, gpu)
         obs = Observation(
-            ts=(i + 1) * TICK_S,
-            mode=mode,
+            ts=0.0,
             accept_length=tick.accept_length if mode == ON else None,
             ttft_p99_s=result.ttft_p99_s,
             running=p.running,
@@ -227,7 +227,8 @@ def run_auto(
             output_tok_s=result.tok_s if not down else None,
             age_s=5.0 if not down else 1e9,
         )
-        decision, state = decide(obs, state, policy, ctx)
+        # The operator's own evaluation, state stored and reloaded as JSON between cycles.
+        decision, state, stored = evaluate(obs, stored, mode, (i + 1) * TICK_S, policy, ctx)
         if decision.action != "keep":
             mode, restart_left, switches = state.mode, STARTUP_S, switches + 1
     return AutoRun(results, switches, state)

@@ -13,6 +13,7 @@ from functools import cache
 import pytest
 
 from specserver_advisor import calibration
+from specserver_advisor.autocycle import COUNT_CAP, evaluate
 from specserver_advisor.models import AutoSpeculation
 from specserver_advisor.perfmodel import Prediction, predict
 from specserver_advisor.plan import Plan, policy_context
@@ -20,7 +21,6 @@ from specserver_advisor.policy import (
     ON,
     Observation,
     PolicyState,
-    decide,
     learned_preference,
 )
 
@@ -41,9 +41,14 @@ def world(mode: str, load: int) -> Prediction:
 
 
 def drive(series: list[int]) -> tuple[list[tuple[int, str, str]], PolicyState]:
-    """30 s cycles; a switch leaves 90 s without fresh metrics (the engine restarting)."""
+    """30 s cycles; a switch leaves 90 s without fresh metrics (the engine restarting).
+
+    Each cycle is the operator's ``autocycle.evaluate``: the state goes through the status JSON
+    it stores (a count that is not stored does not grow).
+    """
     ctx = policy_context(l4(), POLICY)
     state, restart, switches = PolicyState(mode=ON), 0.0, []
+    stored: str | None = None
     for i, load in enumerate(series):
         p, up = world(state.mode, load), restart <= 0
         obs = Observation(
@@ -57,7 +62,7 @@ def drive(series: list[int]) -> tuple[list[tuple[int, str, str]], PolicyState]:
             age_s=5.0 if up else 1e9,
         )
         restart -= 30
-        decision, state = decide(obs, state, POLICY, ctx)
+        decision, state, stored = evaluate(obs, stored, state.mode, obs.ts, POLICY, ctx)
         if decision.action != "keep":
             switches.append((load, decision.action, decision.reason))
             restart = 90.0
@@ -96,3 +101,28 @@ def test_measured_band_replaces_the_models_queue_signal() -> None:
 def test_oscillation_uses_the_learned_band_to_come_back() -> None:
     switches, _ = drive(([40] * 40 + [8] * 40) * 4)
     assert ("enable", "OtherModeFasterHere") in [(a, r) for _, a, r in switches]
+
+
+def test_steady_load_counts_to_the_cap_then_writes_nothing() -> None:
+    """The stored state carries the sample counts and band streak the policy compares, up to
+    the cap; after that a steady load leaves the stored JSON unchanged (no status write)."""
+    ctx = policy_context(l4(), POLICY)
+    p = world(ON, 4)
+    stored: str | None = None
+    writes = []
+    for i in range(40):
+        obs = Observation(
+            ts=0.0,
+            accept_length=ACCEPT,
+            ttft_p99_s=p.ttft_p99_ms / 1000,
+            running=p.running,
+            queued=p.queued,
+            output_tok_s=p.output_tok_s,
+            age_s=5.0,
+        )
+        before = stored
+        _, state, stored = evaluate(obs, stored, ON, 30.0 * (i + 1), POLICY, ctx)
+        writes.append(stored != before)
+    (band,) = state.bands
+    assert state.bands[band][ON]["n"] >= COUNT_CAP and state.band_streak >= COUNT_CAP
+    assert sum(writes) <= COUNT_CAP and not any(writes[COUNT_CAP:])

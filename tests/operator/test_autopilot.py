@@ -257,11 +257,12 @@ def test_a_metric_that_goes_away_is_removed_and_then_nothing_is_written() -> Non
     cycle(client, Signals(**STEADY), 1000)
     assert "ttftP99Seconds" in client.status["lastMetrics"]
     idle = dict(STEADY, ttft_p99_s=float("nan"), tpot_p50_ms=float("inf"), running=0)
-    for t in range(1010, 1060, 10):
+    # Settling: the idle band's sample count and streak are stored until they reach COUNT_CAP.
+    for t in range(1010, 1070, 10):
         cycle(client, Signals(**idle), t)
     assert "ttftP99Seconds" not in client.status["lastMetrics"]
     writes = client.writes
-    for t in range(1060, 1200, 10):
+    for t in range(1070, 1200, 10):
         cycle(client, Signals(**idle), t)
     assert client.writes == writes  # an idle engine after traffic: zero writes
 
