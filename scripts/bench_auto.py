@@ -80,9 +80,13 @@ class PhaseStats:
         self.causes[cause] = self.causes.get(cause, 0) + 1
 
 
-def specserver(arm: str, gpu: str) -> dict[str, Any]:
-    """The demo's SpecServer, renamed, with this arm's mode (and SGLang's adaptive steps)."""
+def specserver(arm: str, gpu: str, auto_adaptive: bool = False) -> dict[str, Any]:
+    """The demo's SpecServer, renamed, with this arm's mode (and SGLang's adaptive steps).
+
+    ``auto_adaptive``: the Auto arm's On engine runs ``--speculative-adaptive`` (two-level).
+    """
     mode, adaptive = ARMS[arm]
+    adaptive = adaptive or (auto_adaptive and arm == "auto")
     doc = copy.deepcopy(demo.SPEC)
     doc["metadata"] = {"name": name_of(arm), "namespace": NAMESPACE}
     doc["spec"]["mode"] = mode
@@ -311,6 +315,11 @@ def main(argv: list[str] | None = None) -> int:
         help="loopback ports (default 37453,37457,37458; etcd takes the two after APISERVER)",
     )
     parser.add_argument(
+        "--two-level",
+        action="store_true",
+        help="the Auto arm's On engine runs SGLang's --speculative-adaptive (two-level control)",
+    )
+    parser.add_argument(
         "--phase-scale", type=float, default=1.0, help="multiply every phase's length"
     )
     parser.add_argument(
@@ -332,7 +341,9 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.redirect_stdout(sys.stderr):  # stdout carries only the result
             stack.up()
         for arm in ARMS:
-            stack.kubectl("apply", "-f", "-", stdin=json.dumps(specserver(arm, args.gpu)))
+            stack.kubectl(
+                "apply", "-f", "-", stdin=json.dumps(specserver(arm, args.gpu, args.two_level))
+            )
         wait_settled(stack, args.state_dir, timeout_s=300)
         stats = asyncio.run(drive(stack, schedule))
         time.sleep(3)
@@ -342,6 +353,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"bench-auto: {arm} failed requests: {causes}", file=sys.stderr)
         ledger, bands = auto_record(stack)
         summary = summarise(stats, schedule, ledger, bands, args.gpu)
+        summary["two_level"] = args.two_level
         print(json.dumps(summary, indent=2) if args.format == "json" else render(summary))
     except (RuntimeError, subprocess.CalledProcessError) as exc:  # DemoFailed included
         print(f"bench-auto: {exc}", file=sys.stderr)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from specserver_advisor import adaptive, calibration, memory
+from specserver_advisor import adaptive, calibration
 from specserver_advisor.autocycle import evaluate
 from specserver_advisor.gpus import lookup_gpu
 from specserver_advisor.models import AutoSpeculation
@@ -112,12 +112,16 @@ def _constant(value: float) -> Callable[[float], float]:
 
 
 @cache
-def _base_plan(gpu: str = "L4") -> Plan:
-    """Qwen3-8B + EAGLE-3 (3,1,4) at the L4 field's memory fraction, on ``gpu``."""
-    if gpu == "L4":
-        return calibration.field_plan("l4", [1, 8, 32])
+def _base_plan(gpu: str = "L4", adaptive_steps: bool = False) -> Plan:
+    """Qwen3-8B + EAGLE-3 (3,1,4) at the L4 field's memory fraction, on ``gpu``.
+
+    ``adaptive_steps``: the launch adds ``--speculative-adaptive`` (its resolution reserves the
+    largest candidate's draft tokens per request, so the plan's cap is adaptive's own).
+    """
     argv = ["--model-path", "Qwen/Qwen3-8B", *calibration.EAGLE3_314]
     argv += ["--mem-fraction-static", calibration.L4_FIELD_MFS]
+    if adaptive_steps:
+        argv.append("--speculative-adaptive")
     inputs = PlanInputs(
         parse_server_argv(argv).values,
         calibration.field_config("qwen3-8b"),
@@ -129,25 +133,12 @@ def _base_plan(gpu: str = "L4") -> Plan:
     return make_plan(inputs)
 
 
-def _cap_adaptive(plan: Plan) -> int:
-    """The with-draft cap when every request reserves max(candidate) + 1 draft tokens."""
-    scn = plan.scenario
-    fits = memory.requests_that_fit(
-        plan.mem.kv_pool_tokens_with_draft,
-        scn.input_len,
-        scn.output_len,
-        adaptive.reserved_tokens_per_request(),
-        plan.resolution.draft_slots,
-    )
-    return max(1, min(plan.cap_on, fits))
-
-
 @cache
 def _predict(concurrency: int, accept: float, mode: str, gpu: str = "L4") -> Prediction:
     plan = _base_plan(gpu)
     scn = dataclasses.replace(plan.scenario, accept_length=accept)
     if mode == ON_ADAPTIVE:
-        return adaptive.predict_adaptive(scn, concurrency, _cap_adaptive(plan))
+        return adaptive.predict_adaptive(scn, concurrency, _base_plan(gpu, True).cap_on)
     cap = plan.cap_on if mode == ON else plan.cap_off
     return predict(scn, concurrency, cap, mode == ON)
 

@@ -190,3 +190,11 @@ def test_argv_parser_handles_prefixes_removed_flags_and_values() -> None:
     assert kinds["--mem-fraction-static"] == "value"
     serve = parse_server_argv(["Qwen/Qwen3-8B", "--port", "8000"], positional_model=True)
     assert serve.values == {"model_path": "Qwen/Qwen3-8B", "port": 8000}
+
+
+def test_adaptive_reserves_its_largest_candidate() -> None:
+    """``compute_num_reserved_tokens`` takes ``max_speculative_num_draft_tokens``, which adaptive
+    mode sizes for its largest candidate (7 steps + 1); the oracle compares this field."""
+    fixed = resolve("--speculative-algorithm", "EAGLE3")
+    adaptive = resolve("--speculative-algorithm", "EAGLE3", "--speculative-adaptive")
+    assert (fixed.reserved_tokens, adaptive.reserved_tokens) == (4, 8)

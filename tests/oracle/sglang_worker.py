@@ -198,6 +198,32 @@ def prepare_server_args(argv: list[str]) -> Any:
     return server_args
 
 
+def _reserved_tokens(args: Any) -> int | str:
+    """``managers.utils.compute_num_reserved_tokens`` on the published launch.
+
+    That module imports ``einops`` (not in the oracle env), so its four lines are repeated
+    here over SGLang's own pieces: the launch published as the tokenizer's, its ``spec`` bag
+    and ``runtime_context.max_speculative_num_draft_tokens`` (the adaptive capacity included).
+    """
+    from sglang.srt import runtime_context as rc
+    from sglang.srt.server_args import set_global_server_args_for_tokenizer
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    try:
+        set_global_server_args_for_tokenizer(args)
+        spec = rc.get_spec()
+        if not SpeculativeAlgorithm.from_string(spec.speculative_algorithm).is_eagle():
+            return 0
+        return int(
+            max(
+                spec.speculative_eagle_topk * spec.speculative_num_steps,
+                rc.max_speculative_num_draft_tokens(),
+            )
+        )
+    except Exception as exc:
+        return f"<{type(exc).__name__}: {exc}>"
+
+
 def resolve(request: dict[str, Any]) -> dict[str, Any]:
     """One launch, resolved the way ``sglang serve`` would on the named GPU."""
     from sglang.srt import runtime_context as rc
@@ -228,6 +254,7 @@ def resolve(request: dict[str, Any]) -> dict[str, Any]:
                 answer["fields"][name] = _jsonable(resolution_result(args, name))
             except Exception as exc:  # a field this version does not have
                 answer["fields"][name] = f"<{type(exc).__name__}>"
+        answer["fields"]["reserved_tokens"] = _reserved_tokens(args)
         graphs = resolution_result(args, "cuda_graph_config")
         for phase in ("decode", "prefill"):
             cfg = getattr(graphs, phase, None)

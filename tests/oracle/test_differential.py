@@ -85,3 +85,23 @@ def test_repository_corpus_agrees(run: harness.Harness) -> None:
     assert len(corpus) >= 20
     diffs = [d for case in corpus for d in run.run(case)]
     assert not diffs, _report(diffs)
+
+
+def test_reserved_tokens_follow_sglang_and_the_named_exception(run: harness.Harness) -> None:
+    """Adaptive mode reserves its largest candidate (8), as SGLang's tokenizer does; with
+    topk > 1 and no draft-token count SGLang's own arithmetic fails: the named exception."""
+    eagle3 = ("--speculative-algorithm", "EAGLE3")
+    adaptive = harness.Case(
+        (*eagle3, "--speculative-adaptive"), "qwen3-8b", "L4", "qwen3-8b-eagle3"
+    )
+    assert not run.run(adaptive)
+    theirs = run.oracle.resolve(adaptive.argv(run.paths), harness.GPUS["L4"], {})
+    assert theirs["fields"]["reserved_tokens"] == 8
+    wide = harness.Case(
+        (*eagle3, "--speculative-num-steps", "3", "--speculative-eagle-topk", "2"),
+        "qwen3-8b",
+        "L4",
+        "qwen3-8b-eagle3",
+    )
+    before = run.excepted
+    assert not run.run(wide) and run.excepted == before + 1

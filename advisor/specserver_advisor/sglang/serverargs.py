@@ -207,6 +207,7 @@ def predict_server(
         "enable_mixed_chunk": bool(res.get("enable_mixed_chunk")),
         "disable_overlap_schedule": bool(res.get("disable_overlap_schedule")),
         "speculative_adaptive": bool(res.get("speculative_adaptive")),
+        "reserved_tokens": res.reserved_tokens,
     }
     out = ServerOutcome(ACCEPTED, fields=fields, resolution=res)
     if target_config is None:
