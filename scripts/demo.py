@@ -2,8 +2,10 @@
 
 Starts the local control plane, Prometheus, the operator and the node agent (which runs
 simulated engines for the pods the operator's Deployments create), applies one SpecServer in
-mode Auto, drives a load that goes low -> high -> low with different prompt kinds, prints each
-decision as it happens and ends with a summary; then stops everything it started. Run through
+mode Auto and, beside it, the same SpecServer always on (mode Enabled) and always off (mode
+Disabled), drives the same load at all three (low -> high -> low, different prompt kinds),
+prints each of Auto's decisions as it happens and ends with a summary that compares the three
+measured goodputs; then stops everything it started. Run through
 ``scripts/demo`` (which prepares the virtualenv).
 """
 
@@ -35,6 +37,8 @@ NAME = "qwen3-8b-auto"
 PHASES = [(4, 40.0, "code"), (40, 60.0, "chat"), (4, 90.0, "math")]  # users, wall s, kind
 TIME_SCALE = 10.0
 TTFT_SLO_S, TPOT_SLO_MS = 5.0, 200.0
+#: The measured static arms applied beside Auto: name suffix -> spec.mode.
+STATIC_ARMS = {"on": "Enabled", "off": "Disabled"}
 SPEC = {
     "apiVersion": "specserver.io/v1alpha1",
     "kind": "SpecServer",
@@ -248,16 +252,34 @@ class Stack:
         self.cluster.down(quiet=True)
 
 
-def endpoint(state: Path) -> str | None:
+def static_name(arm: str) -> str:
+    """The SpecServer of a static arm (``on``/``off``) beside the Auto one."""
+    return f"qwen3-8b-always-{arm}"
+
+
+def static_spec(arm: str) -> dict[str, Any]:
+    """The demo's SpecServer, renamed, with speculation fixed on or off."""
+    doc = json.loads(json.dumps(SPEC))
+    doc["metadata"]["name"] = static_name(arm)
+    doc["spec"]["mode"] = STATIC_ARMS[arm]
+    return doc
+
+
+def endpoint(state: Path, name: str = NAME) -> str | None:
     try:
         urls = json.loads((state / "agent" / "endpoints.json").read_text())
-        return (urls.get(f"{NAMESPACE}/{NAME}") or [None])[0]
+        return (urls.get(f"{NAMESPACE}/{name}") or [None])[0]
     except (OSError, ValueError):
         return None
 
 
 async def user(
-    state: Path, stop_at: float, kind: str, stats: Stats, session: aiohttp.ClientSession
+    state: Path,
+    stop_at: float,
+    kind: str,
+    stats: Stats,
+    session: aiohttp.ClientSession,
+    name: str = NAME,
 ) -> None:
     body = {
         "text": "hello " * 512,
@@ -266,7 +288,7 @@ async def user(
         "sampling_params": {"max_new_tokens": 128, "ignore_eos": True},
     }
     while time.monotonic() < stop_at:
-        url = endpoint(state)
+        url = endpoint(state, name)
         if url is None:
             await asyncio.sleep(0.5)
             continue
@@ -296,9 +318,9 @@ async def guard(stack: Stack) -> None:
         await asyncio.sleep(0.5)
 
 
-async def drive(stack: Stack, stats: Stats) -> None:
+async def drive(stack: Stack, stats: Stats, side: dict[str, Stats] | None = None) -> None:
     """Run the load phases while the guard watches the stack."""
-    load = asyncio.create_task(run_phases(stack.state, stats))
+    load = asyncio.create_task(run_phases(stack.state, stats, side or {}))
     watchdog = asyncio.create_task(guard(stack))
     done, _ = await asyncio.wait({load, watchdog}, return_when=asyncio.FIRST_COMPLETED)
     for task in (load, watchdog):
@@ -307,7 +329,8 @@ async def drive(stack: Stack, stats: Stats) -> None:
         task.result()
 
 
-async def run_phases(state: Path, stats: Stats) -> None:
+async def run_phases(state: Path, stats: Stats, side: dict[str, Stats]) -> None:
+    """Each phase's users at Auto and, the same number at the same time, at each static arm."""
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120)) as session:
         for users, seconds, kind in PHASES:
             print(
@@ -317,9 +340,13 @@ async def run_phases(state: Path, stats: Stats) -> None:
             )
             before = stats.good_tokens
             stop_at = time.monotonic() + seconds
-            await asyncio.gather(
-                *(user(state, stop_at, kind, stats, session) for _ in range(users))
-            )
+            clients = [user(state, stop_at, kind, stats, session) for _ in range(users)]
+            for arm, arm_stats in side.items():
+                name = static_name(arm)
+                clients += [
+                    user(state, stop_at, kind, arm_stats, session, name) for _ in range(users)
+                ]
+            await asyncio.gather(*clients)
             stats.per_phase.append(
                 {
                     "users": users,
@@ -352,20 +379,6 @@ def watch(stack: Stack, stop: threading.Event, seen: list[dict[str, Any]]) -> No
         stop.wait(1.0)
 
 
-def modelled_static_goodput(mode: str) -> float:
-    """What a static mode would have delivered over the same phases (performance model)."""
-    from specserver_advisor.fleetsim import Tick, serve
-    from specserver_advisor.models import AutoSpeculation
-
-    policy = AutoSpeculation(ttft_p99_slo_seconds=TTFT_SLO_S)
-    accept = {"code": 2.75, "chat": 2.38, "math": 2.72}
-    total = sum(
-        serve(Tick(users, accept[kind]), mode, 0.0, policy).good_tok_s * seconds
-        for users, seconds, kind in PHASES
-    )
-    return total / sum(seconds for _, seconds, _ in PHASES)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the demo."""
     parser = argparse.ArgumentParser(prog="scripts/demo")
@@ -389,31 +402,37 @@ def main(argv: list[str] | None = None) -> int:
     args.state_dir.mkdir(parents=True, exist_ok=True)
     stack = Stack(args.state_dir, args.ports)
     stats, seen, stop = Stats(), [], threading.Event()
+    side = {arm: Stats() for arm in STATIC_ARMS}
     started = time.time()
     try:
         stack.up()
         stack.kubectl("apply", "-f", "-", stdin=json.dumps(SPEC))
+        for arm in STATIC_ARMS:
+            stack.kubectl("apply", "-f", "-", stdin=json.dumps(static_spec(arm)))
         print(
-            f"== SpecServer {NAMESPACE}/{NAME} applied (mode Auto); waiting for the engine",
+            f"== SpecServer {NAMESPACE}/{NAME} applied (mode Auto), beside it "
+            f"{static_name('on')} (Enabled) and {static_name('off')} (Disabled) for the "
+            "measured comparison; waiting for the engines",
             flush=True,
         )
         deadline = time.monotonic() + 180
-        while endpoint(args.state_dir) is None:
+        names = [NAME, *(static_name(arm) for arm in STATIC_ARMS)]
+        while any(endpoint(args.state_dir, name) is None for name in names):
             stack.check()
             if time.monotonic() > deadline:
                 raise DemoFailed(
-                    "the engine did not become ready in 180s; last lines of the node agent's "
+                    "the engines did not become ready in 180s; last lines of the node agent's "
                     f"log:\n{log_tail(args.state_dir / 'agent.log')}"
                 )
             time.sleep(1)
         watcher = threading.Thread(target=watch, args=(stack, stop, seen), daemon=True)
         watcher.start()
         run_started = time.time()
-        asyncio.run(drive(stack, stats))
+        asyncio.run(drive(stack, stats, side))
         time.sleep(3)
         stop.set()
         watcher.join(timeout=5)
-        summary = summarise(seen, run_started, time.time(), stats)
+        summary = summarise(seen, run_started, time.time(), stats, side)
         print_summary(summary)
         print(f"== done in {time.time() - started:.0f}s; stopping everything", flush=True)
         if args.summary_json:
@@ -428,7 +447,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def summarise(
-    ledger: list[dict[str, Any]], start: float, end: float, stats: Stats
+    ledger: list[dict[str, Any]],
+    start: float,
+    end: float,
+    stats: Stats,
+    side: dict[str, Stats] | None = None,
 ) -> dict[str, Any]:
     """The documented summary: switches, time in mode, decisions, goodput."""
     import datetime
@@ -448,6 +471,13 @@ def summarise(
         mode, since = entry["mode"].lower(), at
     time_in[mode] += end - since
     wall = end - start
+    side = side or {}
+
+    def goodput(arm_stats: Stats | None) -> float | None:
+        if arm_stats is None:
+            return None
+        return round(arm_stats.good_tokens / (wall * TIME_SCALE), 1)
+
     return {
         "switches": sum(1 for e in ledger if e["action"] in ("enable", "disable")),
         "time_in_mode": {k: round(v, 1) for k, v in time_in.items()},
@@ -455,9 +485,9 @@ def summarise(
             {"ts": e["time"], "action": e["action"], "reason": e["reason"]} for e in ledger
         ],
         "goodput": {
-            "adaptive": round(stats.good_tokens / (wall * TIME_SCALE), 1),
-            "always_on": round(modelled_static_goodput("on"), 1),
-            "always_off": round(modelled_static_goodput("off"), 1),
+            "adaptive": goodput(stats),
+            "always_on": goodput(side.get("on")),
+            "always_off": goodput(side.get("off")),
         },
         "client_errors_during_switches": stats.errors,
         "switch_strategy": SPEC["spec"]["autoSpeculation"]["switchStrategy"],
@@ -474,8 +504,8 @@ def print_summary(s: dict[str, Any]) -> None:
     )
     print(
         f"   goodput (output tok/s within TTFT<={TTFT_SLO_S}s and TPOT<={TPOT_SLO_MS}ms, "
-        f"modelled time): adaptive {g['adaptive']} (measured), always-on {g['always_on']}, "
-        f"always-off {g['always_off']} (performance model, same load)"
+        f"modelled time), measured side by side under the same load: Auto {g['adaptive']}, "
+        f"always-on {g['always_on']}, always-off {g['always_off']}"
     )
     print(
         f"   client requests that failed during switches ({s['switch_strategy']}): "
