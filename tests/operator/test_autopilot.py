@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from specserver_advisor.autocycle import COUNT_CAP
 from specserver_advisor.policy import Observation
 from specserver_operator import controller
 from specserver_operator.client import HASH_ANNOTATION, applied_hash, object_hash
@@ -283,7 +284,12 @@ def test_a_policy_state_written_as_json_by_the_previous_version_is_migrated_once
     cycle(client, Signals(**STEADY), 1006)
     migrated = client.status["policyState"]
     assert isinstance(migrated, dict) and migrated["switchTimes"] == [900.0]
+    # The band's sample count and streak are stored until they reach COUNT_CAP, then settle.
+    for k in range(COUNT_CAP):
+        cycle(client, Signals(**STEADY), 1012 + 6 * k)
+    settled = copy.deepcopy(client.status["policyState"])
+    assert settled["switchTimes"] == [900.0]
     writes = client.writes
-    cycle(client, Signals(**STEADY), 1012)
+    cycle(client, Signals(**STEADY), 1012 + 6 * COUNT_CAP)
     assert client.writes == writes  # the structured form round-trips: nothing more to write
-    assert client.status["policyState"] == migrated
+    assert client.status["policyState"] == settled
