@@ -109,7 +109,7 @@ def worker(name: str, kubeconfig: Path, namespace: str, count: int) -> dict[str,
     out["rss_mb_imported"] = round(rss_mb(), 1)
     kept: list[Any] = []
 
-    def phase(label: str, work: Callable[[], None]) -> None:
+    def phase(label: str, work: Callable[[], object]) -> None:
         wall, cpu = time.perf_counter(), time.process_time()
         work()
         out[label] = {
@@ -123,9 +123,9 @@ def worker(name: str, kubeconfig: Path, namespace: str, count: int) -> dict[str,
             kept[:] = ops["list"]()
         assert len(kept) == count, len(kept)
 
-    phase("apply", lambda: [ops["apply"](i) for i in range(count)] and None)
+    phase("apply", lambda: [ops["apply"](i) for i in range(count)])
     phase("list_x3", lists)
-    phase("get", lambda: [ops["get"](i) for i in range(count)] and None)
+    phase("get", lambda: [ops["get"](i) for i in range(count)])
     out["rss_mb_peak"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     return out
 
