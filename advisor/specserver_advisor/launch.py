@@ -160,6 +160,17 @@ class Launch:
     parsed: ParsedArgs
     #: None when SGLang's parser refuses the argv (``parsed.issues``).
     plan: Plan | None
+    configs: ModelConfigs | None = field(default=None, compare=False, repr=False)
+    gpu_type: str = ""
+
+    def findings(self) -> list[tuple[str, str]]:
+        """(code, message) of every warning or error the lint rule registry finds in it."""
+        if self.configs is None:
+            return []
+        draft = self.configs.draft if self.speculative else None
+        return launch_findings.rule_findings(
+            self.argv, self.env, self.configs.target, draft, self.gpu_type
+        )
 
     @property
     def speculative(self) -> bool:
@@ -197,7 +208,7 @@ def launch_from_argv(
     positional = bool(argv) and not argv[0].startswith("-")
     parsed = parse_server_argv(argv, positional_model=positional)
     if parsed.issues:
-        return Launch(list(argv), dict(env), parsed, None)
+        return Launch(list(argv), dict(env), parsed, None, configs, gpu.name)
     plan = plan_argv(
         parsed.values,
         env,
@@ -207,7 +218,7 @@ def launch_from_argv(
         concurrency=concurrency,
         clock_scale=clock_scale,
     )
-    return Launch(list(argv), dict(env), parsed, plan)
+    return Launch(list(argv), dict(env), parsed, plan, configs, gpu.name)
 
 
 def plan_launch(
