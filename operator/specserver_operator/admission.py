@@ -28,6 +28,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from specserver_advisor import configchain, findings
+from specserver_advisor.launch_args import owned_in_extra
 from specserver_advisor.lint.model import Context
 from specserver_advisor.lint.rules import RULES
 from specserver_advisor.lint.specservers import SpecServerError, launch_from_specserver
@@ -105,6 +106,12 @@ def review_specserver(obj: dict[str, Any]) -> Verdict:
         Mode.DISABLED: [False],
         Mode.AUTO: [True, False],
     }[server.spec.mode]
+    if configs is None:
+        # No model config offline (a ConfigMap or HF source): what needs none is still checked.
+        owned = owned_in_extra(list(server.spec.engine.extra_args))
+        if owned:
+            seen.add("OwnedFlagInExtraArgs")
+            verdict.problems.append(f"OwnedFlagInExtraArgs: {owned}")
     for speculative in modes if configs is not None else []:
         cfg = build_engine_config(server.spec, configs, speculative)  # type: ignore[arg-type]
         if not cfg.valid and cfg.reason not in seen:

@@ -95,6 +95,22 @@ def test_a_model_config_override_in_extra_args_is_refused() -> None:
     ), verdict.problems
 
 
+@pytest.mark.parametrize(
+    "extra",
+    [["--json-model-override-args", "{}"], ["--config", "x.yaml"], ["--max-running-requests=9"]],
+)
+def test_owned_flags_are_refused_when_the_model_config_is_not_readable_offline(
+    extra: list[str],
+) -> None:
+    """A SpecServer whose configs come from a ConfigMap (read by the operator, not the webhook)
+    still has its extraArgs checked: refusing them needs no model config."""
+    doc = flagship(extraArgs=extra)
+    doc["spec"]["model"]["path"] = "acme/private-model"
+    doc["spec"].setdefault("modelSource", {})["configMapName"] = "acme-configs"
+    verdict = review_specserver(doc)
+    assert [p for p in verdict.problems if p.startswith("OwnedFlagInExtraArgs: ")], verdict.problems
+
+
 def test_admission_review_answer() -> None:
     bad = flagship(memFractionStatic=0.5, contextLength=100_000)
     review = {"request": {"uid": "u1", "operation": "CREATE", "object": bad}}
