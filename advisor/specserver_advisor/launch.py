@@ -32,7 +32,7 @@ from specserver_advisor.launch_args import (
 )
 from specserver_advisor.launch_fraction import computed_fraction, given_fraction_message
 from specserver_advisor.loaders.configs import LoadedConfig
-from specserver_advisor.models import SpecServerSpec
+from specserver_advisor.models import AutoSpeculation, SpecServerSpec
 from specserver_advisor.plan import DEFAULT_CONCURRENCY, Plan, PlanInputs, make_plan, policy_context
 from specserver_advisor.policy import PolicyContext
 from specserver_advisor.replay import NEUTRAL_CONTEXT
@@ -161,16 +161,36 @@ class Launch:
     #: None when SGLang's parser refuses the argv (``parsed.issues``).
     plan: Plan | None
     configs: ModelConfigs | None = field(default=None, compare=False, repr=False)
-    gpu_type: str = ""
+    gpu: Gpu | None = field(default=None, compare=False, repr=False)
 
     def findings(self) -> list[tuple[str, str]]:
         """(code, message) of every warning or error the lint rule registry finds in it."""
-        if self.configs is None:
+        if self.configs is None or self.gpu is None:
             return []
         draft = self.configs.draft if self.speculative else None
         return launch_findings.rule_findings(
-            self.argv, self.env, self.configs.target, draft, self.gpu_type
+            self.argv, self.env, self.configs.target, draft, self.gpu.name
         )
+
+    def policy_context(
+        self, policy: AutoSpeculation | None = None, input_len: int = 512, output_len: int = 128
+    ) -> PolicyContext:
+        """Where Auto starts from on this launch, at the expected request lengths (the neutral
+        context when it does not start or has no KV pool to reason on)."""
+        if self.plan is None or self.configs is None or self.gpu is None or self.failure():
+            return NEUTRAL_CONTEXT
+        plan = plan_argv(
+            self.parsed.values,
+            self.env,
+            self.configs,
+            self.gpu,
+            input_len=input_len,
+            output_len=output_len,
+        )
+        if not plan.resolution.speculative or plan.mem.kv_pool_tokens_with_draft <= 0:
+            return NEUTRAL_CONTEXT
+        adapts = bool(plan.resolution.get("speculative_adaptive"))
+        return policy_context(plan, policy, engine_adapts_steps=adapts)
 
     @property
     def speculative(self) -> bool:
@@ -208,7 +228,7 @@ def launch_from_argv(
     positional = bool(argv) and not argv[0].startswith("-")
     parsed = parse_server_argv(argv, positional_model=positional)
     if parsed.issues:
-        return Launch(list(argv), dict(env), parsed, None, configs, gpu.name)
+        return Launch(list(argv), dict(env), parsed, None, configs, gpu)
     plan = plan_argv(
         parsed.values,
         env,
@@ -218,7 +238,7 @@ def launch_from_argv(
         concurrency=concurrency,
         clock_scale=clock_scale,
     )
-    return Launch(list(argv), dict(env), parsed, plan, configs, gpu.name)
+    return Launch(list(argv), dict(env), parsed, plan, configs, gpu)
 
 
 def plan_launch(
@@ -361,14 +381,21 @@ def _choose_cap(cfg: EngineConfig, spec: SpecServerSpec, plan: Plan, speculative
 def policy_context_for(spec: SpecServerSpec, configs: ModelConfigs) -> PolicyContext:
     """The performance model's crossover and break-even for this SpecServer (speculation on).
 
-    Plans the launch the spec renders when speculating (memFractionStatic, extraArgs, env and
-    KV dtype included); the neutral context (no load-based decisions) when it cannot be planned.
+    Plans the launch the spec renders when speculating (memFractionStatic or the computed one,
+    the spec's maxRunningRequests, extraArgs, env and KV dtype included); the neutral context
+    (no load-based decisions) when it cannot be planned. A computed cap is left out: it is
+    sized for the mode being rendered, and the Off engine's would differ.
     """
     try:
         gpu = lookup_gpu(spec.resources.gpu_type)
     except UnknownGpuError:
         return NEUTRAL_CONTEXT
-    argv = argv_of(specserver_args(spec, True, is_mtp_target(configs.target)))
+    # The engine as rendered: the spec's cap (it binds both modes) and a computed fraction.
+    cfg = build_engine_config(spec, configs, True)
+    fraction = cfg.mem_fraction_static if cfg.mem_fraction_static_source == "Computed" else None
+    mtp = is_mtp_target(configs.target)
+    cap = spec.engine.max_running_requests
+    argv = argv_of(specserver_args(spec, True, mtp, None, cap, fraction))
     if parse_server_argv(argv).issues:
         return NEUTRAL_CONTEXT
     plan = plan_launch(spec, configs, gpu, argv, spec_env(spec))

@@ -1,8 +1,9 @@
-"""An argv Launch carries the rule findings a SpecServer's launch carries.
+"""An argv Launch carries what a SpecServer's launch carries: rule findings, Auto's context.
 
 For every example SpecServer, the argv the operator renders, planned back from argv alone
 (``launch.launch_from_argv``, as preflight and the simulated engine do), starts and has the
-warnings the operator put in ConfigValid.
+warnings the operator put in ConfigValid and, at the spec's expected request lengths (an argv
+does not carry them), the policy context the operator starts Auto from.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ import pytest
 import yaml
 
 from specserver_advisor.gpus import lookup_gpu
-from specserver_advisor.launch import build_engine_config, launch_from_argv
+from specserver_advisor.launch import build_engine_config, launch_from_argv, policy_context_for
 from specserver_advisor.launch_args import spec_env
 from specserver_advisor.loaders.specserver import configs_for_spec
 from specserver_advisor.models import Mode, SpecServer
+from specserver_advisor.replay import NEUTRAL_CONTEXT
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((REPO / "manifests" / "examples").glob("*.yaml"))
@@ -35,6 +37,19 @@ def test_an_argv_launch_has_the_operators_findings_and_policy_context(example: P
     assert launch.failure() is None
     assert launch.findings() == cfg.warnings
     assert launch.speculative == speculative
+    if speculative:
+        # A computed cap is sized for the mode rendered; Auto's context compares both modes
+        # without it. A cap the spec gives binds both engines, and the context plans with it.
+        argv = list(cfg.args)
+        if cfg.max_running_requests_source == "Computed":
+            k = argv.index("--max-running-requests")
+            del argv[k : k + 2]
+        lengths = spec.engine.expected_input_tokens, spec.engine.expected_output_tokens
+        ctx = launch_from_argv(argv, spec_env(spec), configs, gpu).policy_context(
+            spec.auto_speculation, *lengths
+        )
+        assert ctx == policy_context_for(spec, configs)
+        assert ctx != NEUTRAL_CONTEXT  # every speculative example has a KV pool to reason on
 
 
 def test_an_argv_launch_sglang_refuses_says_why() -> None:
@@ -48,3 +63,4 @@ def test_an_argv_launch_sglang_refuses_says_why() -> None:
     )
     failure = launch.failure()
     assert failure is not None and "NOPE" in failure[1]
+    assert launch.policy_context() == NEUTRAL_CONTEXT

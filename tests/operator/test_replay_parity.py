@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import json
-import math
 import random
 from pathlib import Path
 from typing import Any
@@ -226,7 +225,8 @@ def test_replay_of_the_l4_example_turns_speculation_off_when_acceptance_collapse
     # The operator's numbers, not the neutral context's (crossover infinity, floor 1.05).
     assert first["accept_floor"] == pytest.approx(round(ctx.break_even_accept * 1.05, 3))
     assert first["accept_floor"] > 1.05
-    assert math.isfinite(first["crossover"])
+    # The example caps both engines at 16 requests (spec.engine.maxRunningRequests) and both
+    # pools hold 16: below the cap speculation never loses throughput, so no crossover.
     assert first["crossover"] == pytest.approx(ctx.crossover(first["expected_accept"]))
 
 
