@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from specserver_advisor.sglang.flagtable import (
@@ -136,15 +137,22 @@ def match_option(token: str) -> tuple[Flag | None, str | None]:
     name = token.split("=", 1)[0]
     if "=" in token and name in table:
         return table[name], None
-    if len(token) > 1 and token[:2] == "--":
-        candidates = [opt for opt in table if opt.startswith(name)]
-    else:
-        candidates = [opt for opt in table if opt.startswith(token) or opt == token[:2]]
+    candidates = _prefix_candidates(name if token[:2] == "--" and len(token) > 1 else token)
     if len(candidates) == 1:
         return table[candidates[0]], None
     if len(candidates) > 1:
         return None, f"ambiguous option: {token} could match {', '.join(candidates)}"
     return None, f"unrecognized arguments: {token}"
+
+
+@lru_cache(maxsize=4096)
+def _prefix_candidates(token: str) -> tuple[str, ...]:
+    """The option strings ``token`` abbreviates, as argparse finds them (memoised: lint asks
+    the same abbreviations for every launch)."""
+    table = option_strings()
+    if token[:2] == "--":
+        return tuple(opt for opt in table if opt.startswith(token))
+    return tuple(opt for opt in table if opt.startswith(token) or opt == token[:2])
 
 
 def _matched_name(token: str) -> str:
