@@ -287,7 +287,7 @@ def test_operator_killed_mid_switch_completes_exactly_one_switch(
     )
     url = wait_for(lambda: stack.endpoint(namespace), 120, "the engine Ready")
     worker = load(url, 4, 120)
-    switch = wait_for(lambda: status(kube, namespace).get("switch"), 90, "a switch recorded")
+    switch = wait_for(lambda: status(kube, namespace).get("switch"), 180, "a switch recorded")
     # The dashboard's decisions panel has the decision (scraped from the operator's metrics).
     (decisions,) = [v for k, v in dashboard_queries(namespace).items() if "Decisions" in k]
     found = wait_for(lambda: query(prom, decisions), 15, "the decision in the dashboard panel")
