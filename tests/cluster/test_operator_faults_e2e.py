@@ -13,7 +13,7 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -158,6 +158,28 @@ class Drip(Tarpit):
             pass
 
 
+def wait_condition(
+    kube: KubeHandle,
+    namespace: str,
+    name: str,
+    type_: str,
+    ok: Callable[[dict[str, Any]], bool],
+    timeout: float,
+    what: str,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Wait until SpecServer ``name`` has a ``type_`` condition that ``ok`` accepts; both."""
+    return wait_for(  # type: ignore[no-any-return]
+        lambda: (
+            (o := get(kube, "sps", namespace, name))
+            and (c := condition(o, type_))
+            and ok(c)
+            and (o, c)
+        ),
+        timeout,
+        what,
+    )
+
+
 def named(doc: dict[str, Any], name: str) -> dict[str, Any]:
     out = copy.deepcopy(doc)
     out["metadata"]["name"] = name
@@ -188,18 +210,16 @@ def test_a_malformed_specserver_does_not_stop_another(
     apply(kube, namespace, bad)
     apply(kube, namespace, example())
     recreated_after_delete(kube, namespace, "qwen3-8b", 30)
-    sps = wait_for(
-        lambda: (
-            (o := get(kube, "sps", namespace, "malformed"))
-            and (c := condition(o, "ConfigValid"))
-            and c["status"] == "False"
-            and o
-        ),
+    sps, cv = wait_condition(
+        kube,
+        namespace,
+        "malformed",
+        "ConfigValid",
+        lambda c: c["status"] == "False",
         30,
         "a status on the malformed SpecServer",
     )
-    cv = condition(sps, "ConfigValid")
-    assert cv is not None and "hidden_size" in cv["message"] and "big" in cv["message"]
+    assert "hidden_size" in cv["message"] and "big" in cv["message"]
     assert sps["status"]["observedGeneration"] == sps["metadata"]["generation"]
     assert get(kube, "deployment", namespace, "malformed") is None
     assert operator.metric("specserver_cycles_total") > 0
@@ -295,18 +315,16 @@ def test_a_child_the_api_server_refuses_is_a_condition_not_a_retry_storm(
         {"key": "gpu", "operator": "Exists", "effect": "NoSchedule", "tolerationSeconds": 10}
     ]
     apply(kube, namespace, doc)
-    sps = wait_for(
-        lambda: (
-            (o := get(kube, "sps", namespace, "qwen3-8b"))
-            and (c := condition(o, "Ready"))
-            and c["reason"] == "ReconcileFailed"
-            and o
-        ),
+    _, ready = wait_condition(
+        kube,
+        namespace,
+        "qwen3-8b",
+        "Ready",
+        lambda c: c["reason"] == "ReconcileFailed",
         30,
         "Ready=False ReconcileFailed",
     )
-    ready = condition(sps, "Ready")
-    assert ready is not None and ready["status"] == "False" and "422" in ready["message"]
+    assert ready["status"] == "False" and "422" in ready["message"]
     time.sleep(20)  # several cycles: backoff, not a retry per cycle
     events = json.loads(kube.kubectl("get", "events", "-n", namespace, "-o", "json").stdout)
     failed = [e for e in events["items"] if e["reason"] == "ReconcileFailed"]
@@ -374,17 +392,16 @@ def test_a_dripping_hf_endpoint_holds_no_other_specserver(
         wait_for(lambda: drip.held, 30, "the operator to fetch from the dripping endpoint")
         recreated_after_delete(kube, namespace, "qwen3-8b", 20)
         assert _ok(f"http://127.0.0.1:{operator.port}/healthz")
-        sps = wait_for(
-            lambda: (
-                (o := get(kube, "sps", namespace, "drip-config"))
-                and (c := condition(o, "ConfigValid"))
-                and c["status"] != "True"
-                and c
-            ),
+        _, cv = wait_condition(
+            kube,
+            namespace,
+            "drip-config",
+            "ConfigValid",
+            lambda c: c["status"] != "True",
             60,
             "a ConfigValid condition on the dripping SpecServer",
         )
-        assert "config" in sps["message"].lower(), sps
+        assert "config" in cv["message"].lower(), cv
     finally:
         drip.close()
 
