@@ -37,10 +37,16 @@ class Calibration:
     #: paid by batches above the captured decode max. First-principles (about a dozen kernels
     #: per layer at ~20 us each), not fitted: no field figure runs above its captured batch.
     eager_s_per_layer: float = 0.00025
+    #: The scheduler's CPU work per step that the overlap scheduler runs while the GPU computes
+    #: the previous step (pick the next batch, build its inputs, process the last results): a
+    #: fixed part and a part per running request (Python loops over the batch). Not fitted:
+    #: every field figure ran with overlap on and GPU steps of 20 ms or more, which hide it.
+    schedule_s_per_step: float = 0.0005
+    schedule_s_per_request: float = 0.00002
 
 
 #: Constants the fit leaves alone (no field figure constrains them).
-UNFITTED = ("eager_s_per_layer",)
+UNFITTED = ("eager_s_per_layer", "schedule_s_per_step", "schedule_s_per_request")
 
 
 DEFAULT_CALIBRATION = Calibration()
@@ -79,6 +85,12 @@ class Scenario:
     staggered: bool = False
     #: Largest decode batch with a captured CUDA graph (None: every batch is captured).
     cuda_graph_max_bs: int | None = None
+    #: SGLang's overlap scheduler (on by default, speculation included; off with
+    #: --disable-overlap-schedule, pipeline parallelism or the CPU device).
+    overlap_schedule: bool = True
+    #: --chunked-prefill-size: a longer prompt is prefilled over several scheduler steps, each
+    #: of which also runs the decodes in flight (None or <= 0: one prefill forward per prompt).
+    chunked_prefill_size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -96,6 +108,8 @@ class Prediction:
     ttft_p99_ms: float
     output_tok_s: float
     prefill_s: float
+    #: Inter-token latency P99: a step that also carries a prefill chunk is the slow one.
+    itl_p99_ms: float = 0.0
 
 
 def _experts_touched(shape: ModelShape, tokens: float) -> float:
@@ -131,14 +145,26 @@ def forward_time(
         weights += routed_bytes * (touched / shape.num_experts - 1)
     kv = batch * context * cell_bytes * tp  # cell is per GPU; total across the TP group
     bytes_read = (weights + kv) / tp
-    flops = 2 * shape.active_params_per_token() * tokens / tp
+    linear = 2 * shape.active_params_per_token() * tokens / tp
     # Attention score/value FLOPs grow with context: 4 * layers * heads * head_dim per position.
-    flops += 4 * shape.num_layers * shape.num_heads * shape.head_dim * context * tokens / tp
+    attention = 4 * shape.num_layers * shape.num_heads * shape.head_dim * context * tokens / tp
     mem_s = bytes_read / (scn.gpu.bandwidth_gbs * 1e9 * cal.bandwidth_efficiency)
-    cmp_s = flops / (scn.gpu.bf16_tflops * 1e12 * cal.compute_efficiency * scn.clock_scale)
+    rate = scn.gpu.bf16_tflops * 1e12 * cal.compute_efficiency * scn.clock_scale
+    cmp_s = linear / (rate * linear_rate_factor(scn, shape)) + attention / rate
     launch = (shape.num_layers - shape.moe_layers) * cal.launch_s_per_dense_layer
     launch += shape.moe_layers * cal.launch_s_per_moe_layer
     return float(max(mem_s, cmp_s) + launch / scn.clock_scale**0.5)
+
+
+def linear_rate_factor(scn: Scenario, shape: ModelShape) -> float:
+    """The matmul rate of ``shape``'s weights relative to dense BF16 on ``scn``'s GPU.
+
+    FP16 and BF16 run at the same tensor-core rate (and are the same bytes). An FP8 checkpoint
+    runs its linear layers as FP8 GEMMs, twice the BF16 rate, on cards with FP8 tensor cores
+    (sm89 and later); older cards dequantize to BF16 (weight-only FP8: half the bytes, the same
+    compute). Attention runs in the compute dtype either way.
+    """
+    return 2.0 if shape.checkpoint_fp8 and scn.gpu.sm >= 89 else 1.0
 
 
 def eager_overhead(scn: Scenario, shape: ModelShape, batch: int, cal: Calibration) -> float:
@@ -148,7 +174,25 @@ def eager_overhead(scn: Scenario, shape: ModelShape, batch: int, cal: Calibratio
     return shape.num_layers * cal.eager_s_per_layer
 
 
+def schedule_host_time(batch: int, cal: Calibration) -> float:
+    """The scheduler's CPU time around one step of ``batch`` requests (hidden by overlap)."""
+    return cal.schedule_s_per_step + cal.schedule_s_per_request * batch
+
+
 def step_time(
+    scn: Scenario, batch: int, speculative: bool, cal: Calibration, steps: int | None = None
+) -> float:
+    """One decode step as the client sees it: the GPU's step and the scheduler's CPU work.
+
+    With the overlap scheduler the CPU prepares step n+1 while the GPU runs step n, so a step
+    takes the longer of the two; without it they run one after the other.
+    """
+    gpu = gpu_step_time(scn, batch, speculative, cal, steps)
+    host = schedule_host_time(batch, cal)
+    return max(gpu, host) if scn.overlap_schedule else gpu + host
+
+
+def gpu_step_time(
     scn: Scenario, batch: int, speculative: bool, cal: Calibration, steps: int | None = None
 ) -> float:
     """One decode step (speculative: draft steps + verify + draft extend) for ``batch`` requests.
@@ -220,14 +264,28 @@ def step_time(
 
 def prefill_time(scn: Scenario, speculative: bool, cal: Calibration) -> float:
     """Seconds to prefill one request's prompt (compute-bound), draft prefill included."""
-    flops = 2 * scn.target.active_params_per_token() * scn.input_len
-    flops += (
-        2 * scn.target.num_layers * scn.target.num_heads * scn.target.head_dim * scn.input_len**2
-    )
+    return prefill_tokens_time(scn, scn.input_len, speculative, cal)
+
+
+def prefill_tokens_time(scn: Scenario, tokens: int, speculative: bool, cal: Calibration) -> float:
+    """Seconds of prefill compute for the first ``tokens`` of a prompt, draft included."""
+    target = scn.target
+    attention = 2 * target.num_layers * target.num_heads * target.head_dim * tokens**2
+    linear = 2 * target.active_params_per_token() * tokens / linear_rate_factor(scn, target)
     if speculative and scn.draft is not None:
-        flops += 2 * scn.draft.active_params_per_token() * scn.input_len
+        linear += (
+            2 * scn.draft.active_params_per_token() * tokens / linear_rate_factor(scn, scn.draft)
+        )
     rate = scn.gpu.bf16_tflops * 1e12 * cal.prefill_efficiency * scn.clock_scale * scn.tp_size
-    return flops / rate
+    return (linear + attention) / rate
+
+
+def prefill_chunks(scn: Scenario) -> int:
+    """Scheduler steps one prompt's prefill spans (``--chunked-prefill-size``)."""
+    size = scn.chunked_prefill_size
+    if not size or size <= 0:
+        return 1
+    return max(1, math.ceil(scn.input_len / size))
 
 
 def predict(
@@ -261,22 +319,38 @@ def closed_loop(
         return Prediction(concurrency, 0, concurrency, inf, inf, inf, inf, inf, 0.0, inf)
     queued = max(0, concurrency - running)
     steps_per_request = scn.output_len / accept
-    wave_s = running * prefill + steps_per_request * step
+    decode_s = steps_per_request * step
+    wave_s = running * prefill + decode_s
     req_per_s = running / wave_s
     wait = queued * wave_s / running
-    own = prefill + step if scn.staggered else (running + 1) / 2 * prefill + step
+    chunks = prefill_chunks(scn)
+    if scn.staggered:
+        # A request decodes while the other running - 1 slots each admit about one request per
+        # wave: their prefill chunks share its steps (mixed, or interleaved between them), so its
+        # decode stretches to D = decode_s + arrivals x prefill with arrivals = (running-1) D/wave.
+        decode_elapsed = decode_s * wave_s / (prefill + decode_s)
+        arrivals = (running - 1) * decode_elapsed / wave_s
+        # Its own prompt runs one chunk per step alongside the decodes in flight.
+        own = prefill + chunks * step
+    else:
+        decode_elapsed, arrivals = decode_s, 0.0
+        own = (running + 1) / 2 * prefill + step
+    chunk_steps = arrivals * chunks
+    slow_share = chunk_steps / (steps_per_request + chunk_steps)
+    itl_p99 = step + prefill / chunks if slow_share >= 0.01 else step
     ttft = wait + own
     return Prediction(
         concurrency=concurrency,
         running=running,
         queued=queued,
         step_s=step,
-        tpot_ms=step / accept * 1000,
-        itl_ms=step * 1000,
+        tpot_ms=decode_elapsed / scn.output_len * 1000,
+        itl_ms=decode_elapsed / steps_per_request * 1000,
         ttft_ms=ttft * 1000,
         ttft_p99_ms=ttft * 1500,
         output_tok_s=req_per_s * scn.output_len,
         prefill_s=prefill,
+        itl_p99_ms=itl_p99 * 1000,
     )
 
 

@@ -242,6 +242,12 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
         cuda_graph_max_bs=min(mem.settings.cuda_graph_max_bs, int(user_mrr))
         if user_mrr
         else mem.settings.cuda_graph_max_bs,
+        # Overlap is SGLang's default, speculation included; the launch turns it off with the
+        # flag (forced on the CPU device by the resolver) or pipeline parallelism.
+        chunked_prefill_size=mem.settings.chunked_prefill_size,
+        overlap_schedule=not (
+            r.get("disable_overlap_schedule") or int(inp.args.get("pp_size") or 1) > 1
+        ),
     )
     curves = []
     for c in sorted(set(inp.concurrency)):
