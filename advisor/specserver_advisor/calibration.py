@@ -161,21 +161,41 @@ def evaluate(cal: Calibration = DEFAULT_CALIBRATION) -> list[tuple[Target, float
     return [(t, t.compute(plans[t.case])) for t in TARGETS]
 
 
-def loss(cal: Calibration, exclude: str | None = None) -> float:
-    """Weighted mean squared log error over the fitted targets (``exclude``: a label left out)."""
+CARDS = ("l4", "gb10")
+
+
+def on_cards(target: Target, cards: tuple[str, ...] | None) -> bool:
+    """Whether ``target`` was measured on one of ``cards`` (None: every card)."""
+    return cards is None or any(target.case.split("-")[0] == card for card in cards)
+
+
+def loss(
+    cal: Calibration, exclude: str | None = None, cards: tuple[str, ...] | None = None
+) -> float:
+    """Weighted mean squared log error over the fitted targets.
+
+    ``exclude``: a label left out; ``cards``: only the figures measured on these cards.
+    """
     scored = [
         (t.weight, math.log(max(v, 1e-9) / t.field_value) ** 2)
         for t, v in evaluate(cal)
-        if t.fitted and t.label != exclude
+        if t.fitted and t.label != exclude and on_cards(t, cards)
     ]
     return sum(w * e for w, e in scored) / sum(w for w, _ in scored)
 
 
 def fit(
-    start: Calibration = DEFAULT_CALIBRATION, rounds: int = 4, exclude: str | None = None
+    start: Calibration = DEFAULT_CALIBRATION,
+    rounds: int = 4,
+    exclude: str | None = None,
+    cards: tuple[str, ...] | None = None,
 ) -> Calibration:
-    """Coordinate search in log space over every fitted Calibration constant."""
-    best, best_loss = start, loss(start, exclude)
+    """Coordinate search in log space over every fitted Calibration constant.
+
+    ``cards`` fits on one card's figures only: the other card's figures then test the
+    constants out of sample (whether a constant is the same on both cards, e.g. host time).
+    """
+    best, best_loss = start, loss(start, exclude, cards)
     for r in range(rounds):
         step = 0.5 / (2**r)
         for f in fields(Calibration):
@@ -186,7 +206,7 @@ def fit(
                 if f.name.endswith("efficiency") or f.name == "moe_routing_independence":
                     value = min(1.0, value)
                 trial = replace(best, **{f.name: value})
-                trial_loss = loss(trial, exclude)
+                trial_loss = loss(trial, exclude, cards)
                 if trial_loss < best_loss:
                     best, best_loss = trial, trial_loss
     return best

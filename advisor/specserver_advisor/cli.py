@@ -39,6 +39,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="refit without each fitted figure and print its out-of-sample error",
     )
+    cal.add_argument(
+        "--cards",
+        nargs="+",
+        choices=("l4", "gb10"),
+        help="with --fit: fit on these cards' figures only (the others are then out of sample)",
+    )
     a, extra = parser.parse_known_args(argv)
     if extra and a.command != "plan":
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
@@ -55,9 +61,12 @@ def main(argv: list[str] | None = None) -> int:
             return plan_command.run(a, extra)
         from specserver_advisor import calibration
 
-        constants = calibration.fit() if a.fit else DEFAULT_CALIBRATION
+        if a.cards and not a.fit:
+            raise UsageError("--cards selects the figures of a fit: add --fit")
+        cards = tuple(a.cards) if a.cards else None
+        constants = calibration.fit(cards=cards) if a.fit else DEFAULT_CALIBRATION
         if a.fit:
-            print(f"fitted: {constants}")
+            print(f"fitted{' on ' + ', '.join(cards) if cards else ''}: {constants}")
         print(calibration.report(constants))
         if a.leave_one_out:
             print()
