@@ -2,8 +2,9 @@
 
 ``specserver-advisor calibrate`` prints model vs field for every target figure; ``--fit`` reruns
 the coordinate search over ``Calibration`` from the committed defaults and prints the constants
-it found (the committed defaults in ``perfmodel.py`` are its output). The field figures here are
-comparison targets only: the model itself never reads them.
+it found (the committed defaults in ``modelconstants.py`` are its output; ``--cards`` fits one
+card's figures only). The field figures here are comparison targets only: the model itself
+never reads them.
 """
 
 from __future__ import annotations

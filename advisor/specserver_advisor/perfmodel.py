@@ -1,12 +1,16 @@
 """A first-principles performance model of SGLang decoding with and without speculation.
 
 A forward pass reads the weights it touches (for MoE: the experts the batch routes to) and the
-KV of every running request, and does ~2 FLOPs per active parameter per token processed; its
+KV of every running request, in the launch's weight and KV dtypes, and does ~2 FLOPs per active
+parameter per token processed (FP8 GEMMs at twice the BF16 rate where the card has them); its
 time is the slower of memory and compute plus a per-layer launch cost. Speculation adds draft
 forwards and one verify pass over (draft tokens) positions per request, and commits the accept
-length per request per step. The KV pool caps how many requests run; the rest queue, and that
-wait is what TTFT pays. Used by ``plan``, the auto-speculation policy, and the simulated engine.
-Constants live in ``Calibration`` (fitted by ``specserver_advisor.calibration``).
+length per request per step. The scheduler's CPU work hides behind the GPU step under the
+overlap scheduler and adds to it without. The KV pool caps how many requests run; the rest
+queue, and that wait is what TTFT pays; with staggered arrivals new prompts' prefills (chunked,
+mixed into decode steps or ahead of them) stretch the running requests' TPOT. Used by ``plan``,
+the auto-speculation policy, and the simulated engine. Constants live in ``Calibration``
+(``modelconstants``; fitted by ``specserver_advisor.calibration``).
 """
 
 from __future__ import annotations
@@ -16,40 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from specserver_advisor.gpus import Gpu
+from specserver_advisor.modelconstants import DEFAULT_CALIBRATION as DEFAULT_CALIBRATION
+from specserver_advisor.modelconstants import UNFITTED as UNFITTED
+from specserver_advisor.modelconstants import Calibration as Calibration
 from specserver_advisor.modelshape import ModelShape
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """The model's few constants (see docs/advisor.md for the fit)."""
-
-    bandwidth_efficiency: float = 0.956
-    compute_efficiency: float = 0.601
-    launch_s_per_dense_layer: float = 0.000228
-    launch_s_per_moe_layer: float = 0.000143
-    spec_step_overhead_s: float = 0.000616
-    #: Host-side work per request per speculative step (tree build, accept, bookkeeping).
-    spec_s_per_request: float = 0.000595
-    #: Fraction of a request's extra verify positions that route like independent tokens.
-    moe_routing_independence: float = 0.418
-    prefill_efficiency: float = 0.488
-    #: Host time per layer of a forward run without a CUDA graph (kernel launches from Python),
-    #: paid by batches above the captured decode max. First-principles (about a dozen kernels
-    #: per layer at ~20 us each), not fitted: no field figure runs above its captured batch.
-    eager_s_per_layer: float = 0.00025
-    #: The scheduler's CPU work per step that the overlap scheduler runs while the GPU computes
-    #: the previous step (pick the next batch, build its inputs, process the last results): a
-    #: fixed part and a part per running request (Python loops over the batch). Not fitted:
-    #: every field figure ran with overlap on and GPU steps of 20 ms or more, which hide it.
-    schedule_s_per_step: float = 0.0005
-    schedule_s_per_request: float = 0.00002
-
-
-#: Constants the fit leaves alone (no field figure constrains them).
-UNFITTED = ("eager_s_per_layer", "schedule_s_per_step", "schedule_s_per_request")
-
-
-DEFAULT_CALIBRATION = Calibration()
 
 
 @dataclass(frozen=True)
@@ -88,9 +62,12 @@ class Scenario:
     #: SGLang's overlap scheduler (on by default, speculation included; off with
     #: --disable-overlap-schedule, pipeline parallelism or the CPU device).
     overlap_schedule: bool = True
-    #: --chunked-prefill-size: a longer prompt is prefilled over several scheduler steps, each
-    #: of which also runs the decodes in flight (None or <= 0: one prefill forward per prompt).
+    #: --chunked-prefill-size: a longer prompt is prefilled over several scheduler steps
+    #: (None or <= 0: one prefill forward per prompt).
     chunked_prefill_size: int | None = None
+    #: --enable-mixed-chunk: each prefill chunk's forward also runs the decodes in flight. Off
+    #: (the default), prefill batches go first and the decodes wait for all of a prompt's chunks.
+    mixed_chunk: bool = False
 
 
 @dataclass(frozen=True)
@@ -281,9 +258,14 @@ def prefill_tokens_time(scn: Scenario, tokens: int, speculative: bool, cal: Cali
 
 
 def prefill_chunks(scn: Scenario) -> int:
-    """Scheduler steps one prompt's prefill spans (``--chunked-prefill-size``)."""
+    """Steps of the running decodes one prompt's prefill is mixed into (1: not mixed).
+
+    With ``--enable-mixed-chunk`` each ``--chunked-prefill-size`` chunk runs with the decodes;
+    without it the chunks run back to back ahead of them (``get_next_batch_to_run``: a prefill
+    batch, the chunked request's included, goes before the decode batch).
+    """
     size = scn.chunked_prefill_size
-    if not size or size <= 0:
+    if not scn.mixed_chunk or not size or size <= 0:
         return 1
     return max(1, math.ceil(scn.input_len / size))
 
@@ -326,11 +308,12 @@ def closed_loop(
     chunks = prefill_chunks(scn)
     if scn.staggered:
         # A request decodes while the other running - 1 slots each admit about one request per
-        # wave: their prefill chunks share its steps (mixed, or interleaved between them), so its
-        # decode stretches to D = decode_s + arrivals x prefill with arrivals = (running-1) D/wave.
+        # wave: their prefills run ahead of its steps or mixed into them, so its decode
+        # stretches to D = decode_s + arrivals x prefill with arrivals = (running-1) D/wave.
         decode_elapsed = decode_s * wave_s / (prefill + decode_s)
         arrivals = (running - 1) * decode_elapsed / wave_s
-        # Its own prompt runs one chunk per step alongside the decodes in flight.
+        # Its own prompt waits for the step in flight, or (mixed) runs one chunk per step
+        # alongside the decodes.
         own = prefill + chunks * step
     else:
         decode_elapsed, arrivals = decode_s, 0.0

@@ -245,6 +245,7 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
         # Overlap is SGLang's default, speculation included; the launch turns it off with the
         # flag (forced on the CPU device by the resolver) or pipeline parallelism.
         chunked_prefill_size=mem.settings.chunked_prefill_size,
+        mixed_chunk=bool(r.get("enable_mixed_chunk")),
         overlap_schedule=not (
             r.get("disable_overlap_schedule") or int(inp.args.get("pp_size") or 1) > 1
         ),

@@ -148,15 +148,30 @@ def test_staggered_arrivals_prefill_chunks_stretch_every_running_requests_tpot()
     assert waves.tpot_ms == pytest.approx(waves.step_s * 1000)
 
 
-def test_chunk_size_trades_the_slow_step_against_the_new_requests_ttft() -> None:
-    small, large = (
-        staggered("--chunked-prefill-size", "512"),
-        staggered("--chunked-prefill-size", "4096"),
-    )
-    assert small.scenario.chunked_prefill_size == 512
+def test_mixed_chunks_trade_the_slow_step_against_the_new_requests_ttft() -> None:
+    mixed = "--enable-mixed-chunk"
+    small = staggered(mixed, "--chunked-prefill-size", "512")
+    large = staggered(mixed, "--chunked-prefill-size", "4096")
+    assert small.scenario.chunked_prefill_size == 512 and small.scenario.mixed_chunk
     s = predict(small.scenario, 8, small.cap_off, False)
     big = predict(large.scenario, 8, large.cap_off, False)
     # A 4,096-token chunk makes one step as slow as a whole prefill; 512-token chunks spread it.
     assert big.itl_p99_ms > 2 * s.itl_p99_ms > 2 * s.itl_ms
-    # The prompt split in 8 chunks waits for 8 steps of the running batch instead of one.
+    # The prompt split in 8 chunks rides 8 steps of the running batch instead of one.
     assert s.ttft_ms > big.ttft_ms + 6 * s.step_s * 1000
+    # Mean TPOT pays the same prefill work either way.
+    assert s.tpot_ms == pytest.approx(big.tpot_ms, rel=0.01)
+
+
+def test_without_mixed_chunks_decodes_wait_for_the_whole_prefill() -> None:
+    # SGLang's default: prefill batches (every chunk of a prompt) go before the decode batch.
+    small, large = staggered("--chunked-prefill-size", "512"), staggered()
+    assert not small.scenario.mixed_chunk
+    s = predict(small.scenario, 8, small.cap_off, False)
+    big = predict(large.scenario, 8, large.cap_off, False)
+    assert s.itl_p99_ms == pytest.approx(big.itl_p99_ms)
+    assert s.itl_p99_ms > s.step_s * 1000 + 0.9 * s.prefill_s * 1000
+    assert s.ttft_ms == pytest.approx(big.ttft_ms)
+    # The same chunks mixed into the decode steps: the slow step is one chunk, not the prompt.
+    mixed = staggered("--enable-mixed-chunk", "--chunked-prefill-size", "512")
+    assert predict(mixed.scenario, 8, mixed.cap_off, False).itl_p99_ms < s.itl_p99_ms / 4
