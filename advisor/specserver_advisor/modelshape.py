@@ -6,7 +6,7 @@ Used by the memory planner (KV bytes per token, weight bytes) and the performanc
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from specserver_advisor.sglang.context import text_config
@@ -197,3 +197,26 @@ def _kv_cache_fp8(cfg: dict[str, Any]) -> bool:
     quant = cfg.get("quantization_config") or {}
     algo = quant.get("kv_cache_quant_algo") if isinstance(quant, dict) else None
     return isinstance(algo, str) and algo.upper() == "FP8"
+
+
+#: ``--dtype`` values SGLang 0.5.23 accepts, as bytes per element (``_STR_DTYPE_TO_TORCH_DTYPE``).
+LAUNCH_DTYPE_BYTES = {"half": 2, "float16": 2, "bfloat16": 2, "float": 4, "float32": 4}
+
+
+def launch_dtype_bytes(shape: ModelShape, dtype: str | None) -> int:
+    """Bytes of the dtype SGLang computes in under ``--dtype`` (``_get_and_verify_dtype``).
+
+    ``auto`` keeps the config's dtype but runs a float32 checkpoint in float16; an explicit
+    dtype wins (float16 and bfloat16 are the same two bytes).
+    """
+    flag = (dtype or "auto").lower()
+    if flag == "auto":
+        return 2 if shape.model_dtype_bytes == 4 else shape.model_dtype_bytes
+    return LAUNCH_DTYPE_BYTES[flag]
+
+
+def with_launch_dtype(shape: ModelShape, dtype: str | None) -> ModelShape:
+    """``shape`` as loaded under ``--dtype``: its weights (unless FP8-quantized) and KV ``auto``."""
+    loaded = launch_dtype_bytes(shape, dtype)
+    weights = shape.dtype_bytes if shape.checkpoint_fp8 else loaded
+    return replace(shape, dtype_bytes=weights, model_dtype_bytes=loaded)

@@ -15,7 +15,7 @@ from typing import Any
 from specserver_advisor import memory
 from specserver_advisor.gpus import Gpu
 from specserver_advisor.models import AutoSpeculation
-from specserver_advisor.modelshape import ModelShape, shape_from_config
+from specserver_advisor.modelshape import ModelShape, shape_from_config, with_launch_dtype
 from specserver_advisor.perfmodel import (
     DEFAULT_CALIBRATION,
     Calibration,
@@ -165,16 +165,25 @@ def _draft_shape(
         return target, memory.draft_weight_bytes_mtp(target), True
     if inp.draft_config is None:
         return None, 0, False
-    draft = shape_from_config(inp.draft_config)
-    weight = inp.draft_weight_bytes or memory.draft_weight_bytes_separate(draft)
-    return draft, weight, False
+    on_disk = shape_from_config(inp.draft_config)
+    draft = with_launch_dtype(on_disk, inp.args.get("dtype"))
+    weight = _loaded_bytes(inp.draft_weight_bytes, on_disk, draft)
+    return draft, weight or memory.draft_weight_bytes_separate(draft), False
+
+
+def _loaded_bytes(checkpoint: int | None, on_disk: ModelShape, loaded: ModelShape) -> int | None:
+    """A checkpoint's size once loaded in the launch's dtype (a float32 file runs in 2 bytes)."""
+    if checkpoint is None:
+        return None
+    return checkpoint * loaded.dtype_bytes // on_disk.dtype_bytes
 
 
 def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
     """Resolve, check context, size memory and predict curves for one launch."""
     r = resolve_launch(inp.args, inp.target_config, inp.draft_config)
-    target = shape_from_config(inp.target_config)
-    t_weight = inp.target_weight_bytes or target.weight_bytes()
+    on_disk = shape_from_config(inp.target_config)
+    target = with_launch_dtype(on_disk, inp.args.get("dtype"))
+    t_weight = _loaded_bytes(inp.target_weight_bytes, on_disk, target) or target.weight_bytes()
     draft, d_weight, mtp = _draft_shape(inp, target, r)
     tp = int(inp.args.get("tp_size") or 1)
     ctx = check_context(

@@ -127,6 +127,19 @@ def test_fp16_and_bf16_are_the_same_bytes_and_rate() -> None:
     assert fp16.mem.kv_pool_tokens_with_draft == bf16.mem.kv_pool_tokens_with_draft
 
 
+def test_launch_dtype_float32_doubles_weight_and_kv_traffic() -> None:
+    bf16, fp32 = plan(gpu="A100-80G"), plan("--dtype", "float32", gpu="A100-80G")
+    assert fp32.scenario.target_weight_bytes == 2 * bf16.scenario.target_weight_bytes
+    assert fp32.scenario.kv_cell_bytes == 2 * bf16.scenario.kv_cell_bytes
+    assert fp32.mem.kv_pool_tokens_without_draft < bf16.mem.kv_pool_tokens_without_draft / 2
+    # Batch-1 decode reads twice the bytes (the per-layer launch cost stays).
+    ratio = step_time(fp32.scenario, 1, False, CAL) / step_time(bf16.scenario, 1, False, CAL)
+    assert 1.4 < ratio < 2.0
+    # A float32 checkpoint under --dtype auto runs in float16: the bf16 checkpoint's plan.
+    fp32_cfg = dict(calibration.field_config("qwen3-8b"), torch_dtype="float32")
+    assert plan(target=fp32_cfg).curves == plan().curves
+
+
 def staggered(*extra: str) -> Plan:
     """Long prompts at varied lengths: arrivals spread out, chunks share decode steps."""
     p = plan(*extra, input_len=4096, output_len=256)

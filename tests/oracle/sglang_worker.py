@@ -297,10 +297,16 @@ def kv_dtype(request: dict[str, Any]) -> dict[str, Any]:
     quant = types.SimpleNamespace(kv_cache_quant_algo=request.get("kv_cache_quant_algo"))
     model = types.SimpleNamespace(quant_config=quant)
     try:
+        model_dtype = getattr(torch, request.get("model_dtype", "bfloat16"))
+        if "launch_dtype" in request:
+            # The model dtype as a launch resolves it: --dtype against the config's dtype.
+            from sglang.srt.configs.model_config import _get_and_verify_dtype
+
+            model_dtype = _get_and_verify_dtype(request["config"], request["launch_dtype"])
         _, dtype = configure_kv_cache_dtype(
             server_args_kv_cache_dtype=request["kv_cache_dtype"],
             model=model,  # type: ignore[arg-type]
-            model_dtype=getattr(torch, request.get("model_dtype", "bfloat16")),
+            model_dtype=model_dtype,
             is_draft_worker=bool(request.get("draft")),
             is_dflash=bool(request.get("dflash")),
             speculative_draft_attention_backend=request.get("draft_backend") or "",
@@ -308,7 +314,11 @@ def kv_dtype(request: dict[str, Any]) -> dict[str, Any]:
         )
     except Exception as exc:
         return {"outcome": type(exc).__name__, "message": str(exc)}
-    return {"outcome": "accepted", "bytes": torch.empty((), dtype=dtype).element_size()}
+    return {
+        "outcome": "accepted",
+        "bytes": torch.empty((), dtype=dtype).element_size(),
+        "model_bytes": torch.empty((), dtype=model_dtype).element_size(),
+    }
 
 
 def serve() -> int:

@@ -12,7 +12,7 @@ import pytest
 import oracle
 from conftest import load_config
 from specserver_advisor import memory
-from specserver_advisor.modelshape import shape_from_config
+from specserver_advisor.modelshape import shape_from_config, with_launch_dtype
 
 sglang = pytest.fixture(scope="module", name="sglang")(oracle.worker_or_skip)
 
@@ -30,6 +30,23 @@ def test_kv_element_bytes_match_configure_kv_cache_dtype(
     )
     assert theirs["outcome"] == "accepted", theirs
     assert memory.kv_dtype_bytes(kv_cache_dtype, shape_from_config(cfg)) == theirs["bytes"]
+
+
+@pytest.mark.parametrize(
+    "launch_dtype", ["auto", "half", "float16", "bfloat16", "float", "float32"]
+)
+@pytest.mark.parametrize("config_dtype", ["bfloat16", "float16", "float32", None])
+def test_launch_dtype_sets_weight_and_kv_bytes_as_sglang_resolves_it(
+    sglang: oracle.Oracle, launch_dtype: str, config_dtype: str | None
+) -> None:
+    # --dtype against the config's torch_dtype (_get_and_verify_dtype): auto runs a float32
+    # (or dtype-less) checkpoint in float16; KV auto follows the resolved model dtype.
+    cfg = dict(load_config("qwen3-8b"), torch_dtype=config_dtype)
+    theirs = sglang.kv_dtype_bytes(kv_cache_dtype="auto", launch_dtype=launch_dtype, config=cfg)
+    assert theirs["outcome"] == "accepted", theirs
+    ours = with_launch_dtype(shape_from_config(cfg), launch_dtype)
+    assert ours.dtype_bytes == theirs["model_bytes"]
+    assert memory.kv_dtype_bytes("auto", ours) == theirs["bytes"]
 
 
 def test_eagle_draft_kv_dtype_is_not_what_sizes_the_pool(sglang: oracle.Oracle) -> None:
