@@ -138,8 +138,8 @@ def linear_rate_factor(scn: Scenario, shape: ModelShape) -> float:
 
     FP16 and BF16 run at the same tensor-core rate (and are the same bytes). An FP8 checkpoint
     runs its linear layers as FP8 GEMMs, twice the BF16 rate, on cards with FP8 tensor cores
-    (sm89 and later); older cards dequantize to BF16 (weight-only FP8: half the bytes, the same
-    compute). Attention runs in the compute dtype either way.
+    (sm89 and later); sm80-88 run Marlin weight-only FP8 (``can_auto_enable_marlin_fp8``: half
+    the bytes, the BF16 compute). Attention runs in the compute dtype either way.
     """
     return 2.0 if shape.checkpoint_fp8 and scn.gpu.sm >= 89 else 1.0
 
