@@ -251,13 +251,11 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
         cuda_graph_max_bs=min(mem.settings.cuda_graph_max_bs, int(user_mrr))
         if user_mrr
         else mem.settings.cuda_graph_max_bs,
-        # Overlap is SGLang's default, speculation included; the launch turns it off with the
-        # flag (forced on the CPU device by the resolver) or pipeline parallelism.
         chunked_prefill_size=mem.settings.chunked_prefill_size,
         mixed_chunk=bool(r.get("enable_mixed_chunk")),
-        overlap_schedule=not (
-            r.get("disable_overlap_schedule") or int(inp.args.get("pp_size") or 1) > 1
-        ),
+        # Overlap is SGLang's default, speculation included; the launch turns it off with the
+        # flag, or the resolver forces it off (CPU device, pipeline parallelism).
+        overlap_schedule=not r.get("disable_overlap_schedule"),
     )
     curves = []
     for c in sorted(set(inp.concurrency)):

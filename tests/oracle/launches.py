@@ -131,6 +131,10 @@ def curated_cases() -> Iterable[Case]:
         origin="curated",
     )
     yield Case(("--cuda-graph-max-bs", "8"), "qwen3-8b", l4, origin="curated")
+    # Pipeline parallelism turns the overlap scheduler off, with speculation and without.
+    for flags in ((*eagle3, "--pp-size", "2"), ("--pp-size", "2")):
+        draft = "qwen3-8b-eagle3" if flags[0] == eagle3[0] else None
+        yield Case(flags, "qwen3-8b", "H100", draft, origin="curated")
     for flag in (
         "--disable-cuda-graph",
         "--enable-dp-attention",

@@ -183,6 +183,11 @@ class Resolver:
             "speculative_use_rejection_sampling",
             "speculative_adaptive",
         )
+        if int(self.user("pp_size") or 1) > 1 and not self.cur("disable_overlap_schedule"):
+            # overrides.py::_pipeline_parallel_overlap_disable, a post-process of every launch.
+            msg = "Pipeline parallelism is incompatible with overlap schedule."
+            self.set("disable_overlap_schedule", True, "forced", msg)
+            self.warn(msg)
         raw = self.user("speculative_algorithm")
         if raw is None:
             self.set("speculative_algorithm", None, "default", "speculation off")
