@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import pytest
+
 from specserver_advisor import calibration
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "advisor.md"
@@ -61,3 +63,10 @@ def test_fit_on_one_card_scores_only_that_cards_figures() -> None:
     assert calibration.loss(l4, cards=("l4",)) < calibration.loss(cal, cards=("l4",))
     assert l4.launch_s_per_moe_layer == cal.launch_s_per_moe_layer
     assert l4.moe_routing_independence == cal.moe_routing_independence
+
+
+def test_cards_without_fit_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    from specserver_advisor.cli import main
+
+    assert main(["calibrate", "--cards", "l4"]) == 2
+    assert "--cards selects the figures of a fit: add --fit" in capsys.readouterr().err
