@@ -20,6 +20,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import ValidationError
+
+from specserver_advisor.models import Condition, ConditionStatus
+
 READY = "Ready"
 CONFIG_VALID = "ConfigValid"
 PROGRESSING = "Progressing"
@@ -40,38 +44,45 @@ INITIAL_TYPES = TYPES[:4]
 
 def condition(
     type_: str, status: str, reason: str, message: str, generation: int | None, now: str
-) -> dict[str, Any]:
-    """A condition dict in the API's camelCase."""
-    return {
-        "type": type_,
-        "status": status,
-        "reason": reason or "Unknown",
-        "message": message or reason or "-",
-        "observedGeneration": generation,
-        "lastTransitionTime": now,
-    }
+) -> Condition:
+    """A typed condition (``lastTransitionTime`` ``now``; set_condition keeps an older one)."""
+    return Condition(
+        type=type_,
+        status=ConditionStatus(status),
+        reason=reason or "Unknown",
+        message=message or reason or "-",
+        observed_generation=generation,
+        last_transition_time=now,
+    )
 
 
-def set_condition(
-    conditions: list[dict[str, Any]], new: dict[str, Any], now: str
-) -> list[dict[str, Any]]:
-    """Replace the condition of ``new['type']``; ``lastTransitionTime`` moves only on a flip.
+def parse(stored: Any) -> list[Condition]:
+    """The stored ``status.conditions`` as typed conditions; an entry the model cannot read
+    (edited by hand, written by something else) is left out, so the next write replaces it."""
+    out = []
+    for item in stored if isinstance(stored, list) else []:
+        try:
+            out.append(Condition.model_validate(item))
+        except ValidationError:
+            continue
+    return out
+
+
+def set_condition(conditions: list[Condition], new: Condition, now: str) -> list[Condition]:
+    """Replace the condition of ``new.type``; ``lastTransitionTime`` moves only on a flip.
 
     Returns a new list (input untouched), in the order of ``TYPES`` then any others.
     """
-    out = [dict(c) for c in conditions if c.get("type") != new["type"]]
-    old = next((c for c in conditions if c.get("type") == new["type"]), None)
-    merged = dict(new)
-    if old is not None and old.get("status") == new["status"]:
-        merged["lastTransitionTime"] = old.get("lastTransitionTime", now)
-    else:
-        merged["lastTransitionTime"] = now
-    out.append(merged)
+    old = get_condition(conditions, new.type)
+    same = old is not None and old.status == new.status
+    since = old.last_transition_time if old is not None and same else now
+    out = [c for c in conditions if c.type != new.type]
+    out.append(new.model_copy(update={"last_transition_time": since}))
     order = {t: i for i, t in enumerate(TYPES)}
-    return sorted(out, key=lambda c: order.get(c["type"], len(TYPES)))
+    return sorted(out, key=lambda c: order.get(c.type, len(TYPES)))
 
 
-def initial_conditions(generation: int | None, now: str) -> list[dict[str, Any]]:
+def initial_conditions(generation: int | None, now: str) -> list[Condition]:
     """All types as Unknown, for the first visit."""
     return [
         condition(t, "Unknown", "Reconciling", "first reconcile", generation, now)
@@ -79,6 +90,11 @@ def initial_conditions(generation: int | None, now: str) -> list[dict[str, Any]]
     ]
 
 
-def get_condition(conditions: list[dict[str, Any]], type_: str) -> dict[str, Any] | None:
+def get_condition(conditions: list[Condition], type_: str) -> Condition | None:
     """The condition of a type, if present."""
-    return next((c for c in conditions if c.get("type") == type_), None)
+    return next((c for c in conditions if c.type == type_), None)
+
+
+def as_api(conditions: list[Condition]) -> list[dict[str, Any]]:
+    """The conditions as the API stores them (camelCase, no nulls)."""
+    return [c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in conditions]

@@ -18,7 +18,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from specserver_advisor.models import AutoSpeculation, Mode, SpecServer, SpecServerStatus
+from specserver_advisor.models import (
+    AutoSpeculation,
+    Condition,
+    Mode,
+    SpecServer,
+    SpecServerStatus,
+)
 from specserver_advisor.modelshape import ConfigShapeError
 from specserver_advisor.policy import PolicyContext
 from specserver_operator import children, podpolicy
@@ -216,7 +222,7 @@ def status_of(
     server, step = observed.server, decided.step
     events: list[Event] = []
 
-    def put(conds: list[dict[str, Any]], type_: str, value: tuple[str, str, str]) -> Any:
+    def put(conds: list[Condition], type_: str, value: tuple[str, str, str]) -> list[Condition]:
         new = cond.condition(type_, value[0], value[1], value[2], generation, now)
         return cond.set_condition(conds, new, now)
 
@@ -230,28 +236,26 @@ def status_of(
         replicas=server.spec.replicas if server is not None else live_replicas(deployment) or 0,
         now=now,
     )
+    conds: list[Condition] = fields.pop("conditions")
     if decided.progressing is not None:
-        before = cond.get_condition(current.get("conditions") or [], cond.PROGRESSING) or {}
+        before = cond.get_condition(cond.parse(current.get("conditions")), cond.PROGRESSING)
         reason = decided.progressing[1]
-        if reason == "NameConflict" and before.get("reason") != reason:
+        if reason == "NameConflict" and (before is None or before.reason != reason):
             events.append(("Warning", reason, decided.progressing[2]))
-        fields["conditions"] = put(fields["conditions"], cond.PROGRESSING, decided.progressing)
+        conds = put(conds, cond.PROGRESSING, decided.progressing)
     if step is not None:
         fields.update(step.status)
         if step.metrics_condition is not None:
-            fields["conditions"] = put(
-                fields["conditions"], cond.METRICS_AVAILABLE, step.metrics_condition
-            )
+            conds = put(conds, cond.METRICS_AVAILABLE, step.metrics_condition)
     elif server is not None and server.spec.mode != Mode.AUTO:
         fields["switch"] = None  # a switch Auto left unfinished ends with Auto
-        fields["conditions"] = [
-            c for c in fields["conditions"] if c["type"] != cond.METRICS_AVAILABLE
-        ]
+        conds = [c for c in conds if c.type != cond.METRICS_AVAILABLE]
     if server is not None and deployment is not None and observed.autoscalers is not None:
         found = autoscaler_condition(child_name(meta["name"]), observed.autoscalers)
-        fields["conditions"] = put(fields["conditions"], cond.AUTOSCALER_PRESENT, found)
+        conds = put(conds, cond.AUTOSCALER_PRESENT, found)
+    fields["conditions"] = cond.as_api(conds)
     status, patch = status_plan(current, fields, meta["uid"], meta.get("resourceVersion"), memo)
-    return status, patch, status_events(current, fields, decided.cfg) + events
+    return status, patch, status_events(current, fields, conds, decided.cfg) + events
 
 
 def _auto(

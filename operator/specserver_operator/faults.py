@@ -74,11 +74,11 @@ def fault_status(
     current: dict[str, Any], generation: int | None, message: str, now: str
 ) -> dict[str, Any]:
     """The status fields to write for a failed pass (only those that change)."""
-    conds = current.get("conditions") or cond.initial_conditions(generation, now)
+    conds = cond.parse(current.get("conditions")) or cond.initial_conditions(generation, now)
     conds = cond.set_condition(
         conds, cond.condition(cond.READY, "False", REASON, message, generation, now), now
     )
-    desired: dict[str, Any] = {"conditions": conds, "observedGeneration": generation}
+    desired: dict[str, Any] = {"conditions": cond.as_api(conds), "observedGeneration": generation}
     return {k: v for k, v in desired.items() if _canonical(current.get(k)) != _canonical(v)}
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from specserver_advisor.models import Mode, SpecServerSpec
+from specserver_advisor.models import Condition, Mode, SpecServerSpec
 from specserver_operator import conditions as cond
 from specserver_operator import policystate
 from specserver_operator.engineconfig import EngineConfig
@@ -49,8 +49,9 @@ def compute_status(
     replicas: int,
     now: str,
 ) -> dict[str, Any]:
-    """The full status the SpecServer should show."""
-    conds = current.get("conditions") or cond.initial_conditions(generation, now)
+    """The full status the SpecServer should show (``conditions`` typed, ``cond.as_api`` writes
+    them)."""
+    conds = cond.parse(current.get("conditions")) or cond.initial_conditions(generation, now)
     status: dict[str, Any] = {"observedGeneration": generation}
 
     def put(type_: str, value: str, reason: str, message: str) -> None:
@@ -189,27 +190,27 @@ def auto_view(current: dict[str, Any], deployment: dict[str, Any] | None) -> dic
 
 
 def status_events(
-    current: dict[str, Any], desired: dict[str, Any], cfg: EngineConfig | None
+    current: dict[str, Any],
+    desired: dict[str, Any],
+    conditions: list[Condition],
+    cfg: EngineConfig | None,
 ) -> list[tuple[str, str, str]]:
     """Events for condition flips and reason changes only (no repeats on resync)."""
     events = []
-    old = current.get("conditions") or []
-    for new in desired.get("conditions", []):
-        before = cond.get_condition(old, new["type"])
-        if (
-            before
-            and before.get("status") == new["status"]
-            and before.get("reason") == new["reason"]
-        ):
+    old = cond.parse(current.get("conditions"))
+    for new in conditions:
+        before = cond.get_condition(old, new.type)
+        if before and before.status == new.status and before.reason == new.reason:
             continue
-        if new["type"] == cond.CONFIG_VALID and new["status"] == "False":
-            events.append(("Warning", new["reason"], new["message"]))
-        elif new["type"] == cond.CONFIG_VALID and new["status"] == "Unknown":
-            events.append(("Warning", "ConfigUnavailable", new["message"]))
-        elif new["type"] == cond.READY and new["status"] == "True":
-            events.append(("Normal", "EngineReady", new["message"]))
-        elif new["type"] == cond.SPECULATION_ACTIVE and new["status"] in ("True", "False"):
-            events.append(("Normal", new["reason"], new["message"]))
+        status = new.status.value
+        if new.type == cond.CONFIG_VALID and status == "False":
+            events.append(("Warning", new.reason, new.message))
+        elif new.type == cond.CONFIG_VALID and status == "Unknown":
+            events.append(("Warning", "ConfigUnavailable", new.message))
+        elif new.type == cond.READY and status == "True":
+            events.append(("Normal", "EngineReady", new.message))
+        elif new.type == cond.SPECULATION_ACTIVE and status in ("True", "False"):
+            events.append(("Normal", new.reason, new.message))
     if desired.get("memFractionStaticSource") == "Computed" and (
         current.get("memFractionStatic") != desired.get("memFractionStatic")
         or current.get("memFractionStaticSource") != "Computed"

@@ -29,11 +29,32 @@ def server(**spec: Any) -> SpecServer:
 def test_last_transition_time_moves_only_on_a_flip() -> None:
     first = cond.set_condition([], cond.condition("Ready", "False", "A", "", 1, "t1"), "t1")
     same = cond.set_condition(first, cond.condition("Ready", "False", "B", "m", 2, "t2"), "t2")
-    assert same[0]["lastTransitionTime"] == "t1" and same[0]["reason"] == "B"
+    assert same[0].last_transition_time == "t1" and same[0].reason == "B"
     flip = cond.set_condition(same, cond.condition("Ready", "True", "C", "", 2, "t3"), "t3")
-    assert flip[0]["lastTransitionTime"] == "t3"
+    assert flip[0].last_transition_time == "t3"
     many = cond.set_condition(flip, cond.condition("ConfigValid", "True", "V", "", 2, "t3"), "t3")
-    assert [c["type"] for c in many] == ["Ready", "ConfigValid"]
+    assert [c.type for c in many] == ["Ready", "ConfigValid"]
+    assert first[0].status == "False" and first[0].message == "A"  # input untouched
+
+
+def test_conditions_are_typed_and_written_as_the_api_stores_them() -> None:
+    ready = cond.condition("Ready", "True", "EngineReady", "1/1", 4, "t1")
+    assert cond.as_api([ready]) == [
+        {
+            "type": "Ready",
+            "status": "True",
+            "reason": "EngineReady",
+            "message": "1/1",
+            "observedGeneration": 4,
+            "lastTransitionTime": "t1",
+        }
+    ]
+    assert cond.parse(cond.as_api([ready])) == [ready]
+    # A stored entry the model cannot read (edited by hand) is left out, so it is rewritten.
+    stored = [*cond.as_api([ready]), {"type": "Progressing", "status": "maybe"}, "junk"]
+    assert cond.parse(stored) == [ready] and cond.parse(None) == []
+    with pytest.raises(ValueError):
+        cond.condition("Ready", "Maybe", "R", "", 1, "t")
 
 
 def test_eagle3_without_cap_renders_a_computed_explicit_value() -> None:
@@ -138,10 +159,10 @@ def test_status_for_an_invalid_spec_keeps_a_healthy_engine_ready() -> None:
         replicas=1,
         now="t",
     )
-    by_type = {c["type"]: c for c in status["conditions"]}
-    assert by_type["ConfigValid"]["status"] == "False"
-    assert by_type["ConfigValid"]["reason"] == "SPEC002"
-    assert by_type["Ready"]["status"] == "True"
+    by_type = {c.type: c for c in status["conditions"]}
+    assert by_type["ConfigValid"].status == "False"
+    assert by_type["ConfigValid"].reason == "SPEC002"
+    assert by_type["Ready"].status == "True"
     assert status["observedGeneration"] == 5
     assert status_changes(status, status) == {}
 

@@ -27,7 +27,7 @@ def ready(
     )
     found = cond.get_condition(status["conditions"], cond.READY)
     assert found is not None
-    return found
+    return cond.as_api([found])[0]
 
 
 def deployment(ready_replicas: int) -> dict[str, Any]:
