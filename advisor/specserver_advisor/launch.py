@@ -378,20 +378,24 @@ def _choose_cap(cfg: EngineConfig, spec: SpecServerSpec, plan: Plan, speculative
     )
 
 
-def policy_context_for(spec: SpecServerSpec, configs: ModelConfigs) -> PolicyContext:
+def policy_context_for(
+    spec: SpecServerSpec, configs: ModelConfigs, rendered: EngineConfig | None = None
+) -> PolicyContext:
     """The performance model's crossover and break-even for this SpecServer (speculation on).
 
     Plans the launch the spec renders when speculating (memFractionStatic or the computed one,
     the spec's maxRunningRequests, extraArgs, env and KV dtype included); the neutral context
     (no load-based decisions) when it cannot be planned. A computed cap is left out: it is
-    sized for the mode being rendered, and the Off engine's would differ.
+    sized for the mode being rendered, and the Off engine's would differ. ``rendered`` is
+    ``build_engine_config(spec, configs, True)`` where the caller already has it (the
+    operator memoises it per generation); else it is rendered here.
     """
     try:
         gpu = lookup_gpu(spec.resources.gpu_type)
     except UnknownGpuError:
         return NEUTRAL_CONTEXT
     # The engine as rendered: the spec's cap (it binds both modes) and a computed fraction.
-    cfg = build_engine_config(spec, configs, True)
+    cfg = build_engine_config(spec, configs, True) if rendered is None else rendered
     fraction = cfg.mem_fraction_static if cfg.mem_fraction_static_source == "Computed" else None
     mtp = is_mtp_target(configs.target)
     cap = spec.engine.max_running_requests

@@ -311,7 +311,13 @@ def policy_ctx(
     key = (uid, server.metadata.generation or 0)
     if key not in memo.policy_contexts:
         memo.policy_contexts[key] = _shared(
-            memo, server, configs, "policy", lambda: policy_context_for(server.spec, configs)
+            memo,
+            server,
+            configs,
+            "policy",
+            lambda: policy_context_for(
+                server.spec, configs, engine_config(server, uid, configs, True, memo)
+            ),
         )
     return memo.policy_contexts[key]  # type: ignore[no-any-return]
 

@@ -224,3 +224,40 @@ def test_a_switch_left_in_status_does_not_outlive_auto() -> None:
     assert plan.patch.get("switch", "absent") is None  # the stale switch is removed
     assert serialized(plan.status)["speculationMode"] == "On"
     assert "switch" not in serialized(plan.status)
+
+
+def test_an_auto_generation_renders_each_mode_once_policy_context_included(
+    monkeypatch: Any,
+) -> None:
+    from specserver_advisor import launch
+
+    calls: list[bool] = []
+    real = launch.build_engine_config
+
+    def counted(spec: Any, configs: Any, speculative: bool, env: Any = None) -> Any:
+        calls.append(speculative)
+        return real(spec, configs, speculative, env)
+
+    monkeypatch.setattr(launch, "build_engine_config", counted)
+    monkeypatch.setattr("specserver_operator.desired.build_engine_config", counted)
+    body = copy.deepcopy(BODY)
+    body["spec"]["mode"] = "Auto"
+    body["spec"]["autoSpeculation"] = {"evaluationIntervalSeconds": 5}
+    plan = desired(observed(body), SETTINGS, PassCache())
+    assert plan.decided.step is not None  # the policy was evaluated: its context was built
+    assert calls.count(True) == 1, calls
+    ctx = launch.policy_context_for(plan_spec(body), bundled_configs())
+    rendered = real(plan_spec(body), bundled_configs(), True)
+    assert launch.policy_context_for(plan_spec(body), bundled_configs(), rendered) == ctx
+
+
+def plan_spec(body: dict[str, Any]) -> Any:
+    server, _ = validated(body, PassCache())
+    assert server is not None
+    return server.spec
+
+
+def bundled_configs() -> ModelConfigs:
+    target, draft = bundled("Qwen/Qwen3-8B"), bundled("Tengyunw/qwen3_8b_eagle3")
+    assert target is not None and draft is not None
+    return ModelConfigs(target.config, draft.config, None, None, "bundled")
