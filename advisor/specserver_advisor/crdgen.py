@@ -195,6 +195,13 @@ def _status_schema() -> dict[str, Any]:
     conditions = node["properties"]["conditions"]
     conditions["x-kubernetes-list-type"] = "map"
     conditions["x-kubernetes-list-map-keys"] = ["type"]
+    # The previous version stored policyState as a JSON string. Under a schema that demands an
+    # object, the API server refuses every write of such a SpecServer (a tenant's spec edit,
+    # a label) until the operator's first status write migrates it: accept both forms (no
+    # type; an object is still validated by the properties), the operator rewrites a string.
+    policy = node["properties"]["policyState"]
+    del policy["type"]
+    policy["x-kubernetes-preserve-unknown-fields"] = True
     return node
 
 

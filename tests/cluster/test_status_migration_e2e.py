@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -59,6 +60,26 @@ def test_a_policy_state_the_previous_version_wrote_as_json_is_rewritten_structur
 
     wait_for(written_as_string, 30, "the previous CRD to accept a string policyState")
     install(kube, crdgen.build_crd())  # the upgrade: new CRD, then the new operator
+    probe = copy.deepcopy(doc)
+    probe["metadata"]["name"] = "probe"
+    apply(kube, namespace, probe)
+
+    def status_patch(state: Any) -> subprocess.CompletedProcess[str]:
+        body = json.dumps({"status": {"policyState": state}})
+        return kube.kubectl(
+            "patch", "sps", "probe", "-n", namespace, "--subresource=status",
+            "--type=merge", "-p", body, check=False,
+        )  # fmt: skip
+
+    wait_for(lambda: status_patch({"mode": "On"}).returncode == 0, 30, "the new CRD in force")
+    refused = status_patch({"mode": "Maybe"})  # an object is still validated
+    assert refused.returncode != 0 and "Unsupported value" in refused.stderr, refused.stderr
+    # Until the new operator's first pass, "upgraded" still holds the string: a tenant's spec
+    # edit (any write of the object) is accepted, not refused for the status it cannot see.
+    doc["spec"]["engine"]["maxRunningRequests"] = 24
+    edit = kube.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(doc), check=False)
+    assert edit.returncode == 0, edit.stderr
+    assert isinstance(get(kube, "sps", namespace, "upgraded")["status"]["policyState"], str)  # type: ignore[index]
     op = Operator(kube)
     op.start()
     try:
