@@ -48,6 +48,7 @@ __all__ = [
     "Launch",
     "ModelConfigs",
     "build_engine_config",
+    "extra_args_refusal",
     "launch_from_argv",
     "plan_argv",
     "plan_launch",
@@ -263,6 +264,23 @@ def plan_launch(
     )
 
 
+def extra_args_refusal(spec: SpecServerSpec) -> tuple[str, str] | None:
+    """Why ``spec.engine.extraArgs`` cannot be rendered, as (code, message), else None: a flag
+    the operator owns (``OwnedFlagInExtraArgs``), then the first one SGLang 0.5.23 would refuse
+    (a removed or ambiguous flag: ``SPEC015``; else ``InvalidFlag``). Needs no model config:
+    admission checks it for every SpecServer, build_engine_config before rendering."""
+    extra = list(spec.engine.extra_args)
+    owned = owned_in_extra(extra)
+    if owned:
+        return "OwnedFlagInExtraArgs", owned
+    issues = parse_server_argv(extra).issues
+    if issues:
+        issue = issues[0]
+        code = findings.REMOVED_FLAG if issue.kind == "ambiguous" or issue.hint else "InvalidFlag"
+        return code, f"extraArgs: {issue.message}"
+    return None
+
+
 def build_engine_config(
     spec: SpecServerSpec,
     configs: ModelConfigs,
@@ -271,15 +289,9 @@ def build_engine_config(
 ) -> EngineConfig:
     """Validate and render; an invalid result carries the rule code as ``reason``."""
     env = spec_env(spec) if env is None else env
-    extra = list(spec.engine.extra_args)
-    owned = owned_in_extra(extra)
-    if owned:
-        return EngineConfig(False, "OwnedFlagInExtraArgs", owned)
-    parsed_extra = parse_server_argv(extra)
-    if parsed_extra.issues:
-        issue = parsed_extra.issues[0]
-        code = findings.REMOVED_FLAG if issue.kind == "ambiguous" or issue.hint else "InvalidFlag"
-        return EngineConfig(False, code, f"extraArgs: {issue.message}")
+    refused = extra_args_refusal(spec)
+    if refused is not None:
+        return EngineConfig(False, *refused)
     try:
         gpu = lookup_gpu(spec.resources.gpu_type)
     except UnknownGpuError as exc:

@@ -28,14 +28,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from specserver_advisor import configchain, findings
-from specserver_advisor.launch_args import owned_in_extra
 from specserver_advisor.lint.model import Context
 from specserver_advisor.lint.rules import RULES
 from specserver_advisor.lint.specservers import SpecServerError, launch_from_specserver
 from specserver_advisor.loaders.configs import bundled
 from specserver_advisor.models import Mode, SpecServer
 from specserver_operator.configsource import ConfigSourceError, ModelConfigs
-from specserver_operator.engineconfig import build_engine_config
+from specserver_operator.engineconfig import build_engine_config, extra_args_refusal
 
 
 @dataclass
@@ -108,10 +107,10 @@ def review_specserver(obj: dict[str, Any]) -> Verdict:
     }[server.spec.mode]
     if configs is None:
         # No model config offline (a ConfigMap or HF source): what needs none is still checked.
-        owned = owned_in_extra(list(server.spec.engine.extra_args))
-        if owned:
-            seen.add("OwnedFlagInExtraArgs")
-            verdict.problems.append(f"OwnedFlagInExtraArgs: {owned}")
+        refused = extra_args_refusal(server.spec)
+        if refused:
+            seen.add(refused[0])
+            verdict.problems.append(f"{refused[0]}: {refused[1]}")
     for speculative in modes if configs is not None else []:
         cfg = build_engine_config(server.spec, configs, speculative)  # type: ignore[arg-type]
         if not cfg.valid and cfg.reason not in seen:

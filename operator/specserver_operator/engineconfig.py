@@ -12,6 +12,7 @@ from specserver_advisor.launch import (
     OWNED,
     EngineConfig,
     build_engine_config,
+    extra_args_refusal,
     policy_context_for,
 )
 
@@ -21,5 +22,6 @@ __all__ = [
     "OWNED",
     "EngineConfig",
     "build_engine_config",
+    "extra_args_refusal",
     "policy_context_for",
 ]

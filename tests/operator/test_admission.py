@@ -18,6 +18,7 @@ import yaml
 from cryptography import x509
 
 from conftest import REPO
+from specserver_advisor.models import SpecServer
 from specserver_engine.ports import free_loopback_port
 from specserver_operator.admission import (
     admission_response,
@@ -25,6 +26,7 @@ from specserver_operator.admission import (
     secret_access_review,
 )
 from specserver_operator.client import ApiError
+from specserver_operator.engineconfig import extra_args_refusal
 from specserver_operator.webhook import PATH, Webhook
 from specserver_operator.webhookcerts import RENEW_BEFORE, VALIDITY, build_bundle, usable
 
@@ -109,6 +111,25 @@ def test_owned_flags_are_refused_when_the_model_config_is_not_readable_offline(
     doc["spec"].setdefault("modelSource", {})["configMapName"] = "acme-configs"
     verdict = review_specserver(doc)
     assert [p for p in verdict.problems if p.startswith("OwnedFlagInExtraArgs: ")], verdict.problems
+
+
+@pytest.mark.parametrize(
+    ("extra", "code"),
+    [(["--speculative-skip-dp-mlp-sync"], "SPEC015"), (["--no-such-flag-anywhere"], "InvalidFlag")],
+)
+def test_flags_sglang_refuses_are_refused_when_the_model_config_is_not_readable_offline(
+    extra: list[str], code: str
+) -> None:
+    """The same extraArgs check as the operator's render (launch.extra_args_refusal), also
+    without a model config: ConfigValid would say the same once the operator reads it."""
+    doc = flagship(extraArgs=extra)
+    doc["spec"]["model"]["path"] = "acme/private-model"
+    doc["spec"].setdefault("modelSource", {})["configMapName"] = "acme-configs"
+    verdict = review_specserver(doc)
+    assert [p for p in verdict.problems if p.startswith(f"{code}: extraArgs: ")], verdict.problems
+    server = SpecServer.model_validate(doc)
+    assert extra_args_refusal(server.spec) is not None
+    assert extra_args_refusal(server.spec)[0] == code  # type: ignore[index]
 
 
 def test_admission_review_answer() -> None:
