@@ -289,9 +289,9 @@ def build_engine_config(
 ) -> EngineConfig:
     """Validate and render; an invalid result carries the rule code as ``reason``."""
     env = spec_env(spec) if env is None else env
-    refused = extra_args_refusal(spec)
-    if refused is not None:
-        return EngineConfig(False, *refused)
+    extra_refused = extra_args_refusal(spec)
+    if extra_refused is not None:
+        return EngineConfig(False, *extra_refused)
     try:
         gpu = lookup_gpu(spec.resources.gpu_type)
     except UnknownGpuError as exc:
