@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import load_config
+from sglangflags import HAND_REGISTERED_AND_DEPRECATED
 from specserver_advisor import memory
 from specserver_advisor.gpus import lookup_gpu
 from specserver_advisor.modelshape import shape_from_config
@@ -33,16 +34,7 @@ def predict(argv: list[str], gpu=L4, target=QWEN, draft=DRAFT, env=None):  # typ
 
 
 def test_hand_registered_and_deprecated_flags_are_accepted() -> None:
-    for flag in (
-        ["--reasoning-parser", "qwen3"],
-        ["--tool-call-parser", "qwen25"],
-        ["--sampling-backend", "pytorch"],
-        ["--kv-canary-real-data", "none"],
-        ["--disable-cuda-graph"],
-        ["--enable-dp-attention"],
-        ["--monokernel-backend", "amd"],
-        ["--enable-flashinfer-allreduce-fusion"],
-    ):
+    for flag in HAND_REGISTERED_AND_DEPRECATED:
         assert parse_server_argv(["--model-path", "m", *flag]).error is None, flag
     # --disable-cuda-graph is its own flag, not a prefix of --disable-cuda-graph-padding.
     parsed = parse_server_argv(["--model-path", "m", "--disable-cuda-graph"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from sglangflags import HAND_REGISTERED_AND_DEPRECATED
 from specserver_advisor.sglang.flags import Flag, flag_table, option_strings
 from specserver_engine.launch import LaunchError, compose
 
@@ -36,19 +37,7 @@ def test_every_option_string_sglang_registers_passes() -> None:
     assert not refused, refused[:10]
 
 
-@pytest.mark.parametrize(
-    "flag",
-    [
-        ["--reasoning-parser", "qwen3"],
-        ["--tool-call-parser", "qwen25"],
-        ["--sampling-backend", "pytorch"],
-        ["--kv-canary-real-data", "none"],
-        ["--disable-cuda-graph"],
-        ["--enable-dp-attention"],
-        ["--monokernel-backend", "amd"],
-        ["--enable-flashinfer-allreduce-fusion"],
-    ],
-)
+@pytest.mark.parametrize("flag", HAND_REGISTERED_AND_DEPRECATED)
 def test_hand_registered_and_deprecated_flags_pass(flag: list[str]) -> None:
     assert compose(["--model-path", "m", *flag])[2:] == ["--model-path", "m", *flag]
 
