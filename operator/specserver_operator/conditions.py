@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from specserver_advisor.models import Condition, ConditionStatus
 
@@ -40,6 +40,8 @@ TYPES = (
 )
 #: Written on the first visit; MetricsAvailable only exists in mode Auto.
 INITIAL_TYPES = TYPES[:4]
+_ORDER = {t: i for i, t in enumerate(TYPES)}
+_LIST = TypeAdapter(list[Condition])
 
 
 def condition(
@@ -59,8 +61,14 @@ def condition(
 def parse(stored: Any) -> list[Condition]:
     """The stored ``status.conditions`` as typed conditions; an entry the model cannot read
     (edited by hand, written by something else) is left out, so the next write replaces it."""
+    if not isinstance(stored, list):
+        return []
+    try:
+        return _LIST.validate_python(stored)  # one call for the usual, readable list
+    except ValidationError:
+        pass
     out = []
-    for item in stored if isinstance(stored, list) else []:
+    for item in stored:
         try:
             out.append(Condition.model_validate(item))
         except ValidationError:
@@ -76,10 +84,31 @@ def set_condition(conditions: list[Condition], new: Condition, now: str) -> list
     old = get_condition(conditions, new.type)
     same = old is not None and old.status == new.status
     since = old.last_transition_time if old is not None and same else now
+    if new.last_transition_time != since:
+        new = new.model_copy(update={"last_transition_time": since})
     out = [c for c in conditions if c.type != new.type]
-    out.append(new.model_copy(update={"last_transition_time": since}))
-    order = {t: i for i, t in enumerate(TYPES)}
-    return sorted(out, key=lambda c: order.get(c.type, len(TYPES)))
+    out.append(new)
+    return sorted(out, key=lambda c: _ORDER.get(c.type, len(TYPES)))
+
+
+def put(
+    conditions: list[Condition],
+    type_: str,
+    status: str,
+    reason: str,
+    message: str,
+    generation: int | None,
+    now: str,
+) -> list[Condition]:
+    """``set_condition`` of a new condition, built once with the time it should carry (and in
+    the place of the one it replaces: a pass puts every condition, most of them unchanged)."""
+    for i, old in enumerate(conditions):
+        if old.type == type_:
+            since = old.last_transition_time if old.status == status else now
+            new = condition(type_, status, reason, message, generation, since)
+            return [*conditions[:i], new, *conditions[i + 1 :]]
+    new = condition(type_, status, reason, message, generation, now)
+    return set_condition(conditions, new, now)
 
 
 def initial_conditions(generation: int | None, now: str) -> list[Condition]:
@@ -96,5 +125,15 @@ def get_condition(conditions: list[Condition], type_: str) -> Condition | None:
 
 
 def as_api(conditions: list[Condition]) -> list[dict[str, Any]]:
-    """The conditions as the API stores them (camelCase, no nulls)."""
-    return [c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in conditions]
+    """The conditions as the API stores them: the model's camelCase dump without nulls, built
+    by hand (a pass serialises every condition; pydantic's dump costs several times more)."""
+    out = []
+    for c in conditions:
+        item: dict[str, Any] = {"type": c.type, "status": c.status.value}
+        if c.observed_generation is not None:
+            item["observedGeneration"] = c.observed_generation
+        item["lastTransitionTime"] = c.last_transition_time
+        item["reason"] = c.reason
+        item["message"] = c.message
+        out.append(item)
+    return out

@@ -223,8 +223,9 @@ def status_of(
     events: list[Event] = []
 
     def put(conds: list[Condition], type_: str, value: tuple[str, str, str]) -> list[Condition]:
-        new = cond.condition(type_, value[0], value[1], value[2], generation, now)
-        return cond.set_condition(conds, new, now)
+        return cond.put(conds, type_, *value, generation, now)
+
+    stored = cond.parse(current.get("conditions"))
 
     fields = compute_status(
         generation=generation,
@@ -235,10 +236,11 @@ def status_of(
         # An unparsable spec names no replicas: what runs is judged by its own.
         replicas=server.spec.replicas if server is not None else live_replicas(deployment) or 0,
         now=now,
+        stored=stored,
     )
     conds: list[Condition] = fields.pop("conditions")
     if decided.progressing is not None:
-        before = cond.get_condition(cond.parse(current.get("conditions")), cond.PROGRESSING)
+        before = cond.get_condition(stored, cond.PROGRESSING)
         reason = decided.progressing[1]
         if reason == "NameConflict" and (before is None or before.reason != reason):
             events.append(("Warning", reason, decided.progressing[2]))
@@ -255,7 +257,7 @@ def status_of(
         conds = put(conds, cond.AUTOSCALER_PRESENT, found)
     fields["conditions"] = cond.as_api(conds)
     status, patch = status_plan(current, fields, meta["uid"], meta.get("resourceVersion"), memo)
-    return status, patch, status_events(current, fields, conds, decided.cfg) + events
+    return status, patch, status_events(current, fields, conds, decided.cfg, stored) + events
 
 
 def _auto(

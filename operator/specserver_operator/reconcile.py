@@ -48,17 +48,18 @@ def compute_status(
     deployment: dict[str, Any] | None,
     replicas: int,
     now: str,
+    stored: list[Condition] | None = None,
 ) -> dict[str, Any]:
     """The full status the SpecServer should show (``conditions`` typed, ``cond.as_api`` writes
-    them)."""
-    conds = cond.parse(current.get("conditions")) or cond.initial_conditions(generation, now)
+    them). ``stored``: ``current``'s conditions, parsed, where the caller has them."""
+    if stored is None:
+        stored = cond.parse(current.get("conditions"))
+    conds = stored or cond.initial_conditions(generation, now)
     status: dict[str, Any] = {"observedGeneration": generation}
 
     def put(type_: str, value: str, reason: str, message: str) -> None:
         nonlocal conds
-        conds = cond.set_condition(
-            conds, cond.condition(type_, value, reason, message, generation, now), now
-        )
+        conds = cond.put(conds, type_, value, reason, message, generation, now)
 
     ready, progressing, ready_msg = deployment_state(deployment, replicas)
     if config_error is not None:
@@ -194,10 +195,11 @@ def status_events(
     desired: dict[str, Any],
     conditions: list[Condition],
     cfg: EngineConfig | None,
+    stored: list[Condition] | None = None,
 ) -> list[tuple[str, str, str]]:
     """Events for condition flips and reason changes only (no repeats on resync)."""
     events = []
-    old = cond.parse(current.get("conditions"))
+    old = cond.parse(current.get("conditions")) if stored is None else stored
     for new in conditions:
         before = cond.get_condition(old, new.type)
         if before and before.status == new.status and before.reason == new.reason:

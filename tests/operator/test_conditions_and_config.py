@@ -55,6 +55,13 @@ def test_conditions_are_typed_and_written_as_the_api_stores_them() -> None:
     assert cond.parse(stored) == [ready] and cond.parse(None) == []
     with pytest.raises(ValueError):
         cond.condition("Ready", "Maybe", "R", "", 1, "t")
+    # put: in place, the old time unless the status flips; a new type goes in TYPES order.
+    two = cond.put([ready], "ConfigValid", "True", "Valid", "", 4, "t2")
+    kept = cond.put(two, "Ready", "True", "EngineReady", "2/2", 5, "t3")
+    assert [c.type for c in kept] == ["Ready", "ConfigValid"]
+    assert (kept[0].last_transition_time, kept[0].message) == ("t1", "2/2")
+    flipped = cond.put(kept, "Ready", "False", "EngineNotReady", "", 5, "t4")
+    assert flipped[0].last_transition_time == "t4" and kept[0].status == "True"
 
 
 def test_eagle3_without_cap_renders_a_computed_explicit_value() -> None:
