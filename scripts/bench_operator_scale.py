@@ -217,12 +217,43 @@ def _watch(path=os.environ["SPECSERVER_BENCH_TRACE"], best=0.0, started=time.mon
 threading.Thread(target=_watch, name="bench-trace-memory", daemon=True).start()
 """
 
+#: Added to TRACER by ``--trace-alloc``: tracemalloc from start-up; when the benchmark creates
+#: ``<trace>.dump`` the live Python allocations are written, by the line that made them and by
+#: the operator module (first frame in our code) that led there. Costs memory and CPU itself:
+#: for attribution, never for the RSS figure.
+ALLOC_TRACER = """
+import tracemalloc
+tracemalloc.start(25)
 
-def tracer_env(state: Path) -> dict[str, str]:
-    """Environment that loads TRACER into the operator process."""
+def _dump(path=os.environ["SPECSERVER_BENCH_TRACE"]):
+    while not os.path.exists(path + ".dump"):
+        time.sleep(1)
+    snap = tracemalloc.take_snapshot().filter_traces(
+        [tracemalloc.Filter(False, tracemalloc.__file__)])
+    total = sum(s.size for s in snap.statistics("filename"))
+    by_ours = collections.Counter()
+    for trace in snap.traces:
+        frames = [f for f in reversed(trace.traceback) if "specserver_" in f.filename]
+        ours = f"{frames[0].filename.rsplit('/', 2)[-1]}:{frames[0].lineno}" if frames else "-"
+        by_ours[ours] += trace.size
+    with open(path + ".alloc", "w") as f:
+        f.write(f"traced Python allocations: {total / 2**20:.1f} MB\\n== by line\\n")
+        for s in snap.statistics("lineno")[:25]:
+            frame = s.traceback[0]
+            f.write(f"{s.size / 2**20:8.2f} MB {s.count:8d} {frame.filename}:{frame.lineno}\\n")
+        f.write("== by the newest specserver_* frame on the stack\\n")
+        for where, size in by_ours.most_common(30):
+            f.write(f"{size / 2**20:8.2f} MB {where}\\n")
+
+threading.Thread(target=_dump, name="bench-trace-alloc", daemon=True).start()
+"""
+
+
+def tracer_env(state: Path, alloc: bool = False) -> dict[str, str]:
+    """Environment that loads TRACER (and ALLOC_TRACER) into the operator process."""
     folder = state / "trace"
     folder.mkdir(exist_ok=True)
-    (folder / "sitecustomize.py").write_text(TRACER)
+    (folder / "sitecustomize.py").write_text(TRACER + (ALLOC_TRACER if alloc else ""))
     return {"PYTHONPATH": str(folder), "SPECSERVER_BENCH_TRACE": str(state / "memory.txt")}
 
 
@@ -250,6 +281,7 @@ def run(
     base_port: int = 0,
     prom_port: int = 0,
     trace_memory: bool = False,
+    trace_alloc: bool = False,
 ) -> dict[str, Any]:
     cluster = devcluster.Cluster(state / "cluster", base_port or free_loopback_port())
     prom = devprom.DevProm(
@@ -318,7 +350,7 @@ def run(
                 SPECSERVER_QUERY_INTERVAL_SECONDS="4",
                 PYTHONWARNINGS="ignore",
                 MALLOC_ARENA_MAX="2",  # as manifests/operator.yaml runs it
-                **(tracer_env(state) if trace_memory else {}),
+                **(tracer_env(state, trace_alloc) if trace_memory or trace_alloc else {}),
             ),
             stdout=open(state / "operator.log", "wb"),  # noqa: SIM115
             stderr=subprocess.STDOUT,
@@ -355,6 +387,16 @@ def run(
             return (last[name] - first[name]) / cycles
 
         current, peak = rss_mb(operator.pid)
+        if trace_alloc:
+            dumped = state / "memory.txt.alloc"
+            (state / "memory.txt.dump").touch()
+            for _ in range(120):
+                if dumped.exists() and dumped.stat().st_size:
+                    time.sleep(1)  # written at once; let it finish
+                    log("== live Python allocations at steady state (--trace-alloc)")
+                    log(dumped.read_text())
+                    break
+                time.sleep(1)
         wall = (
             last["specserver_cycle_duration_seconds_sum"]
             - first["specserver_cycle_duration_seconds_sum"]
@@ -374,7 +416,7 @@ def run(
             "steady_after_s": round(steady_after, 1),
         }
     finally:
-        if trace_memory and (state / "memory.txt").exists():
+        if (trace_memory or trace_alloc) and (state / "memory.txt").exists():
             log("== the operator's memory over time (--trace-memory)")
             log((state / "memory.txt").read_text())
         if operator is not None:
@@ -412,6 +454,13 @@ def main(argv: list[str] | None = None) -> int:
         help="print the operator's RSS, Python blocks and threads over time, and the most "
         "numerous object types at each new high",
     )
+    p.add_argument(
+        "--trace-alloc",
+        action="store_true",
+        help="with --trace-memory's timeline, trace the operator's Python allocations "
+        "(tracemalloc: slower, more memory) and print at steady state where the live ones "
+        "were made",
+    )
     p.add_argument("--keep-state", action="store_true", help="keep logs and data afterwards")
     p.add_argument("--verbose", action="store_true", help="debug log of the operator (kept state)")
     args = p.parse_args(argv)
@@ -434,6 +483,7 @@ def main(argv: list[str] | None = None) -> int:
         args.base_port,
         args.prom_port,
         args.trace_memory,
+        args.trace_alloc,
     )
     if args.format == "json":
         print(json.dumps(result, indent=2))
