@@ -6,12 +6,14 @@ check, the signals the signal thread fetched) into an ``Observed`` snapshot; the
 ``desired.desired`` turns it into a ``Plan`` (children to write and delete, typed status and
 its patch, events); ``applychildren.apply_plan`` writes the plan. Returns the events to post
 and, when a dependency (a ConfigMap, an endpoint) is not readable yet, why the next pass should
-try again.
+try again. With ``defer``, a pass whose plan writes anything stops before the first write and
+returns the rest (``Outcome.rest``) for the cycle's writer threads (cycle.py).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +26,15 @@ from specserver_operator.observe import Settings, observe, read_configs
 from specserver_operator.passcache import PassCache
 from specserver_operator.signals import SignalCache
 
-__all__ = ["DEFAULT", "Outcome", "Settings", "clear_caches", "read_configs", "reconcile"]
+__all__ = [
+    "DEFAULT",
+    "Outcome",
+    "Settings",
+    "clear_caches",
+    "read_configs",
+    "reconcile",
+    "writes_anything",
+]
 
 
 @dataclass
@@ -35,6 +45,8 @@ class Outcome:
     wrote_children: int = 0
     wrote_status: bool = False
     retry: str | None = None
+    #: a deferred pass (``reconcile(defer=True)``): its writes, still to be carried out
+    rest: Callable[[], Outcome] | None = None
 
 
 #: The pass cache of callers that bring none (tests; the cycle owns its own).
@@ -54,8 +66,13 @@ def reconcile(
     signals: SignalCache | None = None,
     now_ts: float | None = None,
     memo: PassCache | None = None,
+    defer: bool = False,
 ) -> Outcome:
-    """Bring one SpecServer's children and status in line with its spec (and the policy)."""
+    """Bring one SpecServer's children and status in line with its spec (and the policy).
+
+    ``defer``: when the plan writes anything, write nothing yet and return the writes as
+    ``Outcome.rest`` (the caller runs it, under the same per-object lock, on another thread).
+    """
     settings = settings or Settings()
     memo = DEFAULT if memo is None else memo
     now_ts = time.time() if now_ts is None else now_ts
@@ -63,13 +80,31 @@ def reconcile(
     plan = desired(observed, settings, memo)
     if plan.evaluated_at is not None:
         memo.last_evaluation[body["metadata"]["uid"]] = plan.evaluated_at
-    applied, plan = apply_plan(client, observed, plan, memo)
-    _record_metrics(body["metadata"], plan)
-    return Outcome(
-        events=plan.status_events + applied.events + plan.events,
-        wrote_children=applied.written,
-        wrote_status=applied.wrote_status,
-        retry=applied.retry,
+
+    def rest() -> Outcome:
+        applied, final = apply_plan(client, observed, plan, memo)
+        _record_metrics(body["metadata"], final)
+        return Outcome(
+            events=final.status_events + applied.events + final.events,
+            wrote_children=applied.written,
+            wrote_status=applied.wrote_status,
+            retry=applied.retry,
+        )
+
+    if defer and writes_anything(plan):
+        return Outcome(rest=rest)
+    return rest()
+
+
+def writes_anything(plan: Plan) -> bool:
+    """Whether carrying out ``plan`` writes to the API (a child, a status, an event)."""
+    return bool(
+        plan.intent
+        or plan.writes
+        or plan.deletions
+        or plan.patch
+        or plan.status_events
+        or plan.events
     )
 
 

@@ -7,16 +7,24 @@ reconciles each SpecServer: reads cost nothing per object, and an unchanged obje
 write. kopf's create/update handlers call ``Cycle.reconcile_one`` for an immediate pass on a
 fresh read; a per-SpecServer lock keeps the two from interleaving, and a cycle skips an object
 a handler reconciled after the cycle took its snapshot.
+
+Every pass decides on the cycle thread; a pass that has something to write hands its writes
+to a few writer threads (``WRITERS`` in flight, each call under the client's own timeouts), so
+a cycle that must create the children of a thousand new SpecServers waits for the API server
+``WRITERS`` calls at a time, not one after another. The cycle ends when its writes have.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime
+import functools
 import logging
 import os
 import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +40,11 @@ from specserver_operator.signals import SignalCache, refresh_all
 log = logging.getLogger("specserver.cycle")
 #: Longest a cycle waits for its Prometheus answers (a slow one answers into the next cycle).
 SIGNAL_WAIT_S = 3.0
+#: Passes whose writes run at once (the first cycle over a thousand new SpecServers writes
+#: three thousand times); the client's connection pool keeps as many connections.
+WRITERS = 8
+#: The rest of a pass whose writes were deferred to a writer thread.
+Rest = Callable[[], None]
 
 
 def now_iso() -> str:
@@ -135,6 +148,9 @@ class Cycle:
     elector: Elector | None = None
     #: monotonic time the newest cycle completed (start-up time before the first one)
     completed_at: float = field(default_factory=time.monotonic)
+    #: writer threads (0: every pass writes on the cycle thread, one after another)
+    writers: int = WRITERS
+    pool: ThreadPoolExecutor | None = None
 
     def lock(self, uid: str) -> threading.Lock:
         with self.guard:
@@ -148,10 +164,24 @@ class Cycle:
                 self.signals[url] = SignalCache(url, min_interval_s=self.query_interval_s)
             return self.signals[url]
 
-    def _pass(self, client: KubeClient, body: dict[str, Any]) -> None:
+    def _pass(self, client: KubeClient, body: dict[str, Any], defer: bool = False) -> Rest | None:
+        """One reconcile pass; with ``defer``, a pass that writes returns its writes (and what
+        follows them) undone, for a writer thread (None: the pass is complete)."""
         cache = self.signal_cache(prometheus_url(body))
         now = now_iso()
-        outcome = controller.reconcile(client, body, now, signals=cache, memo=self.memo)
+        outcome = controller.reconcile(
+            client, body, now, signals=cache, memo=self.memo, defer=defer
+        )
+        if outcome.rest is not None:
+            rest = outcome.rest
+            return lambda: self._report(client, body, rest(), now)
+        self._report(client, body, outcome, now)
+        return None
+
+    def _report(
+        self, client: KubeClient, body: dict[str, Any], outcome: controller.Outcome, now: str
+    ) -> None:
+        """Post a pass's events; log a change of its retry state."""
         meta = body["metadata"]
         for type_, reason, message in outcome.events:
             client.post_event(body, type_, reason, message, now)
@@ -164,27 +194,37 @@ class Cycle:
             self.last_retry[meta["uid"]] = outcome.retry
 
     def guarded_pass(self, client: KubeClient, body: dict[str, Any]) -> bool:
-        """``_pass`` with this object's faults kept its own; True when the pass succeeded.
+        """``_pass`` with this object's faults kept its own; True when the pass succeeded."""
+        return self._guarded(client, body, lambda: self._pass(client, body))[0]
+
+    def _guarded(
+        self, client: KubeClient, body: dict[str, Any], step: Callable[[], Rest | None]
+    ) -> tuple[bool, Rest | None]:
+        """Run ``step`` (a pass, or the deferred rest of one) with this object's faults kept its
+        own: whether it succeeded, and the rest of the pass still to run (a deferred one).
 
         An API server that cannot be reached (or answers 409/429/5xx) is transient: logged, and
         the next cycle tries again. Anything else (a refused child, a spec or model config the
         code could not digest) becomes the object's Ready=False condition and one event, and
-        the object is retried with backoff (faults.py).
+        the object is retried with backoff (faults.py). A fault is cleared only once a whole
+        pass has succeeded.
         """
         meta = body["metadata"]
         uid, generation = meta["uid"], meta.get("generation")
         try:
-            self._pass(client, body)
+            rest = step()
         except (ApiError, NotFoundError) as exc:
             if not _refused(exc):
                 opmetrics.CYCLE_ERRORS.inc()
                 log.warning("%s/%s: %s", meta["namespace"], meta["name"], exc)
-                return False
+                return False, None
             self._fault(client, body, exc)
-            return False
+            return False, None
         except Exception as exc:  # one object's bug or bad input must not stop the others
             self._fault(client, body, exc)
-            return False
+            return False, None
+        if rest is not None:
+            return True, rest
         if self.faults.clear(uid):
             log.info(
                 "%s/%s: reconciled again (generation %s)",
@@ -192,7 +232,32 @@ class Cycle:
                 meta["name"],
                 generation,
             )
-        return True
+        return True, None
+
+    def _write_later(
+        self, client: KubeClient, body: dict[str, Any], rest: Rest, decided_at: float
+    ) -> bool:
+        """A writer thread: the deferred writes of a pass, under the object's lock, unless a
+        handler's pass wrote after this one decided (its plan is newer) or the lease is lost.
+        Its CPU time counts as the cycle's."""
+        cpu = time.thread_time()
+        uid = body["metadata"]["uid"]
+        try:
+            with self.lock(uid):
+                if self.handled_at.get(uid, 0.0) > decided_at or not self.leading():
+                    return False
+
+                def step() -> None:
+                    rest()
+
+                return self._guarded(client, body, step)[0]
+        finally:
+            opmetrics.CYCLE_CPU.inc(time.thread_time() - cpu)
+
+    def _writer_pool(self) -> ThreadPoolExecutor:
+        if self.pool is None:
+            self.pool = ThreadPoolExecutor(self.writers, thread_name_prefix="specserver-write")
+        return self.pool
 
     def _fault(self, client: KubeClient, body: dict[str, Any], exc: Exception) -> None:
         meta = body["metadata"]
@@ -256,6 +321,7 @@ class Cycle:
         refresh_all([c for c in caches if c is not None], SIGNAL_WAIT_S)
         opmetrics.count_query_errors(sum(c.query_errors for c in self.signals.values()))
         done = 0
+        writing: list[Future[bool]] = []
         for snapshot in bodies:
             meta = snapshot["metadata"]
             if meta.get("deletionTimestamp"):
@@ -268,7 +334,14 @@ class Cycle:
                 if self.handled_at.get(meta["uid"], 0.0) > taken_at:
                     continue  # a handler wrote after our snapshot: our copy is older
                 body = self.cache.get(KIND, meta["namespace"], meta["name"]) or snapshot
-                done += self.guarded_pass(client, body)
+                step = functools.partial(self._pass, client, body, self.writers > 0)
+                ok, rest = self._guarded(client, body, step)
+            if rest is None:
+                done += ok
+            else:
+                args = (client, body, rest, time.monotonic())
+                writing.append(self._writer_pool().submit(self._write_later, *args))
+        done += sum(future.result() for future in writing)
         live = {b["metadata"]["uid"] for b in bodies}
         opmetrics.retain({(b["metadata"]["namespace"], b["metadata"]["name"]) for b in bodies})
         self.forget(live)

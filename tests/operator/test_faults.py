@@ -64,7 +64,7 @@ class FaultyCycle(Cycle):
     broken: dict[str, Exception]
     passed: list[str]
 
-    def _pass(self, client: KubeClient, body: dict[str, Any]) -> None:
+    def _pass(self, client: KubeClient, body: dict[str, Any], defer: bool = False) -> None:
         name = body["metadata"]["name"]
         if name in self.broken:
             raise self.broken[name]
