@@ -36,6 +36,8 @@ FIELD_MANAGER = "specserver"
 MANAGED_SELECTOR = "app.kubernetes.io/managed-by=specserver"
 #: Objects per LIST page (bounds the memory a cycle's reads take at once).
 LIST_PAGE = 250
+#: Connections kept open to the API server (more at once are opened and then closed).
+POOL_CONNECTIONS = 12
 HASH_ANNOTATION = "specserver.io/applied-hash"
 CONFLICT_RETRIES = 5
 TOKEN_REREAD_S = 60.0
@@ -210,7 +212,8 @@ class KubeClient:
             load_client_cert(ctx, connection.cert_data, connection.key_data)
         self.pool = urllib3.PoolManager(
             num_pools=2,
-            maxsize=4,
+            # The cycle's writer threads (cycle.WRITERS), kopf's handler threads, the lease.
+            maxsize=POOL_CONNECTIONS,
             ssl_context=ctx,
             retries=False,
             timeout=urllib3.Timeout(connect=5.0, read=60.0),

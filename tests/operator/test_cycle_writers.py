@@ -172,3 +172,9 @@ def test_a_write_a_handler_overtook_is_dropped() -> None:
     cycle.raced = {"raced"}
     assert cycle.run_once() == 1
     assert [n for n, _ in cycle.written] == ["other"]
+
+
+def test_the_connection_pool_keeps_a_connection_per_writer() -> None:
+    from specserver_operator import client, cycle
+
+    assert cycle.WRITERS < client.POOL_CONNECTIONS  # else urllib3 opens and drops the rest
