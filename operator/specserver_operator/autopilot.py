@@ -136,7 +136,11 @@ def auto_step(
         )
     else:
         stale = obs.age_s is None or obs.age_s > policy.stale_after_seconds
-        why = ("Stale", f"newest sample {obs.age_s}s old") if stale else ("", "")
+        # A fixed message (not the growing age), so a stale spell writes its condition once.
+        limit = f"no engine sample within staleAfterSeconds ({policy.stale_after_seconds}s)"
+        why = ("Stale", f"{limit}; {metrics_error}" if metrics_error else limit)
+        if not stale:
+            why = ("", "")
     metrics_ok = not why[0]
     decision, state, stored = evaluate(
         obs,

@@ -274,6 +274,12 @@ def _auto(
     due = now_ts - memo.last_evaluation.get(uid, 0.0) >= policy.evaluation_interval_seconds
     if spec.mode != Mode.AUTO or not (due or current.get("switch")):
         return None
+    # Prometheus fails and this is the last good sample again: nothing new to evaluate (and
+    # nothing to write) until it is older than staleAfterSeconds.
+    held = observed.metrics if observed.metrics_held else None
+    age = held.age_s if held is not None else None
+    if age is not None and age <= policy.stale_after_seconds and not current.get("switch"):
+        return None
     running = (deployment or {}).get("metadata", {}).get("labels", {}).get("specserver.io/mode")
     ready = deployment_state(deployment, spec.replicas)[0]
     paused = server.metadata.annotations.get(PAUSE_ANNOTATION, "").lower() in ("true", "1")

@@ -68,6 +68,8 @@ class Observed:
     #: the newest Prometheus signals for the engine pods (None: none), and why there are none
     metrics: Observation | None = None
     metrics_error: str | None = NO_PROMETHEUS_URL
+    #: ``metrics`` is the last good observation, held while Prometheus fails (signals.py)
+    metrics_held: bool = False
     now: str = ""
     now_ts: float = 0.0
 
@@ -125,6 +127,7 @@ def observe(
             config_error = str(exc)
         else:
             missing = _missing_secret(client, server, uid, now_ts, memo)
+    metrics = signals.get(ns, child_name(name)) if signals else None  # the pods' name label
     return Observed(
         body=body,
         server=server,
@@ -134,8 +137,9 @@ def observe(
         children=found,
         autoscalers=scalers,
         missing_secret=missing,
-        metrics=signals.get(ns, child_name(name)) if signals else None,  # the pods' name label
+        metrics=metrics,
         metrics_error=signals.last_error if signals else NO_PROMETHEUS_URL,
+        metrics_held=metrics is not None and signals is not None and signals.held,
         now=now,
         now_ts=now_ts,
     )

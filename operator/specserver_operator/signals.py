@@ -2,8 +2,12 @@
 
 ``SignalCache.refresh`` runs the grouped queries of ``specserver_advisor.promql`` (which match
 both ``sglang:`` and ``sglang_`` names) and keeps one ``Observation`` per (namespace, name);
-the shared cycle (cycle.py) reads from it. Query failures are counted and leave the cache empty for
-that cycle, which the policy reads as stale metrics.
+the shared cycle (cycle.py) reads from it. The number of queries does not grow with the number
+of SpecServers. A failed refresh is counted; the last good observations stand in for up to
+``HOLD_S`` (their ``age_s`` growing with the time since they were read, so a SpecServer whose
+``staleAfterSeconds`` passes sees them as stale), after which the cache is emptied and the
+policy reads the error (``PrometheusUnavailable``). One timeout of a loaded Prometheus
+therefore flips no condition and rewrites no status.
 
 Only Prometheus URLs the cluster admin allowed are queried (``allowed_urls``: the operator-wide
 ``SPECSERVER_PROMETHEUS_URL`` and ``SPECSERVER_PROMETHEUS_ALLOWED_URLS``); a SpecServer's own
@@ -14,6 +18,7 @@ a fixed reason: nothing a Prometheus (or anything posing as one) answers reaches
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -80,6 +85,9 @@ def query(url: str, promql: str, timeout_s: float = 10.0) -> list[dict[str, Any]
 
 #: Total seconds one refresh (all grouped queries to one Prometheus) may take.
 QUERY_BUDGET_S = 10.0
+#: Longest the last good observations stand in for a Prometheus whose queries fail (the
+#: default ``staleAfterSeconds``): a blip flips nothing, an outage is reported.
+HOLD_S = 120.0
 
 
 def refresh_all(caches: list[SignalCache], wait_s: float) -> None:
@@ -103,6 +111,9 @@ class SignalCache:
     lock: threading.Lock = field(default_factory=threading.Lock)
     allowed: tuple[str, ...] = field(default_factory=allowed_urls)
     running: threading.Thread | None = None
+    #: when the observations were read (time.time); they are held while queries fail
+    good_at: float = 0.0
+    held: bool = False
 
     def __post_init__(self) -> None:
         self.last_error = url_refusal(self.url, self.allowed)
@@ -116,7 +127,7 @@ class SignalCache:
         refusal = url_refusal(self.url, self.allowed)
         with self.lock:
             if refusal:
-                self.observations, self.last_error = {}, refusal
+                self.observations, self.last_error, self.held = {}, refusal, False
                 return
             if now - self.refreshed_at < self.min_interval_s:
                 return
@@ -126,8 +137,14 @@ class SignalCache:
         except QueryError as exc:
             found, error = {}, f"Prometheus query failed: {exc}"
         with self.lock:
-            self.observations, self.last_error = found, error
-            self.query_errors += error is not None
+            self.last_error = error
+            if error is None:
+                self.observations, self.good_at, self.held = found, now, False
+                return
+            self.query_errors += 1
+            self.held = bool(self.observations) and now - self.good_at <= HOLD_S
+            if not self.held:
+                self.observations = {}
 
     def _query(self, now: float) -> dict[tuple[str, str], Observation]:
         deadline = time.monotonic() + QUERY_BUDGET_S  # one budget for the whole set
@@ -163,6 +180,12 @@ class SignalCache:
             self.running.start()
             return self.running
 
-    def get(self, namespace: str, name: str) -> Observation | None:
+    def get(self, namespace: str, name: str, now: float | None = None) -> Observation | None:
+        """The newest observation of one SpecServer's engines (None: none). While queries fail
+        and the last good ones are held, their ``age_s`` counts the time since they were read."""
         with self.lock:
-            return self.observations.get((namespace, name))
+            found = self.observations.get((namespace, name))
+            if found is None or not self.held or found.age_s is None:
+                return found
+        waited = max(0.0, (time.time() if now is None else now) - found.ts)
+        return dataclasses.replace(found, age_s=found.age_s + waited)

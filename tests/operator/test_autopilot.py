@@ -95,6 +95,7 @@ class FakeClient:
 
 class Signals:
     last_error = None
+    held = False
 
     def __init__(self, **obs: Any) -> None:
         self.obs = obs
