@@ -257,6 +257,11 @@ def tracer_env(state: Path, alloc: bool = False) -> dict[str, str]:
     return {"PYTHONPATH": str(folder), "SPECSERVER_BENCH_TRACE": str(state / "memory.txt")}
 
 
+#: Seconds between reads of the operator's /metrics (each costs the operator a rendering of
+#: every per-SpecServer series: polled faster, the benchmark itself loads what it measures).
+POLL_S = 1.0
+
+
 def wait_cycle(url: str, after: float, timeout: float = 300) -> dict[str, float]:
     """Metrics once the cycle counter has passed ``after``."""
     deadline = time.monotonic() + timeout
@@ -267,7 +272,8 @@ def wait_cycle(url: str, after: float, timeout: float = 300) -> dict[str, float]
                 return m
         except OSError:
             pass
-        time.sleep(0.5)
+        # The first cycle (every child created) takes minutes: no need to ask twice a second.
+        time.sleep(POLL_S if after else 5 * POLL_S)
     raise SystemExit(f"bench-operator-scale: no operator cycle within {timeout:.0f}s")
 
 
