@@ -244,7 +244,7 @@ class Cycle:
         uid = body["metadata"]["uid"]
         try:
             with self.lock(uid):
-                if self.handled_at.get(uid, 0.0) > decided_at or not self.leading():
+                if self.handled_at.get(uid, 0.0) > decided_at or not self.still_leading():
                     return False
 
                 def step() -> None:
@@ -326,7 +326,7 @@ class Cycle:
             meta = snapshot["metadata"]
             if meta.get("deletionTimestamp"):
                 continue
-            if not self.leading() and not (self.elector is not None and self.elector.try_lead()):
+            if not self.still_leading():
                 break  # the lease could not be renewed: another replica may lead now
             if not self.faults.due(meta["uid"], meta.get("generation"), time.monotonic()):
                 continue  # failing: backing off (a new generation is retried at once)
@@ -387,6 +387,11 @@ class Cycle:
     def leading(self) -> bool:
         """Whether this replica may write (always, without leader election)."""
         return self.elector is None or self.elector.leading()
+
+    def still_leading(self) -> bool:
+        """``leading``, renewing the lease when it is due: a long cycle (or its writes, which
+        the cycle thread waits for) must not outlast the lease it holds."""
+        return self.leading() or (self.elector is not None and self.elector.try_lead())
 
     def standby(self) -> None:
         """A replica that does not lead: keep the cache warm, write nothing, stay healthy."""

@@ -178,3 +178,33 @@ def test_the_connection_pool_keeps_a_connection_per_writer() -> None:
     from specserver_operator import client, cycle
 
     assert cycle.WRITERS < client.POOL_CONNECTIONS  # else urllib3 opens and drops the rest
+
+
+class ShortLease:
+    """An elector whose lease lasts ``lease_s`` from each renewal (the seam of leader.py)."""
+
+    def __init__(self, lease_s: float) -> None:
+        self.lease_s, self.renewals, self.until = lease_s, 0, 0.0
+        self.lock = threading.Lock()
+
+    def leading(self) -> bool:
+        return time.monotonic() < self.until
+
+    def try_lead(self) -> bool:
+        with self.lock:
+            self.renewals += 1
+            self.until = time.monotonic() + self.lease_s
+            return True
+
+
+def test_writes_that_outlast_the_lease_renew_it_instead_of_being_dropped() -> None:
+    """The cycle thread waits for its writers: they renew the lease when it falls due (a
+    thousand first writes take minutes; the lease lasts seconds)."""
+    names = [f"s{i:02d}" for i in range(12)]
+    cycle, _ = writing_cycle(names, writers=2)
+    lease = ShortLease(lease_s=0.3)
+    cycle.elector = lease  # type: ignore[assignment]
+    lease.try_lead()
+    assert cycle.run_once() == 12  # 6 rounds of 0.2 s on 2 writers: 1.2 s, four leases
+    assert sorted(n for n, _ in cycle.written) == names
+    assert lease.renewals >= 3
