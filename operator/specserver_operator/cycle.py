@@ -246,11 +246,7 @@ class Cycle:
             with self.lock(uid):
                 if self.handled_at.get(uid, 0.0) > decided_at or not self.still_leading():
                     return False
-
-                def step() -> None:
-                    rest()
-
-                return self._guarded(client, body, step)[0]
+                return self._guarded(client, body, rest)[0]
         finally:
             opmetrics.CYCLE_CPU.inc(time.thread_time() - cpu)
 
