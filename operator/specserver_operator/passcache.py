@@ -42,9 +42,9 @@ class PassCache:
     )
     #: uid -> (inputs of the last rendering, the children's kinds, names and digests)
     rendered: dict[str, tuple[tuple[Any, ...], list[Any]]] = field(default_factory=dict)
-    #: uid -> (resourceVersion, the typed status) of a stored status found canonical: a pass
-    #: whose fields all match it skips building the model again
-    statuses: dict[str, tuple[str, Any]] = field(default_factory=dict)
+    #: uid -> resourceVersion of a stored status found canonical: a pass whose fields all
+    #: match it reads it as it is instead of merging and comparing (statusmodel.status_plan)
+    statuses: dict[str, str] = field(default_factory=dict)
     lock: threading.RLock = field(default_factory=threading.RLock)
 
     def clear(self) -> None:

@@ -59,14 +59,17 @@ def status_plan(
     memo: PassCache,
 ) -> tuple[SpecServerStatus, dict[str, Any]]:
     """The typed status and its merge patch. A stored status (at ``version``) already found
-    canonical, whose fields all match ``fields``, is not built and compared again."""
-    hit = memo.statuses.get(uid)
-    if version and hit and hit[0] == version and not status_changes(current, fields):
-        return hit[1], {}
+    canonical, whose fields all match ``fields``, is not merged, serialised and compared again:
+    it is read as it is (the memo keeps its version, not the model: ~15 KB a SpecServer)."""
+    if version and memo.statuses.get(uid) == version and not status_changes(current, fields):
+        try:
+            return SpecServerStatus.model_validate(current), {}
+        except ValidationError:
+            pass  # not canonical after all: build it
     status = typed_status(current, fields)
     patch = status_patch(current, status)
     if version and not patch:
-        memo.statuses[uid] = (version, status)
+        memo.statuses[uid] = version
     return status, patch
 
 

@@ -11,6 +11,8 @@ import copy
 import json
 from typing import Any
 
+import pytest
+
 from conftest import load_config
 from specserver_advisor.loaders.configs import bundled
 from specserver_operator.client import HASH_ANNOTATION
@@ -117,13 +119,23 @@ def test_nothing_changed_plans_no_write_at_all() -> None:
     assert serialized(plan.status)["speculationMode"] == "On"
 
 
-def test_a_status_found_canonical_is_not_rebuilt_but_a_new_version_is_compared() -> None:
+def test_a_status_found_canonical_is_not_rebuilt_but_a_new_version_is_compared(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from specserver_operator import statusmodel
+
     body, kids, memo = settled()
     body["metadata"] = dict(body["metadata"], resourceVersion="7")
     first = desired(observed(body, kids, [], memo), SETTINGS, memo)
-    assert first.patch == {} and memo.statuses["u-1"][0] == "7"
-    again = desired(observed(body, kids, [], memo), SETTINGS, memo)
-    assert again.patch == {} and again.status is first.status  # memoised, not rebuilt
+    assert first.patch == {} and memo.statuses["u-1"] == "7"  # the version, not the model
+
+    def rebuilt(*_: Any) -> None:
+        raise AssertionError("a canonical stored status was merged and compared again")
+
+    with monkeypatch.context() as m:
+        m.setattr(statusmodel, "typed_status", rebuilt)
+        again = desired(observed(body, kids, [], memo), SETTINGS, memo)
+    assert again.patch == {} and again.status == first.status  # read as stored
     edited = copy.deepcopy(body)
     edited["metadata"]["resourceVersion"] = "8"
     edited["status"]["legacyField"] = "x"  # someone wrote the status subresource
