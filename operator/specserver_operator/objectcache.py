@@ -8,20 +8,20 @@ at once, so the next cycle never sees an older copy of what it wrote; a late eve
 event older than our write (it arrives before the event of the version we wrote; versions are
 opaque and compared for equality only) is ignored.
 
-Every string of a cached object is interned (``compact``): a thousand SpecServers repeat the
-same keys, reasons and messages, and one copy of each takes about half the memory of a
-thousand (the cache of a SpecServer with its Deployment and Service: ~27 KB -> ~12 KB).
+Every string of a cached object is interned (``client.compact``; a LIST's objects come so from
+the client, page by page): a thousand SpecServers repeat the same keys, reasons and messages,
+and one copy of each takes about half the memory of a thousand (the cache of a SpecServer with
+its Deployment and Service: ~27 KB -> ~12 KB).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from sys import intern
 from typing import Any
 
 from specserver_advisor.models import KIND
-from specserver_operator.client import slim
+from specserver_operator.client import compact, slim
 
 Key = tuple[str, str, str]  # (kind, namespace, name)
 RESYNC_S = 300.0
@@ -36,15 +36,6 @@ def _version(obj: dict[str, Any]) -> str | None:
     return str(version) if version else None
 
 
-def compact(value: Any) -> Any:
-    """A copy of a JSON value with every string (key or value) interned."""
-    if isinstance(value, dict):
-        return {intern(k) if type(k) is str else k: compact(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [compact(v) for v in value]
-    return intern(value) if type(value) is str else value
-
-
 def trimmed(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
     """What the cache keeps: children slimmed, SpecServers without managedFields; compacted."""
     if kind == KIND:
@@ -55,14 +46,6 @@ def trimmed(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
         obj = {**obj, "metadata": meta}
     else:
         obj = slim(kind, obj)
-    kept: dict[str, Any] = compact(obj)
-    return kept
-
-
-def _listed(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
-    """What the cache keeps of a listed object (children come slimmed from the LIST)."""
-    if kind == KIND:
-        return trimmed(kind, obj)
     kept: dict[str, Any] = compact(obj)
     return kept
 
@@ -149,7 +132,7 @@ class ObjectCache:
                 if waiting is not None and waiting[1] > started and key in self.objects:
                     objects[key] = self.objects[key]
                 else:
-                    objects[key] = _listed(key[0], obj)
+                    objects[key] = obj  # the client compacted it (client.list_*)
                     self.pending.pop(key, None)
             self.objects = objects
             self.pending = {k: v for k, v in self.pending.items() if k in objects}

@@ -72,7 +72,7 @@ def api() -> Iterator[tuple[Api, KubeClient]]:
 def test_list_follows_continue_tokens(api: tuple[Api, KubeClient]) -> None:
     state, client = api
     path = "/apis/specserver.io/v1alpha1/namespaces/llm/specservers"
-    item = {"metadata": {"name": "a", "managedFields": [1]}}
+    item = {"metadata": {"name": "chat-server-one", "managedFields": [1]}}
     state.answer(
         "GET",
         path,
@@ -81,6 +81,9 @@ def test_list_follows_continue_tokens(api: tuple[Api, KubeClient]) -> None:
     )
     found = client.list_specservers(["llm"])
     assert len(found) == 2 and "managedFields" not in found[0]["metadata"]
+    # Compacted page by page (each page is parsed apart): one copy of each string.
+    assert found[0]["metadata"]["name"] is found[1]["metadata"]["name"]
+    assert next(iter(found[0]["metadata"])) is next(iter(found[1]["metadata"]))
     queries = [r[1].split("?")[1] for r in state.requests]
     assert "continue=tok+1" in queries[1] and "limit=" in queries[0]
     assert state.requests[0][2]["Authorization"] == "Bearer t"
