@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import sys
 
 import pytest
@@ -49,3 +50,19 @@ def test_summary_has_the_documented_shape_and_counts_modelled_seconds() -> None:
     assert arms["auto"]["learned_bands"] == {"45@2.8": "off"}
     table = bench_auto.render(summary)
     assert "| on_adaptive |" in table and "learned bands (auto)" in table
+
+
+def test_a_port_in_use_is_named_before_anything_starts() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        ports = bench_auto.demo.Ports(20000, port, 20010)
+        assert f"{port} (Prometheus)" in bench_auto.busy_ports(ports)
+    assert f"{port} (Prometheus)" not in bench_auto.busy_ports(ports)
+
+
+def test_the_settle_timeout_grows_as_the_time_scale_shrinks() -> None:
+    assert bench_auto.settle_timeout(10) == bench_auto.SETTLE_S_AT_SCALE_10
+    assert bench_auto.settle_timeout(4) == pytest.approx(2.5 * bench_auto.SETTLE_S_AT_SCALE_10)
+    assert bench_auto.settle_timeout(20) == bench_auto.SETTLE_S_AT_SCALE_10
