@@ -21,7 +21,6 @@ from collections.abc import Iterable
 
 from specserver_advisor.lint.model import Context, Diagnostic, Launch
 from specserver_advisor.lint.rules._base import diag, resolution, speculative
-from specserver_advisor.sglang.speculative_tables import RESERVING_ALGORITHMS
 
 CODE = "SPEC017"
 NAME = "topk-without-draft-tokens"
@@ -35,12 +34,7 @@ def check(launch: Launch, ctx: Context) -> Iterable[Diagnostic]:
     if not speculative(launch):
         return []
     res = resolution(launch)
-    if (
-        res.errors
-        or res.algorithm not in RESERVING_ALGORITHMS
-        or res.get("speculative_num_draft_tokens") is not None
-        or res.get("speculative_adaptive")
-    ):
+    if not res.reserved_tokens_error:
         return []
     topk, steps = res.get("speculative_eagle_topk"), res.get("speculative_num_steps")
     field = next(
