@@ -256,6 +256,9 @@ def busy_ports(ports: demo.Ports) -> list[str]:
     busy = []
     for port, use in wanted.items():
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            # As the servers bind: a port held only by closed connections (TIME_WAIT, after the
+            # last run) is free; one that something listens on is not.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 sock.bind(("127.0.0.1", port))
             except OSError:

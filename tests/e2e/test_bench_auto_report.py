@@ -66,3 +66,19 @@ def test_the_settle_timeout_grows_as_the_time_scale_shrinks() -> None:
     assert bench_auto.settle_timeout(10) == bench_auto.SETTLE_S_AT_SCALE_10
     assert bench_auto.settle_timeout(4) == pytest.approx(2.5 * bench_auto.SETTLE_S_AT_SCALE_10)
     assert bench_auto.settle_timeout(20) == bench_auto.SETTLE_S_AT_SCALE_10
+
+
+def test_a_port_left_in_time_wait_by_the_last_run_is_free() -> None:
+    """The servers bind with SO_REUSEADDR: closed connections on a port do not hold it."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as server:
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        client = socket.create_connection(("127.0.0.1", port))
+        accepted, _ = server.accept()
+        accepted.close()  # the server side closes first: TIME_WAIT on the server's port
+        client.close()
+    assert f"{port} (Prometheus)" not in bench_auto.busy_ports(
+        bench_auto.demo.Ports(20000, port, 20010)
+    )
