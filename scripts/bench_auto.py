@@ -266,6 +266,22 @@ def busy_ports(ports: demo.Ports) -> list[str]:
     return busy
 
 
+def ephemeral_range() -> tuple[int, int]:
+    """The kernel's range of ports for outgoing connections (Linux default 32768-60999)."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def ephemeral_ports(ports: demo.Ports) -> list[int]:
+    """The ports of this run (etcd's included) that an outgoing connection may take first."""
+    low, high = ephemeral_range()
+    wanted = (ports.apiserver, ports.apiserver + 1, ports.apiserver + 2)
+    return [p for p in (*wanted, ports.prometheus, ports.health) if low <= p <= high]
+
+
 def auto_record(stack: demo.Stack) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """The Auto arm's decision ledger and learned bands (its policy state)."""
     obj = json.loads(stack.kubectl("get", "sps", name_of("auto"), "-n", NAMESPACE, "-o", "json"))
@@ -348,9 +364,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--ports",
         type=demo.Ports.parse,
-        default=demo.Ports(37453, 37457, 37458),
+        default=demo.Ports(27453, 27457, 27458),
         metavar="APISERVER,PROMETHEUS,HEALTH",
-        help="loopback ports (default 37453,37457,37458; etcd takes the two after APISERVER)",
+        help="loopback ports (default 27453,27457,27458; etcd takes the two after APISERVER; "
+        "keep them below the kernel's ephemeral range, where any outgoing connection may take "
+        "one)",
     )
     parser.add_argument(
         "--two-level",
@@ -382,6 +400,15 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    shared = ephemeral_ports(args.ports)
+    if shared:
+        low, high = ephemeral_range()
+        print(
+            f"bench-auto: warning: port(s) {', '.join(map(str, shared))} lie in the kernel's "
+            f"ephemeral range {low}-{high}: any process's outgoing connection may take one "
+            "while the stack starts ('address already in use'); prefer ports below it",
+            file=sys.stderr,
+        )
     args.state_dir.mkdir(parents=True, exist_ok=True)
     stack = demo.Stack(args.state_dir, args.ports)
     try:

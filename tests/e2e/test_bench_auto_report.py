@@ -82,3 +82,11 @@ def test_a_port_left_in_time_wait_by_the_last_run_is_free() -> None:
     assert f"{port} (Prometheus)" not in bench_auto.busy_ports(
         bench_auto.demo.Ports(20000, port, 20010)
     )
+
+
+def test_ports_in_the_ephemeral_range_are_named() -> None:
+    low, _ = bench_auto.ephemeral_range()
+    inside = bench_auto.demo.Ports(low, low - 100, low - 99)
+    assert bench_auto.ephemeral_ports(inside) == [low, low + 1, low + 2]
+    if low > 27458:  # the defaults sit below Linux's default range
+        assert bench_auto.ephemeral_ports(bench_auto.demo.Ports(27453, 27457, 27458)) == []
