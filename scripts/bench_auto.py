@@ -19,6 +19,7 @@ import contextlib
 import copy
 import json
 import math
+import socket
 import subprocess
 import sys
 import time
@@ -215,7 +216,12 @@ def wait_settled(stack: demo.Stack, state: Path, timeout_s: float, quiet_s: floa
         stack.check()
         now = time.monotonic()
         if now > deadline:
-            raise RuntimeError(f"the arms did not settle (Ready, endpoints steady) in {timeout_s}s")
+            waiting = [arm for arm in ARMS if endpoint(state, arm) is None or not ready(stack, arm)]
+            raise RuntimeError(
+                f"the arms did not settle (Ready, endpoints steady for {quiet_s:.0f}s) in "
+                f"{timeout_s:.0f}s; not Ready or without an endpoint: {waiting or 'none'} "
+                "(a loaded machine: lower --time-scale; see the node agent's log in --state-dir)"
+            )
         current = {arm: endpoint(state, arm) for arm in ARMS}
         if current != last:
             last, since = current, now
@@ -226,6 +232,54 @@ def wait_settled(stack: demo.Stack, state: Path, timeout_s: float, quiet_s: floa
         ):
             return
         time.sleep(1)
+
+
+#: Wall seconds the arms may take to settle at ``demo.TIME_SCALE`` 10 on a quiet machine: four
+#: engines start (30 modelled seconds each, some twice), plus the operator's first cycles.
+SETTLE_S_AT_SCALE_10 = 300.0
+
+
+def settle_timeout(time_scale: float) -> float:
+    """The settle timeout for a time scale: engines start ``10 / time_scale`` times slower."""
+    return SETTLE_S_AT_SCALE_10 * max(1.0, 10.0 / time_scale)
+
+
+def busy_ports(ports: demo.Ports) -> list[str]:
+    """The loopback ports this run needs that something else holds, each with its use."""
+    wanted = {
+        ports.apiserver: "apiserver",
+        ports.apiserver + 1: "etcd client",
+        ports.apiserver + 2: "etcd peer",
+        ports.prometheus: "Prometheus",
+        ports.health: "operator health",
+    }
+    busy = []
+    for port, use in wanted.items():
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            # As the servers bind: a port held only by closed connections (TIME_WAIT, after the
+            # last run) is free; one that something listens on is not.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                busy.append(f"{port} ({use})")
+    return busy
+
+
+def ephemeral_range() -> tuple[int, int]:
+    """The kernel's range of ports for outgoing connections (Linux default 32768-60999)."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def ephemeral_ports(ports: demo.Ports) -> list[int]:
+    """The ports of this run (etcd's included) that an outgoing connection may take first."""
+    low, high = ephemeral_range()
+    wanted = (ports.apiserver, ports.apiserver + 1, ports.apiserver + 2)
+    return [p for p in (*wanted, ports.prometheus, ports.health) if low <= p <= high]
 
 
 def auto_record(stack: demo.Stack) -> tuple[list[dict[str, Any]], dict[str, str]]:
@@ -310,9 +364,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--ports",
         type=demo.Ports.parse,
-        default=demo.Ports(37453, 37457, 37458),
+        default=demo.Ports(27453, 27457, 27458),
         metavar="APISERVER,PROMETHEUS,HEALTH",
-        help="loopback ports (default 37453,37457,37458; etcd takes the two after APISERVER)",
+        help="loopback ports (default 27453,27457,27458; etcd takes the two after APISERVER; "
+        "keep them below the kernel's ephemeral range, where any outgoing connection may take "
+        "one)",
     )
     parser.add_argument(
         "--two-level",
@@ -335,6 +391,24 @@ def main(argv: list[str] | None = None) -> int:
     global TIME_SCALE
     TIME_SCALE = demo.TIME_SCALE = args.time_scale  # the node agent reads demo's at start
     schedule = tuple(Phase(p.name, p.users, p.seconds * args.phase_scale, p.kind) for p in SCHEDULE)
+    busy = busy_ports(args.ports)
+    if busy:
+        print(
+            f"bench-auto: loopback port(s) in use: {', '.join(busy)}; another run or another "
+            "user holds them: stop it or pass --ports APISERVER,PROMETHEUS,HEALTH "
+            "(etcd takes the two after APISERVER)",
+            file=sys.stderr,
+        )
+        return 2
+    shared = ephemeral_ports(args.ports)
+    if shared:
+        low, high = ephemeral_range()
+        print(
+            f"bench-auto: warning: port(s) {', '.join(map(str, shared))} lie in the kernel's "
+            f"ephemeral range {low}-{high}: any process's outgoing connection may take one "
+            "while the stack starts ('address already in use'); prefer ports below it",
+            file=sys.stderr,
+        )
     args.state_dir.mkdir(parents=True, exist_ok=True)
     stack = demo.Stack(args.state_dir, args.ports)
     try:
@@ -344,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
             stack.kubectl(
                 "apply", "-f", "-", stdin=json.dumps(specserver(arm, args.gpu, args.two_level))
             )
-        wait_settled(stack, args.state_dir, timeout_s=300)
+        wait_settled(stack, args.state_dir, timeout_s=settle_timeout(args.time_scale))
         stats = asyncio.run(drive(stack, schedule))
         time.sleep(3)
         for arm, phases in stats.items():

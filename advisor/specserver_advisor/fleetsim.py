@@ -248,18 +248,19 @@ def run_oracle(
     return results, switches
 
 
-def run_paid_oracle(trace: Trace, policy: AutoSpeculation, gpu: str = "L4") -> list[TickResult]:
-    """The best schedule of on, off and on_adaptive knowing the whole trace, paying the restart.
+def paid_oracle_table(
+    trace: Trace, policy: AutoSpeculation, gpu: str = "L4"
+) -> tuple[list[dict[str, TickResult]], list[dict[str, float]], list[dict[str, str]]]:
+    """The paid oracle's dynamic programme: what each mode serves per tick, and the best totals.
 
-    Dynamic programming over the trace: every switch leaves the replica down for ``STARTUP_S``
-    as in the policy arm, with no dwell time or switch budget. The most any switching policy
-    can deliver on this trace with the modelled restart; the free-switching ``oracle`` is an
-    upper bound on it.
+    ``best[i][m]``: the most goodput (summed over ticks) from tick ``i`` on with the replica up
+    in mode ``m`` at tick ``i``; ``choice[i][m]``: the mode it runs next (another mode: a switch
+    decided at the end of tick ``i``, the replica down for the next ``STARTUP_S``, as in the
+    policy arm).
     """
     ticks = trace.ticks
     n, down = len(ticks), math.ceil(STARTUP_S / TICK_S)
     served = [{m: serve(t, m, 0.0, policy, gpu) for m in MODES} for t in ticks]
-    # best[i][m]: the most goodput from tick i on with the replica up in mode m at tick i.
     best: list[dict[str, float]] = [dict.fromkeys(MODES, 0.0) for _ in range(n + 1)]
     choice: list[dict[str, str]] = [dict.fromkeys(MODES, "") for _ in range(n)]
     for i in range(n - 1, -1, -1):
@@ -271,6 +272,19 @@ def run_paid_oracle(trace: Trace, policy: AutoSpeculation, gpu: str = "L4") -> l
             nxt = max(options, key=lambda k: options[k])
             best[i][m] = served[i][m].good_tok_s + options[nxt]
             choice[i][m] = nxt
+    return served, best, choice
+
+
+def run_paid_oracle(trace: Trace, policy: AutoSpeculation, gpu: str = "L4") -> list[TickResult]:
+    """The best schedule of on, off and on_adaptive knowing the whole trace, paying the restart.
+
+    Dynamic programming over the trace (``paid_oracle_table``): every switch leaves the replica
+    down for ``STARTUP_S`` as in the policy arm, with no dwell time or switch budget, and the
+    first mode is free. The most any switching policy can deliver on this trace with the
+    modelled restart; the free-switching ``oracle`` is an upper bound on it.
+    """
+    served, best, choice = paid_oracle_table(trace, policy, gpu)
+    n, down = len(served), math.ceil(STARTUP_S / TICK_S)
     mode = max(MODES, key=lambda m: best[0][m])
     results: list[TickResult] = []
     i = 0

@@ -21,6 +21,8 @@ def refusal(plan: Plan, speculative: bool) -> tuple[str, str] | None:
             findings.startup_error_code(err),
             f"SGLang would fail at startup: {err.exception}: {err.message}",
         )
+    if plan.resolution.reserved_tokens_error:
+        return findings.TOPK_WITHOUT_DRAFT_TOKENS, reserved_tokens_message(plan)
     if plan.context.verdict.value == "startup_fails":
         return findings.DRAFT_CONTEXT_SHORTER, context_message(plan)
     pool = (
@@ -29,6 +31,18 @@ def refusal(plan: Plan, speculative: bool) -> tuple[str, str] | None:
     if pool <= 0:
         return findings.NO_KV_MEMORY, plan.mem.error or "no KV memory"
     return None
+
+
+def reserved_tokens_message(plan: Plan) -> str:
+    """SPEC017: topk > 1 without a draft-token count fails in SGLang's tokenizer manager."""
+    r = plan.resolution
+    topk, steps = r.get("speculative_eagle_topk"), r.get("speculative_num_steps")
+    return (
+        f"SGLang would fail at startup: TypeError: {r.reserved_tokens_error} (its reserved "
+        f"tokens per request, max(topk {topk} * steps {steps}, draft tokens), with no "
+        "--speculative-num-draft-tokens). Set speculative.numDraftTokens "
+        "(--speculative-num-draft-tokens)"
+    )
 
 
 def context_message(plan: Plan) -> str:

@@ -47,6 +47,13 @@ def verdict(p: Planned) -> Verdict:
     if r.errors:
         err = r.errors[0]
         return Verdict(False, f"won't start: SGLang raises {err.exception}: {err.message}")
+    if r.reserved_tokens_error:
+        return Verdict(
+            False,
+            f"won't start: SGLang raises TypeError when its tokenizer manager starts "
+            f"({r.reserved_tokens_error}): with --speculative-eagle-topk "
+            f"{r.get('speculative_eagle_topk')} set --speculative-num-draft-tokens",
+        )
     if plan.context.verdict.value == "startup_fails":
         return Verdict(False, f"won't start: {plan.context.message}")
     pool = (

@@ -249,7 +249,9 @@ class _Cycle:
         seen while speculation is off, and may have recovered). Keeps one switch of the hourly
         budget in reserve to come back, and explores only a load that has held its band for
         ``2 * MIN_SAMPLES`` consecutive cycles: a trial started in a short spike lands after it
-        and measures the other mode at a load it was not meant for.
+        and measures the other mode at a load it was not meant for. A mode with recent samples
+        in this band that scored below this mode's (fewer than ``MIN_SAMPLES``: the breaches
+        that made the policy leave it) is not explored: it was measured, and lost.
         """
         st, pol = self.state, self.policy
         if not pol.explore or len(st.switch_times) > pol.max_switches_per_hour - 2:
@@ -264,6 +266,14 @@ class _Cycle:
             or st.band_streak < 2 * MIN_SAMPLES
         ):
             return None
+        theirs = seen.get(other)
+        if (
+            theirs
+            and theirs["n"] > 0
+            and self.now - theirs.get("at", self.now) <= pol.relearn_after_seconds
+            and theirs["score"] * (1 + LEARN_MARGIN) < mine["score"]
+        ):
+            return None  # measured here recently, and worse (e.g. the breaches that left it)
         load = float(band.split("@")[0])
         upper = max(crossover * 1.5 if st.mode == ON else crossover, crossover_prior * 1.25)
         if math.isinf(upper) or upper <= 0 or not crossover / 1.5 <= load <= upper:

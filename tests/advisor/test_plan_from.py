@@ -371,3 +371,18 @@ def test_a_hostile_model_path_is_a_clear_error(
     script.write_text(f"python -m sglang.launch_server --model-path {'A' * 5000}\n")
     assert main(["plan", "--from", str(script), "--gpu", "L4"]) == 2
     assert "no config.json for" in capsys.readouterr().err
+
+
+def test_topk_without_draft_tokens_is_refused_by_plan(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SPEC017: the launch fails in SGLang's tokenizer manager (max(topk * steps, None))."""
+    example = (REPO / "manifests/examples/qwen3-8b-eagle3-l4.yaml").read_text()
+    assert "eagleTopk: 1" in example and "numDraftTokens: 4" in example
+    sps = tmp_path / "sps.yaml"
+    sps.write_text(example.replace("eagleTopk: 1", "eagleTopk: 4").replace("numDraftTokens: 4", ""))
+    assert main(["plan", "--from", str(sps)]) == 1
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("won't start: SGLang raises TypeError") and (
+        "--speculative-num-draft-tokens" in first
+    )

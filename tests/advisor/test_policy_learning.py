@@ -40,13 +40,15 @@ def world(mode: str, load: int) -> Prediction:
     return predict(scn, load, plan.cap_on if mode == ON else plan.cap_off, mode == ON)
 
 
-def drive(series: list[int]) -> tuple[list[tuple[int, str, str]], PolicyState]:
+def drive(
+    series: list[int], policy: AutoSpeculation = POLICY
+) -> tuple[list[tuple[int, str, str]], PolicyState]:
     """30 s cycles; a switch leaves 90 s without fresh metrics (the engine restarting).
 
     Each cycle is the operator's ``autocycle.evaluate``: the state goes through the status JSON
     it stores (a count that is not stored does not grow).
     """
-    ctx = policy_context(l4(), POLICY)
+    ctx = policy_context(l4(), policy)
     state, restart, switches = PolicyState(mode=ON), 0.0, []
     stored: str | None = None
     for i, load in enumerate(series):
@@ -62,7 +64,7 @@ def drive(series: list[int]) -> tuple[list[tuple[int, str, str]], PolicyState]:
             age_s=5.0 if up else 1e9,
         )
         restart -= 30
-        decision, state, stored = evaluate(obs, stored, state.mode, obs.ts, POLICY, ctx)
+        decision, state, stored = evaluate(obs, stored, state.mode, obs.ts, policy, ctx)
         if decision.action != "keep":
             switches.append((load, decision.action, decision.reason))
             restart = 90.0
@@ -96,6 +98,17 @@ def test_measured_band_replaces_the_models_queue_signal() -> None:
     assert switches[:2] == [(16, "disable", "QueueBuilding"), (16, "enable", "SwitchDidNotPay")]
     assert len(switches) == 2  # then it stays on: the learned band holds it
     assert state.mode == ON and "on" in learned(state).values()
+
+
+def test_a_mode_just_left_for_breaches_is_not_explored_at_the_same_load() -> None:
+    """A fast policy leaves speculation after two breaches, so On has fewer samples than
+    learning needs; they scored below Off at this load, so Off does not go back to try On."""
+    fast = AutoSpeculation(disable_after_breaches=2, enable_after_passes=3, min_dwell_seconds=60)
+    assert world(ON, 24).queued > 0
+    switches, state = drive([24] * 60, fast)
+    assert switches == [(24, "disable", "TTFTSLOBreached")]
+    (band,) = state.bands
+    assert 0 < state.bands[band][ON]["n"] < 3 and state.mode == "off"
 
 
 def test_oscillation_uses_the_learned_band_to_come_back() -> None:

@@ -198,3 +198,16 @@ def test_adaptive_reserves_its_largest_candidate() -> None:
     fixed = resolve("--speculative-algorithm", "EAGLE3")
     adaptive = resolve("--speculative-algorithm", "EAGLE3", "--speculative-adaptive")
     assert (fixed.reserved_tokens, adaptive.reserved_tokens) == (4, 8)
+
+
+def test_topk_without_draft_tokens_fails_when_the_tokenizer_reserves_tokens() -> None:
+    """SGLang leaves the draft-token count None for topk > 1 without it, and its tokenizer
+    manager's ``max(topk * steps, None)`` raises at startup (oracle: test_reserved_tokens.py)."""
+    eagle = ("--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3")
+    r = resolve(*eagle, "--speculative-eagle-topk", "2")
+    assert not r.errors and r.get("speculative_num_draft_tokens") is None
+    assert r.reserved_tokens_error == "'>' not supported between instances of 'NoneType' and 'int'"
+    given = resolve(*eagle, "--speculative-eagle-topk", "2", "--speculative-num-draft-tokens", "6")
+    assert given.reserved_tokens_error is None
+    assert resolve(*eagle, "--speculative-eagle-topk", "1").reserved_tokens_error is None
+    assert resolve("--speculative-algorithm", "NGRAM").reserved_tokens_error is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import sys
 
 import pytest
@@ -49,3 +50,43 @@ def test_summary_has_the_documented_shape_and_counts_modelled_seconds() -> None:
     assert arms["auto"]["learned_bands"] == {"45@2.8": "off"}
     table = bench_auto.render(summary)
     assert "| on_adaptive |" in table and "learned bands (auto)" in table
+
+
+def test_a_port_in_use_is_named_before_anything_starts() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        ports = bench_auto.demo.Ports(20000, port, 20010)
+        assert f"{port} (Prometheus)" in bench_auto.busy_ports(ports)
+    assert f"{port} (Prometheus)" not in bench_auto.busy_ports(ports)
+
+
+def test_the_settle_timeout_grows_as_the_time_scale_shrinks() -> None:
+    assert bench_auto.settle_timeout(10) == bench_auto.SETTLE_S_AT_SCALE_10
+    assert bench_auto.settle_timeout(4) == pytest.approx(2.5 * bench_auto.SETTLE_S_AT_SCALE_10)
+    assert bench_auto.settle_timeout(20) == bench_auto.SETTLE_S_AT_SCALE_10
+
+
+def test_a_port_left_in_time_wait_by_the_last_run_is_free() -> None:
+    """The servers bind with SO_REUSEADDR: closed connections on a port do not hold it."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as server:
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        client = socket.create_connection(("127.0.0.1", port))
+        accepted, _ = server.accept()
+        accepted.close()  # the server side closes first: TIME_WAIT on the server's port
+        client.close()
+    assert f"{port} (Prometheus)" not in bench_auto.busy_ports(
+        bench_auto.demo.Ports(20000, port, 20010)
+    )
+
+
+def test_ports_in_the_ephemeral_range_are_named() -> None:
+    low, _ = bench_auto.ephemeral_range()
+    inside = bench_auto.demo.Ports(low, low - 100, low - 99)
+    assert bench_auto.ephemeral_ports(inside) == [low, low + 1, low + 2]
+    if low > 27458:  # the defaults sit below Linux's default range
+        assert bench_auto.ephemeral_ports(bench_auto.demo.Ports(27453, 27457, 27458)) == []

@@ -228,3 +228,13 @@ def test_adaptive_where_sglang_would_ignore_it_is_refused_naming_the_field(
         server(speculative=speculative)
     assert message in str(err.value)
     assert err.value.errors()[0]["loc"] == ("spec", "speculative", "adaptive")
+
+
+def test_topk_without_draft_tokens_is_refused_with_spec017() -> None:
+    """SGLang's tokenizer manager raises TypeError at startup (max(topk * steps, None)): the
+    operator refuses it, naming the field, instead of starting an engine that crashes."""
+    s = server(speculative={"algorithm": "EAGLE3", "numSteps": 5, "eagleTopk": 4})
+    cfg = build_engine_config(s.spec, QWEN, True)
+    assert not cfg.valid and cfg.reason == "SPEC017", cfg
+    assert "numDraftTokens" in cfg.message and "TypeError" in cfg.message
+    assert build_engine_config(s.spec, QWEN, False).valid  # without the draft it starts

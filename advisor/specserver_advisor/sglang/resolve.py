@@ -100,6 +100,23 @@ class Resolution:
         return int(max(topk * steps, self.max_draft_tokens))
 
     @property
+    def reserved_tokens_error(self) -> str | None:
+        """SGLang's TypeError when its tokenizer manager computes the reserved tokens at startup.
+
+        ``compute_num_reserved_tokens`` is ``max(topk * steps, max draft tokens)``; with no
+        draft-token count (topk > 1 without ``--speculative-num-draft-tokens``: resolution
+        leaves it None) that is ``max(int, None)``. ``reserved_tokens`` still answers
+        ``topk * steps`` (the named oracle difference ``reserved-tokens-unset-draft-tokens``).
+        """
+        if self.errors or self.algorithm not in RESERVING_ALGORITHMS:
+            return None
+        if self.get("speculative_num_draft_tokens") is not None:
+            return None
+        if self.get("speculative_adaptive"):
+            return None
+        return "'>' not supported between instances of 'NoneType' and 'int'"
+
+    @property
     def draft_slots(self) -> int:
         """KV slots one request allocates per decode step."""
         steps = self.get("speculative_num_steps") or 0

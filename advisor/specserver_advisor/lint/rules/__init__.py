@@ -33,6 +33,7 @@ from specserver_advisor.lint.rules import (
     spec014_draft_rope_scaling_missing,
     spec015_removed_flag,
     spec016_no_kv_memory,
+    spec017_topk_without_draft_tokens,
 )
 from specserver_advisor.lint.rules.engine_codes import DOCS as ENGINE_DOCS
 
@@ -53,6 +54,7 @@ _MODULES: tuple[ModuleType, ...] = (
     spec014_draft_rope_scaling_missing,
     spec015_removed_flag,
     spec016_no_kv_memory,
+    spec017_topk_without_draft_tokens,
     bench001_bench_ignore_eos,
     bench002_bench_synthetic_only,
     bench003_bench_concurrency_over_cap,
