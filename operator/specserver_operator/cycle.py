@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specserver_advisor.models import KIND
-from specserver_operator import controller, faults, opmetrics, policystate
+from specserver_operator import controller, faults, heaptrim, opmetrics, policystate
 from specserver_operator.client import ApiError, KubeClient, NotFoundError
 from specserver_operator.faults import Faults
 from specserver_operator.leader import Elector
@@ -376,6 +376,7 @@ class Cycle:
             except Exception:  # the loop must outlive any one bad cycle
                 opmetrics.CYCLE_ERRORS.inc()
                 log.exception("observation cycle failed")
+            heaptrim.release_free_pages()
             stop.wait(max(0.5, interval_s - (time.monotonic() - started)))
         if self.elector is not None:
             self.elector.release()
