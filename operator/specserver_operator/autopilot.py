@@ -138,7 +138,15 @@ def auto_step(
         stale = obs.age_s is None or obs.age_s > policy.stale_after_seconds
         # A fixed message (not the growing age), so a stale spell writes its condition once.
         limit = f"no engine sample within staleAfterSeconds ({policy.stale_after_seconds}s)"
-        why = ("Stale", f"{limit}; {metrics_error}" if metrics_error else limit)
+        # A held sample gone stale because Prometheus keeps failing: the reason names the cause.
+        why = (
+            ("PrometheusUnavailable", f"{metrics_error}; {limit}")
+            if metrics_error
+            else (
+                "Stale",
+                limit,
+            )
+        )
         if not stale:
             why = ("", "")
     metrics_ok = not why[0]

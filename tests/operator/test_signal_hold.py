@@ -128,8 +128,9 @@ def test_a_blip_within_the_hold_rewrites_no_status(prom: FakePrometheus) -> None
     for t in range(6, 9):
         cycle(client, cache, 2000 + 6 * t)  # type: ignore[arg-type]
     metrics = next(c for c in client.status["conditions"] if c["type"] == "MetricsAvailable")
-    assert (metrics["status"], metrics["reason"]) == ("False", "Stale")
-    assert "503" in metrics["message"]  # why there is nothing newer
+    # The reason names the cause (Prometheus keeps failing), the message both.
+    assert (metrics["status"], metrics["reason"]) == ("False", "PrometheusUnavailable")
+    assert "503" in metrics["message"] and "staleAfterSeconds" in metrics["message"]
     assert client.status["lastDecisionReason"] == "MetricsStale"
     assert client.writes == writes + 1
 
