@@ -35,11 +35,18 @@ def run_load(
 
 
 def test_cap_makes_a_queue_whose_wait_is_the_ttft(start_simulator: Any) -> None:
-    sim = start_simulator(*QWEN_EAGLE3, "--max-running-requests", "2", *FAST)
+    # Slower than FAST so that a request's own time, not the host's noise, sets the waits.
+    slow = ["--time-scale", "10", "--sim-startup-seconds", "0", "--enable-metrics"]
+    sim = start_simulator(*QWEN_EAGLE3, "--max-running-requests", "2", *slow)
     results = run_load(sim.url, users=8, requests=16)
     assert len(results) == 16
-    ttfts = sorted(r.ttft for r in results)
-    assert ttfts[-1] > 3 * ttfts[0]  # the last admitted waited for slots
+    # Two slots for eight users: the last admitted waited while at least two whole requests
+    # ran ahead of it in its slot (three, in the first wave), so its TTFT is longer than two
+    # of the shortest request's whole lifetimes. Uncapped, every TTFT is a prefill: shorter
+    # than any request's lifetime. Host noise lengthens the lifetimes it is compared with too.
+    last_admitted = max(r.ttft for r in results)
+    shortest_request = min(r.latency for r in results)
+    assert last_admitted > 2 * shortest_request
     with urllib.request.urlopen(f"{sim.url}/server_info", timeout=10) as resp:
         info = json.loads(resp.read())
     assert info["internal_states"][0]["effective_max_running_requests_per_dp"] == 2
