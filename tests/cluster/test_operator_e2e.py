@@ -28,8 +28,12 @@ class Operator:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        port = free_loopback_port()
-        env = dict(kube_env(self.kube), PYTHONUNBUFFERED="1")
+        port, self.metrics_port = free_loopback_port(), free_loopback_port()
+        env = dict(
+            kube_env(self.kube),
+            PYTHONUNBUFFERED="1",
+            SPECSERVER_METRICS_PORT=str(self.metrics_port),
+        )
         self.log = open(f"/tmp/specserver-operator-{port}.log", "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [
@@ -44,6 +48,15 @@ class Operator:
             stderr=subprocess.STDOUT,
         )
         wait_for(lambda: _ok(f"http://127.0.0.1:{port}/healthz"), 60, "operator liveness")
+
+    def metric(self, name: str) -> float:
+        """One sample of the operator's own /metrics (0 when it has none yet)."""
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            for line in resp.read().decode().splitlines():
+                if line.startswith(name + " "):
+                    return float(line.split()[1])
+        return 0.0
 
     def stop(self) -> None:
         if self.proc:
@@ -265,15 +278,38 @@ def test_resync_and_restart_write_nothing(
         60,
         "status",
     )
-    time.sleep(6)
+    # The status is written over a few passes (writer threads, the rest of a deferred pass):
+    # the snapshot is taken once three whole cycles left the SpecServer as it was.
+    settled = settled_through_cycles(kube, namespace, "qwen3-8b", operator, 3, 120)
     before = [written(get(kube, k, namespace, "qwen3-8b")) for k in ("deployment", "service")]
-    sps_status = get(kube, "sps", namespace, "qwen3-8b")["status"]  # type: ignore[index]
     operator.stop()
     operator.start()
-    time.sleep(12)  # resume handler + two timer cycles
+    # The restarted operator's first cycle resyncs from a LIST; two more are steady passes.
+    wait_for(lambda: operator.metric("specserver_cycles_total") >= 3, 120, "three cycles")
     after = [written(get(kube, k, namespace, "qwen3-8b")) for k in ("deployment", "service")]
     assert after == before
-    assert get(kube, "sps", namespace, "qwen3-8b")["status"] == sps_status  # type: ignore[index]
+    now = get(kube, "sps", namespace, "qwen3-8b")
+    assert now is not None
+    assert now["status"] == settled["status"]
+    assert now["metadata"]["resourceVersion"] == settled["metadata"]["resourceVersion"]
+
+
+def settled_through_cycles(
+    kube: KubeHandle, ns: str, name: str, operator: Operator, cycles: int, timeout: float
+) -> dict[str, Any]:
+    """The SpecServer once ``cycles`` whole operator cycles ran without changing it."""
+    deadline = time.monotonic() + timeout
+    seen, since = None, 0.0
+    while time.monotonic() < deadline:
+        obj = get(kube, "sps", ns, name)
+        version = obj and obj["metadata"]["resourceVersion"]
+        done = operator.metric("specserver_cycles_total")
+        if obj is None or version != seen:
+            seen, since = version, done
+        elif done - since >= cycles + 1:  # the cycle under way when it was seen, then cycles
+            return obj
+        time.sleep(0.5)
+    raise AssertionError(f"SpecServer {name} kept changing for {timeout} s")
 
 
 def test_deleting_the_specserver_removes_its_children(
@@ -313,9 +349,15 @@ def test_no_metrics_holds_the_mode_and_manual_off_is_immediate(
     assert metrics["status"] == "False"  # type: ignore[index]
     assert metrics["reason"] == "NoPrometheusURL"  # type: ignore[index]
     assert "no Prometheus URL configured" in metrics["message"]  # type: ignore[index]
-    time.sleep(12)
-    sps = get(kube, "sps", namespace, "qwen3-8b")
-    assert sps["status"]["lastDecisionReason"] == "MetricsStale"  # type: ignore[index]
+    sps = wait_for(
+        lambda: (
+            (o := get(kube, "sps", namespace, "qwen3-8b"))
+            and o["status"].get("lastDecisionReason") == "MetricsStale"
+            and o
+        ),
+        60,
+        "an evaluation that holds for lack of metrics (MetricsStale)",
+    )
     assert not sps["status"].get("decisions")  # type: ignore[index]
     assert sps["status"]["speculationMode"] == "On"  # type: ignore[index]
     doc["spec"]["mode"] = "Disabled"

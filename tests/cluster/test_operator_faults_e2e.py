@@ -69,14 +69,6 @@ class Operator(BaseOperator):
         if wait:
             wait_for(lambda: _ok(f"http://127.0.0.1:{self.port}/healthz"), 60, "liveness")
 
-    def metric(self, name: str) -> float:
-        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
-        with urllib.request.urlopen(url, timeout=5) as resp:
-            for line in resp.read().decode().splitlines():
-                if line.startswith(name + " "):
-                    return float(line.split()[1])
-        return 0.0
-
 
 #: The tarpit's port, allowed as a Prometheus by the module's operator (issue 13's allow-list),
 #: and the drip's, allowed as a Hugging Face endpoint.

@@ -96,13 +96,22 @@ def healthz(port: int) -> int | None:
         return None
 
 
+def log_tail(operator: Operator, lines: int = 150) -> str:
+    """The operator's last log lines, without the probes' own chatter."""
+    text = Path(operator.log_path).read_text(encoding="utf-8", errors="replace")
+    kept = [line for line in text.splitlines() if "/healthz" not in line and "probe" not in line]
+    return "\n".join(kept[-lines:])
+
+
 def test_healthz_fails_while_no_cycle_completes_and_recovers(
     kube: KubeHandle, namespace: str, tmp_path: Path
 ) -> None:
     server = urlparse(kube.server)
     relay = StallingRelay(server.hostname or "127.0.0.1", server.port or 443)
     config = relayed_kubeconfig(kube, relay, tmp_path / "kubeconfig")
-    operator = Operator(kube, KUBECONFIG=str(config), SPECSERVER_CYCLE_SECONDS="2")
+    operator = Operator(
+        kube, KUBECONFIG=str(config), SPECSERVER_CYCLE_SECONDS="2", SPECSERVER_VERBOSE="1"
+    )
     try:
         operator.start()
         apply(kube, namespace, example())
@@ -119,6 +128,8 @@ def test_healthz_fails_while_no_cycle_completes_and_recovers(
         relay.stalled.clear()
         wait_for(lambda: healthz(operator.port) == 200, 90, "/healthz 200 after recovery")
         recreated_after_delete(kube, namespace, "qwen3-8b", 60)  # the cycle works again
+    except AssertionError as exc:  # what the operator did is the diagnosis
+        raise AssertionError(f"{exc}\n--- operator log (tail) ---\n{log_tail(operator)}") from exc
     finally:
         operator.stop()
         relay.close()

@@ -68,19 +68,21 @@ def test_a_config_endpoint_tarpit_is_a_config_error_within_the_budget(tarpit: Ta
     started = time.monotonic()
     with pytest.raises(ConfigNotFoundError):
         fetch_from_endpoint(tarpit.url, "org/model", None, "config.json", None, timeout=1.5)
-    assert time.monotonic() - started < 2.5
+    # Without the budget a tarpit holds it for ever; the slack is a loaded CI machine's.
+    assert time.monotonic() - started < 5.0
 
 
 def test_a_prometheus_tarpit_holds_neither_the_cycle_nor_the_readers(
     tarpit: Tarpit, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(signals, "QUERY_BUDGET_S", 2.0)
+    monkeypatch.setattr(signals, "QUERY_BUDGET_S", 6.0)
     cache = SignalCache(tarpit.url, min_interval_s=0, allowed=(tarpit.url,))
     started = time.monotonic()
     refresh_all([cache], wait_s=0.5)
-    assert time.monotonic() - started < 1.0  # the cycle waited its share, no more
+    # The cycle waited its share (0.5 s, with a loaded machine's slack), not the query's 6 s.
+    assert time.monotonic() - started < 3.0
     assert cache.get("ns", "x") is None  # and a reader is not blocked by the running query
     assert cache.running is not None
-    cache.running.join(5)
+    cache.running.join(15)
     assert not cache.running.is_alive()  # the query itself gave up at its own budget
     assert cache.last_error and cache.query_errors == 1
