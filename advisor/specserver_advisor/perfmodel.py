@@ -164,9 +164,16 @@ def step_time(
     With the overlap scheduler the CPU prepares step n+1 while the GPU runs step n, so a step
     takes the longer of the two; without it they run one after the other.
     """
-    gpu = gpu_step_time(scn, batch, speculative, cal, steps)
+    return scheduled_step_time(scn, gpu_step_time(scn, batch, speculative, cal, steps), batch, cal)
+
+
+def scheduled_step_time(scn: Scenario, gpu_s: float, batch: int, cal: Calibration) -> float:
+    """Any scheduler step (decode, prefill chunk or both) of ``gpu_s`` GPU work over ``batch``
+    requests as the client sees it: the longer of GPU and scheduler CPU under the overlap
+    scheduler, their sum without it.
+    """
     host = schedule_host_time(batch, cal)
-    return max(gpu, host) if scn.overlap_schedule else gpu + host
+    return max(gpu_s, host) if scn.overlap_schedule else gpu_s + host
 
 
 def gpu_step_time(
@@ -255,6 +262,23 @@ def prefill_tokens_time(scn: Scenario, tokens: int, speculative: bool, cal: Cali
         )
     rate = scn.gpu.bf16_tflops * 1e12 * cal.prefill_efficiency * scn.clock_scale * scn.tp_size
     return (linear + attention) / rate
+
+
+def prefill_chunk_time(
+    scn: Scenario, start: int, end: int, speculative: bool, cal: Calibration
+) -> float:
+    """Seconds of prefill compute for prompt tokens ``start``..``end`` (one chunk), the
+    attention over the tokens before it included: the chunks of a prompt sum to its prefill.
+    """
+    return prefill_tokens_time(scn, end, speculative, cal) - prefill_tokens_time(
+        scn, start, speculative, cal
+    )
+
+
+def chunk_tokens(scn: Scenario) -> int | None:
+    """Prompt tokens one scheduler step prefills (``--chunked-prefill-size``; None: no limit)."""
+    size = scn.chunked_prefill_size
+    return size if size and size > 0 else None
 
 
 def prefill_chunks(scn: Scenario) -> int:

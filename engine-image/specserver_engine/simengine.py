@@ -1,11 +1,14 @@
 """The simulated engine's scheduler: continuous batching with the advisor's step times.
 
 Requests wait until the KV pool and ``--max-running-requests`` admit them (that wait is their
-TTFT), are prefilled, then decode together; each step takes the performance model's time for
-the current batch and context, and commits one token per request (or, speculating, a number
-drawn from the prompt kind's acceptance). With ``--speculative-adaptive`` the draft steps of
-each batch come from SGLang's adaptive tiers (``specserver_advisor.adaptive``), fed with every
-verify's accepted drafts, and ``sglang:spec_num_steps`` follows them. Time runs
+TTFT), are prefilled in ``--chunked-prefill-size`` chunks (one step each, ahead of the decodes,
+or carrying them along with ``--enable-mixed-chunk``: ``simsteps``), then decode together; each
+step takes the performance model's time for its chunks, batch and context (the scheduler's CPU
+in series with ``--disable-overlap-schedule``), and a decode step commits one token per request
+(or, speculating, a number drawn from the prompt kind's acceptance). With
+``--speculative-adaptive`` the draft steps of each batch come from SGLang's adaptive tiers
+(``specserver_advisor.adaptive``), fed with every verify's accepted drafts, and
+``sglang:spec_num_steps`` follows them. Time runs
 ``--time-scale`` times faster than the modelled GPU; everything reported (metrics, meta_info)
 is in modelled seconds.
 Used by simhttp.py (the HTTP API) and tested directly.
@@ -22,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specserver_advisor import adaptive
-from specserver_advisor.perfmodel import prefill_time, step_time
+from specserver_advisor.perfmodel import chunk_tokens, gpu_step_time
 from specserver_engine.acceptance import (
     continuation_probability,
     draw_commit,
@@ -31,6 +34,7 @@ from specserver_engine.acceptance import (
 )
 from specserver_engine.simconfig import SimConfig
 from specserver_engine.simmetrics import EngineMetrics
+from specserver_engine.simsteps import Piece, decodes_run, prefill_pieces, step_seconds
 
 LOG_INTERVAL_STEPS = 40  # --decode-log-interval: gauges average over this many steps
 
@@ -58,6 +62,7 @@ class SimRequest:
     first_token_at: float | None = None
     last_chunk_at: float = 0.0
     generated: int = 0
+    prefilled: int = 0
     verify_ct: int = 0
     correct_drafts: int = 0
     proposed_drafts: int = 0
@@ -79,6 +84,7 @@ class SimEngine:
         self.started = time.monotonic()
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []
+        self.prefilling: deque[SimRequest] = deque()  # admitted, prompt not all prefilled
         self.used_tokens = 0
         self.wake = asyncio.Event()
         self.lifetime_tokens = 0
@@ -156,7 +162,7 @@ class SimEngine:
             admitted.append(head)
         return admitted
 
-    def _decode_step_s(self, batch: list[SimRequest]) -> float:
+    def _decode_gpu_s(self, batch: list[SimRequest]) -> float:
         if not batch:
             return 0.0
         steps = self.adaptive.steps_for_batch(len(batch)) if self.adaptive else None
@@ -169,17 +175,28 @@ class SimEngine:
         key = (len(batch), ctx // 64, -1 if steps is None else steps)
         if key not in self._step_cache:
             scn = dataclasses.replace(self.cfg.plan.scenario, input_len=ctx, output_len=0)
-            self._step_cache[key] = step_time(
+            self._step_cache[key] = gpu_step_time(
                 scn, len(batch), self.cfg.speculative, _calibration(), steps=steps
             )
         return self._step_cache[key]
 
-    def _prefill_s(self, reqs: list[SimRequest]) -> float:
-        total = 0.0
-        for r in reqs:
-            scn = dataclasses.replace(self.cfg.plan.scenario, input_len=r.prompt_tokens)
-            total += prefill_time(scn, self.cfg.speculative, _calibration())
-        return total
+    def _next_step(self) -> tuple[list[Piece], list[SimRequest], float]:
+        """This step's prefill pieces, the decodes that advance with them, and its seconds."""
+        scn = self.cfg.plan.scenario
+        pending = [(r.prefilled, r.prompt_tokens) for r in self.prefilling]
+        pieces = prefill_pieces(pending, chunk_tokens(scn))
+        decoding: list[SimRequest] = []
+        if decodes_run(pieces, scn.mixed_chunk):
+            decoding = [r for r in self.running if r.first_token_at is not None]
+        step_s = step_seconds(
+            scn,
+            pieces,
+            self._decode_gpu_s(decoding),
+            len(decoding),
+            self.cfg.speculative,
+            _calibration(),
+        )
+        return pieces, decoding, step_s
 
     async def run(self) -> None:
         """The scheduler loop; runs until cancelled."""
@@ -189,9 +206,8 @@ class SimEngine:
                 self.wake.clear()
                 await self.wake.wait()
                 continue
-            admitted = self._admit()
-            decoding = [r for r in self.running if r.first_token_at is not None]
-            step_s = self._prefill_s(admitted) + self._decode_step_s(decoding)
+            self.prefilling.extend(self._admit())
+            pieces, decoding, step_s = self._next_step()
             # Sleep to an absolute deadline on the modelled timeline, so the event loop's own
             # work (HTTP, bookkeeping) does not stretch modelled time when it is scaled up.
             start = max(self.clock, self.now())
@@ -199,14 +215,23 @@ class SimEngine:
             await asyncio.sleep(max(0.0, (self.clock - self.now()) / self.cfg.time_scale))
             now = self.clock
             self.last_step_s = step_s
-            for r in admitted:
+            prefilled = [self.prefilling[p.index] for p in pieces]
+            for r, p in zip(prefilled, pieces, strict=True):
+                r.prefilled = p.end
+            for r in prefilled:
+                if r.prefilled < r.prompt_tokens:
+                    continue  # more chunks to come
+                self.prefilling.remove(r)
                 r.first_token_at = now
                 if self.metrics:
                     self.metrics.ttft.labels(**self.metrics.streaming(r.streaming)).observe(
                         now - r.arrival
                     )
                 self._emit(r, 1, now)
-            self._decode(decoding, now, step_s)
+            if decoding:
+                self._decode(decoding, now, step_s)
+            else:
+                self.window.append((step_s, 0, 0, 0, 0))  # a prefill-only step
             self._update_gauges()
 
     def _decode(self, batch: list[SimRequest], now: float, step_s: float) -> None:
