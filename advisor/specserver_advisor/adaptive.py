@@ -27,7 +27,7 @@ from specserver_advisor.perfmodel import (
     Prediction,
     Scenario,
     closed_loop,
-    prefill_time,
+    prompt_prefills,
     step_time,
 )
 
@@ -264,4 +264,6 @@ def predict_adaptive(
         trial = replace(scn, accept_length=committed)
         step += share * step_time(trial, running, True, cal, steps=steps)
         accept += share * committed
-    return closed_loop(scn, concurrency, capacity, step, accept, prefill_time(scn, True, cal))
+    prompts = prompt_prefills(scn, True, cal)
+    prefill = sum(p.share * p.prefill_s for p in prompts)
+    return closed_loop(scn, concurrency, capacity, step, accept, prefill, prompts)

@@ -128,6 +128,7 @@ def plan_argv(
     input_len: int = 512,
     output_len: int = 128,
     clock_scale: float = 1.0,
+    prompt_mix: tuple[tuple[int, float], ...] = (),
 ) -> Plan:
     """The advisor's plan of one launch's parsed flags ``values`` (resolution, memory, curves).
 
@@ -148,6 +149,7 @@ def plan_argv(
             output_len=output_len,
             concurrency=list(concurrency or DEFAULT_CONCURRENCY),
             clock_scale=clock_scale,
+            prompt_mix=prompt_mix,
         )
     )
 
@@ -250,8 +252,10 @@ def plan_launch(
     env: dict[str, str],
     concurrency: list[int] | None = None,
     accept_length: float | None = None,
+    prompt_mix: tuple[tuple[int, float], ...] = (),
 ) -> Plan:
-    """The plan of this SpecServer's launch ``argv`` (at the spec's expected request lengths)."""
+    """The plan of this SpecServer's launch ``argv`` (at the spec's expected request lengths,
+    or the prompt lengths ``prompt_mix``)."""
     return plan_argv(
         parse_server_argv(argv).values,
         env,
@@ -261,6 +265,7 @@ def plan_launch(
         concurrency=concurrency,
         input_len=spec.engine.expected_input_tokens,
         output_len=spec.engine.expected_output_tokens,
+        prompt_mix=prompt_mix,
     )
 
 

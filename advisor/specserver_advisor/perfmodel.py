@@ -16,7 +16,7 @@ the auto-speculation policy, and the simulated engine. Constants live in ``Calib
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from specserver_advisor.gpus import Gpu
@@ -68,6 +68,19 @@ class Scenario:
     #: --enable-mixed-chunk: each prefill chunk's forward also runs the decodes in flight. Off
     #: (the default), prefill batches go first and the decodes wait for all of a prompt's chunks.
     mixed_chunk: bool = False
+    #: Prompt lengths of a varied workload as (tokens, share of requests), shares summing to 1;
+    #: empty: every prompt is ``input_len`` (then the mix's mean, for the KV and the context).
+    prompt_mix: tuple[tuple[int, float], ...] = ()
+
+
+@dataclass(frozen=True)
+class PromptPrefill:
+    """One prompt length of the workload: its share of requests, prefill and chunk steps."""
+
+    share: float
+    prefill_s: float
+    #: Steps of the running decodes its prefill is mixed into (1: ahead of them, not mixed).
+    chunks: int
 
 
 @dataclass(frozen=True)
@@ -247,8 +260,22 @@ def gpu_step_time(
 
 
 def prefill_time(scn: Scenario, speculative: bool, cal: Calibration) -> float:
-    """Seconds to prefill one request's prompt (compute-bound), draft prefill included."""
-    return prefill_tokens_time(scn, scn.input_len, speculative, cal)
+    """Seconds to prefill one request's prompt (compute-bound), draft prefill included; the
+    mean over the prompt mix when there is one."""
+    return sum(p.share * p.prefill_s for p in prompt_prefills(scn, speculative, cal))
+
+
+def prompt_prefills(scn: Scenario, speculative: bool, cal: Calibration) -> list[PromptPrefill]:
+    """Each prompt length of the workload (``prompt_mix``, else ``input_len``) with its prefill."""
+    mix = scn.prompt_mix or ((scn.input_len, 1.0),)
+    return [
+        PromptPrefill(
+            share,
+            prefill_tokens_time(scn, tokens, speculative, cal),
+            prefill_chunks(scn, tokens),
+        )
+        for tokens, share in mix
+    ]
 
 
 def prefill_tokens_time(scn: Scenario, tokens: int, speculative: bool, cal: Calibration) -> float:
@@ -281,17 +308,18 @@ def chunk_tokens(scn: Scenario) -> int | None:
     return size if size and size > 0 else None
 
 
-def prefill_chunks(scn: Scenario) -> int:
+def prefill_chunks(scn: Scenario, prompt: int | None = None) -> int:
     """Steps of the running decodes one prompt's prefill is mixed into (1: not mixed).
 
     With ``--enable-mixed-chunk`` each ``--chunked-prefill-size`` chunk runs with the decodes;
     without it the chunks run back to back ahead of them (``get_next_batch_to_run``: a prefill
-    batch, the chunked request's included, goes before the decode batch).
+    batch, the chunked request's included, goes before the decode batch). ``prompt``: its
+    tokens (default ``input_len``).
     """
-    size = scn.chunked_prefill_size
-    if not scn.mixed_chunk or not size or size <= 0:
+    size = chunk_tokens(scn)
+    if not scn.mixed_chunk or size is None:
         return 1
-    return max(1, math.ceil(scn.input_len / size))
+    return max(1, math.ceil((scn.input_len if prompt is None else prompt) / size))
 
 
 def predict(
@@ -311,14 +339,23 @@ def predict(
     accept = scn.accept_length if speculative and scn.spec else 1.0
     running = max(1, min(concurrency, capacity)) if capacity > 0 else 0
     step = step_time(scn, running, speculative, cal) if running else 0.0
-    prefill = prefill_time(scn, speculative, cal)
-    return closed_loop(scn, concurrency, capacity, step, accept, prefill)
+    prompts = prompt_prefills(scn, speculative, cal)
+    prefill = sum(p.share * p.prefill_s for p in prompts)
+    return closed_loop(scn, concurrency, capacity, step, accept, prefill, prompts)
 
 
 def closed_loop(
-    scn: Scenario, concurrency: int, capacity: int, step: float, accept: float, prefill: float
+    scn: Scenario,
+    concurrency: int,
+    capacity: int,
+    step: float,
+    accept: float,
+    prefill: float,
+    prompts: Sequence[PromptPrefill] | None = None,
 ) -> Prediction:
-    """The closed-loop steady state for a given step time, accept length and prefill time."""
+    """The closed-loop steady state for a given step time, accept length and (mean) prefill
+    time; ``prompts`` (default: every prompt ``prefill``) sets the slow steps and tails.
+    """
     running = max(1, min(concurrency, capacity)) if capacity > 0 else 0
     if running == 0:
         inf = float("inf")
@@ -329,23 +366,39 @@ def closed_loop(
     wave_s = running * prefill + decode_s
     req_per_s = running / wave_s
     wait = queued * wave_s / running
-    chunks = prefill_chunks(scn)
+    prompts = list(prompts or [PromptPrefill(1.0, prefill, prefill_chunks(scn))])
+    chunks = sum(p.share * p.chunks for p in prompts)
     if scn.staggered:
         # A request decodes while the other running - 1 slots each admit about one request per
         # wave: their prefills run ahead of its steps or mixed into them, so its decode
         # stretches to D = decode_s + arrivals x prefill with arrivals = (running-1) D/wave.
         decode_elapsed = decode_s * wave_s / (prefill + decode_s)
         arrivals = (running - 1) * decode_elapsed / wave_s
-        # Its own prompt waits for the step in flight, or (mixed) runs one chunk per step
-        # alongside the decodes.
-        own = prefill + chunks * step
     else:
         decode_elapsed, arrivals = decode_s, 0.0
+    # A decode step that also carries a prefill (all of it, or one chunk when mixed) is slow;
+    # the ITL P99 is the slowest kind of step that still makes up 1% of a request's steps.
+    slow = sorted(
+        ((step + p.prefill_s / p.chunks, arrivals * p.share * p.chunks) for p in prompts),
+        reverse=True,
+    )
+    total_steps = steps_per_request + sum(n for _, n in slow)
+    itl_p99, seen = step, 0.0
+    for seconds, n in slow:
+        seen += n
+        if seen / total_steps >= 0.01:
+            itl_p99 = seconds
+            break
+    if scn.staggered:
+        # Its own prompt waits for the step in flight, or (mixed) runs one chunk per step
+        # alongside the decodes; the TTFT P99 also pays the P99 prompt's own prefill.
+        own = prefill + chunks * step
+        tail = _p99([(p.prefill_s + p.chunks * step, p.share) for p in prompts])
+    else:
         own = (running + 1) / 2 * prefill + step
-    chunk_steps = arrivals * chunks
-    slow_share = chunk_steps / (steps_per_request + chunk_steps)
-    itl_p99 = step + prefill / chunks if slow_share >= 0.01 else step
+        tail = own
     ttft = wait + own
+    ttft_p99 = max(1.5 * ttft, wait + tail)
     return Prediction(
         concurrency=concurrency,
         running=running,
@@ -354,11 +407,21 @@ def closed_loop(
         tpot_ms=decode_elapsed / scn.output_len * 1000,
         itl_ms=decode_elapsed / steps_per_request * 1000,
         ttft_ms=ttft * 1000,
-        ttft_p99_ms=ttft * 1500,
+        ttft_p99_ms=ttft_p99 * 1000,
         output_tok_s=req_per_s * scn.output_len,
         prefill_s=prefill,
         itl_p99_ms=itl_p99 * 1000,
     )
+
+
+def _p99(values: list[tuple[float, float]]) -> float:
+    """The 99th percentile of ``values`` given as (value, share)."""
+    seen = 0.0
+    for value, share in sorted(values):
+        seen += share
+        if seen >= 0.99 - 1e-9:
+            return value
+    return max(v for v, _ in values)
 
 
 def throughput(p: Prediction) -> float:

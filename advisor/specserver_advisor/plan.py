@@ -72,6 +72,9 @@ class PlanInputs:
     output_len: int = 128
     concurrency: list[int] = field(default_factory=lambda: list(DEFAULT_CONCURRENCY))
     clock_scale: float = 1.0
+    #: Varied prompt lengths as (tokens, share of requests); replaces ``input_len`` (which
+    #: becomes their mean) and makes arrivals staggered. Empty: every prompt is ``input_len``.
+    prompt_mix: tuple[tuple[int, float], ...] = ()
 
 
 @dataclass
@@ -143,6 +146,17 @@ class Plan:
                 "fits": self.fits_on,
                 "fits_without_draft": self.fits_off,
                 "recommended": self.recommended_mrr,
+            },
+            "workload": {
+                "input_len": self.scenario.input_len,
+                "output_len": self.scenario.output_len,
+                "prompt_len": [
+                    {"tokens": tokens, "share": round(share, 4)}
+                    for tokens, share in (
+                        self.scenario.prompt_mix or ((self.scenario.input_len, 1.0),)
+                    )
+                ],
+                "staggered": self.scenario.staggered,
             },
             "curves": self.curves,
             "crossover_concurrency": (
@@ -219,10 +233,11 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
         )
     pool_on, pool_off = mem.kv_pool_tokens_with_draft, mem.kv_pool_tokens_without_draft
     user_mrr = inp.args.get("max_running_requests")
+    input_len = mean_prompt(inp.prompt_mix) if inp.prompt_mix else inp.input_len
     fits_on = memory.requests_that_fit(
-        pool_on, inp.input_len, inp.output_len, r.reserved_tokens, r.draft_slots
+        pool_on, input_len, inp.output_len, r.reserved_tokens, r.draft_slots
     )
-    fits_off = memory.requests_that_fit(pool_off, inp.input_len, inp.output_len)
+    fits_off = memory.requests_that_fit(pool_off, input_len, inp.output_len)
     sglang_default = memory.sglang_max_running_requests(
         pool_on if r.speculative else pool_off, ctx.effective, r.get("max_running_requests")
     )
@@ -242,7 +257,7 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
         if r.algorithm
         else None,
         accept_length=accept,
-        input_len=inp.input_len,
+        input_len=input_len,
         output_len=inp.output_len,
         tp_size=tp,
         clock_scale=inp.clock_scale,
@@ -256,6 +271,9 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
         # Overlap is SGLang's default, speculation included; the launch turns it off with the
         # flag, or the resolver forces it off (CPU device, pipeline parallelism).
         overlap_schedule=not r.get("disable_overlap_schedule"),
+        # Varied prompt lengths: requests finish and arrive at different times.
+        staggered=len(inp.prompt_mix) > 1,
+        prompt_mix=inp.prompt_mix if len(inp.prompt_mix) > 1 else (),
     )
     curves = []
     for c in sorted(set(inp.concurrency)):
@@ -302,12 +320,18 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
     )
 
 
+def mean_prompt(mix: tuple[tuple[int, float], ...]) -> int:
+    """The mean prompt length of a mix of (tokens, share)."""
+    return max(1, round(sum(tokens * share for tokens, share in mix)))
+
+
 def _point(p: Any) -> dict[str, Any]:
     return {
         "tpot_ms": round(p.tpot_ms, 2),
         "itl_ms": round(p.itl_ms, 2),
         "ttft_ms": round(p.ttft_ms, 1),
         "ttft_p99_ms": round(p.ttft_p99_ms, 1),
+        "itl_p99_ms": round(p.itl_p99_ms, 2),
         "output_tok_s": round(p.output_tok_s, 1),
         "running": p.running,
         "queued": p.queued,

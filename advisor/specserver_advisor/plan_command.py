@@ -10,6 +10,7 @@ verdict first (see ``plan_render``), or JSON; ``--plot FILE.svg`` draws the curv
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import sys
@@ -36,6 +37,86 @@ def _int_list(text: str) -> list[int]:
     if not values or any(v < 1 for v in values):
         raise argparse.ArgumentTypeError("concurrency values must be positive integers")
     return values
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from exc
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+#: The longest prompt ``--prompt-len`` takes (SGLang's longest contexts are far shorter).
+MAX_PROMPT_TOKENS = 10_000_000
+
+
+def prompt_mix(text: str) -> tuple[tuple[int, float], ...]:
+    """``--prompt-len``: one length, equally likely lengths ``128,512,4096``, or percentiles
+    ``p50=512,p90=2048,p99=8192`` (each length takes the requests up to its percentile from the
+    one before; the last also takes those above it). Returns (tokens, share) by length."""
+    items = [x.strip() for x in text.split(",")]
+    if not text.strip() or any(not x for x in items):
+        raise argparse.ArgumentTypeError(
+            f"expected lengths like 512 or 128,512,4096 or p50=512,p99=8192, got {text!r}"
+        )
+    percentiles = ["=" in x for x in items]
+    if any(percentiles) and not all(percentiles):
+        raise argparse.ArgumentTypeError(
+            f"give either lengths (128,512) or percentiles (p50=512,p99=8192), not both: {text!r}"
+        )
+    if all(percentiles):
+        return _percentile_mix(items)
+    lengths = [_prompt_tokens(x) for x in items]
+    shares: dict[int, float] = {}
+    for tokens in lengths:
+        shares[tokens] = shares.get(tokens, 0.0) + 1 / len(lengths)
+    return tuple(sorted(shares.items()))
+
+
+def _prompt_tokens(text: str) -> int:
+    try:
+        tokens = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of tokens") from exc
+    if not 1 <= tokens <= MAX_PROMPT_TOKENS:
+        raise argparse.ArgumentTypeError(
+            f"prompt length {tokens} is outside 1..{MAX_PROMPT_TOKENS} tokens"
+        )
+    return tokens
+
+
+def _percentile_mix(items: list[str]) -> tuple[tuple[int, float], ...]:
+    points: list[tuple[float, int]] = []
+    for item in items:
+        name, _, value = item.partition("=")
+        try:
+            pct = float(name.strip().lower().removeprefix("p"))
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(
+                f"{item!r}: expected a percentile like p90=2048"
+            ) from exc
+        if not 0 < pct <= 100:
+            raise argparse.ArgumentTypeError(f"{item!r}: the percentile must be in (0, 100]")
+        points.append((pct, _prompt_tokens(value.strip())))
+    points.sort()
+    for (p0, t0), (p1, t1) in itertools.pairwise(points):
+        if p0 == p1:
+            raise argparse.ArgumentTypeError(f"percentile p{p1:g} is given twice")
+        if t1 < t0:
+            raise argparse.ArgumentTypeError(
+                f"p{p1:g}={t1} is shorter than p{p0:g}={t0}: lengths must grow with the percentile"
+            )
+    shares: dict[int, float] = {}
+    below = 0.0
+    for pct, tokens in points:
+        shares[tokens] = shares.get(tokens, 0.0) + (pct - below) / 100
+        below = pct
+    last = points[-1][1]
+    shares[last] += (100 - below) / 100
+    return tuple(sorted(shares.items()))
 
 
 def add_parser(sub: Any) -> None:
@@ -71,8 +152,22 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--topk", type=int, help="--speculative-eagle-topk")
     p.add_argument("--draft-tokens", type=int, help="--speculative-num-draft-tokens")
     p.add_argument("--accept-length", type=float, help="measured mean accept length")
-    p.add_argument("--input-len", type=int, default=512)
-    p.add_argument("--output-len", type=int, default=128)
+    p.add_argument(
+        "--input-len",
+        type=_positive_int,
+        default=None,
+        help="every prompt's tokens (default 512; fixed lengths arrive in waves)",
+    )
+    p.add_argument(
+        "--prompt-len",
+        type=prompt_mix,
+        metavar="LENGTHS",
+        help="varied prompt lengths, instead of --input-len: equally likely lengths "
+        "(128,512,4096) or percentiles (p50=512,p90=2048,p99=8192: each length takes the "
+        "requests up to its percentile); requests then arrive staggered, and the chunked "
+        "prefill of the long ones sets the ITL P99 and TTFT P99",
+    )
+    p.add_argument("--output-len", type=_positive_int, default=128)
     p.add_argument("--concurrency", type=_int_list, default=[1, 2, 4, 8, 16, 32, 64])
     p.add_argument("--mem-fraction-static", type=float)
     p.add_argument("--context-length", type=int)
@@ -140,11 +235,15 @@ def build(a: argparse.Namespace, extra: list[str]) -> Planned:
     from specserver_advisor.sglang.flags import parse_server_argv
 
     env = _env(a.env)
+    if a.input_len is not None and a.prompt_len is not None:
+        raise UsageError("--prompt-len replaces --input-len: give one of them")
+    mix = a.prompt_len or ()
     options = {
         "accept_length": a.accept_length,
-        "input_len": a.input_len,
+        "input_len": a.input_len or 512,
         "output_len": a.output_len,
         "concurrency": a.concurrency,
+        "prompt_mix": mix,
     }
     try:
         issues: list[str] = []
@@ -162,7 +261,7 @@ def build(a: argparse.Namespace, extra: list[str]) -> Planned:
                 configs = configs_for_spec(spec, dict(os.environ), a.hf_endpoint)
                 extra = _option_argv(a) + extra
                 return plan_from.plan_specserver(
-                    spec, configs, a.gpu, extra, a.accept_length, a.concurrency
+                    spec, configs, a.gpu, extra, a.accept_length, a.concurrency, mix
                 )
             la = launches[a.launch - len(docs) - 1]
             # ``sglang serve MODEL``: written as launch_server takes it.

@@ -114,8 +114,10 @@ def plan_specserver(
     extra: list[str],
     accept_length: float | None,
     concurrency: list[int],
+    prompt_mix: tuple[tuple[int, float], ...] = (),
 ) -> Planned:
-    """Plan a SpecServer as the operator renders it (speculation on unless mode is Disabled)."""
+    """Plan a SpecServer as the operator renders it (speculation on unless mode is Disabled),
+    at the spec's expected request lengths or the prompt lengths ``prompt_mix``."""
     if gpu_name:
         spec = spec.model_copy(
             update={"resources": spec.resources.model_copy(update={"gpu_type": gpu_name})}
@@ -132,7 +134,9 @@ def plan_specserver(
         out.refused = f"{cfg.reason}: {cfg.message}"
     if cfg.valid:
         # The rendered launch, cap included, at the asked concurrency and accept length.
-        out.plan = plan_launch(spec, configs, gpu, argv, spec_env(spec), concurrency, accept_length)
+        out.plan = plan_launch(
+            spec, configs, gpu, argv, spec_env(spec), concurrency, accept_length, prompt_mix
+        )
         if spec.mode == Mode.AUTO:
             out.policy = policy_context_for(spec, configs)
     return out

@@ -215,7 +215,7 @@ def table(plan: Plan) -> list[str]:
     """The predicted curves with units in the headers."""
     head = (
         f"{'concurrency':>11} | {'out tok/s on':>12} {'off':>8} | {'TPOT on ms':>10} {'off':>7} |"
-        f" {'TTFT p99 on ms':>14} {'off':>8} | {'gain x':>6}"
+        f" {'TTFT p99 on ms':>14} {'off':>8} | {'ITL p99 on ms':>13} {'off':>7} | {'gain x':>6}"
     )
     lines = [head, "-" * len(head)]
 
@@ -230,6 +230,7 @@ def table(plan: Plan) -> list[str]:
             f" {cell(off, 'output_tok_s', 8, 1)}"
             f" | {cell(on, 'tpot_ms', 10, 1)} {cell(off, 'tpot_ms', 7, 1)}"
             f" | {cell(on, 'ttft_p99_ms', 14, 0)} {cell(off, 'ttft_p99_ms', 8, 0)}"
+            f" | {cell(on, 'itl_p99_ms', 13, 1)} {cell(off, 'itl_p99_ms', 7, 1)}"
             f" | {f'{gain:.2f}' if gain is not None else '-':>6}"
         )
     return lines
@@ -260,7 +261,8 @@ def render(p: Planned) -> str:
         f" weights {mem['target_weights_gib']} GiB + draft {mem['draft_weights_gib']} GiB per GPU",
         f"KV pool: {pool['without_draft']} tokens without the draft, {pool['with_draft']} with it;"
         f" {plan.fits_on if plan.resolution.speculative else plan.fits_off} requests of "
-        f"{plan.scenario.input_len}+{plan.scenario.output_len} tokens fit",
+        f"{plan.scenario.input_len}{' (mean prompt)' if plan.scenario.prompt_mix else ''}"
+        f"+{plan.scenario.output_len} tokens fit",
         f"context: {c['verdict']}: {c['message']}",
     ]
     lines += [f"  warning: {w}" for w in c["warnings"]]
