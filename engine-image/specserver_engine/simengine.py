@@ -46,6 +46,8 @@ class Chunk:
     tokens: int
     finished: bool = False
     meta: dict[str, Any] = field(default_factory=dict)
+    #: Modelled seconds since start at the end of the step that committed them.
+    at: float = 0.0
 
 
 @dataclass
@@ -77,8 +79,13 @@ class SimRequest:
 class SimEngine:
     """Continuous-batching scheduler over modelled time."""
 
-    def __init__(self, cfg: SimConfig, metrics: EngineMetrics | None) -> None:
+    def __init__(
+        self, cfg: SimConfig, metrics: EngineMetrics | None, modelled_clock: bool = False
+    ) -> None:
         self.cfg = cfg
+        #: Time is the modelled steps alone, never the wall clock (in-process benchmarks that
+        #: must not depend on the machine's load; no sleeping).
+        self.modelled_clock = modelled_clock
         self.metrics = metrics
         self.rng = random.Random(cfg.seed)
         self.started = time.monotonic()
@@ -112,6 +119,8 @@ class SimEngine:
     # -- time ------------------------------------------------------------------------------
     def now(self) -> float:
         """Modelled seconds since start."""
+        if self.modelled_clock:
+            return self.clock
         return (time.monotonic() - self.started) * self.cfg.time_scale
 
     def ready(self) -> bool:
@@ -283,7 +292,7 @@ class SimEngine:
             self.used_tokens -= r.reserved
             meta = self._finish(r, now)
             self.wake.set()
-        r.chunks.put_nowait(Chunk(tokens, finished, meta))
+        r.chunks.put_nowait(Chunk(tokens, finished, meta, now))
 
     def _finish(self, r: SimRequest, now: float) -> dict[str, Any]:
         e2e = now - r.arrival
