@@ -99,8 +99,8 @@ def test_a_long_prompt_stalls_the_decodes_for_all_its_chunks(start_simulator: An
     # The decoding request waited for the whole prefill once: one ITL above a second.
     assert prefill > 1.0
     assert itls_above(metrics, 1.0) >= 1
-    # The long prompt's TTFT is its prefill (the decode step in flight at most before it).
-    assert prefill <= long["meta_info"]["e2e_latency"] < prefill + 0.4 + 3 * step
+    # The long prompt's TTFT is its prefill (after the decode step in flight), not more steps.
+    assert prefill <= long["meta_info"]["e2e_latency"] < prefill + 1.0
 
 
 def test_mixed_chunks_carry_the_decodes_and_cost_the_new_prompt_a_step_per_chunk(
@@ -112,8 +112,9 @@ def test_mixed_chunks_carry_the_decodes_and_cost_the_new_prompt_a_step_per_chunk
     prefill, step = modelled(*args)
     chunks = -(-LONG_PROMPT // CHUNK)
     metrics = samples(sim.url)
-    # No decode waited for the whole prompt: each slow step carried one chunk (~0.2 s here)...
-    assert itls_above(metrics, 0.6) == 0
+    # No decode waited for the whole prompt (> 1 s): each slow step carried one chunk (~0.2 s)...
+    assert prefill > 1.0
+    assert itls_above(metrics, 1.0) == 0
     # ...and there was one such step per chunk.
     assert itls_above(metrics, 0.1) >= chunks
     # The new prompt paid a decode step per chunk on top of its prefill.
