@@ -94,7 +94,7 @@ def test_a_long_prompt_stalls_the_decodes_for_all_its_chunks(start_simulator: An
     args = ["--chunked-prefill-size", str(CHUNK)]
     sim = start_simulator(*PLAIN, *args, *FAST, "--time-scale", "4")
     long = asyncio.run(decode_through_a_long_prompt(sim.url))
-    prefill, step = modelled(*args)
+    prefill, _ = modelled(*args)
     metrics = samples(sim.url)
     # The decoding request waited for the whole prefill once: one ITL above a second.
     assert prefill > 1.0
