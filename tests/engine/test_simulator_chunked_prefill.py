@@ -31,6 +31,8 @@ from specserver_engine.simsteps import Piece, decodes_run, prefill_pieces
 
 PLAIN = ["--model-path", "Qwen/Qwen3-8B", "--mem-fraction-static", "0.85"]
 FAST = ["--sim-startup-seconds", "0", "--enable-metrics"]
+# The stall tests run in real time (--time-scale 1): the engine's clock is the wall clock times
+# the scale, so a loaded machine's event-loop lag would be magnified into a modelled ITL.
 LONG_PROMPT = 4000
 CHUNK = 512
 
@@ -92,7 +94,7 @@ def modelled(*args: str) -> tuple[float, float]:
 
 def test_a_long_prompt_stalls_the_decodes_for_all_its_chunks(start_simulator: Any) -> None:
     args = ["--chunked-prefill-size", str(CHUNK)]
-    sim = start_simulator(*PLAIN, *args, *FAST, "--time-scale", "4")
+    sim = start_simulator(*PLAIN, *args, *FAST, "--time-scale", "1")
     long = asyncio.run(decode_through_a_long_prompt(sim.url))
     prefill, _ = modelled(*args)
     metrics = samples(sim.url)
@@ -107,7 +109,7 @@ def test_mixed_chunks_carry_the_decodes_and_cost_the_new_prompt_a_step_per_chunk
     start_simulator: Any,
 ) -> None:
     args = ["--chunked-prefill-size", str(CHUNK), "--enable-mixed-chunk"]
-    sim = start_simulator(*PLAIN, *args, *FAST, "--time-scale", "4")
+    sim = start_simulator(*PLAIN, *args, *FAST, "--time-scale", "1")
     long = asyncio.run(decode_through_a_long_prompt(sim.url))
     prefill, step = modelled(*args)
     chunks = -(-LONG_PROMPT // CHUNK)
