@@ -297,12 +297,12 @@ class Cycle:
 
     def resync(self) -> None:
         """Replace the cache with one LIST of each kind (first cycle, then every RESYNC_S)."""
-        started = time.monotonic()
+        self.cache.list_began()
         listed = dict(self.client.list_children(self.namespaces))
         for body in self.client.list_specservers(self.namespaces):
             meta = body["metadata"]
             listed[(KIND, meta["namespace"], meta["name"])] = body
-        self.cache.replace(listed, started)
+        self.cache.replace(listed)
 
     def run_once(self) -> int:
         """One cycle over every SpecServer; returns how many were reconciled."""

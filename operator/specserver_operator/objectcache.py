@@ -6,7 +6,10 @@ the API. The first cycle, and one every ``RESYNC_S``, LISTs instead and replaces
 (priming it, and repairing anything a lost event left stale). Every write's answer is put back
 at once, so the next cycle never sees an older copy of what it wrote; a late event carrying an
 event older than our write (it arrives before the event of the version we wrote; versions are
-opaque and compared for equality only) is ignored.
+opaque and compared for equality only) is ignored. A LIST's copy of an object is older than
+anything the watch (or our own write) said about it after the LIST began: such an object keeps
+what the cache holds, and one deleted meanwhile stays deleted (a resync never resurrects a child
+deleted while it ran, which would hide the deletion until the next resync).
 
 Every string of a cached object is interned (``client.compact``; a LIST's objects come so from
 the client, page by page): a thousand SpecServers repeat the same keys, reasons and messages,
@@ -67,6 +70,9 @@ class ObjectCache:
         self.synced_at: float | None = None
         #: versions we wrote (or read fresh) whose watch event has not arrived yet, and when
         self.pending: dict[Key, tuple[str, float]] = {}
+        #: keys put or removed while a LIST runs (``list_began`` .. ``replace``)
+        self.touched: set[Key] = set()
+        self.listing = False
 
     def put(self, kind: str, obj: dict[str, Any], written: bool = False) -> bool:
         """Store an object: ``written`` for the answer of our own write or a fresh GET, else a
@@ -86,6 +92,8 @@ class ObjectCache:
         version, now = _version(new), time.monotonic()
         with self.lock:
             cached = self.objects.get(key)
+            if self.listing:
+                self.touched.add(key)
             if written:
                 if version is not None and (cached is None or _version(cached) != version):
                     self.pending[key] = (version, now)
@@ -102,6 +110,8 @@ class ObjectCache:
         with self.lock:
             self.objects.pop((kind, namespace, name), None)
             self.pending.pop((kind, namespace, name), None)
+            if self.listing:
+                self.touched.add((kind, namespace, name))
 
     def observe(self, kind: str, event: dict[str, Any]) -> bool:
         """A kopf watch event (``type`` ADDED/MODIFIED/DELETED, or None while listing); True
@@ -121,20 +131,24 @@ class ObjectCache:
         now = time.monotonic() if now is None else now
         return self.synced_at is None or now - self.synced_at >= RESYNC_S
 
-    def replace(self, listed: dict[Key, dict[str, Any]], started: float | None = None) -> None:
-        """Take a full LIST (begun at ``started``, time.monotonic) as the truth, except
-        entries we wrote after the LIST began."""
-        started = time.monotonic() if started is None else started
+    def list_began(self) -> None:
+        """A LIST that will ``replace`` the cache starts now: note what events touch meanwhile."""
         with self.lock:
-            objects = {}
+            self.listing, self.touched = True, set()
+
+    def replace(self, listed: dict[Key, dict[str, Any]]) -> None:
+        """Take a full LIST (begun at ``list_began``) as the truth, except for objects an event
+        or our own write touched after the LIST began: those keep what the cache holds
+        (created meanwhile: kept; deleted meanwhile: stay gone)."""
+        with self.lock:
+            newer = self.touched
+            objects = {key: self.objects[key] for key in newer if key in self.objects}
             for key, obj in listed.items():
-                waiting = self.pending.get(key)
-                if waiting is not None and waiting[1] > started and key in self.objects:
-                    objects[key] = self.objects[key]
-                else:
+                if key not in newer:
                     objects[key] = obj  # the client compacted it (client.list_*)
                     self.pending.pop(key, None)
             self.objects = objects
+            self.listing, self.touched = False, set()
             self.pending = {k: v for k, v in self.pending.items() if k in objects}
             self.synced_at = time.monotonic()
 

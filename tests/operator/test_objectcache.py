@@ -3,7 +3,6 @@ kopf's notes are dropped. resourceVersions are opaque (compared for equality onl
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from specserver_operator.objectcache import ObjectCache
@@ -32,16 +31,50 @@ def test_a_late_event_with_an_older_version_does_not_replace_what_we_wrote() -> 
 def test_a_list_replaces_the_cache_but_keeps_newer_entries() -> None:
     cache = ObjectCache()
     assert cache.needs_resync()
-    list_started = time.monotonic()
-    cache.put("Deployment", deployment("30", 3), written=True)  # written while the LIST ran
     gone = deployment("5", 1)
     gone["metadata"]["name"] = "gone"
     cache.put("Deployment", gone)
+    cache.list_began()
+    cache.put("Deployment", deployment("30", 3), written=True)  # written while the LIST ran
     listed = {("Deployment", "llm", "x"): deployment("25", 1)}
-    cache.replace(listed, list_started)
+    cache.replace(listed)
     assert not cache.needs_resync()
     assert cache.get("Deployment", "llm", "x")["spec"]["replicas"] == 3  # type: ignore[index]
     assert cache.get("Deployment", "llm", "gone") is None
+
+
+def named(rv: str, replicas: int, name: str) -> dict[str, Any]:
+    obj = deployment(rv, replicas)
+    obj["metadata"]["name"] = name
+    return obj
+
+
+def test_a_child_deleted_while_a_list_ran_stays_deleted() -> None:
+    # The LIST's page was read before the delete; the DELETED event came before the LIST ended.
+    cache = ObjectCache()
+    cache.list_began()
+    cache.replace({("Deployment", "llm", "x"): deployment("10", 1)})
+    cache.list_began()
+    cache.observe("Deployment", {"type": "DELETED", "object": deployment("12", 1)})
+    cache.replace({("Deployment", "llm", "x"): deployment("10", 1)})
+    assert cache.get("Deployment", "llm", "x") is None  # the next pass re-creates it
+
+
+def test_events_after_a_list_began_are_newer_than_its_copies() -> None:
+    cache = ObjectCache()
+    cache.list_began()
+    cache.observe("Deployment", {"type": "MODIFIED", "object": deployment("12", 4)})
+    cache.observe("Deployment", {"type": "ADDED", "object": named("13", 1, "new")})
+    cache.put("Deployment", named("14", 2, "ours"), written=True)  # created while it ran
+    cache.replace({("Deployment", "llm", "x"): deployment("10", 1)})
+    assert cache.get("Deployment", "llm", "x")["spec"]["replicas"] == 4  # type: ignore[index]
+    assert cache.get("Deployment", "llm", "new") is not None
+    assert cache.get("Deployment", "llm", "ours") is not None
+    # The next LIST is the truth again for whatever no event touched since.
+    cache.list_began()
+    cache.replace({("Deployment", "llm", "x"): deployment("20", 6)})
+    assert cache.get("Deployment", "llm", "x")["spec"]["replicas"] == 6  # type: ignore[index]
+    assert cache.get("Deployment", "llm", "new") is None
 
 
 def test_specservers_keep_their_annotations_but_not_kopfs_copy_of_the_spec() -> None:
@@ -80,7 +113,8 @@ def test_versions_are_opaque_and_the_watch_orders_them() -> None:
 def test_a_list_taken_after_our_write_wins() -> None:
     cache = ObjectCache()
     cache.put("Deployment", deployment("30", 3), written=True)
-    cache.replace({("Deployment", "llm", "x"): deployment("31", 4)}, time.monotonic())
+    cache.list_began()
+    cache.replace({("Deployment", "llm", "x"): deployment("31", 4)})
     assert cache.get("Deployment", "llm", "x")["spec"]["replicas"] == 4  # type: ignore[index]
     cache.observe("Deployment", {"type": "MODIFIED", "object": deployment("32", 5)})
     assert cache.get("Deployment", "llm", "x")["spec"]["replicas"] == 5  # type: ignore[index]
