@@ -80,6 +80,8 @@ def reconcile(
     plan = desired(observed, settings, memo)
     if plan.evaluated_at is not None:
         memo.last_evaluation[body["metadata"]["uid"]] = plan.evaluated_at
+    if plan.evaluated_sample is not None:
+        memo.evaluated_sample[body["metadata"]["uid"]] = plan.evaluated_sample
 
     def rest() -> Outcome:
         applied, final = apply_plan(client, observed, plan, memo)

@@ -26,7 +26,7 @@ from specserver_advisor.models import (
     SpecServerStatus,
 )
 from specserver_advisor.modelshape import ConfigShapeError
-from specserver_advisor.policy import PolicyContext
+from specserver_advisor.policy import Observation, PolicyContext
 from specserver_operator import children, podpolicy
 from specserver_operator import conditions as cond
 from specserver_operator.autopilot import PAUSE_ANNOTATION, AutoStep, auto_step
@@ -94,6 +94,8 @@ class Plan:
     #: when the policy was evaluated (None: not this pass), and how long it took
     evaluated_at: float | None = None
     evaluation_s: float = 0.0
+    #: the signal sample the policy evaluated (its ``Observation.ts``; None: none)
+    evaluated_sample: float | None = None
 
 
 def desired(observed: Observed, settings: Settings, memo: PassCache) -> Plan:
@@ -130,6 +132,8 @@ def desired(observed: Observed, settings: Settings, memo: PassCache) -> Plan:
     if step is not None:
         plan.evaluated_at = observed.now_ts
         plan.evaluation_s = evaluation_s
+        if step.decision is not None and observed.metrics is not None:
+            plan.evaluated_sample = observed.metrics.ts
         plan.events += step.events
         if step.status.get("switch") and not current.get("switch"):
             # The intent goes to status before any child changes: an operator killed in
@@ -274,12 +278,13 @@ def _auto(
     due = now_ts - memo.last_evaluation.get(uid, 0.0) >= policy.evaluation_interval_seconds
     if spec.mode != Mode.AUTO or not (due or current.get("switch")):
         return None
-    # Prometheus fails and this is the last good sample again: nothing new to evaluate (and
-    # nothing to write) until it is older than staleAfterSeconds.
-    held = observed.metrics if observed.metrics_held else None
-    age = held.age_s if held is not None else None
-    if age is not None and age <= policy.stale_after_seconds and not current.get("switch"):
-        return None
+    # The sample the policy evaluated last (a slow refresh still running, or Prometheus failing
+    # and this sample held): nothing new to count (a breach counted twice would shorten the
+    # confirmation) and nothing to write, until it is older than staleAfterSeconds.
+    if not current.get("switch") and _seen(observed.metrics, memo.evaluated_sample.get(uid)):
+        age = observed.metrics.age_s if observed.metrics is not None else None
+        if age is not None and age <= policy.stale_after_seconds:
+            return None
     running = (deployment or {}).get("metadata", {}).get("labels", {}).get("specserver.io/mode")
     ready = deployment_state(deployment, spec.replicas)[0]
     paused = server.metadata.annotations.get(PAUSE_ANNOTATION, "").lower() in ("true", "1")
@@ -294,6 +299,11 @@ def _auto(
         now_ts,
         paused,
     )
+
+
+def _seen(sample: Observation | None, evaluated: float | None) -> bool:
+    """Whether ``sample`` is the one the policy evaluated last (its refresh time, signals.py)."""
+    return sample is not None and evaluated is not None and sample.ts == evaluated
 
 
 def engine_config(

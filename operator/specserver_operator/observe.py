@@ -68,8 +68,6 @@ class Observed:
     #: the newest Prometheus signals for the engine pods (None: none), and why there are none
     metrics: Observation | None = None
     metrics_error: str | None = NO_PROMETHEUS_URL
-    #: ``metrics`` is the last good observation, held while Prometheus fails (signals.py)
-    metrics_held: bool = False
     now: str = ""
     now_ts: float = 0.0
 
@@ -139,7 +137,6 @@ def observe(
         missing_secret=missing,
         metrics=metrics,
         metrics_error=signals.last_error if signals else NO_PROMETHEUS_URL,
-        metrics_held=metrics is not None and signals is not None and signals.held,
         now=now,
         now_ts=now_ts,
     )

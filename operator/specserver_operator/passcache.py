@@ -34,6 +34,8 @@ class PassCache:
     #: uid -> (generation and annotations, the parsed SpecServer or None, why invalid)
     validated: dict[str, tuple[tuple[Any, ...], Any, str | None]] = field(default_factory=dict)
     last_evaluation: dict[str, float] = field(default_factory=dict)
+    #: uid -> the signal sample (``Observation.ts``) the policy evaluated last: never twice
+    evaluated_sample: dict[str, float] = field(default_factory=dict)
     #: per generation: when the HF token Secret was last checked, and the warning (or None)
     secrets: dict[Generation, tuple[float, tuple[str, str] | None]] = field(default_factory=dict)
     #: namespace -> (listed at, (kind, name, target kind, target name))
@@ -67,6 +69,12 @@ class PassCache:
             used |= {id(v) for v in self.engine_configs.values()}
             for shared_key in [k for k, (_, v) in self.shared.items() if id(v) not in used]:
                 self.shared.pop(shared_key, None)
-            for by_uid in (self.validated, self.last_evaluation, self.rendered, self.statuses):
+            for by_uid in (
+                self.validated,
+                self.last_evaluation,
+                self.evaluated_sample,
+                self.rendered,
+                self.statuses,
+            ):
                 for uid in [u for u in by_uid if u not in uids]:
                     by_uid.pop(uid, None)

@@ -5,6 +5,7 @@ loudly on any call it does not implement."""
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 from typing import Any
 
@@ -94,14 +95,18 @@ class FakeClient:
 
 
 class Signals:
+    """Our signal cache's seam: every read is a new sample (its own ``ts``, as each refresh of
+    ``signals.SignalCache`` stamps its own), so every due pass evaluates it."""
+
     last_error = None
     held = False
+    samples = itertools.count(1)
 
     def __init__(self, **obs: Any) -> None:
         self.obs = obs
 
     def get(self, namespace: str, name: str) -> Observation:
-        return Observation(ts=0, **self.obs)
+        return Observation(ts=float(next(self.samples)), **self.obs)
 
 
 OVERLOAD = {
