@@ -29,6 +29,7 @@ from urllib.parse import quote, urlencode
 import urllib3
 
 from specserver_advisor.models import GROUP, KIND, PLURAL, VERSION
+from specserver_operator import calldeadline
 from specserver_operator.drift import DIGEST_KEY, owned_digest
 from specserver_operator.opmetrics import API_WRITES
 
@@ -41,6 +42,9 @@ LIST_PAGE = 250
 POOL_CONNECTIONS = 12
 HASH_ANNOTATION = "specserver.io/applied-hash"
 CONFLICT_RETRIES = 5
+#: Total seconds one API call may take (connect, TLS, request, headers and body together;
+#: urllib3's own timeouts are per socket operation): calldeadline.py.
+CALL_DEADLINE_S = 60.0
 TOKEN_REREAD_S = 60.0
 SPECSERVERS = f"/apis/{GROUP}/{VERSION}"
 PATHS = {
@@ -227,8 +231,10 @@ class KubeClient:
             maxsize=POOL_CONNECTIONS,
             ssl_context=ctx,
             retries=False,
-            timeout=urllib3.Timeout(connect=5.0, read=60.0),
+            timeout=urllib3.Timeout(connect=5.0, read=CALL_DEADLINE_S),
         )
+        self.pool.pool_classes_by_scheme = calldeadline.POOL_CLASSES
+        self.deadline_s = CALL_DEADLINE_S
         self._token = connection.token
         self._token_read = time.monotonic()
         self._lock = threading.Lock()
@@ -263,17 +269,16 @@ class KubeClient:
         if params:
             url += "?" + urlencode({k: v for k, v in params.items() if v is not None})
         data = None if body is None else json.dumps(body).encode()
-        try:
-            resp = self.pool.request(
-                method,
-                url,
-                body=data,
-                headers=self._headers(
-                    content_type or ("application/json" if data else None), accept
-                ),
-            )
-        except urllib3.exceptions.HTTPError as exc:
-            raise ApiError(f"{what}: API server unreachable: {exc}") from exc
+        headers = self._headers(content_type or ("application/json" if data else None), accept)
+        with calldeadline.WATCHDOG.call(self.deadline_s) as call:
+            try:
+                resp = self.pool.request(method, url, body=data, headers=headers)
+            except urllib3.exceptions.HTTPError as exc:
+                if call.expired:
+                    raise ApiError(
+                        f"{what}: no complete answer within {self.deadline_s:g}s"
+                    ) from exc
+                raise ApiError(f"{what}: API server unreachable: {exc}") from exc
         if resp.status == 404:
             raise NotFoundError(f"{what} not found")
         if resp.status >= 400:
