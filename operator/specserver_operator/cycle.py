@@ -345,6 +345,7 @@ class Cycle:
         self.memo.prune(
             {(b["metadata"]["uid"], b["metadata"].get("generation") or 0) for b in bodies}
         )
+        heaptrim.release_free_pages()  # the pages this cycle freed (10-25 ms at 1,000)
         opmetrics.CYCLES.inc()
         opmetrics.CYCLE_SPECSERVERS.set(len(bodies))
         opmetrics.CYCLE_CPU.inc(time.thread_time() - cpu)
@@ -376,9 +377,6 @@ class Cycle:
             except Exception:  # the loop must outlive any one bad cycle
                 opmetrics.CYCLE_ERRORS.inc()
                 log.exception("observation cycle failed")
-            trim_cpu = time.thread_time()
-            heaptrim.release_free_pages()  # its CPU is the cycle's (10-25 ms at 1,000)
-            opmetrics.CYCLE_CPU.inc(time.thread_time() - trim_cpu)
             stop.wait(max(0.5, interval_s - (time.monotonic() - started)))
         if self.elector is not None:
             self.elector.release()

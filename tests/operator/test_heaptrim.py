@@ -5,6 +5,8 @@ from __future__ import annotations
 import platform
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -54,3 +56,31 @@ def test_without_release_the_freed_pages_stay_resident() -> None:
     would carry into the next one)."""
     before, after, _ = _probe("keep")
     assert before - after < 8 * 1024, (before, after)
+
+
+def test_each_cycle_trims_within_its_own_cpu_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Cycle.run_once`` hands the freed pages back at its end, and the trim's CPU is counted
+    in ``specserver_cycle_cpu_seconds`` with the rest of the cycle (stand-in trim: 50 ms of
+    the calling thread's CPU)."""
+    from test_faults import FaultyCycle, RecordingClient, specserver
+
+    from specserver_operator import heaptrim, opmetrics
+
+    trims: list[str] = []
+
+    def busy_trim() -> bool:
+        trims.append(threading.current_thread().name)
+        started = time.thread_time()
+        while time.thread_time() - started < 0.05:
+            pass
+        return True
+
+    monkeypatch.setattr(heaptrim, "release_free_pages", busy_trim)
+    client = RecordingClient()
+    client.bodies = [specserver("good")]
+    cycle = FaultyCycle(client)
+    cycle.broken, cycle.passed = {}, []
+    before = opmetrics.CYCLE_CPU._value.get()
+    assert cycle.run_once() == 1
+    assert trims == [threading.current_thread().name]  # once, on the cycle's thread
+    assert opmetrics.CYCLE_CPU._value.get() - before >= 0.05
