@@ -48,11 +48,9 @@ class StoringClient(FakeClient):
         return True
 
 
-def test_a_deferred_pass_writes_nothing_until_its_rest_runs() -> None:
-    controller.clear_caches()
-    client = StoringClient()
-    body = copy.deepcopy(SPEC)
-    out = controller.reconcile(
+def deferred_pass(client: StoringClient, body: dict[str, Any]) -> controller.Outcome:
+    """The cycle's pass over ``body`` (steady signals), its writes deferred."""
+    return controller.reconcile(
         client,
         body,
         STAMP,
@@ -60,20 +58,20 @@ def test_a_deferred_pass_writes_nothing_until_its_rest_runs() -> None:
         now_ts=1000.0,
         defer=True,
     )
+
+
+def test_a_deferred_pass_writes_nothing_until_its_rest_runs() -> None:
+    controller.clear_caches()
+    client = StoringClient()
+    body = copy.deepcopy(SPEC)
+    out = deferred_pass(client, body)
     assert out.rest is not None and client.writes == 0 and client.deployment is None
     done = out.rest()
     assert client.writes == 3 and client.deployment is not None  # Deployment, Service, status
     assert client.service is not None and done.rest is None and done.wrote_status
     # The next pass finds everything as written: nothing to defer, nothing written.
     body["status"] = copy.deepcopy(client.status)
-    again = controller.reconcile(
-        client,
-        body,
-        STAMP,
-        signals=Signals(**STEADY),  # type: ignore[arg-type]
-        now_ts=1000.0,
-        defer=True,
-    )
+    again = deferred_pass(client, body)
     assert again.rest is None and client.writes == 3
 
 
