@@ -391,6 +391,10 @@ class Cycle:
         return self.leading() or (self.elector is not None and self.elector.try_lead())
 
     def standby(self) -> None:
-        """A replica that does not lead: keep the cache warm, write nothing, stay healthy."""
+        """A replica that does not lead: keep the cache warm, write nothing, stay healthy while
+        its election round gets the API server's answer. A round that could not (unreachable,
+        timed out, 5xx) completes no cycle: through a long API outage ``/healthz`` fails
+        steadily, as the leader's does, instead of answering 200 once the lease has lapsed."""
         self.cache.synced_at = None  # LIST afresh on taking over
-        self.completed_at = time.monotonic()
+        if self.elector is None or self.elector.answered:
+            self.completed_at = time.monotonic()

@@ -68,6 +68,8 @@ class Elector:
     forbidden: str | None = None
     #: the verb of the Lease request in flight (named when it is refused)
     verb: str = "get"
+    #: whether the last round got the API server's answer (not: unreachable, timed out, 5xx)
+    answered: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def leading(self) -> bool:
@@ -86,6 +88,7 @@ class Elector:
         """One election round (call every few seconds); True while this replica leads."""
         with self.lock:
             started = time.monotonic()
+            self.answered = True
             try:
                 won = self._round(started)
             except ApiError as exc:
@@ -93,6 +96,7 @@ class Elector:
                     self._refused(exc)
                 else:
                     log.warning("lease %s/%s: %s", self.namespace, self.name, exc)
+                    self.answered = 0 < exc.status < 500 and exc.status != 429
                 won = False
             except NotFoundError as exc:
                 log.warning("lease %s/%s: %s", self.namespace, self.name, exc)

@@ -6,12 +6,14 @@ with a stale resourceVersion is refused with 409)."""
 from __future__ import annotations
 
 import copy
+import threading
 from typing import Any
 
 import pytest
 
 from specserver_operator import leader
 from specserver_operator.client import ApiError, KubeClient
+from specserver_operator.cycle import Cycle
 
 
 class LeaseStore(KubeClient):
@@ -149,3 +151,44 @@ def test_a_forbidden_lease_is_logged_once_naming_lease_namespace_and_verb(
         assert a.try_lead()
     assert a.forbidden is None and LEASE_FORBIDDEN._value.get() == 0
     assert any("allowed again" in r.getMessage() for r in caplog.records)
+
+
+class Outage(LeaseStore):
+    """The Lease store behind an API server that may not answer (every call times out while
+    ``down``); each round stops the cycle's loop after it (one round per ``run_forever``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = False
+        self.stop = threading.Event()
+
+    def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self.stop.set()
+        if self.down:
+            raise ApiError(f"Lease {namespace}/{name}: API server unreachable: read timed out")
+        return super().get_lease(namespace, name)
+
+
+def test_a_standby_that_cannot_reach_the_api_server_completes_no_cycle() -> None:
+    """Measured on the real stack before: through a stalled API server the probe answered 200,
+    then 500 once no cycle had completed for 30 s, then 200 again for the rest of the outage
+    (the lease had lapsed and every failed election round counted as a standby's cycle)."""
+    store = Outage()
+    other = leader.Elector(store, namespace="default", identity="other")  # type: ignore[arg-type]
+    assert other.try_lead()
+    cycle = Cycle(store, elector=leader.Elector(store, namespace="default", identity="me"))
+    cycle.run_forever(store.stop, interval_s=5)
+    assert cycle.healthy(interval_s=5)  # a standby whose round was answered
+    # The API server stops answering; no cycle has completed for a minute.
+    store.down = True
+    cycle.completed_at -= 60
+    for _ in range(3):
+        store.stop.clear()
+        cycle.run_forever(store.stop, interval_s=5)
+        assert not cycle.elector.answered  # type: ignore[union-attr]
+        assert not cycle.healthy(interval_s=5)
+    # It answers again: the standby is healthy at once.
+    store.down = False
+    store.stop.clear()
+    cycle.run_forever(store.stop, interval_s=5)
+    assert cycle.healthy(interval_s=5)
