@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from specdocs import eagle3_auto
 from test_operator_e2e import condition, get, wait_for
 
 from conftest import REPO, KubeHandle
@@ -34,30 +35,7 @@ NAME = "qwen3-8b"
 
 
 def spec(**auto: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "specserver.io/v1alpha1",
-        "kind": "SpecServer",
-        "metadata": {"name": NAME},
-        "spec": {
-            "model": {"path": "Qwen/Qwen3-8B"},
-            "draft": {"path": "Tengyunw/qwen3_8b_eagle3"},
-            "speculative": {
-                "algorithm": "EAGLE3",
-                "numSteps": 3,
-                "eagleTopk": 1,
-                "numDraftTokens": 4,
-            },
-            "mode": "Auto",
-            "engine": {"memFractionStatic": 0.85},
-            "resources": {"gpus": 1, "gpuType": "L4"},
-            "autoSpeculation": {
-                "evaluationIntervalSeconds": 5,
-                "staleAfterSeconds": 20,
-                "switchStrategy": "BlueGreen",
-                **auto,
-            },
-        },
-    }
+    return eagle3_auto(NAME, staleAfterSeconds=20, switchStrategy="BlueGreen", **auto)
 
 
 class Stack:

@@ -15,6 +15,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
+from specdocs import eagle3_auto
 from test_operator_e2e import apply, get, wait_for, written
 from test_operator_faults_e2e import Operator
 
@@ -28,30 +29,8 @@ QUIET_WINDOW_S = 30.0
 
 
 def auto_spec() -> dict[str, Any]:
-    return {
-        "apiVersion": "specserver.io/v1alpha1",
-        "kind": "SpecServer",
-        "metadata": {"name": NAME},
-        "spec": {
-            "model": {"path": "Qwen/Qwen3-8B"},
-            "draft": {"path": "Tengyunw/qwen3_8b_eagle3"},
-            "speculative": {
-                "algorithm": "EAGLE3",
-                "numSteps": 3,
-                "eagleTopk": 1,
-                "numDraftTokens": 4,
-            },
-            "mode": "Auto",
-            "engine": {"memFractionStatic": 0.85},
-            "resources": {"gpus": 1, "gpuType": "L4"},
-            # Objectives one user cannot breach: no switch, only evaluations.
-            "autoSpeculation": {
-                "evaluationIntervalSeconds": 5,
-                "ttftP99SloSeconds": 60,
-                "tpotSloMilliseconds": 5000,
-            },
-        },
-    }
+    # Objectives one user cannot breach: no switch, only evaluations.
+    return eagle3_auto(NAME, ttftP99SloSeconds=60, tpotSloMilliseconds=5000)
 
 
 def promql(url: str, query: str) -> list[float]:
