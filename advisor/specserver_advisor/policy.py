@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from specserver_advisor.models import AutoSpeculation
+from specserver_advisor.models import AutoSpeculation, SwitchStrategy
 
 ON, OFF = "on", "off"
 EWMA = 0.3
@@ -190,6 +190,25 @@ def learned_preference(
     return None
 
 
+def switch_keeps_serving(policy: AutoSpeculation) -> bool:
+    """A switch leaves the old mode serving until the new engine is Ready (no downtime):
+    BlueGreen, and RollingUpdate (its surge pod). Recreate stops the engine first."""
+    return policy.switch_strategy != SwitchStrategy.RECREATE
+
+
+def breaches_needed(policy: AutoSpeculation) -> int:
+    """Consecutive breaching evaluations before speculation is switched off.
+
+    ``disableAfterBreaches`` when a switch is a restart (Recreate: confirming waits out
+    overloads too short to pay back the downtime); half of it, rounded up, when the old mode
+    keeps serving through the switch: then a switch costs no downtime, only the new engine's
+    GPU time, and a switch that lands after the overload is undone at once (``OverloadEnded``).
+    """
+    if switch_keeps_serving(policy):
+        return math.ceil(policy.disable_after_breaches / 2)
+    return policy.disable_after_breaches
+
+
 def accept_floor(policy: AutoSpeculation, ctx: PolicyContext) -> float:
     """The configured floor, or 5% above the model's low-load break-even accept length."""
     return policy.accept_length_floor or round(ctx.break_even_accept * 1.05, 3)
@@ -223,8 +242,9 @@ class _Cycle:
         """Switch unless dwell time, the hourly budget or dry run forbid it."""
         st, pol = self.state, self.policy
         would = f"{action}:{reason}"
-        # An exploration, or a switch measured to deliver less, is undone without dwelling.
-        revert = st.exploring or reason == "SwitchDidNotPay"
+        # An exploration, a switch measured to deliver less, or one that landed after its
+        # overload (no downtime either way) is undone without dwelling.
+        revert = st.exploring or reason in ("SwitchDidNotPay", "OverloadEnded")
         if (
             not revert
             and st.last_switch is not None
@@ -363,8 +383,9 @@ def decide(
             return cycle.explore(band, crossover, crossover_prior) or cycle.finish(
                 "keep", "WithinThresholds"
             )
-        thresholds["breaches"] = f"{state.disable_breaches}/{policy.disable_after_breaches}"
-        if state.disable_breaches < policy.disable_after_breaches:
+        needed = breaches_needed(policy)
+        thresholds["breaches"] = f"{state.disable_breaches}/{needed}"
+        if state.disable_breaches < needed:
             return cycle.finish("keep", "BreachPending", would=f"disable:{reason}")
         return cycle.gated("disable", _after_switch(state, policy, now, reason))
     if ctx.engine_adapts_steps:
@@ -376,10 +397,27 @@ def decide(
         return cycle.explore(band, crossover, crossover_prior) or cycle.finish(
             "keep", "WithinThresholds"
         )
+    if reason in ("LoadBelowCrossover", "OtherModeFasterHere") and _overload_ended(
+        state, policy, now
+    ):
+        return cycle.gated("enable", "OverloadEnded")
     thresholds["passes"] = f"{state.enable_passes}/{policy.enable_after_passes}"
     if state.enable_passes < policy.enable_after_passes:
         return cycle.finish("keep", "EnablePending", would=f"enable:{reason}")
     return cycle.gated("enable", _after_switch(state, policy, now, reason))
+
+
+def _overload_ended(state: PolicyState, policy: AutoSpeculation, now: float) -> bool:
+    """Speculation was switched off within the dwell, not as an exploration, by a switch that
+    kept the old mode serving, and the load is back below the crossover: the overload ended
+    before the switch landed (a two-minute burst). Without downtime, undoing it costs no more
+    than the switch did, so it is undone at once rather than after ``enableAfterPasses``."""
+    return (
+        switch_keeps_serving(policy)
+        and not state.exploring
+        and state.last_switch is not None
+        and now - state.last_switch < policy.min_dwell_seconds
+    )
 
 
 def _after_switch(state: PolicyState, policy: AutoSpeculation, now: float, reason: str) -> str:

@@ -133,11 +133,12 @@ def test_a_bluegreen_switch_keeps_the_old_mode_serving_until_the_new_engine_is_r
     assert mid.serve == "on" and mid.replicas == {"on": 1, "off": 1} and mid.switching
     assert fleetsim_model.keeps_serving(SwitchStrategy.BLUE_GREEN)
     trace = short_trace((6,) * 4 + (40,) * 30)
-    red = fleetsim.run_auto(trace, POLICY)  # Recreate: the replica is down while switching
+    # The same decision under both: BlueGreen confirms with half the default 6 breaches.
+    red = fleetsim.run_auto(trace, AutoSpeculation(disable_after_breaches=3))  # Recreate
     down = [i for i, r in enumerate(red.results) if r.tok_s == 0]
     assert red.switches == 1 and red.switch_gpu_s == 0.0
     assert len(down) == DOWN and down == list(range(down[0], down[0] + DOWN))
-    green = fleetsim.run_auto(trace, BLUE_GREEN)  # the same decision, priced as BlueGreen
+    green = fleetsim.run_auto(trace, BLUE_GREEN)
     assert green.switches == 1 and green.switch_gpu_s == fleetsim_model.STARTUP_S
     for i, tick in enumerate(trace.ticks):
         serving = ON if i <= down[-1] else OFF
