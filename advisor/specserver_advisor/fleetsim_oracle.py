@@ -50,7 +50,11 @@ def _switching(served: dict[str, TickResult], old: str, new: str, serves: bool) 
 
 
 def paid_oracle_table(
-    trace: Trace, policy: AutoSpeculation, gpu: str = "L4", spare_gpu: bool = True
+    trace: Trace,
+    policy: AutoSpeculation,
+    gpu: str = "L4",
+    spare_gpu: bool = True,
+    hold: frozenset[int] = frozenset(),
 ) -> tuple[list[dict[str, TickResult]], list[dict[str, float]], list[dict[str, str]]]:
     """The paid oracle's dynamic programme: what each mode serves per tick, and the best totals.
 
@@ -58,7 +62,8 @@ def paid_oracle_table(
     serving at tick ``i``; ``choice[i][m]``: the mode it runs next (another mode: a switch
     decided at the end of tick ``i``, taking ``SWITCH_TICKS`` ticks as in the policy arm, during
     which the replica is down under Recreate and ``m`` keeps serving under BlueGreen, and no
-    other switch can start).
+    other switch can start). No switch is decided at the end of a tick in ``hold`` (a bound for
+    schedules that cannot time a switch there).
     """
     ticks = trace.ticks
     n = len(ticks)
@@ -72,7 +77,7 @@ def paid_oracle_table(
             options = {m: best[i + 1][m]}
             bridge = sum(served[j][m].good_tok_s for j in range(i + 1, end)) if serves else 0.0
             for other in MODES:
-                if other != m:
+                if other != m and i not in hold:
                     options[other] = bridge + best[end][other]
             nxt = m  # a switch only for more goodput (not for a rounding-level tie)
             for k, total in options.items():
