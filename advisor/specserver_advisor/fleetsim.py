@@ -17,10 +17,11 @@ deterministic.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
-from specserver_advisor.autocycle import evaluate
+from specserver_advisor.autocycle import evaluate, load_state, persisted
 from specserver_advisor.fleetsim_model import (
     ON_ADAPTIVE,
     STARTUP_S,
@@ -33,6 +34,7 @@ from specserver_advisor.fleetsim_model import (
     predict_tick,
     run_static,
     serve,
+    switch_lands,
     traces,
 )
 from specserver_advisor.fleetsim_oracle import run_oracle, run_paid_oracle
@@ -73,12 +75,16 @@ def run_auto(
     ``on_engine`` is what the policy's "on" runs: ``on`` (fixed steps) or ``on_adaptive``
     (two-level control: SGLang adapts the steps, the policy decides whether the draft is loaded).
     A switch takes ``SWITCH_TICKS`` ticks, priced by ``policy.switch_strategy``: the replica is
-    down (Recreate) or the old mode keeps serving (BlueGreen; RollingUpdate with ``spare_gpu``).
-    While it is under way the policy is not asked, as the operator follows the switch instead.
+    down (Recreate) or the old mode keeps serving (BlueGreen, RollingUpdate). A RollingUpdate
+    without ``spare_gpu`` never lands: the old mode serves until ``switchTimeoutSeconds``, then
+    the operator rolls the switch back. While a switch is under way the policy is not asked, as
+    the operator follows the switch instead.
     """
     ctx = policy_context(base_plan(gpu), policy)
     ctx.engine_adapts_steps = on_engine == ON_ADAPTIVE
-    serves = keeps_serving(policy.switch_strategy, spare_gpu)
+    serves = keeps_serving(policy.switch_strategy)
+    lands = switch_lands(policy.switch_strategy, spare_gpu)
+    wait = SWITCH_TICKS if lands else math.ceil(policy.switch_timeout_seconds / TICK_S)
     state, mode, old, switch_left = PolicyState(mode=ON), ON, ON, 0
     stored: str | None = None
     results: list[TickResult] = []
@@ -91,6 +97,9 @@ def run_auto(
                 results.append(serve(tick, on_engine if old == ON else OFF, 0.0, policy, gpu))
             else:
                 results.append(serve(tick, engine, TICK_S, policy, gpu))
+            if not switch_left and not lands:
+                mode = old
+                state, stored = _rolled_back(stored, mode, (i + 1) * TICK_S)
             continue
         result = serve(tick, engine, 0.0, policy, gpu)
         results.append(result)
@@ -107,9 +116,18 @@ def run_auto(
         # The operator's own evaluation, state stored and reloaded as JSON between cycles.
         decision, state, stored = evaluate(obs, stored, mode, (i + 1) * TICK_S, policy, ctx)
         if decision.action != "keep":
-            old, mode, switch_left = mode, state.mode, SWITCH_TICKS
+            old, mode, switch_left = mode, state.mode, wait
             switches += 1
-    return AutoRun(results, switches, state, switches * STARTUP_S if serves else 0.0)
+    gpu_s = switches * STARTUP_S if serves and lands else 0.0
+    return AutoRun(results, switches, state, gpu_s)
+
+
+def _rolled_back(stored: str | None, mode: str, now: float) -> tuple[PolicyState, str]:
+    """What the operator stores when a switch is not Ready in time: the previous mode back
+    (``autopilot._follow_switch``; the failed switch stays in the hourly budget)."""
+    state = load_state(stored, mode)
+    state.mode, state.mode_since = mode, now
+    return state, persisted(state, stored, now)
 
 
 def learned_bands(state: PolicyState) -> dict[str, str]:
@@ -139,7 +157,7 @@ def simulate(
     """Run every trace and arm on ``gpu`` (L4 by default); one result object per trace.
 
     Switches are priced by ``policy.switch_strategy`` (the SpecServer's); ``spare_gpu``: a
-    RollingUpdate surge pod finds a GPU (``fleetsim_model.keeps_serving``).
+    RollingUpdate surge pod finds a GPU (``fleetsim_model.switch_lands``).
     """
     policy = policy or AutoSpeculation()
     no_explore = policy.model_copy(update={"explore": False})
@@ -164,7 +182,8 @@ def simulate(
             {
                 "trace": trace.name,
                 "switch_strategy": str(policy.switch_strategy),
-                "keeps_serving": keeps_serving(policy.switch_strategy, spare_gpu),
+                "keeps_serving": keeps_serving(policy.switch_strategy),
+                "switch_lands": switch_lands(policy.switch_strategy, spare_gpu),
                 "mixed": trace.mixed,
                 "hours": trace.hours,
                 "goodput": {k: round(v, 1) for k, v in goodput.items()},
@@ -196,12 +215,16 @@ def render_table(rows: list[dict[str, Any]]) -> str:
     """The benchmark table, under a line saying how a switch was priced."""
     lines = []
     if rows:
+        first = rows[0]
         how = (
-            "the old mode serves until the new engine is Ready; both hold GPUs meanwhile"
-            if rows[0]["keeps_serving"]
-            else "the replica serves nothing until the new engine is Ready"
+            f"the replica serves nothing until the new engine is Ready ({STARTUP_S:.0f} s)"
+            if not first["keeps_serving"]
+            else f"the old mode serves until the new engine is Ready ({STARTUP_S:.0f} s); "
+            "both hold GPUs meanwhile"
+            if first["switch_lands"]
+            else "no spare GPU: the surge pod stays Pending and the switch is rolled back"
         )
-        lines += [f"switchStrategy {rows[0]['switch_strategy']}: {how} ({STARTUP_S:.0f} s)", ""]
+        lines += [f"switchStrategy {first['switch_strategy']}: {how}", ""]
     lines.append(
         "| trace | goodput auto | two-level | on | off | on+adaptive | oracle | paid oracle | "
         "auto/oracle | auto/paid oracle | "

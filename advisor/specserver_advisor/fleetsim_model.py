@@ -169,7 +169,7 @@ def run_static(
     return [serve(t, mode, 0.0, policy, gpu) for t in trace.ticks]
 
 
-def keeps_serving(strategy: SwitchStrategy, spare_gpu: bool = True) -> bool:
+def keeps_serving(strategy: SwitchStrategy) -> bool:
     """Whether the old mode keeps serving while a switch's new engine starts (as the operator
     renders the strategy).
 
@@ -177,9 +177,19 @@ def keeps_serving(strategy: SwitchStrategy, spare_gpu: bool = True) -> bool:
     ``Recreate``), so the replica is down for ``STARTUP_S``. ``BlueGreen``: the other mode's
     Deployment starts while the Service still selects the old one, and the selector moves once
     it is Ready (``bluegreen.plan``): no downtime, the switch takes effect ``STARTUP_S`` later,
-    and both engines hold GPUs meanwhile. ``RollingUpdate`` (maxSurge 1, maxUnavailable 0) is
-    the same when a spare GPU exists for the surge pod (``spare_gpu``).
+    and both engines hold GPUs meanwhile. ``RollingUpdate`` (maxSurge 1, maxUnavailable 0): the
+    old pod stays until the surge pod is Ready.
     """
-    if strategy == SwitchStrategy.BLUE_GREEN:
-        return True
-    return strategy == SwitchStrategy.ROLLING_UPDATE and spare_gpu
+    return strategy != SwitchStrategy.RECREATE
+
+
+def switch_lands(strategy: SwitchStrategy, spare_gpu: bool = True) -> bool:
+    """Whether a switch's new engine can start at all.
+
+    Only a ``RollingUpdate`` surge pod needs a GPU beyond the replica's own; without a spare one
+    it stays Pending, the old pod keeps serving, and the operator rolls the switch back after
+    ``switchTimeoutSeconds`` (SwitchFailed). fleetsim cannot see the cluster's free GPUs: the
+    caller says (``spare_gpu``; ``specserver-advisor fleetsim --no-spare-gpu``). BlueGreen's
+    standby needs a GPU too; the operator docs ask for one and fleetsim assumes it.
+    """
+    return spare_gpu or strategy != SwitchStrategy.ROLLING_UPDATE

@@ -18,6 +18,7 @@ from specserver_advisor.fleetsim_model import (
     Trace,
     keeps_serving,
     serve,
+    switch_lands,
 )
 from specserver_advisor.models import AutoSpeculation
 
@@ -63,11 +64,14 @@ def paid_oracle_table(
     decided at the end of tick ``i``, taking ``SWITCH_TICKS`` ticks as in the policy arm, during
     which the replica is down under Recreate and ``m`` keeps serving under BlueGreen, and no
     other switch can start). No switch is decided at the end of a tick in ``hold`` (a bound for
-    schedules that cannot time a switch there).
+    schedules that cannot time a switch there), nor at all when no switch can land (a
+    RollingUpdate without a spare GPU: the mode never changes).
     """
     ticks = trace.ticks
     n = len(ticks)
-    serves = keeps_serving(policy.switch_strategy, spare_gpu)
+    serves = keeps_serving(policy.switch_strategy)
+    if not switch_lands(policy.switch_strategy, spare_gpu):
+        hold = frozenset(range(n))
     served = [{m: serve(t, m, 0.0, policy, gpu) for m in MODES} for t in ticks]
     best: list[dict[str, float]] = [dict.fromkeys(MODES, 0.0) for _ in range(n + 1)]
     choice: list[dict[str, str]] = [dict.fromkeys(MODES, "") for _ in range(n)]
@@ -97,7 +101,7 @@ def run_paid_oracle(
     budget; the first mode is free. Returns the ticks and the number of switches.
     """
     served, best, choice = paid_oracle_table(trace, policy, gpu, spare_gpu)
-    serves = keeps_serving(policy.switch_strategy, spare_gpu)
+    serves = keeps_serving(policy.switch_strategy)
     n = len(served)
     mode = max(MODES, key=lambda m: best[0][m])
     results: list[TickResult] = []

@@ -47,7 +47,7 @@ def add_parsers(sub: Any) -> None:
     f.add_argument(
         "--no-spare-gpu",
         action="store_true",
-        help="no GPU for a RollingUpdate surge pod (then a RollingUpdate switch is a Recreate)",
+        help="no GPU for a RollingUpdate surge pod (then its switches time out and roll back)",
     )
 
 

@@ -212,3 +212,24 @@ def test_no_policy_that_cannot_foresee_a_burst_reaches_97_percent_on_bursty(
         assert clairvoyant[0][ON] > 0.97 * free
     else:
         assert clairvoyant[0][ON] < 0.97 * free
+
+
+def test_a_rolling_update_without_a_spare_gpu_never_lands_and_rolls_back() -> None:
+    """RollingUpdate (maxSurge 1, maxUnavailable 0) keeps the old pod until the surge pod is
+    Ready. With a spare GPU that is BlueGreen's pricing; without one the surge pod stays Pending,
+    the old mode serves on, and the operator rolls the switch back after switchTimeoutSeconds:
+    the policy keeps trying within its budget and the mode never changes."""
+    rolling = AutoSpeculation(switch_strategy=SwitchStrategy.ROLLING_UPDATE)
+    trace = short_trace((6,) * 4 + (40,) * 80)
+    with_gpu = fleetsim.run_auto(trace, rolling)
+    green = fleetsim.run_auto(trace, BLUE_GREEN)
+    assert with_gpu.results == green.results and with_gpu.switches == green.switches == 1
+    stuck = fleetsim.run_auto(trace, rolling, spare_gpu=False)
+    assert stuck.results == fleetsim_model.run_static(trace, ON, rolling)
+    assert stuck.switches >= 2 and stuck.switch_gpu_s == 0.0  # retried after each rollback
+    paid, made = fleetsim_oracle.run_paid_oracle(trace, rolling, spare_gpu=False)
+    assert made == 0
+    best_static = max(
+        sum(r.good_tok_s for r in fleetsim_model.run_static(trace, m, rolling)) for m in MODES
+    )
+    assert sum(r.good_tok_s for r in paid) == pytest.approx(best_static)

@@ -205,7 +205,8 @@ def test_fleetsim_prices_switches_as_the_specservers_strategy(
     assert green["goodput"]["auto"] > red["goodput"]["auto"]
     assert green["goodput"]["paid_oracle"] > red["goodput"]["paid_oracle"]
     rolling = run("--switch-strategy", "RollingUpdate", "--no-spare-gpu")
-    assert not rolling["keeps_serving"]
+    assert rolling["keeps_serving"] and not rolling["switch_lands"]
+    assert rolling["goodput"]["auto"] == rolling["goodput"]["on"]  # every switch rolled back
     bad = tmp_path / "sps.yaml"
     bad.write_text(bluegreen.read_text().replace("BlueGreen", "Blue"))
     assert main(["fleetsim", "--policy", str(bad)]) == 2
