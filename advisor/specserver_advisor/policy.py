@@ -196,17 +196,25 @@ def switch_keeps_serving(policy: AutoSpeculation) -> bool:
     return policy.switch_strategy != SwitchStrategy.RECREATE
 
 
-def breaches_needed(policy: AutoSpeculation) -> int:
+def breaches_needed(policy: AutoSpeculation, state: PolicyState) -> int:
     """Consecutive breaching evaluations before speculation is switched off.
 
     ``disableAfterBreaches`` when a switch is a restart (Recreate: confirming waits out
     overloads too short to pay back the downtime); half of it, rounded up, when the old mode
     keeps serving through the switch: then a switch costs no downtime, only the new engine's
     GPU time, and a switch that lands after the overload is undone at once (``OverloadEnded``).
+    Not while a switch of the last hour was undone within the dwell (a round trip: the overload
+    behind it was shorter than a switch, so the next one may be too).
     """
-    if switch_keeps_serving(policy):
+    if switch_keeps_serving(policy) and not _round_trip(state, policy):
         return math.ceil(policy.disable_after_breaches / 2)
     return policy.disable_after_breaches
+
+
+def _round_trip(state: PolicyState, policy: AutoSpeculation) -> bool:
+    """Two switches of the last hour less than the dwell apart: one was undone."""
+    times = state.switch_times
+    return any(b - a < policy.min_dwell_seconds for a, b in itertools.pairwise(times))
 
 
 def accept_floor(policy: AutoSpeculation, ctx: PolicyContext) -> float:
@@ -383,7 +391,7 @@ def decide(
             return cycle.explore(band, crossover, crossover_prior) or cycle.finish(
                 "keep", "WithinThresholds"
             )
-        needed = breaches_needed(policy)
+        needed = breaches_needed(policy, state)
         thresholds["breaches"] = f"{state.disable_breaches}/{needed}"
         if state.disable_breaches < needed:
             return cycle.finish("keep", "BreachPending", would=f"disable:{reason}")

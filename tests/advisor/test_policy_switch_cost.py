@@ -9,8 +9,6 @@ operator makes each cycle, with the state stored and reloaded as JSON.
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 
 from specserver_advisor.autocycle import evaluate
@@ -104,18 +102,35 @@ def test_a_switch_for_low_acceptance_is_not_undone_as_an_overload() -> None:
         assert op.cycle(seen(6, accept=None))[0] == "keep"
 
 
-def test_bursts_every_few_minutes_do_not_flap_the_engine() -> None:
-    """Bursts every four minutes: each round trip (off, then undone) restarts the dwell, so
-    the next burst is held (DwellTime) and the engine makes one round trip per dwell at most."""
-    op = Operator(SwitchStrategy.BLUE_GREEN)
-    times = []
-    for _ in range(8):
+def bursts(op: Operator, count: int, gap_cycles: int) -> list[float]:
+    """``count`` two-minute bursts to 40 users over 6, ``gap_cycles`` apart; when it went off."""
+    off_at = []
+    for _ in range(count):
         for _ in range(4):
             if op.cycle(seen(40))[0] == "disable":
-                times.append(op.now)
-        for _ in range(4):
+                off_at.append(op.now)
+        for _ in range(gap_cycles - 4):
             op.cycle(seen(6, accept=None if op.mode == OFF else 2.7))
-    assert ("keep", "DwellTime") in op.log
-    assert len(times) >= 2
-    assert all(b - a >= op.policy.min_dwell_seconds for a, b in itertools.pairwise(times))
-    assert sum(1 for action, _ in op.log if action != "keep") <= 2 * len(times)
+    return off_at
+
+
+def test_after_a_round_trip_the_next_burst_within_the_hour_is_confirmed_in_full() -> None:
+    """Bursts every 40 minutes (fleetsim's bursty): the first is switched off for and undone
+    (OverloadEnded); the next, within the hour of that round trip, needs all six breaches and
+    so is waited out like under Recreate; the one after the hour is fast again."""
+    op = Operator(SwitchStrategy.BLUE_GREEN)
+    off_at = bursts(op, 3, 80)
+    assert [round(t / 2400) for t in off_at] == [0, 2]
+    reasons = [reason for action, reason in op.log if action != "keep"]
+    assert reasons == ["TTFTSLOBreached", "OverloadEnded"] * 2
+    pending = [r for a, r in op.log[80:84]]
+    assert pending == ["BreachPending"] * 4  # four breaches, six needed after the round trip
+
+
+def test_bursts_every_few_minutes_do_not_flap_the_engine() -> None:
+    """Bursts every four minutes: one round trip (off, then undone), then every burst of the
+    hour is confirmed in full, which a two-minute burst never is."""
+    op = Operator(SwitchStrategy.BLUE_GREEN)
+    off_at = bursts(op, 14, 8)
+    assert len(off_at) == 1
+    assert sum(1 for action, _ in op.log if action != "keep") == 2
