@@ -206,6 +206,8 @@ def test_no_policy_that_cannot_foresee_a_burst_reaches_97_percent_on_bursty(
     free = sum(r.good_tok_s for r in fleetsim_oracle.run_oracle(bursty, policy)[0])
     _, best, _ = fleetsim_oracle.paid_oracle_table(bursty, policy, hold=frozenset(hold))
     _, clairvoyant, _ = fleetsim_oracle.paid_oracle_table(bursty, policy)
+    static_on = sum(r.good_tok_s for r in fleetsim_model.run_static(bursty, ON, policy))
+    assert best[0][ON] == pytest.approx(static_on)  # no switch pays: staying On is the best
     assert best[0][ON] < 0.97 * free
     # What foreknowledge buys: under BlueGreen, Off ready for every burst and gone after it.
     if fleetsim_model.keeps_serving(policy.switch_strategy):
