@@ -13,7 +13,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from specserver_advisor.models import AutoSpeculation, SwitchStrategy
+from specserver_advisor.models import AutoSpeculation
+from specserver_advisor.switchcost import breaches_needed, overload_ended
 
 ON, OFF = "on", "off"
 EWMA = 0.3
@@ -188,33 +189,6 @@ def learned_preference(
     if off["score"] > on["score"] * (1 + LEARN_MARGIN):
         return OFF
     return None
-
-
-def switch_keeps_serving(policy: AutoSpeculation) -> bool:
-    """A switch leaves the old mode serving until the new engine is Ready (no downtime):
-    BlueGreen, and RollingUpdate (its surge pod). Recreate stops the engine first."""
-    return policy.switch_strategy != SwitchStrategy.RECREATE
-
-
-def breaches_needed(policy: AutoSpeculation, state: PolicyState) -> int:
-    """Consecutive breaching evaluations before speculation is switched off.
-
-    ``disableAfterBreaches`` when a switch is a restart (Recreate: confirming waits out
-    overloads too short to pay back the downtime); half of it, rounded up, when the old mode
-    keeps serving through the switch: then a switch costs no downtime, only the new engine's
-    GPU time, and a switch that lands after the overload is undone at once (``OverloadEnded``).
-    Not while a switch of the last hour was undone within the dwell (a round trip: the overload
-    behind it was shorter than a switch, so the next one may be too).
-    """
-    if switch_keeps_serving(policy) and not _round_trip(state, policy):
-        return math.ceil(policy.disable_after_breaches / 2)
-    return policy.disable_after_breaches
-
-
-def _round_trip(state: PolicyState, policy: AutoSpeculation) -> bool:
-    """Two switches of the last hour less than the dwell apart: one was undone."""
-    times = state.switch_times
-    return any(b - a < policy.min_dwell_seconds for a, b in itertools.pairwise(times))
 
 
 def accept_floor(policy: AutoSpeculation, ctx: PolicyContext) -> float:
@@ -405,7 +379,7 @@ def decide(
         return cycle.explore(band, crossover, crossover_prior) or cycle.finish(
             "keep", "WithinThresholds"
         )
-    if reason in ("LoadBelowCrossover", "OtherModeFasterHere") and _overload_ended(
+    if reason in ("LoadBelowCrossover", "OtherModeFasterHere") and overload_ended(
         state, policy, now
     ):
         return cycle.gated("enable", "OverloadEnded")
@@ -413,19 +387,6 @@ def decide(
     if state.enable_passes < policy.enable_after_passes:
         return cycle.finish("keep", "EnablePending", would=f"enable:{reason}")
     return cycle.gated("enable", _after_switch(state, policy, now, reason))
-
-
-def _overload_ended(state: PolicyState, policy: AutoSpeculation, now: float) -> bool:
-    """Speculation was switched off within the dwell, not as an exploration, by a switch that
-    kept the old mode serving, and the load is back below the crossover: the overload ended
-    before the switch landed (a two-minute burst). Without downtime, undoing it costs no more
-    than the switch did, so it is undone at once rather than after ``enableAfterPasses``."""
-    return (
-        switch_keeps_serving(policy)
-        and not state.exploring
-        and state.last_switch is not None
-        and now - state.last_switch < policy.min_dwell_seconds
-    )
 
 
 def _after_switch(state: PolicyState, policy: AutoSpeculation, now: float, reason: str) -> str:
