@@ -380,7 +380,7 @@ def decide(
             "keep", "WithinThresholds"
         )
     if reason in ("LoadBelowCrossover", "OtherModeFasterHere") and overload_ended(
-        state, policy, now
+        state, policy, now, inputs["load"]
     ):
         return cycle.gated("enable", "OverloadEnded")
     thresholds["passes"] = f"{state.enable_passes}/{policy.enable_after_passes}"

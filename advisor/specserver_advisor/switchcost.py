@@ -46,13 +46,16 @@ def _round_trip(state: PolicyState, policy: AutoSpeculation) -> bool:
     return any(b - a < policy.min_dwell_seconds for a, b in itertools.pairwise(times))
 
 
-def overload_ended(state: PolicyState, policy: AutoSpeculation, now: float) -> bool:
+def overload_ended(state: PolicyState, policy: AutoSpeculation, now: float, load: float) -> bool:
     """Speculation was switched off within the dwell, not as an exploration, by a switch that
     kept the old mode serving, and the load is back below the crossover: the overload ended
     before the switch landed (a two-minute burst). Without downtime, undoing it costs no more
-    than the switch did, so it is undone at once rather than after ``enableAfterPasses``."""
+    than the switch did, so it is undone at once rather than after ``enableAfterPasses``.
+    Not with no load at all: nothing is served that speculation would serve better, so the
+    usual passes and dwell apply."""
     return (
-        switch_keeps_serving(policy)
+        load > 0
+        and switch_keeps_serving(policy)
         and not state.exploring
         and state.last_switch is not None
         and now - state.last_switch < policy.min_dwell_seconds

@@ -92,6 +92,19 @@ def test_a_switch_that_landed_after_its_overload_is_undone_at_once_without_downt
         assert back == ("enable", "OverloadEnded") and op.mode == ON
 
 
+def test_traffic_that_stopped_is_no_overload_that_ended() -> None:
+    """The load went to nothing after the switch: nothing is served that speculation would
+    serve better, so the usual passes and dwell hold the mode (as tests/cluster's BlueGreen
+    switch test expects once its load ends)."""
+    op = Operator(SwitchStrategy.BLUE_GREEN)
+    while op.cycle(seen(40))[0] != "disable":
+        pass
+    idle = Observation(ts=0.0, running=0, queued=0, output_tok_s=0.0, age_s=5.0)
+    for _ in range(15):
+        assert op.cycle(idle)[0] == "keep"
+    assert ("keep", "DwellTime") in op.log and op.mode == OFF
+
+
 def test_a_switch_for_low_acceptance_is_not_undone_as_an_overload() -> None:
     """Acceptance below the floor turned speculation off: low load is no reason to undo it."""
     op = Operator(SwitchStrategy.BLUE_GREEN)
