@@ -479,7 +479,12 @@ class AutoSpeculation(ApiModel):
         ),
     )
     disable_after_breaches: int = Field(
-        default=6, ge=1, description="Consecutive breaching evaluations before switching off."
+        default=6,
+        ge=1,
+        description=(
+            "Consecutive breaching evaluations before switching off; half of it (rounded up) "
+            "when the switch strategy keeps the old mode serving (BlueGreen, RollingUpdate)."
+        ),
     )
     enable_after_passes: int = Field(
         default=12, ge=1, description="Consecutive good evaluations before switching on."

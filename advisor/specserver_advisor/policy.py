@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specserver_advisor.models import AutoSpeculation
+from specserver_advisor.switchcost import breaches_needed, overload_ended
 
 ON, OFF = "on", "off"
 EWMA = 0.3
@@ -223,8 +224,9 @@ class _Cycle:
         """Switch unless dwell time, the hourly budget or dry run forbid it."""
         st, pol = self.state, self.policy
         would = f"{action}:{reason}"
-        # An exploration, or a switch measured to deliver less, is undone without dwelling.
-        revert = st.exploring or reason == "SwitchDidNotPay"
+        # An exploration, a switch measured to deliver less, or one that landed after its
+        # overload (no downtime either way) is undone without dwelling.
+        revert = st.exploring or reason in ("SwitchDidNotPay", "OverloadEnded")
         if (
             not revert
             and st.last_switch is not None
@@ -363,8 +365,9 @@ def decide(
             return cycle.explore(band, crossover, crossover_prior) or cycle.finish(
                 "keep", "WithinThresholds"
             )
-        thresholds["breaches"] = f"{state.disable_breaches}/{policy.disable_after_breaches}"
-        if state.disable_breaches < policy.disable_after_breaches:
+        needed = breaches_needed(policy, state)
+        thresholds["breaches"] = f"{state.disable_breaches}/{needed}"
+        if state.disable_breaches < needed:
             return cycle.finish("keep", "BreachPending", would=f"disable:{reason}")
         return cycle.gated("disable", _after_switch(state, policy, now, reason))
     if ctx.engine_adapts_steps:
@@ -376,6 +379,10 @@ def decide(
         return cycle.explore(band, crossover, crossover_prior) or cycle.finish(
             "keep", "WithinThresholds"
         )
+    if reason in ("LoadBelowCrossover", "OtherModeFasterHere") and overload_ended(
+        state, policy, now, inputs["load"]
+    ):
+        return cycle.gated("enable", "OverloadEnded")
     thresholds["passes"] = f"{state.enable_passes}/{policy.enable_after_passes}"
     if state.enable_passes < policy.enable_after_passes:
         return cycle.finish("keep", "EnablePending", would=f"enable:{reason}")

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from specserver_advisor.errors import UsageError
-from specserver_advisor.models import AutoSpeculation, ModelRef, SpecServerSpec
+from specserver_advisor.models import AutoSpeculation, ModelRef, SpecServerSpec, SwitchStrategy
 from specserver_advisor.policy import PolicyContext
 
 
@@ -36,6 +36,19 @@ def add_parsers(sub: Any) -> None:
     f = sub.add_parser("fleetsim", help="compare adaptive, static and oracle on traffic traces")
     f.add_argument("--format", choices=["table", "json"], default="table")
     f.add_argument("--gpu", default="L4", help="modelled card for Qwen3-8B + EAGLE-3 (L4, H100)")
+    f.add_argument(
+        "--policy", type=Path, help="autoSpeculation YAML, or a SpecServer (its autoSpeculation)"
+    )
+    f.add_argument(
+        "--switch-strategy",
+        choices=[s.value for s in SwitchStrategy],
+        help="price switches as this strategy (default: the policy's switchStrategy)",
+    )
+    f.add_argument(
+        "--no-spare-gpu",
+        action="store_true",
+        help="no GPU for a RollingUpdate surge pod (then its switches time out and roll back)",
+    )
 
 
 def _context(args: argparse.Namespace, spec: SpecServerSpec | None) -> PolicyContext:
@@ -126,7 +139,15 @@ def run_fleetsim(args: argparse.Namespace) -> int:
         gpu = lookup_gpu(args.gpu).name
     except UnknownGpuError as exc:
         raise UsageError(f"--gpu: {exc}") from exc
-    rows = fleetsim.simulate(gpu=gpu)
+    from specserver_advisor import replay
+
+    try:
+        policy = replay.read_policy(args.policy)[0] if args.policy else AutoSpeculation()
+    except replay.ReplayInputError as exc:
+        raise UsageError(str(exc)) from exc
+    if args.switch_strategy:
+        policy = policy.model_copy(update={"switch_strategy": SwitchStrategy(args.switch_strategy)})
+    rows = fleetsim.simulate(policy, gpu=gpu, spare_gpu=not args.no_spare_gpu)
     if args.format == "json":
         print(json.dumps(rows, indent=2))
     else:

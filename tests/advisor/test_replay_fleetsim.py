@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from conftest import DATA
-from specserver_advisor import fleetsim
+from conftest import DATA, REPO
+from specserver_advisor import fleetsim, fleetsim_model
 from specserver_advisor.cli import main
+from specserver_advisor.models import AutoSpeculation, SwitchStrategy
 
 RECORDED = DATA / "observations-rise-fall.jsonl"
 L4 = ["--model", "Qwen/Qwen3-8B", "--draft", "Tengyunw/qwen3_8b_eagle3", "--gpu", "L4"]
@@ -141,8 +142,29 @@ def test_fleetsim_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["fleetsim", "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     for r in rows:
-        assert set(r["goodput"]) == set(r["p99_ttft_s"]) == set(fleetsim.STRATEGIES)
+        assert set(r["goodput"]) == set(r["p99_ttft_s"]) == set(fleetsim.ARMS)
         assert {"trace", "switches_per_hour", "adaptive_vs_oracle", "learned_bands"} <= set(r)
+
+
+@pytest.mark.parametrize("gpu", ["L4", "H100"])
+def test_bluegreen_switches_meet_the_fleet_target_on_every_trace_a_policy_can(gpu: str) -> None:
+    """Priced as BlueGreen (the old mode serves until the new engine is Ready), with the policy
+    confirming an overload in half the breaches: >= 0.97 of the free oracle on every trace but
+    bursty, whose bursts no policy that cannot foresee them can serve Off under any strategy
+    (test_fleetsim_bounds.py). The paid oracle (same pricing) bounds every arm but the free one."""
+    policy = AutoSpeculation(switch_strategy=SwitchStrategy.BLUE_GREEN)
+    for r in fleetsim.simulate(policy, gpu=gpu):
+        g = r["goodput"]
+        assert r["switch_strategy"] == "BlueGreen", r
+        assert all(g["oracle"] >= v for v in g.values()), r
+        assert all(g["paid_oracle"] >= v for k, v in g.items() if k != "oracle"), r
+        assert r["switch_gpu_s_per_hour"] == pytest.approx(
+            r["switches_per_hour"] * fleetsim_model.STARTUP_S, abs=1
+        ), r
+        if r["trace"] != "bursty":
+            assert r["adaptive_vs_oracle"] >= 0.97, r
+        if r["trace"].startswith("steady_"):
+            assert r["switches_per_hour"] <= 6.0, r
 
 
 def test_compute_bound_card_auto_stays_near_the_oracle() -> None:
@@ -159,3 +181,33 @@ def test_compute_bound_card_auto_stays_near_the_oracle() -> None:
 def test_fleetsim_refuses_an_unknown_gpu(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["fleetsim", "--gpu", "Z80"]) == 2
     assert "--gpu" in capsys.readouterr().err
+
+
+def test_fleetsim_prices_switches_as_the_specservers_strategy(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The strategy comes from the SpecServer's autoSpeculation; --switch-strategy overrides it."""
+    # At 24 users On still serves some requests within the SLOs: downtime costs goodput.
+    overload = tuple(fleetsim_model.Tick(c, 2.7) for c in (6,) * 4 + (24,) * 30)
+    monkeypatch.setattr(fleetsim, "traces", lambda: [fleetsim_model.Trace("o", overload, False)])
+    bluegreen = REPO / "manifests" / "examples" / "qwen3-8b-eagle3-l4-bluegreen.yaml"
+
+    def run(*argv: str) -> dict[str, Any]:
+        assert main(["fleetsim", "--format", "json", *argv]) == 0
+        rows: list[dict[str, Any]] = json.loads(capsys.readouterr().out)
+        return rows[0]
+
+    green = run("--policy", str(bluegreen))
+    assert green["switch_strategy"] == "BlueGreen" and green["keeps_serving"]
+    assert green["switch_gpu_s_per_hour"] > 0
+    red = run("--policy", str(bluegreen), "--switch-strategy", "Recreate")
+    assert red["switch_strategy"] == "Recreate" and red["switch_gpu_s_per_hour"] == 0
+    assert green["goodput"]["auto"] > red["goodput"]["auto"]
+    assert green["goodput"]["paid_oracle"] > red["goodput"]["paid_oracle"]
+    rolling = run("--switch-strategy", "RollingUpdate", "--no-spare-gpu")
+    assert rolling["keeps_serving"] and not rolling["switch_lands"]
+    assert rolling["goodput"]["auto"] == rolling["goodput"]["on"]  # every switch rolled back
+    bad = tmp_path / "sps.yaml"
+    bad.write_text(bluegreen.read_text().replace("BlueGreen", "Blue"))
+    assert main(["fleetsim", "--policy", str(bad)]) == 2
+    assert f"{bad}: spec.autoSpeculation.switchStrategy" in capsys.readouterr().err

@@ -1,0 +1,62 @@
+"""What a switch costs the auto-speculation policy under the SpecServer's ``switchStrategy``.
+
+Recreate restarts the engine: the replica serves nothing until the new one is Ready, so an
+overload is confirmed over ``disableAfterBreaches`` evaluations. BlueGreen and RollingUpdate
+keep the old mode serving meanwhile: a switch costs no downtime, only the new engine's GPU
+time, so an overload is confirmed sooner and a switch that landed after its overload ended is
+undone at once. Pure; called by ``policy.decide``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import TYPE_CHECKING
+
+from specserver_advisor.models import AutoSpeculation, SwitchStrategy
+
+if TYPE_CHECKING:
+    from specserver_advisor.policy import PolicyState
+
+
+def switch_keeps_serving(policy: AutoSpeculation) -> bool:
+    """A switch leaves the old mode serving until the new engine is Ready (no downtime):
+    BlueGreen, and RollingUpdate (its surge pod). Recreate stops the engine first."""
+    return policy.switch_strategy != SwitchStrategy.RECREATE
+
+
+def breaches_needed(policy: AutoSpeculation, state: PolicyState) -> int:
+    """Consecutive breaching evaluations before speculation is switched off.
+
+    ``disableAfterBreaches`` when a switch is a restart (Recreate: confirming waits out
+    overloads too short to pay back the downtime); half of it, rounded up, when the old mode
+    keeps serving through the switch: then a switch costs no downtime, only the new engine's
+    GPU time, and a switch that lands after the overload is undone at once (``OverloadEnded``).
+    Not while a switch of the last hour was undone within the dwell (a round trip: the overload
+    behind it was shorter than a switch, so the next one may be too).
+    """
+    if switch_keeps_serving(policy) and not _round_trip(state, policy):
+        return math.ceil(policy.disable_after_breaches / 2)
+    return policy.disable_after_breaches
+
+
+def _round_trip(state: PolicyState, policy: AutoSpeculation) -> bool:
+    """Two switches of the last hour less than the dwell apart: one was undone."""
+    times = state.switch_times
+    return any(b - a < policy.min_dwell_seconds for a, b in itertools.pairwise(times))
+
+
+def overload_ended(state: PolicyState, policy: AutoSpeculation, now: float, load: float) -> bool:
+    """Speculation was switched off within the dwell, not as an exploration, by a switch that
+    kept the old mode serving, and the load is back below the crossover: the overload ended
+    before the switch landed (a two-minute burst). Without downtime, undoing it costs no more
+    than the switch did, so it is undone at once rather than after ``enableAfterPasses``.
+    Not with no load at all: nothing is served that speculation would serve better, so the
+    usual passes and dwell apply."""
+    return (
+        load > 0
+        and switch_keeps_serving(policy)
+        and not state.exploring
+        and state.last_switch is not None
+        and now - state.last_switch < policy.min_dwell_seconds
+    )
