@@ -158,6 +158,9 @@ class Stack:
             SPECSERVER_PROMETHEUS_URL=self.prom.url,
             SPECSERVER_CYCLE_SECONDS="2",
             SPECSERVER_QUERY_INTERVAL_SECONDS="2",
+            # The demo's pace: Prometheus scrapes every second (devprom) and Auto evaluates every
+            # 5 s, so a 20 s rate window holds 20 scrapes and 4 evaluations (default 60 s).
+            SPECSERVER_SIGNAL_WINDOW_SECONDS="20",
         )
         self.env = env
         subprocess.run(

@@ -50,6 +50,10 @@ def main(argv: list[str] | None = None) -> int:
         args["SPECSERVER_NAMESPACES"] = ",".join(args["SPECSERVER_NAMESPACES"])
     # Before the operator's modules are imported: they read these variables.
     os.environ.update(settings.resolve_environ(args, os.environ))
+    try:
+        settings.signal_window_seconds()
+    except ValueError as exc:
+        build_parser().error(str(exc))
     value = settings.value
     namespaces = [n for n in value("SPECSERVER_NAMESPACES").split(",") if n]
     verbose = bool(value("SPECSERVER_VERBOSE"))

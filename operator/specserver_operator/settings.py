@@ -11,6 +11,11 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+#: Bounds of ``SPECSERVER_SIGNAL_WINDOW_SECONDS``: below 10 s a rate holds too few samples of
+#: any real scrape interval; above 15 minutes the signals trail the load by more than a phase.
+SIGNAL_WINDOW_MIN_S = 10
+SIGNAL_WINDOW_MAX_S = 900
+
 
 @dataclass(frozen=True)
 class Setting:
@@ -72,6 +77,15 @@ SETTINGS: tuple[Setting, ...] = (
         "SPECSERVER_QUERY_INTERVAL_SECONDS",
         "5",
         "least time between two PromQL reads of the same signal",
+    ),
+    Setting(
+        "--signal-window-seconds",
+        "SPECSERVER_SIGNAL_WINDOW_SECONDS",
+        "60",
+        "range of the PromQL rates mode Auto reads (TTFT/TPOT/ITL quantiles, output tokens/s), "
+        f"whole seconds, {SIGNAL_WINDOW_MIN_S}-{SIGNAL_WINDOW_MAX_S}; keep it at least four "
+        "scrape intervals of the engines' metrics. A shorter window lets a latency spike "
+        "leave the signals sooner after the load that caused it ends",
     ),
     Setting(
         "--hf-endpoint",
@@ -216,3 +230,19 @@ def epilog() -> str:
         lines.append(f"  {s.env:<{width}}  {s.flag}")
         lines.extend(f"  {'':<{width}}  {alt} when {s.env} is unset" for alt in s.fallbacks)
     return "\n".join(lines)
+
+
+def signal_window_seconds(environ: Mapping[str, str] | None = None) -> int:
+    """``SPECSERVER_SIGNAL_WINDOW_SECONDS`` checked: whole seconds within the bounds.
+
+    Raises:
+        ValueError: naming the variable, the value given and the range allowed.
+    """
+    raw = value("SPECSERVER_SIGNAL_WINDOW_SECONDS", environ).strip()
+    bounds = f"{SIGNAL_WINDOW_MIN_S}-{SIGNAL_WINDOW_MAX_S}"
+    if not raw.isdigit() or not SIGNAL_WINDOW_MIN_S <= int(raw) <= SIGNAL_WINDOW_MAX_S:
+        raise ValueError(
+            f"SPECSERVER_SIGNAL_WINDOW_SECONDS (--signal-window-seconds) must be whole seconds "
+            f"in {bounds}, got {raw[:40]!r}"
+        )
+    return int(raw)

@@ -32,6 +32,7 @@ from urllib.parse import urlencode, urlsplit
 from specserver_advisor.loaders import outbound
 from specserver_advisor.policy import Observation
 from specserver_advisor.promql import signal_queries
+from specserver_operator import settings
 from specserver_operator.opmetrics import PROMETHEUS_QUERIES
 
 
@@ -119,6 +120,8 @@ class SignalCache:
     #: when the observations were read (time.time); they are held while queries fail
     good_at: float = 0.0
     held: bool = False
+    #: range of the rates in the queries (``SPECSERVER_SIGNAL_WINDOW_SECONDS``)
+    window_s: int = field(default_factory=settings.signal_window_seconds)
 
     def __post_init__(self) -> None:
         self.last_error = url_refusal(self.url, self.allowed)
@@ -154,7 +157,7 @@ class SignalCache:
     def _query(self, now: float) -> dict[tuple[str, str], Observation]:
         deadline = time.monotonic() + QUERY_BUDGET_S  # one budget for the whole set
         out: dict[tuple[str, str], Observation] = {}
-        for field_name, promql in signal_queries().items():
+        for field_name, promql in signal_queries(window=f"{self.window_s}s").items():
             PROMETHEUS_QUERIES.inc()
             remaining = deadline - time.monotonic()
             if remaining <= 0:

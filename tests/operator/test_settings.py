@@ -6,6 +6,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from conftest import REPO
 from specserver_operator import main, settings
 
@@ -56,3 +58,25 @@ def test_flags_become_their_variables_and_defaults_apply() -> None:
     assert settings.value("SPECSERVER_CYCLE_SECONDS", {}) == "5"
     assert settings.value("SPECSERVER_CYCLE_SECONDS", {"SPECSERVER_CYCLE_SECONDS": "2"}) == "2"
     assert settings.value("SPECSERVER_CYCLE_SECONDS", {"SPECSERVER_CYCLE_SECONDS": ""}) == "5"
+
+
+def test_the_signal_window_is_whole_seconds_within_its_bounds() -> None:
+    window = settings.signal_window_seconds
+    assert window({}) == 60
+    assert window({"SPECSERVER_SIGNAL_WINDOW_SECONDS": "20"}) == 20
+    assert window({"SPECSERVER_SIGNAL_WINDOW_SECONDS": ""}) == 60
+    for bad in ("9", "901", "1m", "20.5", "-20", "abc"):
+        with pytest.raises(ValueError, match=r"SPECSERVER_SIGNAL_WINDOW_SECONDS .* in 10-900"):
+            window({"SPECSERVER_SIGNAL_WINDOW_SECONDS": bad})
+
+
+def test_the_operator_refuses_a_bad_signal_window_before_it_starts() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "specserver_operator.main", "--signal-window-seconds", "1m"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "--signal-window-seconds" in done.stderr and "'1m'" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -147,3 +147,18 @@ def test_a_stale_spell_writes_its_condition_once() -> None:
     for k, age in enumerate((506.0, 512.0, 518.0)):  # older each evaluation
         cycle(client, Signals(**dict(STEADY, age_s=age)), 1016 + 6 * k)
     assert client.writes == writes
+
+
+def test_the_rates_span_the_operator_wide_signal_window(
+    prom: FakePrometheus, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SPECSERVER_SIGNAL_WINDOW_SECONDS sets the range of every rate the operator asks for
+    (the quantiles and output tokens/s); 60 s when unset."""
+    SignalCache(prom.url, min_interval_s=0, allowed=(prom.url,)).refresh()
+    assert sum("[60s]" in q for q in prom.queries) == 5
+    prom.queries.clear()
+    monkeypatch.setenv("SPECSERVER_SIGNAL_WINDOW_SECONDS", "20")
+    SignalCache(prom.url, min_interval_s=0, allowed=(prom.url,)).refresh()
+    rates = [q for q in prom.queries if "rate(" in q]
+    assert len(rates) == 5 and all("[20s]" in q for q in rates)
+    assert not any("[60s]" in q or "[1m]" in q for q in prom.queries)
