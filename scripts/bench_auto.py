@@ -175,7 +175,8 @@ async def run_phases(state: Path, schedule: tuple[Phase, ...]) -> dict[str, list
     async with aiohttp.ClientSession(timeout=timeout, connector=limits) as session:
         for phase in schedule:
             print(
-                f"== {phase.name}: {phase.users} users per arm, {phase.kind} prompts, "
+                f"== {time.strftime('%H:%M:%SZ', time.gmtime())} {phase.name}: "
+                f"{phase.users} users per arm, {phase.kind} prompts, "
                 f"{phase.seconds:.0f}s ({phase.seconds * TIME_SCALE:.0f}s modelled)",
                 file=sys.stderr,
                 flush=True,
