@@ -1,0 +1,96 @@
+"""The signal window through a real Prometheus: a TTFT spike leaves a short window's quantile
+once the spike is older than the window, while the default minute still reports it.
+
+The engine's exporter is ours (a loopback server exposing SGLang's TTFT histogram whose counts
+grow with the clock: 4 s of slow first tokens, then fast ones); Prometheus scrapes it every
+second and the operator's ``SignalCache`` reads it with its grouped queries."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from specserver_operator.signals import SignalCache, query
+
+#: Requests per second the exporter counts; the first SLOW_S seconds take 8 s to first token.
+RATE, SLOW_S = 10, 4.0
+
+
+class Exporter:
+    """``/metrics`` with ``sglang:time_to_first_token_seconds`` and ``num_running_reqs``."""
+
+    def __init__(self) -> None:
+        self.start: float | None = None
+        owner = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body = owner.exposition().encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *_: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def exposition(self) -> str:
+        elapsed = 0.0 if self.start is None else time.monotonic() - self.start
+        slow = int(RATE * min(elapsed, SLOW_S))
+        fast = int(RATE * max(0.0, elapsed - SLOW_S))
+        name = "sglang:time_to_first_token_seconds"
+        return (
+            f"# TYPE {name} histogram\n"
+            f'{name}_bucket{{le="1.0"}} {fast}\n'
+            f'{name}_bucket{{le="10.0"}} {fast + slow}\n'
+            f'{name}_bucket{{le="+Inf"}} {fast + slow}\n'
+            f"{name}_sum {fast * 0.5 + slow * 8.0}\n"
+            f"{name}_count {fast + slow}\n"
+            "# TYPE sglang:num_running_reqs gauge\n"
+            "sglang:num_running_reqs 4\n"
+        )
+
+
+@pytest.fixture
+def exporter() -> Iterator[Exporter]:
+    server = Exporter()
+    yield server
+    server.server.shutdown()
+    server.server.server_close()
+
+
+def test_a_ttft_spike_leaves_a_short_window_and_stays_in_the_minute(
+    prom: Any, exporter: Exporter
+) -> None:
+    labels = {"namespace": "llm", "specserver": "window"}
+    prom.write_targets([{"targets": [f"127.0.0.1:{exporter.port}"], "labels": labels}])
+    try:
+        deadline = time.monotonic() + 30
+        while not query(prom.url, 'sglang:num_running_reqs{specserver="window"}'):
+            assert time.monotonic() < deadline, "Prometheus never scraped the exporter"
+            time.sleep(0.5)
+        exporter.start = time.monotonic()
+        # The spike (4 s), then 10 s of window, 1 s of scrape and 3 s of margin.
+        time.sleep(SLOW_S + 10 + 4)
+        short = SignalCache(prom.url, min_interval_s=0, allowed=(prom.url,), window_s=10)
+        minute = SignalCache(prom.url, min_interval_s=0, allowed=(prom.url,), window_s=60)
+        short.refresh()
+        minute.refresh()
+        assert short.last_error is None and minute.last_error is None
+        fresh, held = short.get("llm", "window"), minute.get("llm", "window")
+        assert fresh is not None and held is not None
+        # The last slow first token is 14 s old: outside 10 s, inside the minute.
+        assert fresh.ttft_p99_s is not None and fresh.ttft_p99_s <= 1.0
+        assert held.ttft_p99_s is not None and held.ttft_p99_s > 5.0
+    finally:
+        prom.write_targets([])
