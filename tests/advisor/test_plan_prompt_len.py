@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+from test_plan_cli import L4_ARGS
 
 from specserver_advisor.cli import main
 from specserver_advisor.plan_command import prompt_mix
@@ -21,18 +22,7 @@ QWEN = [
     "Qwen/Qwen3-8B",
     "--draft",
     "Tengyunw/qwen3_8b_eagle3",
-    "--gpu",
-    "L4",
-    "--steps",
-    "3",
-    "--topk",
-    "1",
-    "--draft-tokens",
-    "4",
-    "--accept-length",
-    "2.73",
-    "--mem-fraction-static",
-    "0.85",
+    *L4_ARGS,
     "--concurrency",
     "1,4,8",
 ]
