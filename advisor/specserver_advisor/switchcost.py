@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from specserver_advisor.models import AutoSpeculation, SwitchStrategy
 
 if TYPE_CHECKING:
-    from specserver_advisor.policy import PolicyState
+    from specserver_advisor.policy_model import PolicyState
 
 
 def switch_keeps_serving(policy: AutoSpeculation) -> bool:
