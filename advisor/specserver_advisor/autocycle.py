@@ -4,7 +4,9 @@ The operator keeps the policy state in the SpecServer status as JSON and reloads
 that round trip is part of the decision (readings that moved nothing material and learned bands
 younger than ``BANDS_PERSIST_S`` are not stored, so the next cycle does not see them). The
 operator's autopilot and ``specserver-advisor replay`` both call ``evaluate``, so replay shows the
-decisions the controller makes on the same signals.
+decisions the controller makes on the same signals. While a switch is under way the operator
+(and fleetsim) call ``reconsider`` instead: it cancels a switch whose reason ended before the
+new engine is Ready, where the old mode still serves.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from specserver_advisor.policy import (
     PolicyState,
     decide,
 )
+from specserver_advisor.policy_model import finite_or_none
+from specserver_advisor.switchcost import cancel_reason
 
 #: Learned band scores are persisted at most this often (they move every cycle).
 BANDS_PERSIST_S = 300.0
@@ -132,4 +136,58 @@ def evaluate(
         seen = copy.copy(obs)
         seen.ts, seen.mode = now, running or state.mode
     decision, state = decide(seen, state, policy, ctx, spec_mode=spec_mode, paused=paused)
+    return decision, state, persisted(state, stored, now)
+
+
+def reconsider(
+    obs: Observation | None,
+    stored: str | None,
+    target: str,
+    switch_reason: str,
+    started: float,
+    now: float,
+    policy: AutoSpeculation,
+    ctx: PolicyContext,
+) -> tuple[Decision, PolicyState, str] | None:
+    """Cancel the switch under way to ``target`` ("on"/"off"), or None to follow it on.
+
+    Asked each cycle while the new engine is not Ready yet, with the newest observation (read
+    from the old mode, which still serves: ``switchcost.cancel_reason`` says when, and only
+    under a strategy that keeps it serving). A reading older than the switch or than
+    ``staleAfterSeconds`` cancels nothing. On a cancel: a decision back to the previous mode
+    (reason ``SwitchCancelled``, the cause in ``inputs["cause"]``), the state in that mode and
+    the state JSON to store. The cancelled switch stays in ``switch_times`` and
+    ``last_switch``: it counts in the hourly budget (its standby took GPU time) and the dwell
+    runs from its decision, as for a switch that landed. Pure; ``stored`` is not modified.
+    """
+    if obs is None or obs.age_s is None or obs.age_s > policy.stale_after_seconds:
+        return None
+    if now - obs.age_s < started:
+        return None  # read before the switch was decided
+    inputs: dict[str, Any] = {
+        k: finite_or_none(getattr(obs, k))
+        for k in ("accept_length", "ttft_p99_s", "running", "queued", "output_tok_s", "age_s")
+    }
+    if inputs["running"] is None or inputs["queued"] is None:
+        return None
+    inputs["load"] = inputs["running"] + inputs["queued"]
+    old = OFF if target == ON else ON
+    state = load_state(stored, old)
+    measured = inputs["accept_length"] if old == ON else None
+    expected = (measured if measured and measured >= 1 else None) or state.last_accept
+    crossover = ctx.crossover(expected or ctx.prior_accept)
+    cause = cancel_reason(target, switch_reason, inputs, policy, crossover)
+    if cause is None:
+        return None
+    state.mode, state.mode_since = old, now
+    state.disable_breaches = state.enable_passes = state.queue_growth = 0
+    state.exploring = False
+    inputs["cause"] = cause
+    thresholds = {
+        "crossover": crossover,
+        "dead_band": policy.dead_band,
+        "ttft_p99_slo_s": policy.ttft_p99_slo_seconds,
+    }
+    action = "enable" if old == ON else "disable"
+    decision = Decision(now, action, "SwitchCancelled", old, inputs, thresholds)
     return decision, state, persisted(state, stored, now)

@@ -18,15 +18,16 @@ deterministic.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from specserver_advisor.autocycle import evaluate, load_state, persisted
+from specserver_advisor.autocycle import evaluate, load_state, persisted, reconsider
 from specserver_advisor.fleetsim_model import (
     ON_ADAPTIVE,
     STARTUP_S,
     SWITCH_TICKS,
     TICK_S,
+    Tick,
     TickResult,
     Trace,
     base_plan,
@@ -59,8 +60,13 @@ class AutoRun:
     results: list[TickResult]
     switches: int
     state: PolicyState
-    #: GPU-seconds both engines ran side by side (a switch that keeps the old mode serving).
+    #: GPU-seconds both engines ran side by side (a switch that keeps the old mode serving),
+    #: counting only the ticks a cancelled switch's standby ran.
     switch_gpu_s: float = 0.0
+    #: Switches cancelled before the new engine was Ready (``autocycle.reconsider``).
+    cancelled: int = 0
+    #: The first tick each landed switch's new mode served.
+    landed_at: list[int] = field(default_factory=list)
 
 
 def run_auto(
@@ -77,8 +83,9 @@ def run_auto(
     A switch takes ``SWITCH_TICKS`` ticks, priced by ``policy.switch_strategy``: the replica is
     down (Recreate) or the old mode keeps serving (BlueGreen, RollingUpdate). A RollingUpdate
     without ``spare_gpu`` never lands: the old mode serves until ``switchTimeoutSeconds``, then
-    the operator rolls the switch back. While a switch is under way the policy is not asked, as
-    the operator follows the switch instead.
+    the operator rolls the switch back. While a switch that keeps the old mode serving is under
+    way the policy is asked each tick, as the operator asks it, whether to cancel it
+    (``autocycle.reconsider``); a cancelled switch stops, the old mode serving on.
     """
     ctx = policy_context(base_plan(gpu), policy)
     ctx.engine_adapts_steps = on_engine == ON_ADAPTIVE
@@ -88,38 +95,62 @@ def run_auto(
     state, mode, old, switch_left = PolicyState(mode=ON), ON, ON, 0
     stored: str | None = None
     results: list[TickResult] = []
-    switches = 0
+    switches = cancelled = 0
+    landed_at: list[int] = []
+    gpu_s = started = 0.0
+    reason = ""
     for i, tick in enumerate(trace.ticks):
+        now = (i + 1) * TICK_S
         engine = on_engine if mode == ON else OFF
         if switch_left:
             switch_left -= 1
-            if serves:
-                results.append(serve(tick, on_engine if old == ON else OFF, 0.0, policy, gpu))
-            else:
+            if not serves:
                 results.append(serve(tick, engine, TICK_S, policy, gpu))
-            if not switch_left and not lands:
-                mode = old
-                state, stored = _rolled_back(stored, mode, (i + 1) * TICK_S)
+                continue
+            serving = on_engine if old == ON else OFF
+            result = serve(tick, serving, 0.0, policy, gpu)
+            results.append(result)
+            if lands:
+                gpu_s += TICK_S  # the standby ran this tick
+            if not switch_left:
+                if lands:
+                    landed_at.append(i + 1)
+                else:
+                    mode = old
+                    state, stored = _rolled_back(stored, mode, now)
+                continue
+            # The operator asks the policy each cycle whether the switch should be cancelled.
+            obs = _observation(tick, result, serving, old, gpu)
+            cancel = reconsider(obs, stored, mode, reason, started, now, policy, ctx)
+            if cancel is not None:
+                _, state, stored = cancel
+                mode, switch_left = old, 0
+                cancelled += 1
             continue
         result = serve(tick, engine, 0.0, policy, gpu)
         results.append(result)
-        p = predict_tick(tick.concurrency, tick.accept_length, engine, gpu)
-        obs = Observation(
-            ts=0.0,
-            accept_length=tick.accept_length if mode == ON else None,
-            ttft_p99_s=result.ttft_p99_s,
-            running=p.running,
-            queued=p.queued,
-            output_tok_s=result.tok_s,
-            age_s=5.0,
-        )
+        obs = _observation(tick, result, engine, mode, gpu)
         # The operator's own evaluation, state stored and reloaded as JSON between cycles.
-        decision, state, stored = evaluate(obs, stored, mode, (i + 1) * TICK_S, policy, ctx)
+        decision, state, stored = evaluate(obs, stored, mode, now, policy, ctx)
         if decision.action != "keep":
             old, mode, switch_left = mode, state.mode, wait
+            started, reason = now, decision.reason
             switches += 1
-    gpu_s = switches * STARTUP_S if serves and lands else 0.0
-    return AutoRun(results, switches, state, gpu_s)
+    return AutoRun(results, switches, state, gpu_s, cancelled, landed_at)
+
+
+def _observation(tick: Tick, result: TickResult, engine: str, mode: str, gpu: str) -> Observation:
+    """What the operator reads after a tick served by ``engine`` (in policy mode ``mode``)."""
+    p = predict_tick(tick.concurrency, tick.accept_length, engine, gpu)
+    return Observation(
+        ts=0.0,
+        accept_length=tick.accept_length if mode == ON else None,
+        ttft_p99_s=result.ttft_p99_s,
+        running=p.running,
+        queued=p.queued,
+        output_tok_s=result.tok_s,
+        age_s=5.0,
+    )
 
 
 def _rolled_back(stored: str | None, mode: str, now: float) -> tuple[PolicyState, str]:
@@ -189,6 +220,7 @@ def simulate(
                 "goodput": {k: round(v, 1) for k, v in goodput.items()},
                 "p99_ttft_s": {k: round(_p99(res), 2) for k, (res, _) in runs.items()},
                 "switches_per_hour": round(auto.switches / trace.hours, 2),
+                "cancelled_switches_per_hour": round(auto.cancelled / trace.hours, 2),
                 "oracle_switches_per_hour": round(runs["oracle"][1] / trace.hours, 2),
                 "paid_oracle_switches_per_hour": round(paid_switches / trace.hours, 2),
                 # Both engines' GPUs during a switch that keeps the old mode serving.

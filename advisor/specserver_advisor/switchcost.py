@@ -4,19 +4,18 @@ Recreate restarts the engine: the replica serves nothing until the new one is Re
 overload is confirmed over ``disableAfterBreaches`` evaluations. BlueGreen and RollingUpdate
 keep the old mode serving meanwhile: a switch costs no downtime, only the new engine's GPU
 time, so an overload is confirmed sooner and a switch that landed after its overload ended is
-undone at once. Pure; called by ``policy.decide``.
+undone at once, and a switch whose reason ended before the new engine is Ready is cancelled
+(``cancel_reason``). Pure; called by ``policy.decide`` and ``autocycle.reconsider``.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from typing import TYPE_CHECKING
+from typing import Any
 
 from specserver_advisor.models import AutoSpeculation, SwitchStrategy
-
-if TYPE_CHECKING:
-    from specserver_advisor.policy_model import PolicyState
+from specserver_advisor.policy_model import OFF, ON, PolicyState
 
 
 def switch_keeps_serving(policy: AutoSpeculation) -> bool:
@@ -60,3 +59,41 @@ def overload_ended(state: PolicyState, policy: AutoSpeculation, now: float, load
         and state.last_switch is not None
         and now - state.last_switch < policy.min_dwell_seconds
     )
+
+
+#: Switches decided on load alone, per target mode: speculation off for an overload, on for a
+#: low load. Only these end when the load does (an exploration, a measured loss, low acceptance
+#: or a manual mode do not).
+LOAD_SWITCHES = {
+    OFF: ("TTFTSLOBreached", "QueueBuilding", "LoadAboveCrossover"),
+    ON: ("LoadBelowCrossover", "OverloadEnded"),
+}
+
+
+def cancel_reason(
+    target: str,
+    switch_reason: str,
+    inputs: dict[str, Any],
+    policy: AutoSpeculation,
+    crossover: float,
+) -> str | None:
+    """Why a switch under way should be cancelled before its new engine is Ready, or None.
+
+    Only where the old mode still serves (BlueGreen, RollingUpdate: cancelling costs nothing
+    but the standby's GPU time so far; under Recreate the old engine is already gone), and only
+    a switch decided on load: ``OverloadEnded`` for a switch off whose overload is over (load,
+    measured in the old mode, back below the crossover less the dead band, nothing queued, TTFT
+    within its SLO; the same test as ``LoadBelowCrossover``), ``OverloadReturned`` for a switch
+    on whose low load ended (TTFT over its SLO with requests queued, or load above the crossover
+    plus the dead band). Not with no load at all (nothing served: the switch is not wrong yet).
+    ``inputs``: ``load``, ``queued`` and ``ttft_p99_s`` as ``policy.decide`` reads them.
+    """
+    if not switch_keeps_serving(policy) or switch_reason not in LOAD_SWITCHES.get(target, ()):
+        return None
+    load, queued, ttft = inputs["load"], inputs["queued"], inputs["ttft_p99_s"]
+    within_slo = ttft is None or ttft <= policy.ttft_p99_slo_seconds
+    if target == OFF:
+        below = 0 < load < crossover * (1 - policy.dead_band)
+        return "OverloadEnded" if below and queued == 0 and within_slo else None
+    over = (queued > 0 and not within_slo) or load > crossover * (1 + policy.dead_band)
+    return "OverloadReturned" if over else None
