@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from specserver_advisor.autocycle import evaluate, load_state, persisted
+from specserver_advisor.autocycle import evaluate, load_state, persisted, reconsider
 from specserver_advisor.autocycle import round_significant as _round
 from specserver_advisor.models import MAX_LEDGER_ENTRIES, AutoSpeculation, SpecServerSpec
 from specserver_advisor.policy import OFF, ON, Decision, Observation, PolicyContext, PolicyState
@@ -36,7 +36,7 @@ class AutoStep:
     status: dict[str, Any] = field(default_factory=dict)
     decision: Decision | None = None
     events: list[tuple[str, str, str]] = field(default_factory=list)
-    switch_result: str | None = None  # "completed" | "failed"
+    switch_result: str | None = None  # "completed" | "failed" | "cancelled"
     #: (status, reason, message) of MetricsAvailable; None while a switch is followed.
     metrics_condition: tuple[str, str, str] | None = None
 
@@ -122,7 +122,8 @@ def auto_step(
     switch = status.get("switch")
     if switch:
         state = load_state(policystate.to_advisor(status.get("policyState")), running)
-        return _follow_switch(status, state, switch, policy, running, engine_ready, now)
+        followed = _follow_switch(status, state, switch, policy, running, engine_ready, now)
+        return followed or _cancel_switch(status, switch, policy, obs, ctx, now)
     if obs is None:
         why = (
             (
@@ -211,7 +212,8 @@ def _follow_switch(
     running: str | None,
     engine_ready: bool,
     now: float,
-) -> AutoStep:
+) -> AutoStep | None:
+    """The switch completed, or failed (not Ready in time: rolled back); None: neither yet."""
     target = switch["target"]
     want = "on" if target == "On" else "off"
     if running == want and engine_ready:
@@ -250,4 +252,45 @@ def _follow_switch(
             )
         )
         return step
-    return AutoStep(speculative=want == "on")
+    return None
+
+
+def _cancel_switch(
+    status: dict[str, Any],
+    switch: dict[str, Any],
+    policy: AutoSpeculation,
+    obs: Observation | None,
+    ctx: PolicyContext,
+    now: float,
+) -> AutoStep:
+    """Cancel the switch under way when the policy says its reason ended (the old mode still
+    serves: BlueGreen's Service has not moved, a RollingUpdate's surge pod is not Ready;
+    ``autocycle.reconsider``, the call fleetsim makes); otherwise keep following it.
+
+    A cancel renders the previous mode again: BlueGreen's standby is scaled back to zero with
+    the Service still on the old mode (``bluegreen.plan``), a RollingUpdate goes back to the old
+    pod template. It stays in the hourly switch budget.
+    """
+    want = "on" if switch["target"] == "On" else "off"
+    stored = policystate.to_advisor(status.get("policyState"))
+    started = parse_time(switch["startedAt"])
+    cancel = reconsider(obs, stored, want, switch["reason"], started, now, policy, ctx)
+    if cancel is None:
+        return AutoStep(speculative=want == "on")
+    decision, state, new_stored = cancel
+    back = "On" if state.mode == ON else "Off"
+    step = AutoStep(speculative=state.mode == ON, switch_result="cancelled", decision=decision)
+    step.status["switch"] = None
+    step.status["policyState"] = policystate.to_status(new_stored)
+    why = f"{decision.inputs['cause']}: {_summary(decision)}"
+    step.status["decisions"] = _ledger(status, decision, state.mode, why)
+    step.status["lastDecisionReason"] = decision.reason
+    step.events.append(
+        (
+            "Normal",
+            "SwitchCancelled",
+            f"switch to speculation {want} ({switch['reason']}) cancelled after "
+            f"{now - started:.0f}s, before its engine was Ready; {back} kept serving ({why})",
+        )
+    )
+    return step

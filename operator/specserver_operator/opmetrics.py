@@ -44,7 +44,7 @@ QUERY_ERRORS = Counter(
 )
 SWITCHES = Counter(
     "specserver_switches",
-    "Completed speculation switches.",
+    "Speculation switches that ended, by result (completed, failed, cancelled).",
     ["namespace", "specserver", "result"],
     registry=REGISTRY,
 )
