@@ -35,8 +35,8 @@ def seen(load: int, accept: float | None = 2.7) -> Observation:
 
 
 class Operator:
-    """Evaluations every 30 s as the operator makes them; while a switch is under way (90 s)
-    the operator follows it and does not ask the policy."""
+    """Evaluations every 30 s as the operator makes them; a switch lands 90 s after it is
+    decided (the signals here give no reason to cancel one: that is test_switch_cancel.py)."""
 
     def __init__(self, strategy: SwitchStrategy, **fields: object) -> None:
         self.policy = AutoSpeculation.model_validate({"switchStrategy": strategy, **fields})
