@@ -36,7 +36,8 @@ def seen(load: int, accept: float | None = 2.7) -> Observation:
 
 class Operator:
     """Evaluations every 30 s as the operator makes them; a switch lands 90 s after it is
-    decided (the signals here give no reason to cancel one: that is test_switch_cancel.py)."""
+    decided (the signals here give no reason to cancel one; cancels are in
+    test_policy_switch_cancel.py)."""
 
     def __init__(self, strategy: SwitchStrategy, **fields: object) -> None:
         self.policy = AutoSpeculation.model_validate({"switchStrategy": strategy, **fields})
