@@ -123,7 +123,11 @@ def auto_step(
     if switch:
         state = load_state(policystate.to_advisor(status.get("policyState")), running)
         followed = _follow_switch(status, state, switch, policy, running, engine_ready, now)
-        return followed or _cancel_switch(status, switch, policy, obs, ctx, now)
+        if followed is not None:
+            return followed
+        if paused:  # the policy makes no decision while paused, a cancel included
+            return AutoStep(speculative=switch["target"] == "On")
+        return _cancel_switch(status, switch, policy, obs, ctx, now)
     if obs is None:
         why = (
             (

@@ -86,6 +86,18 @@ def test_a_bluegreen_switch_whose_overload_holds_is_followed() -> None:
     assert store.selector()["specserver.io/mode"] == "off" and "switch" not in store.status
 
 
+def test_a_paused_policy_cancels_nothing() -> None:
+    paused = copy.deepcopy(AUTO_BLUE_GREEN)
+    paused["metadata"]["annotations"] = {"specserver.io/pause-auto-speculation": "true"}
+    store = Store()
+    cycle(store, AUTO_BLUE_GREEN, STEADY, 1000)
+    store.ready_deployments.add("x-on")
+    cycle(store, AUTO_BLUE_GREEN, OVERLOAD, 1010)
+    out = cycle(store, paused, STEADY, 1015)
+    assert "SwitchCancelled" not in reasons(out)
+    assert store.status["switch"]["target"] == "Off" and store.replicas("x-off") == 1
+
+
 def test_a_recreate_switch_is_not_cancelled() -> None:
     """Recreate already stopped the old engine: the switch is followed to its end."""
     client = FakeClient()
