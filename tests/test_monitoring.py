@@ -120,6 +120,12 @@ tests:
         values: '0 0 1 1 1'
       - series: 'specserver_switches_total{namespace="llm",specserver="b",result="completed"}'
         values: '0 1 2 3 4 4'
+      - series: 'specserver_switches_total{namespace="llm",specserver="g",result="completed"}'
+        values: '0 1 1 2 2 2'
+      - series: 'specserver_switches_total{namespace="llm",specserver="g",result="cancelled"}'
+        values: '0 0 1 1 2 2'
+      - series: 'specserver_switches_total{namespace="llm",specserver="h",result="failed"}'
+        values: '0 1 2 3 4 4'
       - series: 'specserver_ready{namespace="llm",specserver="c"}'
         values: '0x20'
       - series: 'specserver_ready{namespace="llm",specserver="a"}'
@@ -136,9 +142,11 @@ tests:
         values: '0+1x20'
     alert_rule_test:
       - {eval_time: 5m, alertname: SpecServerSwitchFailed,
-         exp_alerts: [{exp_labels: {severity: warning, namespace: llm, specserver: a}}]}
+         exp_alerts: [{exp_labels: {severity: warning, namespace: llm, specserver: a}},
+                      {exp_labels: {severity: warning, namespace: llm, specserver: h}}]}
       - {eval_time: 5m, alertname: SpecServerFlapping,
-         exp_alerts: [{exp_labels: {severity: warning, namespace: llm, specserver: b}}]}
+         exp_alerts: [{exp_labels: {severity: warning, namespace: llm, specserver: b}},
+                      {exp_labels: {severity: warning, namespace: llm, specserver: g}}]}
       - {eval_time: 16m, alertname: SpecServerEngineNotReady,
          exp_alerts: [{exp_labels: {severity: warning, namespace: llm, specserver: c}}]}
       - {eval_time: 16m, alertname: SpecServerAcceptLengthCollapsed,
