@@ -8,6 +8,10 @@ one watchdog thread shuts down the socket of any call still in flight at its dea
 blocked on it then fails at once and the call raises ``ApiError`` saying the deadline passed
 (transient, like an unreachable API server: the next cycle tries again).
 
+``Watchdog.within`` shortens the deadline of every call a block of code makes on its thread
+to one end for the whole block: the Lease elector's round (a read, then a write) must end well
+inside the lease, not after the 60 s any other call may take (leader.py).
+
 The watchdog thread sleeps while no call is in flight and looks every ``TICK_S`` while one is;
 a call costs a lock and two dict operations.
 """
@@ -35,6 +39,8 @@ class Call:
     """One API call in flight: its deadline and the connection it uses (once it has one)."""
 
     deadline: float
+    #: seconds from its start to its deadline (what an expired call says it was given)
+    budget_s: float
     connection: HTTPConnection | None = None
     expired: bool = False
 
@@ -51,8 +57,14 @@ class Watchdog:
 
     @contextlib.contextmanager
     def call(self, budget_s: float) -> Iterator[Call]:
-        """Run one API call on this thread within ``budget_s`` seconds in all."""
-        call = Call(time.monotonic() + budget_s)
+        """Run one API call on this thread within ``budget_s`` seconds in all (less when a
+        ``within`` block around it ends sooner)."""
+        now = time.monotonic()
+        deadline = now + budget_s
+        block_end: float | None = getattr(self.local, "block_end", None)
+        if block_end is not None:
+            deadline = min(deadline, block_end)
+        call = Call(deadline, max(0.0, deadline - now))
         key = next(self.ids)
         with self.lock:
             self.calls[key] = call
@@ -70,6 +82,18 @@ class Watchdog:
             self.local.call = None
             with self.lock:
                 self.calls.pop(key, None)
+
+    @contextlib.contextmanager
+    def within(self, budget_s: float) -> Iterator[None]:
+        """Every API call this thread makes inside the block ends by ``budget_s`` seconds from
+        now (nested blocks: the earliest end holds)."""
+        outer: float | None = getattr(self.local, "block_end", None)
+        end = time.monotonic() + budget_s
+        self.local.block_end = end if outer is None else min(end, outer)
+        try:
+            yield
+        finally:
+            self.local.block_end = outer
 
     def attach(self, connection: HTTPConnection) -> None:
         """The calling thread's call uses ``connection`` (its socket is the one to shut)."""

@@ -276,7 +276,7 @@ class KubeClient:
             except urllib3.exceptions.HTTPError as exc:
                 if call.expired:
                     raise ApiError(
-                        f"{what}: no complete answer within {self.deadline_s:g}s"
+                        f"{what}: no complete answer within {round(call.budget_s, 1):g}s"
                     ) from exc
                 raise ApiError(f"{what}: API server unreachable: {exc}") from exc
         if resp.status == 404:

@@ -7,6 +7,14 @@ by when *this* replica last saw the Lease change (its own clock), never by compa
 holder's timestamps with ours, so clock skew between nodes cannot make two leaders. Writes
 carry the Lease's resourceVersion: two candidates racing for an expired Lease cannot both win.
 
+A round's Lease calls together get a fifth of the lease (``round_deadline_s``, 3 s of 15 s),
+not the 60 s any other API call may take: an API server that stalls the round costs the leader
+that one renewal (the next cycle renews before the Lease expires for the standbys), costs a
+standby one try at taking over, and never holds the cycle thread (or a writer thread waiting on
+the elector's lock) for a minute. A leader that cannot renew stops writing on its own clock:
+``leading()`` is false from two thirds of the lease after its last successful round began,
+whether or not a round is still in flight.
+
 A replica whose identity may not read or write the Lease (403) can never lead: it says so once,
 naming the Lease, its namespace and the missing verb (``forbidden``, also on ``/healthz`` and as
 ``specserver_lease_forbidden``), and once more when the right is back.
@@ -24,6 +32,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from specserver_operator import calldeadline
 from specserver_operator.client import ApiError, KubeClient, NotFoundError
 from specserver_operator.opmetrics import LEASE_FORBIDDEN
 
@@ -75,6 +84,17 @@ class Elector:
     def leading(self) -> bool:
         return time.monotonic() < self.leading_until
 
+    def round_deadline_s(self) -> float:
+        """Seconds one round's Lease calls may take in all: a fifth of the lease.
+
+        A round is a read and at most one write. The leader renews every cycle (5 s) and counts
+        on leading for two thirds of the lease after a round began; the standbys take over a
+        whole lease after the last renewal. A round cut off after a fifth (3 s of 15 s) leaves
+        the next cycle's round time to renew before the lease runs out, so one stalled round
+        costs one renewal, not the leadership (two stalled rounds in a row may cost it).
+        """
+        return self.lease_s / 5
+
     def _record(self, holder: str | None) -> dict[str, Any]:
         now = _micro_time()
         return {
@@ -90,7 +110,8 @@ class Elector:
             started = time.monotonic()
             self.answered = True
             try:
-                won = self._round(started)
+                with calldeadline.WATCHDOG.within(self.round_deadline_s()):
+                    won = self._round(started)
             except ApiError as exc:
                 if exc.status == 403:
                     self._refused(exc)
@@ -169,10 +190,11 @@ class Elector:
                 return
             self.leading_until = 0.0
             try:
-                lease = self.client.get_lease(self.namespace, self.name)
-                spec = (lease or {}).get("spec") or {}
-                if lease is not None and spec.get("holderIdentity") == self.identity:
-                    spec = {**spec, "holderIdentity": None, "leaseDurationSeconds": 1}
-                    self.client.replace_lease(self.namespace, {**lease, "spec": spec})
+                with calldeadline.WATCHDOG.within(self.round_deadline_s()):
+                    lease = self.client.get_lease(self.namespace, self.name)
+                    spec = (lease or {}).get("spec") or {}
+                    if lease is not None and spec.get("holderIdentity") == self.identity:
+                        spec = {**spec, "holderIdentity": None, "leaseDurationSeconds": 1}
+                        self.client.replace_lease(self.namespace, {**lease, "spec": spec})
             except (ApiError, NotFoundError) as exc:
                 log.warning("lease not released: %s", exc)

@@ -1,25 +1,28 @@
-"""Every API call has one total deadline (client.py, calldeadline.py), not a timeout per read.
+"""Every API call has one total deadline (client.py, calldeadline.py), not a timeout per read,
+and the Lease elector's calls a shorter one, derived from the lease (leader.py).
 
-The operator's client reaches the real apiserver through a loopback TCP relay that, when told
-to, passes the apiserver's bytes back one at a time every few hundredths of a second: each read
-gets its byte long before any per-read timeout, so without a total deadline one call (TLS
-handshake and answer, a few kilobytes) would take minutes."""
+The operator's client reaches the real apiserver through a loopback TCP relay (relays.py) that,
+when told to, passes the apiserver's bytes back one at a time every few hundredths of a second:
+each read gets its byte long before any per-read timeout, so without a total deadline one call
+(TLS handshake and answer, a few kilobytes) would take minutes. Or it stalls: no byte at all."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import socket
+import json
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlparse
 
 import kopf
 import pytest
+from relays import PROMPT, STALL, Relay, drip
 
 from conftest import KubeHandle
-from specserver_operator.client import ApiError, Connection, KubeClient
+from specserver_operator.client import CALL_DEADLINE_S, ApiError, Connection, KubeClient
+from specserver_operator.leader import LEASE_NAME, Elector
 
 pytestmark = pytest.mark.cluster
 
@@ -28,86 +31,41 @@ DRIP_S = 0.05
 DEADLINE_S = 2.0
 
 
-class DripRelay:
-    """A loopback TCP relay to ``host:port``; while ``dripping`` is set, the server's bytes go
-    back to the client one at a time, ``DRIP_S`` apart."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self.upstream = (host, port)
-        self.dripping = threading.Event()
-        self.stopped = threading.Event()
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.open: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        self.sock.settimeout(0.2)
-        while not self.stopped.is_set():
-            try:
-                client = self.sock.accept()[0]
-            except OSError:
-                continue
-            server = socket.create_connection(self.upstream, timeout=10)
-            self.open += [client, server]
-            threading.Thread(target=self._pump, args=(client, server, False), daemon=True).start()
-            threading.Thread(target=self._pump, args=(server, client, True), daemon=True).start()
-
-    def _pump(self, src: socket.socket, dst: socket.socket, back: bool) -> None:
-        src.settimeout(None)
-        try:
-            while not self.stopped.is_set():
-                data = src.recv(65536)
-                if not data:
-                    break
-                if not (back and self.dripping.is_set()):
-                    dst.sendall(data)
-                    continue
-                for i in range(len(data)):
-                    if self.stopped.wait(DRIP_S):
-                        return
-                    dst.sendall(data[i : i + 1])
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                with contextlib.suppress(OSError):
-                    s.shutdown(socket.SHUT_RDWR)
-
-    def close(self) -> None:
-        self.stopped.set()
-        for s in self.open:
-            s.close()
-        self.sock.close()
-
-
-def relayed_client(kube: KubeHandle, relay: DripRelay, monkeypatch: pytest.MonkeyPatch) -> Any:
+def relayed_client(
+    kube: KubeHandle, relay: Relay, monkeypatch: pytest.MonkeyPatch, deadline_s: float = DEADLINE_S
+) -> KubeClient:
     monkeypatch.setenv("KUBECONFIG", str(kube.kubeconfig))
     info = kopf.login_with_kubeconfig(settings=kopf.OperatorSettings())
     assert info is not None
     connection = Connection.from_kopf(info)
     client = KubeClient(dataclasses.replace(connection, server=f"https://127.0.0.1:{relay.port}"))
-    client.deadline_s = DEADLINE_S
+    client.deadline_s = deadline_s
     return client
 
 
-def dripped_call(client: KubeClient, namespace: str) -> tuple[Any, float]:
-    """One read through the dripping relay, on its own thread: (its answer or error, seconds)."""
+def timed(call: Callable[[], Any], wait_s: float) -> tuple[Any, float]:
+    """``call()`` on its own thread: (its answer or its ApiError, seconds it took)."""
     outcome: list[Any] = []
 
-    def call() -> None:
+    def run() -> None:
         started = time.monotonic()
         try:
-            outcome.append(client.get_configmap_data(namespace, "probe"))
+            outcome.append(call())
         except ApiError as exc:
             outcome.append(exc)
         outcome.append(time.monotonic() - started)
 
-    worker = threading.Thread(target=call, daemon=True)
+    worker = threading.Thread(target=run, daemon=True)
     worker.start()
-    worker.join(30)  # a dripped answer takes tens of seconds (a few hundred bytes at DRIP_S)
-    assert not worker.is_alive(), "the dripped call was still waiting after 30 s"
+    worker.join(wait_s)
+    assert not worker.is_alive(), f"the call was still waiting after {wait_s:g} s"
     return outcome[0], outcome[1]
+
+
+def dripped_call(client: KubeClient, namespace: str) -> tuple[Any, float]:
+    """One read through the dripping relay: (its answer or error, seconds). Without a total
+    deadline a dripped answer takes tens of seconds (a few hundred bytes at DRIP_S)."""
+    return timed(lambda: client.get_configmap_data(namespace, "probe"), 30)
 
 
 def test_a_dripping_api_server_is_cut_off_at_the_calls_deadline(
@@ -115,12 +73,12 @@ def test_a_dripping_api_server_is_cut_off_at_the_calls_deadline(
 ) -> None:
     kube.kubectl("-n", namespace, "create", "configmap", "probe", "--from-literal=k=v")
     server = urlparse(kube.server)
-    relay = DripRelay(server.hostname or "127.0.0.1", server.port or 443)
+    relay = Relay(server.hostname or "127.0.0.1", server.port or 443)
     try:
         client = relayed_client(kube, relay, monkeypatch)
         assert client.get_configmap_data(namespace, "probe") == {"k": "v"}  # the relay relays
         # The connection is open (kept in the pool): the answer itself is dripped.
-        relay.dripping.set()
+        relay.policy = drip(DRIP_S)
         error, took = dripped_call(client, namespace)
         assert isinstance(error, ApiError) and error.status == 0  # transient, as unreachable
         assert f"no complete answer within {DEADLINE_S:g}s" in str(error)
@@ -131,7 +89,43 @@ def test_a_dripping_api_server_is_cut_off_at_the_calls_deadline(
         assert isinstance(error, ApiError) and "no complete answer" in str(error)
         assert took < DEADLINE_S + 5
         # Answered promptly again: the same client works (the cut connection was dropped).
-        relay.dripping.clear()
+        relay.policy = PROMPT
         assert client.get_configmap_data(namespace, "probe") == {"k": "v"}
+    finally:
+        relay.close()
+
+
+def renew_time(kube: KubeHandle, namespace: str) -> tuple[str, str]:
+    """(holder, renewTime) of the operator's Lease, read straight from the apiserver."""
+    done = kube.kubectl("-n", namespace, "get", "lease", LEASE_NAME, "-o", "json")
+    spec = json.loads(done.stdout)["spec"]
+    return spec["holderIdentity"], spec["renewTime"]
+
+
+def test_a_stalled_lease_round_costs_one_renewal_not_the_calls_deadline(
+    kube: KubeHandle, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The elector's Lease calls end well inside the lease, not at the 60 s deadline of every
+    other call: a leader whose renewal the API server stalls gets its round back in time for
+    the next cycle's, still leads meanwhile, and renews once the API server answers."""
+    server = urlparse(kube.server)
+    relay = Relay(server.hostname or "127.0.0.1", server.port or 443)
+    try:
+        client = relayed_client(kube, relay, monkeypatch, deadline_s=CALL_DEADLINE_S)
+        elector = Elector(client, namespace=namespace, identity="relayed-leader")
+        assert elector.try_lead()
+        first = renew_time(kube, namespace)
+        assert first[0] == "relayed-leader"
+        relay.policy = STALL
+        leads, took = timed(elector.try_lead, elector.lease_s)
+        # Ended in time for the next cycle's round (every 5 s) to renew before the lease ends.
+        assert took < elector.lease_s / 3, took
+        assert leads is True  # the last renewal is younger than two thirds of the lease
+        assert renew_time(kube, namespace) == first  # the stalled round renewed nothing
+        relay.policy = PROMPT
+        leads, took = timed(elector.try_lead, elector.lease_s)
+        assert leads is True and took < 2
+        holder, renewed = renew_time(kube, namespace)
+        assert holder == "relayed-leader" and renewed > first[1]
     finally:
         relay.close()
