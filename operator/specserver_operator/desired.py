@@ -29,8 +29,8 @@ from specserver_advisor.modelshape import ConfigShapeError
 from specserver_advisor.policy import Observation, PolicyContext
 from specserver_operator import children, podpolicy
 from specserver_operator import conditions as cond
+from specserver_operator.apibodies import applied_hash
 from specserver_operator.autopilot import PAUSE_ANNOTATION, AutoStep, auto_step
-from specserver_operator.client import applied_hash
 from specserver_operator.configsource import ModelConfigs
 from specserver_operator.drift import drift
 from specserver_operator.drift import replicas as live_replicas

@@ -11,8 +11,8 @@ anything the watch (or our own write) said about it after the LIST began: such a
 what the cache holds, and one deleted meanwhile stays deleted (a resync never resurrects a child
 deleted while it ran, which would hide the deletion until the next resync).
 
-Every string of a cached object is interned (``client.compact``; a LIST's objects come so from
-the client, page by page): a thousand SpecServers repeat the same keys, reasons and messages,
+Every string of a cached object is interned (``apiobjects.compact``; a LIST's objects come so
+from the client, page by page): a thousand SpecServers repeat the same keys, reasons and messages,
 and one copy of each takes about half the memory of a thousand (the cache of a SpecServer with
 its Deployment and Service: ~27 KB -> ~12 KB).
 """
@@ -24,7 +24,7 @@ import time
 from typing import Any
 
 from specserver_advisor.models import KIND
-from specserver_operator.client import compact, slim
+from specserver_operator.apiobjects import compact, slim
 
 Key = tuple[str, str, str]  # (kind, namespace, name)
 RESYNC_S = 300.0
