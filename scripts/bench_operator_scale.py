@@ -30,6 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
 import devcluster  # noqa: E402
 import devprom  # noqa: E402
+import specserverdocs  # noqa: E402
 from specserver_advisor.promql import signal_queries  # noqa: E402
 from specserver_engine.ports import free_loopback_port  # noqa: E402
 from specserver_engine.simmetrics import ITL_BUCKETS, TTFT_BUCKETS  # noqa: E402
@@ -41,26 +42,9 @@ TARGETS = {"cpu_s_per_cycle": 1.0, "writes_per_cycle_steady": 0.0, "rss_mb": 140
 
 
 def specserver(i: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "specserver.io/v1alpha1",
-        "kind": "SpecServer",
-        "metadata": {"name": f"s{i:04d}", "namespace": NAMESPACE},
-        "spec": {
-            "model": {"path": "Qwen/Qwen3-8B"},
-            "draft": {"path": "Tengyunw/qwen3_8b_eagle3"},
-            "speculative": {
-                "algorithm": "EAGLE3",
-                "numSteps": 3,
-                "eagleTopk": 1,
-                "numDraftTokens": 4,
-            },
-            "mode": "Auto",
-            "engine": {"memFractionStatic": 0.85},
-            "resources": {"gpus": 1, "gpuType": "L4"},
-            # Evaluated every cycle, so each measured cycle runs the policy for every object.
-            "autoSpeculation": {"evaluationIntervalSeconds": 5, "staleAfterSeconds": 60},
-        },
-    }
+    """The i-th SpecServer: the demo's EAGLE3 Auto document, evaluated every cycle (5 s), so each
+    measured cycle runs the policy for every object."""
+    return specserverdocs.eagle3_auto(f"s{i:04d}", NAMESPACE, staleAfterSeconds=60)
 
 
 def _histogram(name: str, labels: str, buckets: tuple[float, ...], cdf: Any, count: float) -> str:

@@ -31,6 +31,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
 import devcluster  # noqa: E402
 import devprom  # noqa: E402
+import specserverdocs  # noqa: E402
 
 NAMESPACE = "default"
 NAME = "qwen3-8b-auto"
@@ -39,31 +40,19 @@ TIME_SCALE = 10.0
 TTFT_SLO_S, TPOT_SLO_MS = 5.0, 200.0
 #: The measured static arms applied beside Auto: name suffix -> spec.mode.
 STATIC_ARMS = {"on": "Enabled", "off": "Disabled"}
-SPEC = {
-    "apiVersion": "specserver.io/v1alpha1",
-    "kind": "SpecServer",
-    "metadata": {"name": NAME, "namespace": NAMESPACE},
-    "spec": {
-        "model": {"path": "Qwen/Qwen3-8B"},
-        "draft": {"path": "Tengyunw/qwen3_8b_eagle3"},
-        "speculative": {"algorithm": "EAGLE3", "numSteps": 3, "eagleTopk": 1, "numDraftTokens": 4},
-        "mode": "Auto",
-        "engine": {"memFractionStatic": 0.85},
-        "resources": {"gpus": 1, "gpuType": "L4"},
-        # Demo pace: decisions every 5 s, a short dwell; defaults are in docs.
-        "autoSpeculation": {
-            "evaluationIntervalSeconds": 5,
-            "disableAfterBreaches": 2,
-            "enableAfterPasses": 3,
-            "minDwellSeconds": 20,
-            "maxSwitchesPerHour": 20,
-            "staleAfterSeconds": 30,
-            "ttftP99SloSeconds": TTFT_SLO_S,
-            # The standby starts in the new mode; traffic moves only once it is Ready.
-            "switchStrategy": "BlueGreen",
-        },
-    },
-}
+# Demo pace: decisions every 5 s, a short dwell; defaults are in docs.
+SPEC = specserverdocs.eagle3_auto(
+    NAME,
+    NAMESPACE,
+    disableAfterBreaches=2,
+    enableAfterPasses=3,
+    minDwellSeconds=20,
+    maxSwitchesPerHour=20,
+    staleAfterSeconds=30,
+    ttftP99SloSeconds=TTFT_SLO_S,
+    # The standby starts in the new mode; traffic moves only once it is Ready.
+    switchStrategy="BlueGreen",
+)
 
 
 class Ports(NamedTuple):

@@ -1,29 +1,8 @@
-"""SpecServer documents the cluster tests share."""
+"""SpecServer documents the cluster tests share: scripts/specserverdocs.py, which the demo and
+the benchmarks build theirs with too."""
 
 from __future__ import annotations
 
-from typing import Any
+from conftest import load_script
 
-
-def eagle3_auto(name: str, **auto: Any) -> dict[str, Any]:
-    """Qwen3-8B with its EAGLE3 draft (3 steps, top-k 1, 4 draft tokens) on one L4, mode Auto,
-    evaluated every 5 s; ``auto`` adds to (or overrides) ``spec.autoSpeculation``."""
-    return {
-        "apiVersion": "specserver.io/v1alpha1",
-        "kind": "SpecServer",
-        "metadata": {"name": name},
-        "spec": {
-            "model": {"path": "Qwen/Qwen3-8B"},
-            "draft": {"path": "Tengyunw/qwen3_8b_eagle3"},
-            "speculative": {
-                "algorithm": "EAGLE3",
-                "numSteps": 3,
-                "eagleTopk": 1,
-                "numDraftTokens": 4,
-            },
-            "mode": "Auto",
-            "engine": {"memFractionStatic": 0.85},
-            "resources": {"gpus": 1, "gpuType": "L4"},
-            "autoSpeculation": {"evaluationIntervalSeconds": 5, **auto},
-        },
-    }
+eagle3_auto = load_script("specserverdocs").eagle3_auto
