@@ -8,17 +8,15 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import http.server
 import json
-import threading
 import time
 from collections.abc import Iterator
-from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from test_autopilot import STEADY, FakeClient, Signals, cycle
 
+from loopbackhttp import Answer, serve, stop
 from specserver_operator import controller, signals
 from specserver_operator.signals import SignalCache
 
@@ -30,39 +28,24 @@ class FakePrometheus:
         self.down = False
         self.queries: list[str] = []
         self.timeouts: list[str] = []
-        owner = self
+        self.server, self.url = serve(self.answer)
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                params = parse_qs(urlsplit(self.path).query)
-                owner.queries.append(params["query"][0])
-                owner.timeouts.append(params["timeout"][0])
-                if owner.down:
-                    self.send_response(503)
-                    self.end_headers()
-                    return
-                series = {"metric": {"namespace": "llm", "specserver": "x"}, "value": [0, "1"]}
-                body = json.dumps({"status": "success", "data": {"result": [series]}}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *_: Any) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    def answer(self, path: str) -> Answer:
+        params = parse_qs(urlsplit(path).query)
+        self.queries.append(params["query"][0])
+        self.timeouts.append(params["timeout"][0])
+        if self.down:
+            return 503, {}, b""
+        series = {"metric": {"namespace": "llm", "specserver": "x"}, "value": [0, "1"]}
+        body = json.dumps({"status": "success", "data": {"result": [series]}}).encode()
+        return 200, {"Content-Type": "application/json"}, body
 
 
 @pytest.fixture
 def prom() -> Iterator[FakePrometheus]:
     server = FakePrometheus()
     yield server
-    server.server.shutdown()
-    server.server.server_close()
+    stop(server.server)
 
 
 def test_a_failed_refresh_holds_the_last_good_observations_ageing(prom: FakePrometheus) -> None:

@@ -7,14 +7,13 @@ second and the operator's ``SignalCache`` reads it with its grouped queries."""
 
 from __future__ import annotations
 
-import http.server
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from loopbackhttp import Answer, serve, stop
 from specserver_operator.signals import SignalCache, query
 
 #: Requests per second the exporter counts; the first SLOW_S seconds take 8 s to first token.
@@ -26,23 +25,11 @@ class Exporter:
 
     def __init__(self) -> None:
         self.start: float | None = None
-        owner = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                body = owner.exposition().encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *_: Any) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = serve(self.answer)[0]
         self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def answer(self, _path: str) -> Answer:
+        return 200, {"Content-Type": "text/plain; version=0.0.4"}, self.exposition().encode()
 
     def exposition(self) -> str:
         elapsed = 0.0 if self.start is None else time.monotonic() - self.start
@@ -65,8 +52,7 @@ class Exporter:
 def exporter() -> Iterator[Exporter]:
     server = Exporter()
     yield server
-    server.server.shutdown()
-    server.server.server_close()
+    stop(server.server)
 
 
 def test_a_ttft_spike_leaves_a_short_window_and_stays_in_the_minute(
