@@ -1,6 +1,7 @@
 """A tiny HTTP server on loopback for the tests that need something to answer GETs (an
-exporter's ``/metrics``, Prometheus's query API): ``serve(respond)`` starts it on its own thread;
-``respond`` gets each request's path and returns what to answer."""
+exporter's ``/metrics``, Prometheus's query API, a hostile config endpoint):
+``serve(respond)`` starts it on its own thread; ``respond`` gets each request's path and
+headers and returns what to answer."""
 
 from __future__ import annotations
 
@@ -14,15 +15,16 @@ Answer = tuple[int, dict[str, str], bytes]
 
 
 def serve(
-    respond: Callable[[str], Answer], port: int = 0
+    respond: Callable[[str, dict[str, str]], Answer], port: int = 0, reason: str | None = None
 ) -> tuple[http.server.ThreadingHTTPServer, str]:
-    """A server answering every GET with ``respond(path)``, and its URL (``http://127.0.0.1:P``);
-    ``port`` 0 picks a free one. Stop it with ``stop``."""
+    """A server answering every GET with ``respond(path, headers)``, and its URL
+    (``http://127.0.0.1:P``); ``port`` 0 picks a free one, ``reason`` replaces every answer's
+    reason phrase. Stop it with ``stop``."""
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            status, headers, body = respond(self.path)
-            self.send_response(status)
+            status, headers, body = respond(self.path, dict(self.headers.items()))
+            self.send_response(status, reason)
             for key, value in headers.items():
                 self.send_header(key, value)
             self.send_header("Content-Length", str(len(body)))

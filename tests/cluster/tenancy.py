@@ -10,14 +10,14 @@ import secrets
 import socket
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from test_operator_e2e import wait_for
 
+import loopbackhttp
 from conftest import KubeHandle
+from loopbackhttp import Answer, serve
 from specserver_engine.ports import free_loopback_port
 
 #: What a hostile listener answers (body and reason phrase); must never be read back.
@@ -44,35 +44,18 @@ class Recorder:
 
     def __init__(self, port: int) -> None:
         self.requests: list[tuple[str, dict[str, str]]] = []
-        self.routes: list[tuple[str, Any]] = []
-        outer = self
+        self.routes: list[tuple[str, Callable[[str], Answer]]] = []
+        self.server, self.url = serve(self.answer, port, reason=LEAK)
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                outer.requests.append((self.path, dict(self.headers.items())))
-                for prefix, answer in outer.routes:
-                    if self.path.startswith(prefix):
-                        status, headers, body = answer(self.path)
-                        break
-                else:
-                    status, headers, body = 404, {}, b""
-                self.send_response(status, LEAK)
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.url = f"http://127.0.0.1:{port}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    def answer(self, path: str, headers: dict[str, str]) -> Answer:
+        self.requests.append((path, headers))
+        for prefix, answer in self.routes:
+            if path.startswith(prefix):
+                return answer(path)
+        return 404, {}, b""
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        loopbackhttp.stop(self.server)
 
 
 def kubeconfig(path: Path, server: str, token: str) -> Path:

@@ -5,9 +5,7 @@ tenant; tests/operator/test_pod_security.py holds the engine pods."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +14,7 @@ import yaml
 from pydantic import ValidationError
 
 from conftest import REPO
+from loopbackhttp import Answer, serve, stop
 from specserver_advisor.loaders import outbound
 from specserver_advisor.loaders.configs import ConfigNotFoundError, fetch_from_endpoint
 from specserver_advisor.models import SpecServer
@@ -33,34 +32,16 @@ class Listener:
     def __init__(self) -> None:
         self.requests: list[tuple[str, dict[str, str]]] = []
         self.routes: dict[str, tuple[int, dict[str, str], bytes]] = {}
-        outer = self
+        self.server, self.url = serve(self.answer, reason="Forbidden: " + SECRET_BODY.decode())
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                outer.requests.append((self.path, dict(self.headers.items())))
-                route = next(
-                    (v for k, v in outer.routes.items() if self.path.startswith(k)),
-                    (404, {}, b"nothing here"),
-                )
-                status, headers, body = route
-                self.send_response(status, "Forbidden: " + SECRET_BODY.decode())
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+    def answer(self, path: str, headers: dict[str, str]) -> Answer:
+        self.requests.append((path, headers))
+        return next(
+            (v for k, v in self.routes.items() if path.startswith(k)), (404, {}, b"nothing here")
+        )
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        stop(self.server)
 
 
 @pytest.fixture

@@ -30,7 +30,7 @@ class FakePrometheus:
         self.timeouts: list[str] = []
         self.server, self.url = serve(self.answer)
 
-    def answer(self, path: str) -> Answer:
+    def answer(self, path: str, _headers: dict[str, str]) -> Answer:
         params = parse_qs(urlsplit(path).query)
         self.queries.append(params["query"][0])
         self.timeouts.append(params["timeout"][0])

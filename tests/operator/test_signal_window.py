@@ -28,7 +28,7 @@ class Exporter:
         self.server = serve(self.answer)[0]
         self.port = self.server.server_address[1]
 
-    def answer(self, _path: str) -> Answer:
+    def answer(self, _path: str, _headers: dict[str, str]) -> Answer:
         return 200, {"Content-Type": "text/plain; version=0.0.4"}, self.exposition().encode()
 
     def exposition(self) -> str:
