@@ -15,6 +15,8 @@ import socket
 import threading
 from dataclasses import dataclass
 
+from loopbacktcp import Listener
+
 
 @dataclass(frozen=True)
 class Policy:
@@ -38,31 +40,24 @@ def drip(every_s: float) -> Policy:
 POLL_S = 0.1
 
 
-class Relay:
+class Relay(Listener):
     """A loopback TCP relay to ``host:port`` under a per-chunk ``policy``."""
 
     def __init__(self, host: str, port: int, policy: Policy = PROMPT) -> None:
         self.upstream = (host, port)
         self.policy = policy
-        self.closed = threading.Event()
-        self.sock = socket.create_server(("127.0.0.1", 0), backlog=64)
-        self.port: int = self.sock.getsockname()[1]
-        self.conns: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__()
 
-    def _accept(self) -> None:
-        self.sock.settimeout(0.2)
-        while not self.closed.is_set():
-            try:
-                client = self.sock.accept()[0]
-                server = socket.create_connection(self.upstream, timeout=5)
-            except OSError:
-                continue
-            client.settimeout(None)
-            server.settimeout(None)
-            self.conns += [client, server]
-            for src, dst, answer in ((client, server, False), (server, client, True)):
-                threading.Thread(target=self._pump, args=(src, dst, answer), daemon=True).start()
+    def accepted(self, conn: socket.socket) -> None:
+        try:
+            server = socket.create_connection(self.upstream, timeout=5)
+        except OSError:
+            conn.close()
+            return
+        server.settimeout(None)
+        self.conns.append(server)
+        for src, dst, answer in ((conn, server, False), (server, conn, True)):
+            threading.Thread(target=self._pump, args=(src, dst, answer), daemon=True).start()
 
     def _pump(self, src: socket.socket, dst: socket.socket, answer: bool) -> None:
         try:
@@ -91,9 +86,3 @@ class Relay:
             for s in (src, dst):
                 with contextlib.suppress(OSError):
                     s.shutdown(socket.SHUT_RDWR)
-
-    def close(self) -> None:
-        self.closed.set()
-        self.sock.close()
-        for conn in self.conns:
-            conn.close()

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import copy
 import json
-import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 import uuid
@@ -33,6 +31,7 @@ from test_operator_e2e import (
 )
 
 from conftest import KubeHandle, load_config
+from loopbacktcp import Drip, Tarpit
 from specserver_engine.ports import free_loopback_port
 
 
@@ -86,68 +85,6 @@ def operator(kube: KubeHandle) -> Iterator[Operator]:
     op.start()
     yield op
     op.stop()
-
-
-class Tarpit:
-    """A loopback endpoint that accepts connections and never answers."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", TARPIT_PORT))
-        self.sock.listen(64)
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.held: list[socket.socket] = []
-        self.stopped = threading.Event()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        self.sock.settimeout(0.2)
-        while not self.stopped.is_set():
-            try:
-                self.held.append(self.sock.accept()[0])
-            except OSError:
-                continue
-
-    def close(self) -> None:
-        self.stopped.set()
-        for conn in self.held:
-            conn.close()
-        self.sock.close()
-
-
-class Drip(Tarpit):
-    """A loopback endpoint that answers 200 with headers, then one byte of body every second,
-    never finishing (a per-read timeout never fires)."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", DRIP_PORT))
-        self.sock.listen(64)
-        self.url = f"http://127.0.0.1:{DRIP_PORT}"
-        self.held = []
-        self.stopped = threading.Event()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        self.sock.settimeout(0.2)
-        while not self.stopped.is_set():
-            try:
-                conn = self.sock.accept()[0]
-            except OSError:
-                continue
-            self.held.append(conn)
-            threading.Thread(target=self._drip, args=(conn,), daemon=True).start()
-
-    def _drip(self, conn: socket.socket) -> None:
-        try:
-            conn.recv(65536)
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
-            while not self.stopped.wait(1.0):
-                conn.sendall(b" ")
-        except OSError:
-            pass
 
 
 def wait_condition(
@@ -358,13 +295,13 @@ def test_hand_edits_of_owned_fields_are_repaired(
 def test_a_tarpit_prometheus_holds_no_other_specserver(
     kube: KubeHandle, namespace: str, operator: Operator
 ) -> None:
-    pit = Tarpit()
+    pit = Tarpit(TARPIT_PORT)
     try:
         slow = named(example(), "tarpit-metrics")
         slow["spec"]["autoSpeculation"] = {"prometheusUrl": pit.url, "evaluationIntervalSeconds": 5}
         apply(kube, namespace, slow)
         apply(kube, namespace, example())
-        wait_for(lambda: pit.held, 30, "the operator to call the tarpit")
+        wait_for(lambda: pit.conns, 30, "the operator to call the tarpit")
         recreated_after_delete(kube, namespace, "qwen3-8b", 20)
         assert _ok(f"http://127.0.0.1:{operator.port}/healthz")
     finally:
@@ -374,14 +311,14 @@ def test_a_tarpit_prometheus_holds_no_other_specserver(
 def test_a_dripping_hf_endpoint_holds_no_other_specserver(
     kube: KubeHandle, namespace: str, operator: Operator
 ) -> None:
-    drip = Drip()
+    drip = Drip(1.0, DRIP_PORT)
     try:
         slow = named(example(), "drip-config")
         slow["spec"]["model"] = {"path": "org/not-bundled-model"}
         slow["spec"]["modelSource"] = {"hfEndpoint": drip.url}
         apply(kube, namespace, slow)
         apply(kube, namespace, example())
-        wait_for(lambda: drip.held, 30, "the operator to fetch from the dripping endpoint")
+        wait_for(lambda: drip.conns, 30, "the operator to fetch from the dripping endpoint")
         recreated_after_delete(kube, namespace, "qwen3-8b", 20)
         assert _ok(f"http://127.0.0.1:{operator.port}/healthz")
         _, cv = wait_condition(

@@ -4,67 +4,26 @@ tarpits are real loopback HTTP servers."""
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
 from collections.abc import Iterator
 
 import pytest
 
+from loopbacktcp import Drip, Listener, Tarpit
 from specserver_advisor.loaders.configs import ConfigNotFoundError, fetch_from_endpoint
-from specserver_operator import signals
+from specserver_operator import calldeadline, signals
 from specserver_operator.signals import SignalCache, refresh_all
 
 
-class Tarpit:
-    """A loopback server: ``silent`` accepts and never answers; ``drip`` sends a valid header
-    and then one body byte per ``interval_s``."""
-
-    def __init__(self, behaviour: str, interval_s: float = 0.5) -> None:
-        self.behaviour, self.interval_s = behaviour, interval_s
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.stop = threading.Event()
-        self.conns: list[socket.socket] = []
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        self.sock.settimeout(0.2)
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            self.conns.append(conn)
-            if self.behaviour == "drip":
-                threading.Thread(target=self._drip, args=(conn,), daemon=True).start()
-
-    def _drip(self, conn: socket.socket) -> None:
-        try:
-            conn.recv(65536)
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n{")
-            while not self.stop.wait(self.interval_s):
-                conn.sendall(b" ")
-        except OSError:
-            pass
-
-    def close(self) -> None:
-        self.stop.set()
-        for conn in self.conns:
-            conn.close()
-        self.sock.close()
-
-
 @pytest.fixture(params=["silent", "drip"])
-def tarpit(request: pytest.FixtureRequest) -> Iterator[Tarpit]:
-    pit = Tarpit(request.param)
+def tarpit(request: pytest.FixtureRequest) -> Iterator[Listener]:
+    """An endpoint that accepts and never answers, or drips a body byte every half second."""
+    pit = Tarpit() if request.param == "silent" else Drip(0.5)
     yield pit
     pit.close()
 
 
-def test_a_config_endpoint_tarpit_is_a_config_error_within_the_budget(tarpit: Tarpit) -> None:
+def test_a_config_endpoint_tarpit_is_a_config_error_within_the_budget(tarpit: Listener) -> None:
     started = time.monotonic()
     with pytest.raises(ConfigNotFoundError):
         fetch_from_endpoint(tarpit.url, "org/model", None, "config.json", None, timeout=1.5)
@@ -73,7 +32,7 @@ def test_a_config_endpoint_tarpit_is_a_config_error_within_the_budget(tarpit: Ta
 
 
 def test_a_prometheus_tarpit_holds_neither_the_cycle_nor_the_readers(
-    tarpit: Tarpit, monkeypatch: pytest.MonkeyPatch
+    tarpit: Listener, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(signals, "QUERY_BUDGET_S", 6.0)
     cache = SignalCache(tarpit.url, min_interval_s=0, allowed=(tarpit.url,))
@@ -86,3 +45,18 @@ def test_a_prometheus_tarpit_holds_neither_the_cycle_nor_the_readers(
     cache.running.join(15)
     assert not cache.running.is_alive()  # the query itself gave up at its own budget
     assert cache.last_error and cache.query_errors == 1
+
+
+def test_a_within_block_ends_every_call_in_it_by_its_own_end() -> None:
+    """``Watchdog.within`` (the Lease elector's round): calls inside end by the block's end,
+    nested blocks keep the earliest end, and a call after the block gets its own budget."""
+    watchdog = calldeadline.Watchdog()
+    with watchdog.within(2.0):
+        with watchdog.call(60.0) as call:
+            assert 1.5 < call.budget_s <= 2.0
+        with watchdog.within(30.0), watchdog.call(60.0) as inner:
+            assert inner.budget_s <= 2.0  # the outer block ends first
+        with watchdog.call(1.0) as short:
+            assert short.budget_s <= 1.0  # a call's own budget still holds when it is shorter
+    with watchdog.call(60.0) as after:
+        assert after.budget_s == pytest.approx(60.0, abs=0.01)
