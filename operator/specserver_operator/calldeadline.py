@@ -6,7 +6,10 @@ with it the cycle or a writer thread. client.py runs every call inside ``Watchdo
 connections (``pool_classes``) tell the watchdog which socket the calling thread is using, and
 one watchdog thread shuts down the socket of any call still in flight at its deadline. The read
 blocked on it then fails at once and the call raises ``ApiError`` saying the deadline passed
-(transient, like an unreachable API server: the next cycle tries again).
+(transient, like an unreachable API server: the next cycle tries again). The one step the
+watchdog cannot cut is a TLS handshake (``ssl`` has detached the TCP socket from the object it
+could shut); CPython bounds a whole handshake by the socket's timeout, which is urllib3's connect
+timeout, and client.py sets that to at most what is left of the call's budget.
 
 ``Watchdog.within`` shortens the deadline of every call a block of code makes on its thread
 to one end for the whole block: the Lease elector's round (a read, then a write) must end well
@@ -141,7 +144,10 @@ class _WatchedHTTPConnection(HTTPConnection):
 
 class _WatchedHTTPSConnection(HTTPSConnection):
     def connect(self) -> None:
-        WATCHDOG.attach(self)  # the TCP socket is ``sock`` during the TLS handshake too
+        # During the TLS handshake ``sock`` is the TCP socket ``ssl`` has detached (shutting it
+        # does nothing): the handshake is bounded by the connect timeout instead, which
+        # client.py keeps within the call's budget.
+        WATCHDOG.attach(self)
         super().connect()
 
     def request(self, *args: Any, **kwargs: Any) -> None:

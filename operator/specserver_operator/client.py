@@ -56,6 +56,8 @@ POOL_CONNECTIONS = 12
 #: Total seconds one API call may take (connect, TLS, request, headers and body together;
 #: urllib3's own timeouts are per socket operation): calldeadline.py.
 CALL_DEADLINE_S = 60.0
+#: Seconds a TCP connect and TLS handshake may take together (at most the call's budget).
+CONNECT_S = 5.0
 TOKEN_REREAD_S = 60.0
 MERGE_PATCH = "application/merge-patch+json"
 
@@ -72,7 +74,7 @@ class KubeClient:
             maxsize=POOL_CONNECTIONS,
             ssl_context=ctx,
             retries=False,
-            timeout=urllib3.Timeout(connect=5.0, read=CALL_DEADLINE_S),
+            timeout=urllib3.Timeout(connect=CONNECT_S, read=CALL_DEADLINE_S),
         )
         self.pool.pool_classes_by_scheme = calldeadline.POOL_CLASSES
         self.deadline_s = CALL_DEADLINE_S
@@ -104,10 +106,15 @@ class KubeClient:
         content_type = content_type or ("application/json" if data else None)
         sent = headers(self.connection, self._token_now(), content_type, accept)
         with calldeadline.WATCHDOG.call(self.deadline_s) as call:
+            # The watchdog cannot cut a TLS handshake (ssl detaches the socket it would shut);
+            # the handshake runs under the connect timeout, so that never outlasts the call.
+            connect_s = max(0.01, min(CONNECT_S, call.budget_s))
+            timeout = urllib3.Timeout(connect=connect_s, read=CALL_DEADLINE_S)
             try:
-                resp = self.pool.request(method, url, body=data, headers=sent)
+                resp = self.pool.request(method, url, body=data, headers=sent, timeout=timeout)
             except urllib3.exceptions.HTTPError as exc:
-                raise no_answer(what, exc, call.expired, call.budget_s) from exc
+                expired = call.expired or time.monotonic() >= call.deadline
+                raise no_answer(what, exc, expired, call.budget_s) from exc
         error = answer_error(what, resp.status, resp.data, resp.reason)
         if error is not None:
             raise error
