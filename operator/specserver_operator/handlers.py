@@ -26,7 +26,7 @@ from specserver_operator.client import LIST_PAGE, Connection, KubeClient
 from specserver_operator.cycle import Cycle
 from specserver_operator.leader import Elector
 from specserver_operator.objectcache import ObjectCache
-from specserver_operator.settings import value
+from specserver_operator.settings import cycle_seconds, value
 
 RESOURCE = (GROUP, VERSION, PLURAL)
 #: Namespaces to watch (set by main.py before kopf starts); empty: the whole cluster.
@@ -101,7 +101,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     opmetrics.serve(int(value("SPECSERVER_METRICS_PORT")), value("SPECSERVER_METRICS_ADDRESS"))
     if int(value("SPECSERVER_WEBHOOK_PORT")):
         threading.Thread(target=_run_webhook, name="specserver-webhook-upkeep", daemon=True).start()
-    interval = float(os.environ.get("SPECSERVER_CYCLE_SECONDS", "5"))
+    interval = cycle_seconds()
     _STOP.clear()
     threading.Thread(
         target=_run_cycle, args=(interval,), name="specserver-cycle", daemon=True
@@ -111,7 +111,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
 @kopf.on.probe(id="cycle")
 def cycle_is_running(**_: Any) -> str:
     """``/healthz`` fails (HTTP 500) when no cycle completed within a few intervals."""
-    interval = float(os.environ.get("SPECSERVER_CYCLE_SECONDS", "5"))
+    interval = cycle_seconds()
     if not _CYCLE:
         return "starting"
     if not _CYCLE[0].healthy(interval):

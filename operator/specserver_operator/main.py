@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.update(settings.resolve_environ(args, os.environ))
     try:
         settings.signal_window_seconds()
+        settings.cycle_seconds()
     except ValueError as exc:
         build_parser().error(str(exc))
     value = settings.value

@@ -7,6 +7,7 @@ variable before they are imported, so each setting has one name in the code. No 
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -15,6 +16,12 @@ from dataclasses import dataclass
 #: any real scrape interval; above 15 minutes the signals trail the load by more than a phase.
 SIGNAL_WINDOW_MIN_S = 10
 SIGNAL_WINDOW_MAX_S = 900
+#: Bounds of ``SPECSERVER_CYCLE_SECONDS``. The leader renews its 15 s Lease once per cycle and
+#: an election round may take 3 s (``leader.Elector.round_deadline_s``): above 7 s, one stalled
+#: round leaves the next renewal after the standbys take the lease (2 x 7 + a round > 15).
+#: Below 1 s the cycle would re-read every SpecServer's signals more often than any scrape.
+CYCLE_MIN_S = 1.0
+CYCLE_MAX_S = 7.0
 
 
 @dataclass(frozen=True)
@@ -70,7 +77,8 @@ SETTINGS: tuple[Setting, ...] = (
         "--cycle-seconds",
         "SPECSERVER_CYCLE_SECONDS",
         "5",
-        "period of the shared cycle (engine readiness, drift repair, policy evaluation)",
+        "period of the shared cycle (engine readiness, drift repair, policy evaluation, the "
+        f"leader's Lease renewal), seconds, {CYCLE_MIN_S:g}-{CYCLE_MAX_S:g}",
     ),
     Setting(
         "--query-interval-seconds",
@@ -246,3 +254,23 @@ def signal_window_seconds(environ: Mapping[str, str] | None = None) -> int:
             f"in {bounds}, got {raw[:40]!r}"
         )
     return int(raw)
+
+
+def cycle_seconds(environ: Mapping[str, str] | None = None) -> float:
+    """``SPECSERVER_CYCLE_SECONDS`` checked: a number of seconds within the bounds.
+
+    Raises:
+        ValueError: naming the variable, the value given and the range allowed.
+    """
+    raw = value("SPECSERVER_CYCLE_SECONDS", environ).strip()
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if not CYCLE_MIN_S <= seconds <= CYCLE_MAX_S:  # NaN and inf fail too
+        raise ValueError(
+            f"SPECSERVER_CYCLE_SECONDS (--cycle-seconds) must be seconds in "
+            f"{CYCLE_MIN_S:g}-{CYCLE_MAX_S:g} (the leader renews its 15 s Lease once a cycle), "
+            f"got {raw[:40]!r}"
+        )
+    return seconds

@@ -80,3 +80,25 @@ def test_the_operator_refuses_a_bad_signal_window_before_it_starts() -> None:
     assert done.returncode == 2
     assert "--signal-window-seconds" in done.stderr and "'1m'" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_cycle_is_seconds_that_fit_the_lease() -> None:
+    cycle = settings.cycle_seconds
+    assert cycle({}) == 5.0
+    assert cycle({"SPECSERVER_CYCLE_SECONDS": "2"}) == 2.0
+    assert cycle({"SPECSERVER_CYCLE_SECONDS": "2.5"}) == 2.5
+    for bad in ("0", "0.5", "7.5", "60", "nan", "inf", "5s", "abc", "-5"):
+        with pytest.raises(ValueError, match=r"SPECSERVER_CYCLE_SECONDS .* in 1-7 "):
+            cycle({"SPECSERVER_CYCLE_SECONDS": bad})
+
+
+def test_the_operator_refuses_a_cycle_longer_than_the_lease_allows() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "specserver_operator.main", "--cycle-seconds", "30"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "--cycle-seconds" in done.stderr and "'30'" in done.stderr
+    assert "Traceback" not in done.stderr
