@@ -9,28 +9,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_policy_switch_cost import CTX, seen  # the same context and signals
 
 from specserver_advisor.autocycle import evaluate, reconsider
 from specserver_advisor.models import AutoSpeculation, SwitchStrategy
-from specserver_advisor.policy import OFF, ON, Observation, PolicyContext
+from specserver_advisor.policy import OFF, ON
 
-#: Speculation pays below 16 users at any acceptance above 1.3.
-CTX = PolicyContext([(1.0, 16.0), (4.0, 16.0)], break_even_accept=1.3, prior_accept=2.7)
 KEEPS_SERVING = [SwitchStrategy.BLUE_GREEN, SwitchStrategy.ROLLING_UPDATE]
-
-
-def seen(load: int, accept: float | None = 2.7, age: float = 5.0) -> Observation:
-    """30 s of signals: ``load`` users; past 16, the rest queue and TTFT P99 is 20 s."""
-    over = load > 16
-    return Observation(
-        ts=0.0,
-        accept_length=accept,
-        ttft_p99_s=20.0 if over else 0.8,
-        running=16 if over else load,
-        queued=load - 16 if over else 0,
-        output_tok_s=300.0,
-        age_s=age,
-    )
 
 
 def switched(

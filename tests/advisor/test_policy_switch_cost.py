@@ -20,8 +20,8 @@ CTX = PolicyContext([(1.0, 16.0), (4.0, 16.0)], break_even_accept=1.3, prior_acc
 STRATEGIES = [s for s in SwitchStrategy]
 
 
-def seen(load: int, accept: float | None = 2.7) -> Observation:
-    """30 s of signals: ``load`` users; past 16, 24 of them queue and TTFT P99 is 20 s."""
+def seen(load: int, accept: float | None = 2.7, age: float = 5.0) -> Observation:
+    """30 s of signals: ``load`` users; past 16, the rest queue and TTFT P99 is 20 s."""
     over = load > 16
     return Observation(
         ts=0.0,
@@ -30,7 +30,7 @@ def seen(load: int, accept: float | None = 2.7) -> Observation:
         running=16 if over else load,
         queued=load - 16 if over else 0,
         output_tok_s=300.0,
-        age_s=5.0,
+        age_s=age,
     )
 
 

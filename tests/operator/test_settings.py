@@ -70,15 +70,18 @@ def test_the_signal_window_is_whole_seconds_within_its_bounds() -> None:
             window({"SPECSERVER_SIGNAL_WINDOW_SECONDS": bad})
 
 
-def test_the_operator_refuses_a_bad_signal_window_before_it_starts() -> None:
+@pytest.mark.parametrize(
+    ("flag", "bad"), [("--signal-window-seconds", "1m"), ("--cycle-seconds", "30")]
+)
+def test_the_operator_refuses_a_bad_setting_before_it_starts(flag: str, bad: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "specserver_operator.main", "--signal-window-seconds", "1m"],
+        [sys.executable, "-m", "specserver_operator.main", flag, bad],
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert done.returncode == 2
-    assert "--signal-window-seconds" in done.stderr and "'1m'" in done.stderr
+    assert flag in done.stderr and repr(bad) in done.stderr
     assert "Traceback" not in done.stderr
 
 
@@ -90,15 +93,3 @@ def test_the_cycle_is_seconds_that_fit_the_lease() -> None:
     for bad in ("0", "0.5", "7.5", "60", "nan", "inf", "5s", "abc", "-5"):
         with pytest.raises(ValueError, match=r"SPECSERVER_CYCLE_SECONDS .* in 1-7 "):
             cycle({"SPECSERVER_CYCLE_SECONDS": bad})
-
-
-def test_the_operator_refuses_a_cycle_longer_than_the_lease_allows() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "specserver_operator.main", "--cycle-seconds", "30"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 2
-    assert "--cycle-seconds" in done.stderr and "'30'" in done.stderr
-    assert "Traceback" not in done.stderr
