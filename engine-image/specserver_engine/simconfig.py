@@ -86,6 +86,11 @@ class SimConfig:
         )
 
     @property
+    def max_prefill_tokens(self) -> int:
+        """``--max-prefill-tokens``: the prompt tokens one prefill batch admits (16384)."""
+        return int(self.parsed.get("max_prefill_tokens"))
+
+    @property
     def depth(self) -> int:
         return max(1, int(self.plan.resolution.get("speculative_num_draft_tokens") or 2) - 1)
 

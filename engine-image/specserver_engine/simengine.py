@@ -158,18 +158,23 @@ class SimEngine:
         return True
 
     # -- scheduling ------------------------------------------------------------------------
-    def _admit(self) -> list[SimRequest]:
-        admitted = []
+    def _admissible(self) -> int:
+        """How many waiting heads ``--max-running-requests`` and the KV pool let in now."""
         cap = self.cfg.max_running_requests
-        while self.waiting and len(self.running) < cap:
-            head = self.waiting[0]
-            if self.used_tokens + head.reserved > self.cfg.pool_tokens and self.running:
+        running, used, n = len(self.running), self.used_tokens, 0
+        for head in self.waiting:
+            if running >= cap or (used + head.reserved > self.cfg.pool_tokens and running):
                 break
-            self.waiting.popleft()
+            running, used, n = running + 1, used + head.reserved, n + 1
+        return n
+
+    def _admit(self, count: int) -> None:
+        """Move the first ``count`` waiting requests into the running set (prefill pending)."""
+        for _ in range(count):
+            head = self.waiting.popleft()
             self.used_tokens += head.reserved
             self.running.append(head)
-            admitted.append(head)
-        return admitted
+            self.prefilling.append(head)
 
     def _decode_gpu_s(self, batch: list[SimRequest]) -> float:
         if not batch:
@@ -190,13 +195,23 @@ class SimEngine:
         return self._step_cache[key]
 
     def _next_step(self) -> tuple[list[Piece], list[SimRequest], float]:
-        """This step's prefill pieces, the decodes that advance with them, and its seconds."""
+        """This step's prefill pieces (admitting the waiting prompts they start), the decodes
+        that advance with them, and its seconds.
+        """
         scn = self.cfg.plan.scenario
+        ready = [r for r in self.running if r.first_token_at is not None]
+        in_progress = len(self.prefilling)
+        candidates = list(self.waiting)[: self._admissible()]
         pending = [(r.prefilled, r.prompt_tokens) for r in self.prefilling]
-        pieces = prefill_pieces(pending, chunk_tokens(scn))
-        decoding: list[SimRequest] = []
-        if decodes_run(pieces, scn.mixed_chunk):
-            decoding = [r for r in self.running if r.first_token_at is not None]
+        pending += [(0, r.prompt_tokens) for r in candidates]
+        pieces = prefill_pieces(
+            pending,
+            chunk_tokens(scn),
+            self.cfg.max_prefill_tokens,
+            len(ready) if scn.mixed_chunk else 0,
+        )
+        self._admit(sum(1 for p in pieces if p.index >= in_progress))
+        decoding = ready if decodes_run(pieces, scn.mixed_chunk) else []
         step_s = step_seconds(
             scn,
             pieces,
@@ -215,7 +230,6 @@ class SimEngine:
                 self.wake.clear()
                 await self.wake.wait()
                 continue
-            self.prefilling.extend(self._admit())
             pieces, decoding, step_s = self._next_step()
             # Sleep to an absolute deadline on the modelled timeline, so the event loop's own
             # work (HTTP, bookkeeping) does not stretch modelled time when it is scaled up.
