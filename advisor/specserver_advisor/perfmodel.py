@@ -70,6 +70,8 @@ class Scenario:
     mixed_chunk: bool = False
     #: Prompt lengths of a varied workload as (tokens, share of requests), shares summing to 1;
     #: empty: every prompt is ``input_len`` (then the mix's mean, for the KV and the context).
+    #: ``staggered`` with a mix is the mix's stagger: ``predict`` keeps it only for the modes
+    #: whose arrivals a mix does spread (``stays_staggered``).
     prompt_mix: tuple[tuple[int, float], ...] = ()
 
 
@@ -337,11 +339,27 @@ def predict(
     staggered arrivals it waits for the step in flight and its own prefill.
     """
     accept = scn.accept_length if speculative and scn.spec else 1.0
+    if scn.prompt_mix and scn.staggered and not stays_staggered(scn, speculative):
+        scn = replace(scn, staggered=False)
     running = max(1, min(concurrency, capacity)) if capacity > 0 else 0
     step = step_time(scn, running, speculative, cal) if running else 0.0
     prompts = prompt_prefills(scn, speculative, cal)
     prefill = sum(p.share * p.prefill_s for p in prompts)
     return closed_loop(scn, concurrency, capacity, step, accept, prefill, prompts)
+
+
+def stays_staggered(scn: Scenario, speculative: bool) -> bool:
+    """Whether the arrivals of a varied prompt mix drift apart, with fixed output lengths.
+
+    SGLang 0.5.23 runs every prefill batch ahead of the decode batch (``get_next_batch_to_run``),
+    so the prompts that arrive together, long and short, start decoding in the same step and,
+    committing one token a step, finish in the same step: the mix alone keeps the waves. They
+    drift apart where the tokens committed per step vary (speculation) or where the decodes
+    advance while longer prompts still prefill (``--enable-mixed-chunk`` with chunking).
+    """
+    return (speculative and scn.spec is not None) or (
+        scn.mixed_chunk and chunk_tokens(scn) is not None
+    )
 
 
 def closed_loop(
@@ -396,7 +414,8 @@ def closed_loop(
         tail = _p99([(p.prefill_s + p.chunks * step, p.share) for p in prompts])
     else:
         own = (running + 1) / 2 * prefill + step
-        tail = own
+        # A wave holding the P99 prompt waits for its longer prefill.
+        tail = own + _p99([(p.prefill_s, p.share) for p in prompts]) - prefill
     ttft = wait + own
     ttft_p99 = max(1.5 * ttft, wait + tail)
     return Prediction(

@@ -111,12 +111,28 @@ def measure_modelled(
     """``measure`` on an in-process engine whose time is its modelled steps alone."""
     kind, inp, out, ignore = DATASETS[dataset]
     argv = [*L4_ARGS, *(EAGLE3 if spec else []), "--sim-clock-scale", str(clock)]
+    return run_modelled(argv, users, rounds, loadgen.PromptLengths(inp), out, ignore, kind)
+
+
+def run_modelled(
+    argv: list[str],
+    users: int,
+    rounds: int,
+    prompts: loadgen.PromptLengths,
+    output_len: int,
+    ignore_eos: bool = True,
+    kind: str = "random",
+) -> dict[str, Any]:
+    """``users`` closed-loop users of ``rounds`` requests each (prompt lengths drawn from
+    ``prompts``) against an in-process simulated engine of ``argv`` on its modelled clock; the
+    load generator's summary (ITL: the gaps between a request's streamed chunks, one a step).
+    """
     engine = SimEngine(build_sim_config([*argv, "--sim-startup-seconds", "0"], env={}), None, True)
 
     async def user(index: int) -> list[loadgen.Result]:
         results = []
         for k in range(rounds):
-            req = engine.submit(inp, out, ignore, kind, True, f"{index}-{k}")
+            req = engine.submit(prompts.draw(), output_len, ignore_eos, kind, True, f"{index}-{k}")
             times, tokens = [], 0
             while True:
                 chunk = await req.chunks.get()

@@ -4,6 +4,9 @@
 per segment (each sends its next request when the previous finishes, like bench_serving with
 ``--max-concurrency N``), streams ``/generate`` and prints median/P99 TTFT, TPOT, ITL, output
 throughput and accept length. ``--time-scale S`` reports a simulator's modelled time (wall x S).
+``--prompt-len`` draws each request's prompt length from a mix given as ``plan --prompt-len``
+takes it (one length, equally likely lengths ``128,512,4096``, or percentiles
+``p50=512,p99=8192``; the advisor's own parser), seeded by ``--seed``.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import random
 import statistics
 import sys
 import time
@@ -18,6 +22,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+
+from specserver_advisor.plan_command import prompt_mix
+
+#: Prompt lengths with their shares, as ``plan --prompt-len`` parses them.
+PromptMix = tuple[tuple[int, float], ...]
 
 
 @dataclass
@@ -39,6 +48,22 @@ class Segment:
     seconds: float | None = None
     requests: int | None = None
     kind: str = "random"
+
+
+class PromptLengths:
+    """Each request's prompt length: drawn from a mix (seeded), or ``input_len`` every time."""
+
+    def __init__(self, input_len: int, mix: PromptMix = (), seed: int = 0) -> None:
+        self.input_len = input_len
+        self.lengths = [tokens for tokens, _ in mix]
+        self.shares = [share for _, share in mix]
+        self.rng = random.Random(seed)
+
+    def draw(self) -> int:
+        """The next request's prompt tokens."""
+        if not self.lengths:
+            return self.input_len
+        return self.rng.choices(self.lengths, self.shares)[0]
 
 
 def parse_schedule(text: str, kind: str) -> list[Segment]:
@@ -92,9 +117,11 @@ async def one_request(
 
 
 async def run_segment(
-    url: str, seg: Segment, input_len: int, output_len: int, ignore_eos: bool
+    url: str, seg: Segment, input_len: int | PromptLengths, output_len: int, ignore_eos: bool
 ) -> tuple[list[Result], float]:
-    """Keep ``seg.concurrency`` users busy; returns results and wall duration."""
+    """Keep ``seg.concurrency`` users busy; returns results and wall duration. ``input_len``:
+    every prompt's tokens, or the lengths to draw them from."""
+    prompts = input_len if isinstance(input_len, PromptLengths) else PromptLengths(input_len)
     results: list[Result] = []
     errors: list[str] = []
     start = time.perf_counter()
@@ -113,7 +140,9 @@ async def run_segment(
                     issued += 1
                 try:
                     results.append(
-                        await one_request(session, url, input_len, output_len, ignore_eos, seg.kind)
+                        await one_request(
+                            session, url, prompts.draw(), output_len, ignore_eos, seg.kind
+                        )
                     )
                 except (TimeoutError, aiohttp.ClientError) as exc:
                     # A dropped connection (a restarting engine, a keep-alive race) is counted
@@ -182,10 +211,11 @@ async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         segments = parse_schedule(args.schedule, args.prompt_kind)
     else:
         segments = [Segment(args.concurrency, None, args.num_prompts, args.prompt_kind)]
+    prompts = PromptLengths(args.input_len or 512, args.prompt_len or (), args.seed)
     out = []
     for seg in segments:
         results, wall = await run_segment(
-            args.url.rstrip("/"), seg, args.input_len, args.output_len, not args.disable_ignore_eos
+            args.url.rstrip("/"), seg, prompts, args.output_len, not args.disable_ignore_eos
         )
         summary = summarise(results, wall, args.time_scale, seg.concurrency)
         summary["prompt_kind"] = seg.kind
@@ -201,7 +231,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--concurrency", type=int, default=8)
     p.add_argument("--num-prompts", type=int, default=64)
     p.add_argument("--schedule", help="USERS:SECONDS[:KIND],... (overrides the two above)")
-    p.add_argument("--input-len", type=int, default=512)
+    p.add_argument("--input-len", type=int, help="every prompt's tokens (default 512)")
+    p.add_argument(
+        "--prompt-len",
+        type=prompt_mix,
+        help="varied prompt lengths, instead of --input-len (as plan --prompt-len): "
+        "128,512,4096 or p50=512,p90=2048,p99=8192",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seeds the prompt lengths drawn")
     p.add_argument("--output-len", type=int, default=128)
     p.add_argument(
         "--disable-ignore-eos",
@@ -212,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--time-scale", type=float, default=1.0)
     p.add_argument("--output-file", help="append one JSON line per segment")
     args = p.parse_args(argv)
+    if args.prompt_len is not None and args.input_len is not None:
+        p.error("--prompt-len replaces --input-len: give one of them")
     try:
         summaries = asyncio.run(run(args))
     except (aiohttp.ClientError, ValueError) as exc:
