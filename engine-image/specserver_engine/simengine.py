@@ -8,7 +8,8 @@ in series with ``--disable-overlap-schedule``), and a decode step commits one to
 (or, speculating, a number drawn from the prompt kind's acceptance). With
 ``--speculative-adaptive`` the draft steps of each batch come from SGLang's adaptive tiers
 (``specserver_advisor.adaptive``), fed with every verify's accepted drafts, and
-``sglang:spec_num_steps`` follows them. Time runs
+``sglang:spec_num_steps`` follows them. The load gauges (running, queued, KV usage) are set
+where SGLang's scheduler metrics set them (``_report_load``), not every step. Time runs
 ``--time-scale`` times faster than the modelled GPU; everything reported (metrics, meta_info)
 is in modelled seconds.
 Used by simhttp.py (the HTTP API) and tested directly.
@@ -99,6 +100,11 @@ class SimEngine:
         self.window: deque[tuple[float, int, int, int, int]] = deque(maxlen=LOG_INTERVAL_STEPS)
         self.last_step_s = 0.0
         self.clock = 0.0  # modelled time at the end of the last step
+        #: SGLang's ``forward_ct_decode``: decode batches run, for the decode log's cadence.
+        self.decode_batches = 0
+        self.log_interval = max(1, int(cfg.parsed.get("decode_log_interval") or LOG_INTERVAL_STEPS))
+        #: The running batch when this step's prefill batch was built (its report's count).
+        self.prefill_running = 0
         r = cfg.plan.resolution
         self.spec_shape = (
             int(r.get("speculative_num_steps") or 0),
@@ -200,6 +206,7 @@ class SimEngine:
         """
         scn = self.cfg.plan.scenario
         ready = [r for r in self.running if r.first_token_at is not None]
+        self.prefill_running = len(ready)
         in_progress = len(self.prefilling)
         candidates = list(self.waiting)[: self._admissible()]
         pending = [(r.prefilled, r.prompt_tokens) for r in self.prefilling]
@@ -226,6 +233,7 @@ class SimEngine:
         """The scheduler loop; runs until cancelled."""
         while True:
             if not self.running and not self.waiting:
+                self._report_load(0)  # on_idle: the gauge is stale, published at once
                 self._update_gauges()
                 self.wake.clear()
                 await self.wake.wait()
@@ -255,6 +263,12 @@ class SimEngine:
                 self._decode(decoding, now, step_s)
             else:
                 self.window.append((step_s, 0, 0, 0, 0))  # a prefill-only step
+            if pieces:
+                self._report_load(self.prefill_running)
+            else:
+                self.decode_batches += 1
+                if self.decode_batches % self.log_interval == 0:
+                    self._report_load(len(decoding))
             self._update_gauges()
 
     def _decode(self, batch: list[SimRequest], now: float, step_s: float) -> None:
@@ -350,15 +364,29 @@ class SimEngine:
                 m.spec_verify_calls.labels(**m.tok).inc(r.verify_ct)
         return meta
 
+    def _report_load(self, running: int) -> None:
+        """Set the load gauges where SGLang 0.5.23's scheduler metrics do (metrics_reporter):
+        each prefill batch's report (``report_prefill_stats``: the running batch as it was when
+        the prefill batch was built, which excludes the prompts it prefills), every
+        ``--decode-log-interval`` decode batches (``report_decode_stats``: the decode batch) and
+        when idle (``_maybe_log_idle_metrics``: 0). The queue and the KV pool go with them.
+        Between reports the gauges hold, so right after a closed loop's wave finishes together
+        the next wave's prefill report reads 0 running until the next decode report.
+        """
+        m = self.metrics
+        if not m:
+            return
+        s = m.sched
+        m.num_running_reqs.labels(**s).set(running)
+        m.num_queue_reqs.labels(**s).set(len(self.waiting))
+        m.num_used_tokens.labels(**s).set(self.used_tokens)
+        m.token_usage.labels(**s).set(self.used_tokens / max(1, self.cfg.pool_tokens))
+
     def _update_gauges(self) -> None:
         m = self.metrics
         if not m:
             return
         s = m.sched
-        m.num_running_reqs.labels(**s).set(len(self.running))
-        m.num_queue_reqs.labels(**s).set(len(self.waiting))
-        m.num_used_tokens.labels(**s).set(self.used_tokens)
-        m.token_usage.labels(**s).set(self.used_tokens / max(1, self.cfg.pool_tokens))
         secs = sum(w[0] for w in self.window)
         tokens = sum(w[1] for w in self.window)
         m.gen_throughput.labels(**s).set(tokens / secs if secs else 0.0)
