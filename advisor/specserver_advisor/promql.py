@@ -29,8 +29,14 @@ def signal_queries(matchers: dict[str, str] | None = None, window: str = "1m") -
 
     return {
         "accept_length": f"avg by ({by}) ({selector('spec_accept_length', matchers)})",
-        "running": f"sum by ({by}) ({selector('num_running_reqs', matchers)})",
-        "queued": f"sum by ({by}) ({selector('num_queue_reqs', matchers)})",
+        # SGLang 0.5.23 sets these gauges only at its reports (each prefill batch, with the
+        # running batch before it; every --decode-log-interval decode batches; idle) and holds
+        # them between: a wave that starts from an empty batch reads 0 running until its 40th
+        # decode batch. The most each pod reported within the window is the load it carried.
+        "running": f"sum by ({by}) (max_over_time({selector('num_running_reqs', matchers)}"
+        f"[{window}]))",
+        "queued": f"sum by ({by}) (max_over_time({selector('num_queue_reqs', matchers)}"
+        f"[{window}]))",
         "kv_usage": f"max by ({by}) ({selector('token_usage', matchers)})",
         "output_tok_s": f"sum by ({by}) (rate({selector('generation_tokens_total', matchers)}"
         f"[{window}]))",

@@ -3,7 +3,9 @@ once the spike is older than the window, while the default minute still reports 
 
 The engine's exporter is ours (a loopback server exposing SGLang's TTFT histogram whose counts
 grow with the clock: 4 s of slow first tokens, then fast ones); Prometheus scrapes it every
-second and the operator's ``SignalCache`` reads it with its grouped queries."""
+second and the operator's ``SignalCache`` reads it with its grouped queries. The load gauges,
+which SGLang sets only at its reports and holds between, are read as the most each pod reported
+within the window."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ class Exporter:
 
     def __init__(self) -> None:
         self.start: float | None = None
+        self.running, self.queued = 4, 0
         self.server = serve(self.answer)[0]
         self.port = self.server.server_address[1]
 
@@ -44,7 +47,9 @@ class Exporter:
             f"{name}_sum {fast * 0.5 + slow * 8.0}\n"
             f"{name}_count {fast + slow}\n"
             "# TYPE sglang:num_running_reqs gauge\n"
-            "sglang:num_running_reqs 4\n"
+            f"sglang:num_running_reqs {self.running}\n"
+            "# TYPE sglang:num_queue_reqs gauge\n"
+            f"sglang:num_queue_reqs {self.queued}\n"
         )
 
 
@@ -78,5 +83,38 @@ def test_a_ttft_spike_leaves_a_short_window_and_stays_in_the_minute(
         # The last slow first token is 14 s old: outside 10 s, inside the minute.
         assert fresh.ttft_p99_s is not None and fresh.ttft_p99_s <= 1.0
         assert held.ttft_p99_s is not None and held.ttft_p99_s > 5.0
+    finally:
+        prom.write_targets([])
+
+
+def _scraped(prom: Any, metric: str, value: float) -> None:
+    """Wait until Prometheus holds ``value`` as the newest sample of ``metric``."""
+    deadline = time.monotonic() + 30
+    while True:
+        got = query(prom.url, f'sglang:{metric}{{specserver="load"}}')
+        if got and float(got[0]["value"][1]) == value:
+            return
+        assert time.monotonic() < deadline, f"Prometheus never scraped {metric} {value}"
+        time.sleep(0.25)
+
+
+def test_the_load_is_the_most_the_engine_reported_within_the_window(
+    prom: Any, exporter: Exporter
+) -> None:
+    """SGLang reports a wave that starts from an empty batch as 0 running until its 40th
+    decode batch (``metrics_reporter``); the policy must not read that as no load."""
+    labels = {"namespace": "llm", "specserver": "load"}
+    prom.write_targets([{"targets": [f"127.0.0.1:{exporter.port}"], "labels": labels}])
+    try:
+        exporter.running, exporter.queued = 8, 3
+        _scraped(prom, "num_queue_reqs", 3)
+        exporter.running, exporter.queued = 0, 0  # the next wave's prefill report
+        _scraped(prom, "num_running_reqs", 0)
+        _scraped(prom, "num_queue_reqs", 0)
+        cache = SignalCache(prom.url, min_interval_s=0, allowed=(prom.url,), window_s=10)
+        cache.refresh()
+        seen = cache.get("llm", "load")
+        assert cache.last_error is None and seen is not None
+        assert (seen.running, seen.queued) == (8, 3)
     finally:
         prom.write_targets([])
