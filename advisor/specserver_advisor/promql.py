@@ -32,11 +32,14 @@ def signal_queries(matchers: dict[str, str] | None = None, window: str = "1m") -
         # SGLang 0.5.23 sets these gauges only at its reports (each prefill batch, with the
         # running batch before it; every --decode-log-interval decode batches; idle) and holds
         # them between: a wave that starts from an empty batch reads 0 running until its 40th
-        # decode batch. The most each pod reported within the window is the load it carried.
+        # decode batch. The most each pod reported running within the window is the batch it
+        # carried. The queue stays the newest report: a prompt waiting behind another's chunked
+        # prefill is reported queued for a moment at any load, and a window's maximum would
+        # hold that moment for the whole window (growth over consecutive cycles would then
+        # read a steady 4-user load as a queue building).
         "running": f"sum by ({by}) (max_over_time({selector('num_running_reqs', matchers)}"
         f"[{window}]))",
-        "queued": f"sum by ({by}) (max_over_time({selector('num_queue_reqs', matchers)}"
-        f"[{window}]))",
+        "queued": f"sum by ({by}) ({selector('num_queue_reqs', matchers)})",
         "kv_usage": f"max by ({by}) ({selector('token_usage', matchers)})",
         "output_tok_s": f"sum by ({by}) (rate({selector('generation_tokens_total', matchers)}"
         f"[{window}]))",
