@@ -91,7 +91,7 @@ SETTINGS: tuple[Setting, ...] = (
         "SPECSERVER_SIGNAL_WINDOW_SECONDS",
         "60",
         "range of the PromQL rates mode Auto reads (TTFT/TPOT/ITL quantiles, output tokens/s) "
-        "and of the most running requests each engine reported, "
+        "(and a quarter of it: the most running requests each engine reported), "
         f"whole seconds, {SIGNAL_WINDOW_MIN_S}-{SIGNAL_WINDOW_MAX_S}; keep it at least four "
         "scrape intervals of the engines' metrics. A shorter window lets a latency spike "
         "leave the signals sooner after the load that caused it ends",

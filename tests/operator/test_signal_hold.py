@@ -136,12 +136,15 @@ def test_the_rates_span_the_operator_wide_signal_window(
     prom: FakePrometheus, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """SPECSERVER_SIGNAL_WINDOW_SECONDS sets the range of every rate the operator asks for
-    (the quantiles and output tokens/s) and of the running gauge's maximum; 60 s when unset."""
+    (the quantiles and output tokens/s), and a quarter of it the running gauge's maximum; 60 s
+    when unset."""
     SignalCache(prom.url, min_interval_s=0, allowed=(prom.url,)).refresh()
-    assert sum("[60s]" in q for q in prom.queries) == 6
+    assert sum("[60s]" in q for q in prom.queries) == 5
+    assert sum("max_over_time(" in q and "[15s]" in q for q in prom.queries) == 1
     prom.queries.clear()
     monkeypatch.setenv("SPECSERVER_SIGNAL_WINDOW_SECONDS", "20")
     SignalCache(prom.url, min_interval_s=0, allowed=(prom.url,)).refresh()
-    ranged = [q for q in prom.queries if "rate(" in q or "max_over_time(" in q]
-    assert len(ranged) == 6 and all("[20s]" in q for q in ranged)
+    rates = [q for q in prom.queries if "rate(" in q]
+    assert len(rates) == 5 and all("[20s]" in q for q in rates)
+    assert sum("max_over_time(" in q and "[5s]" in q for q in prom.queries) == 1
     assert not any("[60s]" in q or "[1m]" in q for q in prom.queries)

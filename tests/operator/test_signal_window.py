@@ -5,7 +5,7 @@ The engine's exporter is ours (a loopback server exposing SGLang's TTFT histogra
 grow with the clock: 4 s of slow first tokens, then fast ones); Prometheus scrapes it every
 second and the operator's ``SignalCache`` reads it with its grouped queries. The running
 gauge, which SGLang sets only at its reports and holds between, is read as the most each pod
-reported within the window."""
+reported within the last quarter of the window."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from loopbackhttp import Answer, serve, stop
+from specserver_advisor.promql import signal_queries
 from specserver_operator.signals import SignalCache, query
 
 #: Requests per second the exporter counts; the first SLOW_S seconds take 8 s to first token.
@@ -111,7 +112,8 @@ def test_the_load_is_the_most_the_engine_reported_within_the_window(
         exporter.running, exporter.queued = 0, 0  # the next wave's prefill report
         _scraped(prom, "num_running_reqs", 0)
         _scraped(prom, "num_queue_reqs", 0)
-        cache = SignalCache(prom.url, min_interval_s=0, allowed=(prom.url,), window_s=10)
+        # A 40 s window: running is the most reported in its last quarter, 10 s.
+        cache = SignalCache(prom.url, min_interval_s=0, allowed=(prom.url,), window_s=40)
         cache.refresh()
         seen = cache.get("llm", "load")
         assert cache.last_error is None and seen is not None
@@ -120,3 +122,14 @@ def test_the_load_is_the_most_the_engine_reported_within_the_window(
         assert (seen.running, seen.queued) == (8, 0)
     finally:
         prom.write_targets([])
+
+
+def test_the_running_maximum_spans_a_quarter_of_the_window() -> None:
+    """Long enough to hold a report across SGLang's 40-batch gaps (a quarter of a window of at
+    least four scrapes spans one or more), short enough to be gone before the rates forget
+    the traffic (a whole window's maximum outlived it: an idle engine read as running with
+    no output, and the policy learned a score of 0 there)."""
+    assert "[15s]" in signal_queries(window="1m")["running"]
+    assert "[15s]" in signal_queries(window="60s")["running"]
+    assert "[5s]" in signal_queries(window="20s")["running"]
+    assert "[60s]" in signal_queries(window="60s")["output_tok_s"]
