@@ -27,7 +27,7 @@ from specserver_advisor.policy import (
     PolicyState,
     decide,
 )
-from specserver_advisor.policy_model import finite_or_none
+from specserver_advisor.policy_model import readings
 from specserver_advisor.switchcost import cancel_reason
 
 #: Learned band scores are persisted at most this often (they move every cycle).
@@ -164,10 +164,7 @@ def reconsider(
         return None
     if now - obs.age_s < started:
         return None  # read before the switch was decided
-    inputs: dict[str, Any] = {
-        k: finite_or_none(getattr(obs, k))
-        for k in ("accept_length", "ttft_p99_s", "running", "queued", "output_tok_s", "age_s")
-    }
+    inputs = readings(obs)
     if inputs["running"] is None or inputs["queued"] is None:
         return None
     inputs["load"] = inputs["running"] + inputs["queued"]

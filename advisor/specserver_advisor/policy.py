@@ -27,10 +27,10 @@ from specserver_advisor.policy_model import (
     PolicyState,
     accept_floor,
     band_of,
-    finite_or_none,
     fresh_band_entry,
     learn_band,
     learned_preference,
+    readings,
     score,
 )
 from specserver_advisor.policy_reasons import after_switch, disable_reason, enable_reason
@@ -165,10 +165,7 @@ def decide(
     now = float(obs.ts)
     state.switch_times = [t for t in state.switch_times if now - t < 3600]
     floor = accept_floor(policy, ctx)
-    inputs: dict[str, Any] = {
-        k: finite_or_none(getattr(obs, k))
-        for k in ("accept_length", "ttft_p99_s", "running", "queued", "output_tok_s", "age_s")
-    }
+    inputs = readings(obs)
     thresholds: dict[str, Any] = {
         "accept_floor": floor,
         "ttft_p99_slo_s": policy.ttft_p99_slo_seconds,

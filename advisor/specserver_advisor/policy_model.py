@@ -52,6 +52,15 @@ class Observation:
         return cls(ts=ts, **known)
 
 
+def readings(obs: Observation) -> dict[str, Any]:
+    """The observation's signals the policy reads, each a finite number or None (missing, NaN
+    or infinite); ``policy.decide`` and ``autocycle.reconsider`` read them the same way."""
+    return {
+        k: finite_or_none(getattr(obs, k))
+        for k in ("accept_length", "ttft_p99_s", "running", "queued", "output_tok_s", "age_s")
+    }
+
+
 def finite_or_none(value: float | None) -> float | None:
     if value is None:
         return None
