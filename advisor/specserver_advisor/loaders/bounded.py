@@ -1,0 +1,92 @@
+"""Bounded decoding of untrusted JSON: size checked before parsing, nesting depth after.
+
+One primitive for every place that decodes text someone else wrote (a tenant's inline model
+config, a config.json from a hub or a directory, an observation line, an AdmissionReview): the
+caller names what it is decoding, and every failure is an :class:`InputLimitError` whose message
+starts with that name, never a RecursionError or a traceback. Pure; no I/O.
+
+Depth is counted iteratively (an explicit stack), so a value nested as deep as the C decoder
+allows is measured without recursion; CPython's json decoder itself refuses nesting past the
+interpreter's recursion limit with a RecursionError, which is caught here and reported the same
+way.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+#: Containers inside containers that any real model config, review or observation needs.
+MAX_DEPTH = 64
+#: Bytes of JSON text accepted by default (an AdmissionReview body is bounded at 4 MiB).
+MAX_BYTES = 4 * 1024 * 1024
+
+
+class InputLimitError(ValueError):
+    """Text that is not JSON, too large or nested too deep; the message names the input."""
+
+
+def depth(value: Any) -> int:
+    """How many containers deep ``value`` is (a scalar is 0, ``[]`` and ``{}`` are 1)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        level += 1
+        deepest = max(deepest, level)
+        stack.extend((child, level) for child in children)
+    return deepest
+
+
+def check_depth(value: Any, what: str, max_depth: int = MAX_DEPTH) -> Any:
+    """``value`` itself when it is at most ``max_depth`` containers deep, else InputLimitError."""
+    if depth(value) > max_depth:
+        raise InputLimitError(f"{what}: nested more than {max_depth} levels deep")
+    return value
+
+
+def json_value(
+    text: str | bytes,
+    what: str,
+    *,
+    max_bytes: int = MAX_BYTES,
+    max_depth: int = MAX_DEPTH,
+) -> Any:
+    """The JSON value in ``text``, checked for size before parsing and for depth after."""
+    size = len(text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text)
+    if size > max_bytes:
+        raise InputLimitError(f"{what}: {size} bytes, over the limit of {max_bytes}")
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputLimitError(f"{what}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise InputLimitError(f"{what}: nested more than {max_depth} levels deep") from None
+    except json.JSONDecodeError as exc:
+        raise InputLimitError(
+            f"{what}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        ) from None
+    return check_depth(value, what, max_depth)
+
+
+def json_object(
+    text: str | bytes,
+    what: str,
+    *,
+    max_bytes: int = MAX_BYTES,
+    max_depth: int = MAX_DEPTH,
+) -> dict[str, Any]:
+    """:func:`json_value` that must be a JSON object."""
+    value = json_value(text, what, max_bytes=max_bytes, max_depth=max_depth)
+    if not isinstance(value, dict):
+        raise InputLimitError(f"{what}: expected a JSON object, got {type(value).__name__}")
+    return value
