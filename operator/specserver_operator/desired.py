@@ -27,7 +27,7 @@ from specserver_advisor.models import (
 )
 from specserver_advisor.modelshape import ConfigShapeError
 from specserver_advisor.policy import Observation, PolicyContext
-from specserver_operator import children, podpolicy
+from specserver_operator import children, speccheck
 from specserver_operator import conditions as cond
 from specserver_operator.apibodies import applied_hash
 from specserver_operator.autopilot import PAUSE_ANNOTATION, AutoStep, auto_step
@@ -47,7 +47,6 @@ from specserver_operator.reconcile import (
     status_events,
 )
 from specserver_operator.statusmodel import status_plan
-from specserver_operator.validation import context_problems
 
 #: Status fields of a new switch, written before the engine is touched.
 INTENT_FIELDS = ("switch", "policyState", "decisions", "lastDecisionReason")
@@ -124,9 +123,7 @@ def desired(observed: Observed, settings: Settings, memo: PassCache) -> Plan:
                 observed, server, engine_config(server, uid, configs, want, memo), settings
             )
         except ConfigShapeError as exc:  # a config the tenant gave that no model has
-            decided.cfg = EngineConfig(
-                False, "InvalidModelConfig", f"{configs.source} model config: {exc}"
-            )
+            decided.cfg = speccheck.shape_refusal(configs, exc)
     step = decided.step
     plan = Plan(decided, SpecServerStatus(), {}, retry=observed.config_error)
     if step is not None:
@@ -149,14 +146,11 @@ def desired(observed: Observed, settings: Settings, memo: PassCache) -> Plan:
 def _checked(
     observed: Observed, server: SpecServer, cfg: EngineConfig, settings: Settings
 ) -> EngineConfig:
-    """``cfg`` unless the context, the pod policy refuse it; with a missing Secret's warning."""
-    context = cfg.resolved.get("contextLength") if cfg.valid else None
-    problems = context_problems(server, context if isinstance(context, int) else None)
-    if problems:
-        cfg = EngineConfig(False, "InvalidSpec", "; ".join(problems))
-    refused = podpolicy.refusal(server.spec, settings.pod_policy)
-    if refused:
-        cfg = EngineConfig(False, podpolicy.REFUSED, refused)
+    """``cfg`` unless the context, the pod policy refuse it (the admission webhook's own
+    checks: speccheck.render_problems); with a missing Secret's warning."""
+    problems = speccheck.render_problems(server, cfg, settings.pod_policy)
+    if problems and problems[-1] != (cfg.reason, cfg.message):
+        cfg = EngineConfig(False, *problems[-1])
     if observed.missing_secret and cfg.valid:
         cfg = dataclasses.replace(cfg, warnings=[*cfg.warnings, observed.missing_secret])
     return cfg

@@ -14,11 +14,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import ValidationError
-
 from specserver_advisor.models import SpecServer
 from specserver_advisor.policy import Observation
-from specserver_operator import bluegreen, configsource, podpolicy
+from specserver_operator import bluegreen, configsource, podpolicy, speccheck
 from specserver_operator.autopilot import NO_PROMETHEUS_URL
 from specserver_operator.client import ApiError, KubeClient, NotFoundError
 from specserver_operator.configsource import ConfigSourceError, HfSettings, ModelConfigs
@@ -26,7 +24,6 @@ from specserver_operator.names import child_name
 from specserver_operator.passcache import PassCache
 from specserver_operator.render import DEFAULT_PREFLIGHT_IMAGE
 from specserver_operator.signals import SignalCache
-from specserver_operator.validation import spec_problems
 
 #: Seconds before a config source that failed is read again (for the same generation).
 CONFIG_RETRY_S = 30.0
@@ -150,15 +147,8 @@ def validated(body: dict[str, Any], memo: PassCache) -> tuple[SpecServer | None,
     hit = memo.validated.get(meta["uid"])
     if hit and hit[0] == key:
         return hit[1], hit[2]
-    try:
-        parsed = SpecServer.model_validate({k: v for k, v in body.items() if k != "status"})
-        problems = spec_problems(parsed)  # what the schema cannot check
-        invalid = "; ".join(problems[:3]) if problems else None
-        server: SpecServer | None = None if problems else parsed
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        invalid = f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
-        server = None
+    server, problems = speccheck.parse(body)  # the admission webhook's own check
+    invalid = "; ".join(problems[:3]) if problems else None
     memo.validated[meta["uid"]] = (key, server, invalid)
     return server, invalid
 

@@ -13,6 +13,7 @@ import posixpath
 import re
 
 from specserver_advisor.models import SpecServer
+from specserver_advisor.sglang.flags import match_option
 
 INT32_MAX = 2**31 - 1
 #: Sane upper bounds (values far beyond any real deployment are mistakes, not plans).
@@ -134,6 +135,7 @@ def spec_problems(server: SpecServer) -> list[str]:
             out.append(f"{path}: {env.name} is given twice")
         seen.add(env.name)
     s = spec.speculative
+    out += _choice_problems("spec.speculative.draftKvCacheDtype", s.draft_kv_cache_dtype)
     _bounded(out, "spec.speculative.numSteps", s.num_steps, MAX_NUM_STEPS)
     _bounded(out, "spec.speculative.eagleTopk", s.eagle_topk, MAX_EAGLE_TOPK)
     _bounded(out, "spec.speculative.numDraftTokens", s.num_draft_tokens, MAX_DRAFT_TOKENS)
@@ -173,6 +175,19 @@ def spec_problems(server: SpecServer) -> list[str]:
             camel = re.sub(r"_([a-z])", lambda m: m.group(1).upper(), field)
             _bounded(out, f"spec.autoSpeculation.{camel}", getattr(auto, field), 10_000)
     return out
+
+
+#: Spec fields rendered as the value of an SGLang flag that takes one of fixed choices.
+CHOICE_FLAGS = {"spec.speculative.draftKvCacheDtype": "--speculative-draft-kv-cache-dtype"}
+
+
+def _choice_problems(path: str, value: str | None) -> list[str]:
+    """Why ``value`` is not one SGLang accepts for ``path``'s flag (its own choices)."""
+    flag = match_option(CHOICE_FLAGS[path])[0]
+    choices = flag.choices if flag is not None else None
+    if value is None or not choices or value in choices:
+        return []
+    return [f"{path}: {value[:64]!r} is not one of {', '.join(choices)}"]
 
 
 def _volume_problems(mount: str, claim: str | None, host: str | None) -> list[str]:

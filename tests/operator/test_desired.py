@@ -205,6 +205,17 @@ def test_an_invalid_spec_keeps_the_running_engine_and_says_why() -> None:
     assert plan.patch["observedGeneration"] == 2
 
 
+def test_a_draft_kv_cache_dtype_sglang_refuses_is_config_valid_false_naming_the_field() -> None:
+    """It was an AssertionError in the argv builder: ReconcileFailed instead of ConfigValid."""
+    bad = copy.deepcopy(BODY)
+    bad["spec"]["speculative"]["draftKvCacheDtype"] = "zzz"
+    plan = desired(observed(bad), SETTINGS, PassCache())
+    valid = condition(plan, "ConfigValid")
+    assert (valid["status"], valid["reason"]) == ("False", "InvalidSpec")
+    assert "spec.speculative.draftKvCacheDtype: 'zzz' is not one of" in valid["message"]
+    assert plan.writes == []
+
+
 def test_a_stored_field_the_status_model_does_not_hold_is_removed() -> None:
     body, kids, memo = settled()
     stale = copy.deepcopy(body)

@@ -60,6 +60,7 @@ def test_a_plain_spec_has_no_problems() -> None:
         ("modelSource.volume", {"hostPath": "/m", "mountPath": "models"}, "mountPath"),
         ("modelSource.volume", {"hostPath": "/m", "mountPath": "/a/../proc"}, "mountPath"),
         ("resources.tolerations", [{"operator": "Maybe"}], "tolerations[0].operator"),
+        ("speculative.draftKvCacheDtype", "zzz", "spec.speculative.draftKvCacheDtype"),
     ],
 )
 def test_each_problem_names_its_field(path: str, value: Any, field: str) -> None:
