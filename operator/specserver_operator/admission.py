@@ -1,40 +1,70 @@
 """Admission review of a SpecServer: every problem at once, with the codes ConfigValid uses.
 
-Called by the webhook server (webhook.py) for CREATE and UPDATE. Pure: no API or network
-access, so only configs available offline are used (``spec.modelSource.inline``, else the
-advisor's bundled configs of well-known models); a SpecServer whose configs come from a
-ConfigMap or an HF endpoint gets the schema and flag checks here and the rest from its
-ConfigValid condition. Problems:
+Called by the webhook server (webhook.py, webhookserver.py) for CREATE and UPDATE; pure but
+for the two callables it is given (a SubjectAccessReview, the grant record) and the one read
+it may make (model configs from the admin's HF endpoint, within the review's deadline).
+Problems:
 
-1. the models' validation, every error with its field path;
-2. the operator's own render (``build_engine_config``) for each mode the spec can run, which
-   is what ConfigValid reports (without engine.memFractionStatic it also decides memory: a
-   fraction the operator would compute is not a problem, so the lint's SPEC016 defers to it);
+1. ``speccheck.parse``: the models' validation and what the schema cannot check, every error
+   with its field path (what ConfigValid reports as InvalidSpec);
+2. ``speccheck.render_problems`` for each mode the spec can run: the operator's own render
+   (``build_engine_config``), the context, the admin's pod policy (engine.env HF_TOKEN,
+   hostPath, match-all tolerations), exactly as ConfigValid (without engine.memFractionStatic
+   the render also decides memory: a fraction the operator would compute is not a problem, so
+   the lint's SPEC016 defers to it). Model configs are the operator's chain as far as the
+   webhook can follow it: inline; a ConfigMap is the operator's to read (its ConfigValid
+   reports); the admin-allowed HF endpoint (for the API server's reviews only, within the
+   deadline; a failure is a warning, ConfigValid reports it); the bundled catalog;
 3. the advisor's lint rules for SpecServers (the CLI's catalogue) for codes not found yet,
    error severity; warning severity comes back as admission warnings (kubectl prints them);
-4. the Secret named by ``spec.modelSource.hfTokenSecretRef``: the engine pod mounts it, so the
-   requesting user must be allowed to ``get`` it themselves. That is the one question asked of
-   the API server (a SubjectAccessReview, through the ``review_access`` callable the webhook
-   passes in); it is asked on CREATE and on any UPDATE that changes the spec (an
-   ``hfEndpoint`` change could send the token elsewhere), not on metadata-only updates.
+4. the hfTokenSecretRef access check (secretreview.py).
+
+Fail closed: ``answer_body`` turns any body that is not a bounded AdmissionReview, and any
+exception while reviewing, into ``allowed: false`` naming the exception, never a traceback.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-
-from pydantic import ValidationError
 
 from specserver_advisor import configchain, findings
 from specserver_advisor.lint.model import Context
 from specserver_advisor.lint.rules import RULES
 from specserver_advisor.lint.specservers import SpecServerError, launch_from_specserver
-from specserver_advisor.loaders.configs import bundled
-from specserver_advisor.models import Mode, SpecServer
-from specserver_operator.configsource import ConfigSourceError, ModelConfigs
-from specserver_operator.engineconfig import build_engine_config, extra_args_refusal
+from specserver_advisor.loaders import bounded
+from specserver_advisor.loaders.configs import bundled, fetch_from_endpoint
+from specserver_advisor.models import Mode, SpecServerSpec
+from specserver_operator import configsource, podpolicy, speccheck
+from specserver_operator.configsource import ConfigSourceError, HfSettings, ModelConfigs
+from specserver_operator.engineconfig import extra_args_refusal
+from specserver_operator.secretreview import (
+    AccessSettings,
+    Caller,
+    RecordGrant,
+    ReviewAccess,
+    secret_check,
+)
+
+__all__ = [
+    "Caller",
+    "ReviewAccess",
+    "ReviewSettings",
+    "Verdict",
+    "admission_response",
+    "answer_body",
+    "refusal",
+    "review_specserver",
+]
+
+MAX_BODY = 4 * 1024 * 1024
+#: A review body is the object twice (object, oldObject) with its managedFields.
+MAX_DEPTH = bounded.MAX_DEPTH
+NOT_VERIFIED = Caller(False, "not verified")
+#: Seconds a review has when its caller gives no deadline.
+DEFAULT_DEADLINE_S = 8.0
 
 
 @dataclass
@@ -49,13 +79,51 @@ class Verdict:
         return not self.problems
 
 
-def offline_configs(server: SpecServer) -> ModelConfigs | None:
-    """Inline configs, else bundled ones for well-known repo ids; None when neither has them."""
+@dataclass(frozen=True)
+class ReviewSettings:
+    """The admin's settings a review needs: the operator's own (observe.Settings)."""
+
+    pod_policy: podpolicy.PodPolicy = field(default_factory=podpolicy.PodPolicy)
+    hf: HfSettings = field(default_factory=HfSettings)
+    access: AccessSettings = field(default_factory=AccessSettings)
+
+    @classmethod
+    def from_env(cls) -> ReviewSettings:
+        return cls(podpolicy.PodPolicy.from_env(), HfSettings.from_env(), AccessSettings.from_env())
+
+
+def review_configs(
+    spec: SpecServerSpec, hf: HfSettings | None, deadline: float
+) -> tuple[ModelConfigs | None, str | None]:
+    """(the configs the operator would use, when the webhook can read them; a warning why
+    not). ``hf`` None: no endpoint is asked (a caller that is not the API server)."""
+
+    def configmap(spec: SpecServerSpec) -> configchain.Lookup:
+        src = spec.model_source
+        if src and src.config_map_name:
+            raise ConfigSourceError("")  # the operator's to read: no configs here, no warning
+        return configchain.Lookup(None)
+
+    def fetch(endpoint: str, repo: str, rev: str | None, name: str, token: str | None) -> Any:
+        left = deadline - time.monotonic()
+        if left <= 0.5:
+            raise ConfigSourceError("no time left in the review to fetch model configs")
+        return fetch_from_endpoint(endpoint, repo, rev, name, token, timeout=left - 0.5)
+
+    def endpoint(spec: SpecServerSpec) -> configchain.Lookup:
+        if hf is None:
+            return configchain.Lookup(None)
+        return configchain.Lookup(*configsource.from_endpoint(spec, hf, fetch))
+
     catalog = configchain.references(lambda ref, _revision: bundled(ref), "bundled")
+    sources = [configchain.inline, configmap, endpoint, catalog]
     try:
-        return configchain.first_configs(server.spec, [configchain.inline, catalog], "")
-    except ConfigSourceError:
-        return None
+        return configchain.first_configs(spec, sources, ""), None
+    except ConfigSourceError as exc:
+        note = str(exc)
+        if not note or note.startswith("no config for"):
+            return None, None
+        return None, f"model-config checks left to ConfigValid: {note}"
 
 
 def _lint(
@@ -86,133 +154,128 @@ def _lint(
                 verdict.warnings.append(f"{d.code}: {d.message}")
 
 
-def review_specserver(obj: dict[str, Any]) -> Verdict:
+def review_specserver(
+    obj: dict[str, Any],
+    settings: ReviewSettings | None = None,
+    caller: Caller = NOT_VERIFIED,
+    deadline: float | None = None,
+) -> Verdict:
     """Every reason to refuse this SpecServer (and warnings to show), at once."""
+    settings = ReviewSettings() if settings is None else settings
+    deadline = time.monotonic() + DEFAULT_DEADLINE_S if deadline is None else deadline
     verdict = Verdict()
     doc = {k: v for k, v in obj.items() if k != "status"}
-    try:
-        server = SpecServer.model_validate(doc)
-    except ValidationError as exc:
-        for err in exc.errors():
-            where = ".".join(str(p) for p in err["loc"]) or "(object)"
-            verdict.problems.append(f"{where}: {err['msg']}")
+    server, problems = speccheck.parse(doc)
+    if server is None:
+        verdict.problems += problems
         return verdict
-    configs = offline_configs(server)
-    # The operator's own render first: its messages are written for the SpecServer's author.
+    trusted = caller.authenticated or settings.access.trust_unauthenticated
+    configs, note = review_configs(server.spec, settings.hf if trusted else None, deadline)
+    if note:
+        verdict.warnings.append(note)
     seen: set[str] = set()
-    modes = {
-        Mode.ENABLED: [True],
-        Mode.DISABLED: [False],
-        Mode.AUTO: [True, False],
-    }[server.spec.mode]
     if configs is None:
-        # No model config offline (a ConfigMap or HF source): what needs none is still checked.
+        # No model config here (a ConfigMap, an endpoint that failed): what needs none still is.
         refused = extra_args_refusal(server.spec)
         if refused:
             seen.add(refused[0])
             verdict.problems.append(f"{refused[0]}: {refused[1]}")
-    for speculative in modes if configs is not None else []:
-        cfg = build_engine_config(server.spec, configs, speculative)  # type: ignore[arg-type]
-        if not cfg.valid and cfg.reason not in seen:
-            seen.add(cfg.reason)
-            off = "" if speculative else " (with speculation off)"
-            verdict.problems.append(f"{cfg.reason}: {cfg.message}{off}")
+    modes = {Mode.ENABLED: [True], Mode.DISABLED: [False], Mode.AUTO: [True, False]}
+    runs: list[bool | None] = list(modes[server.spec.mode]) if configs is not None else [None]
+    for speculative in runs:
+        cfg = None
+        if configs is not None and speculative is not None:
+            cfg = speccheck.render(server, configs, speculative)
+        off = "" if speculative is not False else " (with speculation off)"
+        for reason, message in speccheck.render_problems(server, cfg, settings.pod_policy):
+            if reason not in seen:
+                seen.add(reason)
+                verdict.problems.append(f"{reason}: {message}{off}")
     _lint(doc, configs, verdict, server.spec.engine.mem_fraction_static is None, seen)
     return verdict
 
 
-#: Creates a SubjectAccessReview and returns its ``status`` (``allowed``, ``reason``,
-#: ``evaluationError``); the webhook's I/O edge.
-ReviewAccess = Callable[[dict[str, Any]], dict[str, Any]]
-
-
-def _secret_ref_name(obj: dict[str, Any]) -> str | None:
-    """The Secret ``spec.modelSource.hfTokenSecretRef`` names, when it names one."""
-    spec = obj.get("spec")
-    source = spec.get("modelSource") if isinstance(spec, dict) else None
-    ref = source.get("hfTokenSecretRef") if isinstance(source, dict) else None
-    name = ref.get("name") if isinstance(ref, dict) else None
-    return name if isinstance(name, str) and name else None
-
-
-def secret_access_review(user: dict[str, Any], namespace: str, secret: str) -> dict[str, Any]:
-    """The SubjectAccessReview asking whether ``user`` (AdmissionReview userInfo) may get
-    ``namespace/secret``."""
-    spec: dict[str, Any] = {
-        "user": str(user.get("username") or ""),
-        "groups": [str(g) for g in user.get("groups") or []],
-        "resourceAttributes": {
-            "namespace": namespace,
-            "verb": "get",
-            "group": "",
-            "version": "v1",
-            "resource": "secrets",
-            "name": secret,
+def refusal(uid: str, message: str, code: int = 422) -> dict[str, Any]:
+    """An AdmissionReview answer refusing request ``uid`` with ``message``."""
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "response": {
+            "uid": uid,
+            "allowed": False,
+            "status": {"code": code, "reason": "Invalid", "message": message[:4000]},
         },
     }
-    if user.get("uid"):
-        spec["uid"] = str(user["uid"])
-    if isinstance(user.get("extra"), dict):
-        spec["extra"] = {str(k): [str(v) for v in vs] for k, vs in user["extra"].items()}
-    return {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
-
-
-def secret_problem(request: dict[str, Any], review_access: ReviewAccess) -> str | None:
-    """Why the requesting user may not name this SpecServer's hfTokenSecretRef (None: may)."""
-    obj = request.get("object") or {}
-    secret = _secret_ref_name(obj)
-    if secret is None:
-        return None
-    old = request.get("oldObject")
-    if (
-        request.get("operation") == "UPDATE"
-        and isinstance(old, dict)
-        and old.get("spec") == obj.get("spec")
-    ):
-        return None  # metadata only (finalizers, labels): nothing new reaches the pod
-    namespace = str(request.get("namespace") or (obj.get("metadata") or {}).get("namespace"))
-    user = request.get("userInfo") or {}
-    who = str(user.get("username") or "the requesting user")
-    status = review_access(secret_access_review(user, namespace, secret))
-    if status.get("allowed") is True:
-        return None
-    where = "spec.modelSource.hfTokenSecretRef.name"
-    if status.get("evaluationError") and not status.get("reason"):
-        return (
-            f"{where}: could not check that {who} may get Secret {namespace}/{secret} "
-            f"({status['evaluationError']}); the engine pod would receive it as HF_TOKEN"
-        )
-    return (
-        f"{where}: {who} may not get Secret {namespace}/{secret}, and the engine pod would "
-        "receive it as HF_TOKEN; name a Secret you can read (or ask for get on this one)"
-    )
 
 
 def admission_response(
-    review: dict[str, Any], review_access: ReviewAccess | None = None
+    review: dict[str, Any],
+    review_access: ReviewAccess | None = None,
+    caller: Caller = NOT_VERIFIED,
+    settings: ReviewSettings | None = None,
+    record_grant: RecordGrant | None = None,
+    deadline: float | None = None,
 ) -> dict[str, Any]:
     """The AdmissionReview (admission.k8s.io/v1) answer to one request.
 
     ``review_access`` answers SubjectAccessReviews; without it the hfTokenSecretRef check is
-    not made (only the webhook server, which has API access, can make it).
+    not made (only the webhook server, which has API access, can make it). ``record_grant`` is
+    called once the whole verdict is allowed, when a SubjectAccessReview allowed the Secret and
+    the request is not a dry run.
     """
-    request = review.get("request") or {}
-    uid = request.get("uid", "")
+    settings = ReviewSettings() if settings is None else settings
+    request = review.get("request")
+    if not isinstance(request, dict):
+        raise ValueError("the AdmissionReview has no request object")
+    uid = request.get("uid")
+    if not isinstance(uid, str):
+        raise ValueError("request.uid is not a string")
     obj = request.get("object")
+    grant = None
     if request.get("operation") not in ("CREATE", "UPDATE") or not isinstance(obj, dict):
         verdict = Verdict()
     else:
-        verdict = review_specserver(obj)
-        problem = secret_problem(request, review_access) if review_access else None
-        if problem:
-            verdict.problems.append(f"SecretNotReadable: {problem}")
-    response: dict[str, Any] = {"uid": uid, "allowed": verdict.allowed}
-    if verdict.warnings:
-        response["warnings"] = verdict.warnings[:20]
+        verdict = review_specserver(obj, settings, caller, deadline)
+        if review_access is not None:
+            problem, grant = secret_check(request, review_access, caller, settings.access)
+            if problem:
+                verdict.problems.append(f"SecretNotReadable: {problem}")
     if not verdict.allowed:
-        response["status"] = {
-            "code": 422,
-            "reason": "Invalid",
-            "message": f"{len(verdict.problems)} problem(s): " + "; ".join(verdict.problems),
+        answer = refusal(uid, f"{len(verdict.problems)} problem(s): " + "; ".join(verdict.problems))
+    else:
+        answer = {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "response": {"uid": uid, "allowed": True},
         }
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
+        if grant is not None and record_grant is not None and request.get("dryRun") is not True:
+            record_grant(
+                grant.namespace, grant.name, grant.uid, grant.generation, grant.secret, grant.user
+            )
+    if verdict.warnings:
+        answer["response"]["warnings"] = verdict.warnings[:20]
+    return answer
+
+
+def answer_body(
+    body: bytes,
+    respond: Callable[[dict[str, Any]], dict[str, Any]],
+    seen: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """``respond``'s answer to the AdmissionReview in ``body``; fail closed: a body that is not
+    a bounded JSON AdmissionReview (``loaders.bounded``), and any exception while reviewing,
+    is ``allowed: false`` naming it. ``seen["uid"]``: the request's uid once it is known."""
+    uid = ""
+    try:
+        review = bounded.json_object(
+            body, "the AdmissionReview body", max_bytes=MAX_BODY, max_depth=MAX_DEPTH
+        )
+        request = review.get("request")
+        if isinstance(request, dict) and isinstance(request.get("uid"), str):
+            uid = request["uid"]
+            if seen is not None:
+                seen["uid"] = uid
+        return respond(review)
+    except Exception as exc:  # fail closed, naming the exception
+        reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        return refusal(uid, f"the review failed, so it is refused ({reason})")

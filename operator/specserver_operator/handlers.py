@@ -35,6 +35,7 @@ _CYCLE: list[Cycle] = []
 _STOP = threading.Event()
 _LOGGED_IN = threading.Event()
 _CONNECTION: list[Connection] = []
+_WEBHOOK: list[Any] = []  # the Webhook, once started (webhook.py)
 
 
 @kopf.on.login()
@@ -74,15 +75,9 @@ def _run_webhook() -> None:
     # Imported only when the webhook is on: its certificates need `cryptography` (~8 MB RSS).
     from specserver_operator.webhook import Webhook
 
-    names = [n.strip() for n in value("SPECSERVER_WEBHOOK_DNS_NAMES").split(",") if n.strip()]
-    hook = Webhook(
-        cycle().client,
-        int(value("SPECSERVER_WEBHOOK_PORT")),
-        value("SPECSERVER_WEBHOOK_ADDRESS"),
-        value("SPECSERVER_WEBHOOK_SECRET"),
-        value("SPECSERVER_WEBHOOK_CONFIG"),
-        names,
-    )
+    # record_grant: where an allowed, authenticated review's Secret grant is recorded.
+    hook = Webhook.from_env(cycle().client, record_grant=None)
+    _WEBHOOK[:] = [hook]
     hook.serve(_STOP)
 
 
@@ -117,6 +112,20 @@ def cycle_is_running(**_: Any) -> str:
     if not _CYCLE[0].healthy(interval):
         raise kopf.PermanentError("no observation cycle completed within four intervals")
     return "cycling"
+
+
+@kopf.on.probe(id="webhook")
+def webhook_answers(**_: Any) -> str:
+    """``/healthz`` fails when the webhook is on and cannot answer reviews (its serving thread
+    dead, its event loop stalled, every review worker stuck past its deadline)."""
+    if not int(value("SPECSERVER_WEBHOOK_PORT")):
+        return "off"
+    if not _WEBHOOK:
+        return "starting"
+    problem = _WEBHOOK[0].health()
+    if problem:
+        raise kopf.PermanentError(problem)
+    return "answering"
 
 
 @kopf.on.probe(id="leader")

@@ -172,6 +172,30 @@ SETTINGS: tuple[Setting, ...] = (
         "apiserver dials",
     ),
     Setting(
+        "--webhook-client-ca",
+        "SPECSERVER_WEBHOOK_CLIENT_CA",
+        "",
+        "PEM file of the CA that signs the apiserver's webhook client certificate (its "
+        "AdmissionConfiguration kubeConfigFile): only a review over a connection with such a "
+        "certificate gets the hfTokenSecretRef SubjectAccessReview; empty: none does, and a "
+        "SpecServer naming hfTokenSecretRef is refused (docs/security.md)",
+    ),
+    Setting(
+        "--webhook-client-names",
+        "SPECSERVER_WEBHOOK_CLIENT_NAMES",
+        "",
+        "comma-separated subject common names a client certificate must have to count as the "
+        "apiserver (empty: any the client CA signed; set it when that CA signs other clients)",
+    ),
+    Setting(
+        "--webhook-trust-unauthenticated",
+        "SPECSERVER_WEBHOOK_TRUST_UNAUTHENTICATED",
+        "false",
+        "answer hfTokenSecretRef SubjectAccessReviews for any caller of the webhook port, for "
+        "clusters whose apiserver cannot present a client certificate; RISK: anyone who can "
+        "reach the port learns whether any user may read any Secret (docs/security.md)",
+    ),
+    Setting(
         "--engine-image",
         "SPECSERVER_ENGINE_IMAGE",
         "ghcr.io/specserver/specserver-engine:0.1.0-sglang0.5.23",

@@ -1,11 +1,13 @@
-"""The validating admission webhook: an HTTPS endpoint and the upkeep of its certificate.
+"""The validating admission webhook: its HTTPS server, its settings, its certificate's upkeep.
 
-Started by handlers.py when ``SPECSERVER_WEBHOOK_PORT`` is set. ``POST /validate`` answers
-AdmissionReviews with admission.py, giving it the one API call it needs: a SubjectAccessReview
-(may the requesting user get the Secret named as hfTokenSecretRef?), which fails closed. At
-start and every ``UPKEEP_S`` the operator makes sure the Secret it owns holds a usable CA and
-serving certificate (webhookcerts.py; a new pair when missing, expiring or not covering the
-names) and that the ValidatingWebhookConfiguration's
+Started by handlers.py when ``SPECSERVER_WEBHOOK_PORT`` is set. ``POST /validate`` is served by
+webhookserver.py (deadlines, a bounded pool) and answered by admission.py, given the admin's
+settings and the one API call it needs: a SubjectAccessReview (may the requesting user get the
+Secret named as hfTokenSecretRef?), which fails closed and is made only for the API server's
+reviews: a client certificate verified against ``SPECSERVER_WEBHOOK_CLIENT_CA`` (and, when set,
+one of ``SPECSERVER_WEBHOOK_CLIENT_NAMES``). At start and every ``UPKEEP_S`` the operator makes
+sure the Secret it owns holds a usable CA and serving certificate (webhookcerts.py; a new pair
+when missing, expiring or not covering the names) and that the ValidatingWebhookConfiguration's
 caBundle is that CA. The configuration's failurePolicy is Ignore (manifests/webhook.yaml): when
 the operator is down, SpecServers are still accepted and their ConfigValid condition validates.
 """
@@ -13,68 +15,27 @@ the operator is down, SpecServers are still accepted and their ConfigValid condi
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import os
 import ssl
 import tempfile
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, cast
+from typing import Any
 
-from specserver_operator.admission import ReviewAccess, admission_response
+from specserver_operator.admission import ReviewSettings, admission_response, answer_body
 from specserver_operator.client import ApiError, KubeClient, NotFoundError
+from specserver_operator.secretreview import Caller, RecordGrant
 from specserver_operator.webhookcerts import Bundle, build_bundle, usable
+from specserver_operator.webhookserver import PATH, Server
 
 log = logging.getLogger("specserver.webhook")
-PATH = "/validate"
+__all__ = ["PATH", "Webhook"]
 UPKEEP_S = 60.0
-MAX_BODY = 4 * 1024 * 1024
 OWNED_LABELS = {
     "app.kubernetes.io/managed-by": "specserver",
     "app.kubernetes.io/component": "admission-webhook",
 }
-
-
-class _Server(ThreadingHTTPServer):
-    """The HTTPS server; ``review_access`` asks the API server SubjectAccessReviews."""
-
-    review_access: ReviewAccess
-
-
-class _Handler(BaseHTTPRequestHandler):
-    """One AdmissionReview per POST; anything else is 404/400."""
-
-    def do_POST(self) -> None:
-        if self.path.split("?", 1)[0] != PATH:
-            self._answer(404, {"message": "not found"})
-            return
-        length = int(self.headers.get("Content-Length") or 0)
-        if length <= 0 or length > MAX_BODY:
-            self._answer(400, {"message": "an AdmissionReview body is required"})
-            return
-        try:
-            review = json.loads(self.rfile.read(length))
-            server = cast(_Server, self.server)
-            answer = admission_response(
-                review if isinstance(review, dict) else {}, server.review_access
-            )
-        except ValueError:
-            self._answer(400, {"message": "the body is not JSON"})
-            return
-        self._answer(200, answer)
-
-    def _answer(self, code: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("webhook: " + format, *args)
 
 
 @dataclass
@@ -87,9 +48,41 @@ class Webhook:
     secret: str  # namespace/name
     config_name: str
     names: list[str]
+    settings: ReviewSettings = field(default_factory=ReviewSettings)
+    #: subject common names a client certificate must have (empty: any the client CA signed)
+    client_names: frozenset[str] = frozenset()
+    #: records an allowed, authenticated review's Secret grant (None: not recorded)
+    record_grant: RecordGrant | None = None
     context: ssl.SSLContext = field(default_factory=lambda: ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER))
     bundle: Bundle | None = None
     ca_synced: str | None = None
+    server: Server | None = None
+
+    def __post_init__(self) -> None:
+        client_ca = self.settings.access.client_ca
+        if client_ca:  # ask for a client certificate; one that does not verify fails the handshake
+            self.context.load_verify_locations(cafile=client_ca)
+            self.context.verify_mode = ssl.CERT_OPTIONAL
+
+    @classmethod
+    def from_env(cls, client: KubeClient, record_grant: RecordGrant | None = None) -> Webhook:
+        """The webhook of the operator's settings (settings.py)."""
+        from specserver_operator.settings import value
+
+        def listed(env: str) -> list[str]:
+            return [n.strip() for n in value(env).split(",") if n.strip()]
+
+        return cls(
+            client,
+            int(value("SPECSERVER_WEBHOOK_PORT")),
+            value("SPECSERVER_WEBHOOK_ADDRESS"),
+            value("SPECSERVER_WEBHOOK_SECRET"),
+            value("SPECSERVER_WEBHOOK_CONFIG"),
+            listed("SPECSERVER_WEBHOOK_DNS_NAMES"),
+            ReviewSettings.from_env(),
+            frozenset(listed("SPECSERVER_WEBHOOK_CLIENT_NAMES")),
+            record_grant,
+        )
 
     def ensure_certificate(self, now: dt.datetime) -> Bundle:
         """The stored bundle when usable, else a new one written to the Secret."""
@@ -145,21 +138,44 @@ class Webhook:
             log.warning("webhook: SubjectAccessReview failed: %s", exc)
             return {"allowed": False, "evaluationError": str(exc)}
 
+    def review(
+        self, body: bytes, caller: Caller, deadline: float, seen: dict[str, str]
+    ) -> dict[str, Any]:
+        """One AdmissionReview body's answer (fail closed: admission.answer_body)."""
+        return answer_body(
+            body,
+            lambda review: admission_response(
+                review, self.review_access, caller, self.settings, self.record_grant, deadline
+            ),
+            seen,
+        )
+
+    def health(self) -> str | None:
+        """Why the webhook cannot answer reviews now (None: it can, or it is still starting)."""
+        return None if self.server is None else self.server.health()
+
     def serve(self, stop: threading.Event) -> None:
         """Serve until ``stop`` is set (the certificate must be loaded first)."""
         while self.bundle is None and not stop.is_set():
             self.upkeep()
             if self.bundle is None:
                 stop.wait(5.0)
-        server = _Server((self.address, self.port), _Handler)
-        server.review_access = self.review_access
-        server.daemon_threads = True
-        server.socket = self.context.wrap_socket(server.socket, server_side=True)
-        threading.Thread(
-            target=server.serve_forever, name="specserver-webhook", daemon=True
-        ).start()
-        log.info("webhook: serving %s on %s:%d", PATH, self.address, self.port)
+        if stop.is_set():
+            return
+        self.server = Server(self.address, self.port, self.context, self.review, self.client_names)
+        self.server.start()
+        access = self.settings.access
+        who = (
+            f"client certificates of {access.client_ca}"
+            if access.client_ca
+            else "no client CA: Secret access is "
+            + (
+                "checked for any caller"
+                if access.trust_unauthenticated
+                else "not checked and hfTokenSecretRef is refused"
+            )
+        )
+        log.info("webhook: serving %s on %s:%d (%s)", PATH, self.address, self.server.port, who)
         while not stop.wait(UPKEEP_S):
             self.upkeep()
-        server.shutdown()
-        server.server_close()
+        self.server.stop()

@@ -1,16 +1,15 @@
-"""The admission webhook without an apiserver: the review, the certificates, the HTTPS server.
+"""The admission webhook without an apiserver: the review, its failures, the certificates.
 
-The server test fakes only our own client seam (the Secret and the webhook configuration);
-tests/cluster/test_webhook.py runs the operator against the real apiserver.
+tests/operator/test_webhook_server.py runs the HTTPS server; tests/cluster/test_webhook.py runs
+the operator against the real apiserver.
 """
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import json
-import ssl
-import threading
-import urllib.request
+import time
 from typing import Any
 
 import pytest
@@ -19,17 +18,25 @@ from cryptography import x509
 
 from conftest import REPO
 from specserver_advisor.models import SpecServer
-from specserver_engine.ports import free_loopback_port
+from specserver_operator import podpolicy
 from specserver_operator.admission import (
+    ReviewSettings,
     admission_response,
+    answer_body,
     review_specserver,
+)
+from specserver_operator.engineconfig import extra_args_refusal
+from specserver_operator.observe import Settings
+from specserver_operator.secretreview import (
+    AccessSettings,
+    Caller,
+    ReviewAccess,
     secret_access_review,
 )
-from specserver_operator.client import ApiError
-from specserver_operator.engineconfig import extra_args_refusal
-from specserver_operator.webhook import PATH, Webhook
 from specserver_operator.webhookcerts import RENEW_BEFORE, VALIDITY, build_bundle, usable
 
+#: A review the API server sent (its client certificate verified by the webhook's TLS).
+APISERVER = Caller(True, "CN=kube-apiserver")
 EXAMPLES = sorted((REPO / "manifests" / "examples").glob("*.yaml"))
 NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 
@@ -156,90 +163,6 @@ def test_certificates_cover_the_names_and_are_renewed_before_expiry() -> None:
     cert.verify_directly_issued_by(ca)
 
 
-class FakeClient:
-    """Our client seam: one Secret, one webhook configuration; any other call fails."""
-
-    def __init__(self) -> None:
-        self.secrets: dict[str, dict[str, str]] = {}
-        self.ca_bundle: str | None = None
-        #: users the SubjectAccessReviews allow; "error" makes the API call fail
-        self.readers: set[str] = {"alice"}
-
-    def review_access(self, review: dict[str, Any]) -> dict[str, Any]:
-        user = review["spec"]["user"]
-        if user == "error":
-            raise ApiError("SubjectAccessReview: 403 forbidden", 403)
-        return {"allowed": user in self.readers}
-
-    def get_secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
-        return self.secrets.get(f"{namespace}/{name}")
-
-    def put_secret(
-        self, namespace: str, name: str, data: dict[str, str], labels: dict[str, str]
-    ) -> None:
-        assert labels["app.kubernetes.io/managed-by"] == "specserver"
-        self.secrets[f"{namespace}/{name}"] = data
-
-    def ensure_webhook_ca_bundle(self, name: str, ca_pem: str) -> bool | None:
-        changed = self.ca_bundle != ca_pem
-        self.ca_bundle = ca_pem
-        return changed
-
-    def __getattr__(self, name: str) -> Any:
-        raise AssertionError(f"unexpected client call {name}")
-
-
-def test_the_server_answers_over_tls_signed_by_the_ca_it_publishes() -> None:
-    client = FakeClient()
-    port = free_loopback_port()
-    hook = Webhook(client, port, "127.0.0.1", "ops/tls", "cfg", ["127.0.0.1"])  # type: ignore[arg-type]
-    stop = threading.Event()
-    thread = threading.Thread(target=hook.serve, args=(stop,), daemon=True)
-    thread.start()
-    try:
-        for _ in range(100):
-            if client.ca_bundle:
-                break
-            threading.Event().wait(0.05)
-        assert client.ca_bundle == client.secrets["ops/tls"]["ca.crt"]
-        ctx = ssl.create_default_context(cadata=client.ca_bundle)
-        body: dict[str, Any] = {
-            "request": {
-                "uid": "u",
-                "operation": "CREATE",
-                "object": flagship(),
-                "userInfo": {"username": "alice"},
-            }
-        }
-        request = urllib.request.Request(
-            f"https://127.0.0.1:{port}{PATH}",
-            data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json"},
-        )
-        answer = None
-        for _ in range(50):
-            try:
-                with urllib.request.urlopen(request, context=ctx, timeout=10) as resp:
-                    answer = json.loads(resp.read())
-                break
-            except (ConnectionError, urllib.error.URLError):
-                threading.Event().wait(0.1)
-        assert answer is not None and answer["response"]["allowed"] is True
-        for user, refused in (("mallory", "may not get"), ("error", "could not check")):
-            body["request"]["userInfo"] = {"username": user}
-            request.data = json.dumps(body).encode()
-            with urllib.request.urlopen(request, context=ctx, timeout=10) as resp:
-                denied = json.loads(resp.read())["response"]
-            assert denied["allowed"] is False and refused in denied["status"]["message"]
-        # A restart reuses the stored certificate: the published CA does not change.
-        again = Webhook(client, 0, "127.0.0.1", "ops/tls", "cfg", ["127.0.0.1"])  # type: ignore[arg-type]
-        again.upkeep()
-        assert again.bundle == hook.bundle
-    finally:
-        stop.set()
-        thread.join(timeout=10)
-
-
 def _review(
     operation: str, obj: dict[str, Any], old: dict[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -259,7 +182,7 @@ def test_the_author_must_be_allowed_to_get_the_hf_token_secret() -> None:
         return {"allowed": False, "reason": "no RBAC rule"}
 
     doc = flagship()
-    answer = admission_response(_review("CREATE", doc), deny)["response"]
+    answer = admission_response(_review("CREATE", doc), deny, APISERVER)["response"]
     assert answer["allowed"] is False
     message = answer["status"]["message"]
     assert "SecretNotReadable: spec.modelSource.hfTokenSecretRef.name: bob may not get" in message
@@ -279,22 +202,26 @@ def test_the_author_must_be_allowed_to_get_the_hf_token_secret() -> None:
         "name": "hf-token",
     }
     # Allowed: no problem; the rest of the review still runs.
-    assert admission_response(_review("CREATE", doc), lambda r: {"allowed": True})["response"][
-        "allowed"
-    ]
+    assert admission_response(_review("CREATE", doc), lambda r: {"allowed": True}, APISERVER)[
+        "response"
+    ]["allowed"]
     # An UPDATE that only touches metadata (a finalizer) asks nothing; a spec change asks again.
     changed = flagship()
     changed["metadata"]["finalizers"] = ["kopf.zalando.org/KopfFinalizerMarker"]
     asked.clear()
-    assert admission_response(_review("UPDATE", changed, doc), deny)["response"]["allowed"]
+    assert admission_response(_review("UPDATE", changed, doc), deny, APISERVER)["response"][
+        "allowed"
+    ]
     assert asked == []
     changed["spec"]["modelSource"]["hfEndpoint"] = "https://mirror.example/hf"
-    assert not admission_response(_review("UPDATE", changed, doc), deny)["response"]["allowed"]
+    assert not admission_response(_review("UPDATE", changed, doc), deny, APISERVER)["response"][
+        "allowed"
+    ]
     assert len(asked) == 1
     # No hfTokenSecretRef: nothing to ask.
     del doc["spec"]["modelSource"]["hfTokenSecretRef"]
     asked.clear()
-    assert admission_response(_review("CREATE", doc), deny)["response"]["allowed"]
+    assert admission_response(_review("CREATE", doc), deny, APISERVER)["response"]["allowed"]
     assert asked == []
 
 
@@ -302,6 +229,170 @@ def test_an_access_review_that_cannot_be_made_refuses() -> None:
     answer = admission_response(
         _review("CREATE", flagship()),
         lambda r: {"allowed": False, "evaluationError": "SubjectAccessReview: 403 forbidden"},
+        APISERVER,
     )["response"]
     assert answer["allowed"] is False
     assert "could not check that bob may get Secret team-a/hf-token" in answer["status"]["message"]
+
+
+CONFIGS = REPO / "advisor/specserver_advisor/data/configs"
+
+
+def inline(doc: dict[str, Any], target: dict[str, Any], draft: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` with these model configs given inline (spec.modelSource.inline)."""
+    doc = copy.deepcopy(doc)
+    doc["spec"]["modelSource"]["inline"] = {"target": target, "draft": draft}
+    return doc
+
+
+def qwen(name: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((CONFIGS / f"{name}.json").read_text())
+    return dict(loaded.get("config", loaded))
+
+
+def _answered(doc: dict[str, Any] | bytes, access: ReviewAccess | None = None) -> dict[str, Any]:
+    """The webhook's answer to ``doc`` (a SpecServer, or a raw body) from the API server."""
+    body = doc if isinstance(doc, bytes) else json.dumps(_review("CREATE", doc)).encode()
+    started = time.monotonic()
+    answer = answer_body(
+        body, lambda r: admission_response(r, access or (lambda _: {"allowed": True}), APISERVER)
+    )
+    assert time.monotonic() - started < 2.0, "a review must answer well within its deadline"
+    return dict(answer["response"])
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("num_attention_heads", 0),  # was ZeroDivisionError, admitted by failurePolicy Ignore
+        ("quantization_config", "fp8"),  # AttributeError
+        ("rope_scaling", [1]),  # AttributeError
+        ("rope_scaling", {"rope_type": "yarn", "factor": "x"}),  # ValueError: "not JSON" 400
+    ],
+)
+def test_a_review_that_raises_is_refused_naming_the_exception(field: str, value: Any) -> None:
+    target = qwen("qwen3-8b")
+    target[field] = value
+    doc = inline(flagship(), target, qwen("qwen3-8b-eagle3"))
+    response = _answered(doc)
+    assert response["allowed"] is False and response["uid"] == "r"
+    message = response["status"]["message"]
+    assert "Traceback" not in message and len(message) < 4000
+    # The advisor's own check names the field; without it, the exception is named.
+    assert field in message or "Error" in message, message
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        (b"\xff\xfe{}", "not UTF-8"),
+        (b"[1, 2]", "expected a JSON object"),
+        (b'{"request": 5}', "no request object"),
+        (b'{"request": {"uid": 7, "operation": "CREATE"}}', "request.uid is not a string"),
+        (b"[" * 5000 + b"]" * 5000, "nested more than"),
+        (b'{"request": {"uid": "u", "object": ' + b"[" * 80 + b"]" * 80 + b"}}", "nested more"),
+        (b"{not json", "not valid JSON"),
+    ],
+)
+def test_a_body_that_is_not_a_review_is_refused_saying_why(body: bytes, says: str) -> None:
+    response = _answered(body)
+    assert response["allowed"] is False
+    assert says in response["status"]["message"], response["status"]["message"]
+    assert response["uid"] in ("", "u")
+
+
+def test_a_draft_kv_cache_dtype_sglang_refuses_is_refused_naming_the_field() -> None:
+    doc = flagship()
+    doc["spec"]["speculative"]["draftKvCacheDtype"] = "zzz"
+    message = _answered(doc)["status"]["message"]
+    assert "spec.speculative.draftKvCacheDtype: 'zzz' is not one of auto, bf16" in message
+    assert "AssertionError" not in message
+    doc["spec"]["speculative"]["draftKvCacheDtype"] = "fp8_e4m3"
+    assert _answered(doc)["allowed"] is True
+
+
+def test_the_webhook_refuses_what_the_pod_policy_refuses_with_the_operators_settings() -> None:
+    """The same refusals as ConfigValid (speccheck.render_problems), under the admin's own
+    settings: engine.env HF_TOKEN, a hostPath volume, a match-all toleration."""
+    env = flagship(env=[{"name": "HF_TOKEN", "value": "x"}])
+    assert "spec.engine.env[0].name: HF_TOKEN is set by the operator" in "".join(
+        review_specserver(env).problems
+    )
+    host = flagship()
+    host["spec"]["modelSource"]["volume"] = {"hostPath": "/data/models", "mountPath": "/models"}
+    wildcard = flagship()
+    wildcard["spec"]["resources"]["tolerations"] = [{"operator": "Exists"}]
+    for doc, field in ((host, "volume.hostPath"), (wildcard, "tolerations[0]")):
+        refused = review_specserver(doc).problems
+        assert any(p.startswith("PodPolicyRefused: ") and field in p for p in refused), refused
+        allowed = podpolicy.PodPolicy(allow_host_path=True, allow_wildcard_tolerations=True)
+        assert review_specserver(doc, ReviewSettings(pod_policy=allowed)).allowed
+    # The operator's settings object and the webhook's read the same variables.
+    env_vars = {"SPECSERVER_ALLOW_HOST_PATH": "true"}
+    assert podpolicy.PodPolicy.from_env(env_vars) == podpolicy.PodPolicy(allow_host_path=True)
+    assert Settings().pod_policy == ReviewSettings.from_env().pod_policy
+
+
+def test_an_unauthenticated_review_learns_nothing_about_secret_access() -> None:
+    """Without a verified client certificate no SubjectAccessReview is made: the answer is the
+    same refusal whoever the userInfo names and whatever RBAC says."""
+    asked: list[dict[str, Any]] = []
+
+    def record(review: dict[str, Any]) -> dict[str, Any]:
+        asked.append(review)
+        return {"allowed": review["spec"]["user"] == "alice"}
+
+    stranger = Caller(False, "no client certificate")
+    answers = []
+    for user in ("alice", "bob"):
+        review = _review("CREATE", flagship())
+        review["request"]["userInfo"] = {"username": user}
+        for access in (AccessSettings(), AccessSettings(client_ca="/ca.crt")):
+            settings = ReviewSettings(access=access)
+            answer = admission_response(review, record, stranger, settings)["response"]
+            answers.append((access.client_ca, answer["status"]["message"]))
+            assert answer["allowed"] is False
+    assert asked == []
+    assert answers[0] == answers[2] and answers[1] == answers[3]  # alice's == bob's
+    assert "SPECSERVER_WEBHOOK_CLIENT_CA" in answers[0][1]
+    assert "spec.modelSource.hfTokenSecretRef.name" in answers[0][1]
+    assert "did not come from the API server (no client certificate)" in answers[1][1]
+    # The admin's opt-out: asked for any caller.
+    trusting = ReviewSettings(access=AccessSettings(trust_unauthenticated=True))
+    assert admission_response(_review("CREATE", flagship()), record, stranger, trusting)
+    assert len(asked) == 1
+
+
+def test_an_allowed_review_records_its_grant_once_the_whole_verdict_is_allowed() -> None:
+    grants: list[tuple[Any, ...]] = []
+
+    def record(*grant: Any) -> None:
+        grants.append(grant)
+
+    doc = flagship()
+    doc["metadata"].update(namespace="team-a", uid="obj-1", generation=3)
+    allow = lambda _: {"allowed": True}  # noqa: E731
+    review = _review("CREATE", doc)
+    assert admission_response(review, allow, APISERVER, None, record)["response"]["allowed"]
+    assert grants == [("team-a", "qwen3-8b", "obj-1", 3, "hf-token", "bob")]
+    # Not for a dry run, nor when anything else refuses, nor for a caller not verified.
+    grants.clear()
+    dry = copy.deepcopy(review)
+    dry["request"]["dryRun"] = True
+    assert admission_response(dry, allow, APISERVER, None, record)["response"]["allowed"]
+    bad = _review("CREATE", flagship(memFractionStatic=0.5, contextLength=100_000))
+    assert not admission_response(bad, allow, APISERVER, None, record)["response"]["allowed"]
+    assert not admission_response(review, allow, Caller(False, "x"), None, record)["response"][
+        "allowed"
+    ]
+    assert grants == []
+
+    # A grant record that fails refuses (fail closed), naming why.
+    def broken(*_: Any) -> None:
+        raise OSError("grant store unavailable")
+
+    body = json.dumps(review).encode()
+    answer = answer_body(body, lambda r: admission_response(r, allow, APISERVER, None, broken))[
+        "response"
+    ]
+    assert answer["allowed"] is False and "OSError: grant store unavailable" in str(answer)

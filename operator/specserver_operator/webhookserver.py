@@ -1,0 +1,257 @@
+"""The webhook's HTTPS server: one peer can stall only its own connection, never the reviews.
+
+Started by webhook.py (``Webhook.serve``). One event loop on its own thread accepts plain TCP
+connections; each gets one deadline, ``READ_DEADLINE_S``, for its whole TLS handshake, request
+line, headers and body together (a peer that connects and sends nothing, or drips a byte at a
+time, is cut off when it passes, and costs a socket and a coroutine meanwhile, not a thread).
+A complete request is reviewed on a bounded pool of ``WORKERS`` threads, and the answer is
+written by ``ANSWER_DEADLINE_S`` after the accept, well inside the apiserver's 10 s timeout:
+a review that has not finished by then is answered ``allowed: false`` saying so (fail closed).
+At most ``MAX_CONNECTIONS`` connections are open at once; more are closed at accept.
+
+``health()`` is what ``/healthz`` reports (handlers.py): the loop thread alive and turning, and
+the pool not saturated by reviews older than their deadline.
+
+The caller is identified by its TLS client certificate (``Caller``): a certificate that the
+context verified (the admin's client CA, webhook.py) and, when names are configured, whose
+subject common name is one of them. Only such a caller's reviews get SubjectAccessReviews
+(admission.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import json
+import logging
+import ssl
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from specserver_operator.admission import Caller, refusal
+
+log = logging.getLogger("specserver.webhook")
+PATH = "/validate"
+#: Handshake + request line + headers + body, from the accept.
+READ_DEADLINE_S = 5.0
+#: From the accept to the answer (the apiserver gives up after the configuration's 10 s).
+ANSWER_DEADLINE_S = 8.0
+MAX_CONNECTIONS = 512
+MAX_HEADER_BYTES = 16 * 1024
+MAX_BODY = 4 * 1024 * 1024
+WORKERS = 4
+#: The loop writes a heartbeat this often; older than HEARTBEAT_STALE_S: it is not turning.
+HEARTBEAT_S = 0.5
+HEARTBEAT_STALE_S = 5.0
+
+#: Reviews one request body for ``caller`` by the monotonic ``deadline``; writes the request's
+#: uid into ``seen["uid"]`` as soon as it is known (for an answer made without it) and returns
+#: the AdmissionReview answer. Must not raise (admission.answer_body).
+Review = Callable[[bytes, Caller, float, dict[str, str]], dict[str, Any]]
+
+
+class _BadRequest(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def caller_of(cert: dict[str, Any] | None, names: frozenset[str]) -> Caller:
+    """Who presented ``cert`` (``getpeercert()`` of a verified connection; None: no certificate).
+
+    A verified certificate authenticates its holder when ``names`` is empty or its subject
+    common name is in ``names``."""
+    if not cert:
+        return Caller(False, "no client certificate")
+    subject = dict(pair[0] for pair in cert.get("subject", ()) if pair)
+    cn = str(subject.get("commonName", ""))
+    if names and cn not in names:
+        return Caller(False, f"client certificate CN={cn!r} is not one of the allowed names")
+    return Caller(True, f"CN={cn}")
+
+
+class Server:
+    """The server; ``start`` binds and serves on a thread, ``stop`` ends it."""
+
+    def __init__(
+        self,
+        address: str,
+        port: int,
+        context: ssl.SSLContext,
+        review: Review,
+        client_names: frozenset[str] = frozenset(),
+        workers: int = WORKERS,
+    ) -> None:
+        self.address, self.port, self.context = address, port, context
+        self.review, self.client_names, self.workers = review, client_names, workers
+        self.pool = concurrent.futures.ThreadPoolExecutor(workers, "specserver-review")
+        self.open = 0
+        self.heartbeat = 0.0
+        self.running: dict[int, float] = {}  # review id -> when it started (monotonic)
+        self._lock = threading.Lock()
+        self._ids = 0
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping: asyncio.Event | None = None
+        self._bound = threading.Event()
+        self._error: BaseException | None = None
+
+    def start(self) -> None:
+        """Bind and serve on a daemon thread; raises OSError when the port cannot be bound."""
+        self._thread = threading.Thread(target=self._run, name="specserver-webhook", daemon=True)
+        self._thread.start()
+        self._bound.wait(30)
+        if self._error is not None:
+            raise self._error
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stopping is not None:
+            self._loop.call_soon_threadsafe(self._stopping.set)
+        if self._thread is not None:
+            self._thread.join(10)
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+    def health(self, now: float | None = None) -> str | None:
+        """Why the webhook cannot answer now (None: it can)."""
+        now = time.monotonic() if now is None else now
+        if self._thread is None or not self._thread.is_alive():
+            return "the webhook's serving thread is not running"
+        if now - self.heartbeat > HEARTBEAT_STALE_S:
+            return f"the webhook's event loop has not turned for {now - self.heartbeat:.0f}s"
+        with self._lock:
+            stuck = [t for t in self.running.values() if now - t > ANSWER_DEADLINE_S]
+        if len(stuck) >= self.workers:
+            return (
+                f"all {self.workers} review workers are busy past the "
+                f"{ANSWER_DEADLINE_S:g}s deadline"
+            )
+        return None
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._main())
+        except BaseException as exc:  # reported by start() and health()
+            self._error = exc
+            log.error("webhook: server stopped: %s: %s", type(exc).__name__, exc)
+        finally:
+            self._bound.set()
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stopping = asyncio.Event()
+        server = await asyncio.start_server(
+            self._connection, self.address, self.port, limit=MAX_HEADER_BYTES, backlog=128
+        )
+        self.port = server.sockets[0].getsockname()[1]
+        self.heartbeat = time.monotonic()
+        self._bound.set()
+        async with server:
+            while not self._stopping.is_set():
+                self.heartbeat = time.monotonic()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), HEARTBEAT_S)
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted = time.monotonic()
+        if self.open >= MAX_CONNECTIONS:
+            writer.transport.abort()
+            return
+        self.open += 1
+        try:
+            await self._serve_one(reader, writer, accepted)
+            writer.close()
+            async with asyncio.timeout(1.0):
+                await writer.wait_closed()
+        except (OSError, ssl.SSLError, TimeoutError, asyncio.IncompleteReadError) as exc:
+            log.debug("webhook: connection dropped: %s: %s", type(exc).__name__, exc)
+        except Exception as exc:  # one connection's fault stays its own
+            log.warning("webhook: connection failed: %s: %s", type(exc).__name__, exc)
+        finally:
+            self.open -= 1
+            if not writer.transport.is_closing():
+                writer.transport.abort()
+
+    async def _serve_one(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, accepted: float
+    ) -> None:
+        async with asyncio.timeout(READ_DEADLINE_S):
+            await writer.start_tls(self.context)
+            try:
+                body = await _read_request(reader)
+            except _BadRequest as exc:
+                await _write(writer, exc.code, {"message": str(exc)})
+                return
+        ssl_object = writer.get_extra_info("ssl_object")
+        cert = ssl_object.getpeercert() if ssl_object is not None else None
+        caller = caller_of(cert, self.client_names)
+        answer = await self._reviewed(body, caller, accepted + ANSWER_DEADLINE_S)
+        async with asyncio.timeout(max(0.1, accepted + ANSWER_DEADLINE_S + 1.0 - time.monotonic())):
+            await _write(writer, 200, answer)
+
+    async def _reviewed(self, body: bytes, caller: Caller, deadline: float) -> dict[str, Any]:
+        """The review's answer, or a refusal when it is not done by ``deadline``."""
+        seen: dict[str, str] = {}
+        with self._lock:
+            self._ids += 1
+            key = self._ids
+
+        def work() -> dict[str, Any]:
+            with self._lock:
+                self.running[key] = time.monotonic()
+            try:
+                return self.review(body, caller, deadline, seen)
+            finally:
+                with self._lock:
+                    self.running.pop(key, None)
+
+        loop = asyncio.get_running_loop()
+        try:
+            return await asyncio.wait_for(
+                loop.run_in_executor(self.pool, work), max(0.0, deadline - time.monotonic())
+            )
+        except TimeoutError:
+            return refusal(
+                seen.get("uid", ""),
+                f"the review did not finish within {ANSWER_DEADLINE_S:g}s (the webhook is busy)",
+            )
+
+
+async def _read_request(reader: asyncio.StreamReader) -> bytes:
+    """The body of one ``POST /validate`` (Content-Length, at most MAX_BODY bytes)."""
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except asyncio.LimitOverrunError:
+        raise _BadRequest(431, f"request headers over {MAX_HEADER_BYTES} bytes") from None
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ")
+    if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
+        raise _BadRequest(400, "not an HTTP/1.x request")
+    if parts[1].split("?", 1)[0] != PATH:
+        raise _BadRequest(404, "not found")
+    if parts[0] != "POST":
+        raise _BadRequest(405, f"{PATH} takes POST")
+    headers = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if sep:
+            headers[name.strip().lower()] = value.strip()
+    if "transfer-encoding" in headers:
+        raise _BadRequest(411, "a Content-Length body is required")
+    length = headers.get("content-length", "")
+    if not length.isdigit() or not 0 < int(length) <= MAX_BODY:
+        raise _BadRequest(400, f"an AdmissionReview body of 1-{MAX_BODY} bytes is required")
+    return await reader.readexactly(int(length))
+
+
+async def _write(writer: asyncio.StreamWriter, code: int, body: dict[str, Any]) -> None:
+    data = json.dumps(body).encode()
+    reason = {200: "OK", 400: "Bad Request", 404: "Not Found"}.get(code, "Error")
+    writer.write(
+        f"HTTP/1.1 {code} {reason}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode()
+        + data
+    )
+    await writer.drain()
