@@ -7,6 +7,12 @@ it runs before the project's virtual environment exists. Never binds anything bu
 kube-apiserver has no Debian binary package, so it is built once from Debian's ``kubernetes``
 source package (1.20.2) and cached outside the repository (see ../shared/reference/
 local-control-plane.md for why each step is there).
+
+The apiserver presents a client certificate to admission webhooks (an AdmissionConfiguration
+whose ValidatingAdmissionWebhook ``kubeConfigFile`` names it), signed by a CA of its own in
+``<state>/webhook-client/``: the operator's ``SPECSERVER_WEBHOOK_CLIENT_CA`` is that CA's
+certificate (``Cluster.webhook_client_ca``), so the webhook can tell the apiserver's reviews
+from anyone else's (docs/security.md).
 """
 
 from __future__ import annotations
@@ -178,6 +184,12 @@ class Cluster:
     def kubeconfig(self) -> Path:
         return self.state_dir / "kubeconfig"
 
+    @property
+    def webhook_client_ca(self) -> Path:
+        """The CA certificate of the client certificate the apiserver shows admission webhooks
+        (``CN=kube-apiserver``)."""
+        return self.state_dir / "webhook-client" / "ca.crt"
+
     def token(self) -> str:
         return (self.state_dir / "admin-token").read_text().strip()
 
@@ -263,6 +275,8 @@ class Cluster:
                 "--service-cluster-ip-range",
                 "10.96.0.0/16",
                 "--enable-priority-and-fairness=false",
+                "--admission-control-config-file",
+                str(self._write_admission_config()),
             ],
         )
         self._wait_ready()
@@ -305,6 +319,48 @@ class Cluster:
             check=True,
             capture_output=True,
         )
+
+    def _write_admission_config(self) -> Path:
+        """The AdmissionConfiguration giving webhooks the apiserver's client certificate."""
+        out = self.state_dir / "webhook-client"
+        out.mkdir(exist_ok=True)
+        ca, key = out / "ca.crt", out / "ca.key"
+        crt, crt_key, csr = out / "client.crt", out / "client.key", out / "client.csr"
+        ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        ext = out / "client.ext"
+        ext.write_text("basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n")
+        ca_subject = "/CN=specserver-dev-webhook-client-ca"
+        sign = ["-CA", ca, "-CAkey", key, "-CAcreateserial", "-days", "30", "-extfile", ext]
+        for argv in (
+            ["req", "-x509", *ec, "-keyout", key, "-out", ca, "-days", "30", "-subj", ca_subject],
+            ["req", *ec, "-keyout", crt_key, "-out", csr, "-subj", "/CN=kube-apiserver"],
+            ["x509", "-req", "-in", csr, "-out", crt, *sign],
+        ):
+            subprocess.run(["openssl", *map(str, argv)], check=True, capture_output=True)
+        kubeconfig = out / "kubeconfig"
+        user = {"client-certificate": str(crt), "client-key": str(crt_key)}
+        users = [{"name": "*", "user": user}]
+        kubeconfig.write_text(json.dumps({"apiVersion": "v1", "kind": "Config", "users": users}))
+        webhook = {
+            "apiVersion": "apiserver.config.k8s.io/v1",
+            "kind": "WebhookAdmissionConfiguration",
+            "kubeConfigFile": str(kubeconfig),
+        }
+        plugins = [
+            {"name": "ValidatingAdmissionWebhook", "configuration": webhook},
+            {"name": "MutatingAdmissionWebhook", "configuration": webhook},
+        ]
+        config = self.state_dir / "admission.json"
+        config.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "apiserver.config.k8s.io/v1",
+                    "kind": "AdmissionConfiguration",
+                    "plugins": plugins,
+                }
+            )
+        )
+        return config
 
     def _spawn(self, name: str, argv: list[str]) -> None:
         spawn_detached(argv, self.state_dir / f"{name}.log", self._pidfile(name))

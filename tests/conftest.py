@@ -55,6 +55,8 @@ class KubeHandle:
 
     kubeconfig: Path
     server: str
+    #: the CA of the client certificate the apiserver shows admission webhooks (devcluster.py)
+    webhook_client_ca: Path | None = None
 
     def kubectl(
         self, *args: str, input: str | None = None, check: bool = True
@@ -85,7 +87,7 @@ def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeHandle]:
     if host not in ("127.0.0.1", "localhost", "::1"):
         cluster.down()
         pytest.exit(f"refusing a non-loopback apiserver {cluster.server}", returncode=3)
-    handle = KubeHandle(cluster.kubeconfig, cluster.server)
+    handle = KubeHandle(cluster.kubeconfig, cluster.server, cluster.webhook_client_ca)
     try:
         handle.kubectl("apply", "-f", str(REPO / "crds"))
         handle.kubectl(

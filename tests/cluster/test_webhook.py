@@ -9,6 +9,7 @@ with every problem and its SPEC code.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import subprocess
 import sys
@@ -51,15 +52,17 @@ def webhook_config(name: str, port: int, namespace: str) -> dict[str, Any]:
     }
 
 
-@pytest.fixture
-def webhook(kube: KubeHandle, namespace: str) -> Iterator[str]:
-    """The operator serving the webhook for ``namespace``; yields the configuration's name."""
+@contextlib.contextmanager
+def operator_webhook(kube: KubeHandle, namespace: str, **env: str) -> Iterator[tuple[str, int]]:
+    """The operator serving the webhook for ``namespace`` (extra settings in ``env``), trusting
+    the devcluster apiserver's webhook client CA; yields the configuration's name and port."""
     kube.kubectl("apply", "-f", str(REPO / "crds"))
     kube.kubectl("label", "namespace", namespace, f"specserver-webhook-test={namespace}")
     name = f"specserver-validation-{namespace}"
     port, health = free_loopback_port(), free_loopback_port()
     config = webhook_config(name, port, namespace)
     kube.kubectl("apply", "-f", "-", input=json.dumps(config))
+    assert kube.webhook_client_ca is not None and kube.webhook_client_ca.exists()
     env = dict(
         kube_env(kube),
         PYTHONUNBUFFERED="1",
@@ -68,6 +71,9 @@ def webhook(kube: KubeHandle, namespace: str) -> Iterator[str]:
         SPECSERVER_WEBHOOK_SECRET=f"{namespace}/webhook-tls",
         SPECSERVER_WEBHOOK_CONFIG=name,
         SPECSERVER_WEBHOOK_DNS_NAMES="127.0.0.1",
+        SPECSERVER_WEBHOOK_CLIENT_CA=str(kube.webhook_client_ca),
+        SPECSERVER_WEBHOOK_CLIENT_NAMES="kube-apiserver",
+        **env,
     )
     log = open(f"/tmp/specserver-webhook-{port}.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen(
@@ -86,7 +92,10 @@ def webhook(kube: KubeHandle, namespace: str) -> Iterator[str]:
     )
     try:
         wait_for(lambda: _ok(f"http://127.0.0.1:{health}/healthz"), 60, "operator liveness")
-        yield name
+        wait_for(lambda: ca_bundle(kube, name), 60, "the operator to set the caBundle")
+        yield name, port
+        assert proc.poll() is None, "the operator exited"
+        assert _ok(f"http://127.0.0.1:{health}/healthz"), "/healthz failed"
     finally:
         kube.kubectl("delete", "validatingwebhookconfiguration", name, check=False)
         proc.terminate()
@@ -96,6 +105,13 @@ def webhook(kube: KubeHandle, namespace: str) -> Iterator[str]:
             proc.kill()
             proc.wait()
         log.close()
+
+
+@pytest.fixture
+def webhook(kube: KubeHandle, namespace: str) -> Iterator[str]:
+    """The operator serving the webhook for ``namespace``; yields the configuration's name."""
+    with operator_webhook(kube, namespace) as (name, _port):
+        yield name
 
 
 def ca_bundle(kube: KubeHandle, name: str) -> str:

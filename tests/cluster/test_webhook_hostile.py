@@ -1,0 +1,227 @@
+"""The webhook against hostile peers and hostile input, on the real local apiserver.
+
+The operator serves the webhook (failurePolicy Fail here, so an answer that does not come in
+time fails the test instead of being ignored), trusting the devcluster apiserver's webhook
+client CA (scripts/devcluster.py). Issue 25: an idle TCP connection silenced the webhook
+(finding 3), bad input made it fail open (5), a hand-written review answered RBAC questions
+for anyone (6), and model configs from the admin's HF endpoint were never checked at apply
+time (bullet 2).
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import time
+from typing import Any
+
+import pytest
+from test_operator_e2e import get
+from test_webhook import dry_run, example, operator_webhook
+
+import loopbackhttp
+import webhookpeers
+from conftest import KubeHandle, load_config
+from specserver_operator.webhookserver import READ_DEADLINE_S
+
+#: The apiserver gives the webhook 10 s (webhook_config); every answer must come well before.
+TIMEOUT_S = 10.0
+
+
+def readers(kube: KubeHandle, namespace: str) -> None:
+    """alice may get Secret hf-token, bob may not; both may write SpecServers."""
+    kube.kubectl(
+        "create", "role", "specservers", "-n", namespace, "--verb=*",
+        "--resource=specservers.specserver.io",
+    )  # fmt: skip
+    kube.kubectl(
+        "create", "rolebinding", "specservers", "-n", namespace, "--role=specservers",
+        "--user=alice", "--user=bob",
+    )  # fmt: skip
+    kube.kubectl(
+        "create", "role", "hf-token-reader", "-n", namespace, "--verb=get",
+        "--resource=secrets", "--resource-name=hf-token",
+    )  # fmt: skip
+    kube.kubectl(
+        "create", "rolebinding", "hf-token-reader", "-n", namespace, "--role=hf-token-reader",
+        "--user=alice",
+    )  # fmt: skip
+
+
+def timed(kube: KubeHandle, namespace: str, doc: dict[str, Any], user: str | None = None) -> Any:
+    started = time.monotonic()
+    done = dry_run(kube, namespace, doc, user)
+    took = time.monotonic() - started
+    assert "failed calling webhook" not in done.stderr, done.stderr
+    assert took < TIMEOUT_S, f"{took:.1f}s: {done.stderr}"
+    return done
+
+
+def test_idle_and_dripping_peers_do_not_silence_the_webhook(
+    kube: KubeHandle, namespace: str
+) -> None:
+    """40 idle connections, a dripped TLS handshake and a dripped request stay open on the
+    webhook port while the apiserver's reviews are answered: bob, who may not read hf-token,
+    is refused by the webhook itself (not by a timeout), alice is admitted, an invalid spec is
+    refused with its SPEC codes; the stalled peers are cut off at the read deadline."""
+    readers(kube, namespace)
+    with operator_webhook(kube, namespace) as (_name, port):
+        ca = kube.kubectl(
+            "get", "secret", "webhook-tls", "-n", namespace, "-o",
+            "jsonpath={.data.ca\\.crt}",
+        ).stdout  # fmt: skip
+        ca_pem = base64.b64decode(ca).decode()
+        idle = webhookpeers.idle(port, 40)
+        drips = [webhookpeers.Dripper(port, 0.2), webhookpeers.Dripper(port, 0.2, ca_pem)]
+        try:
+            doc = example(memFractionStatic=None)
+            for _ in range(2):
+                assert timed(kube, namespace, doc, "alice").returncode == 0
+                refused = timed(kube, namespace, doc, "bob")
+                assert "denied the request" in refused.stderr, refused.stderr
+                assert "SecretNotReadable" in refused.stderr and "bob may not get" in refused.stderr
+                bad = timed(kube, namespace, example(memFractionStatic=0.5, contextLength=100_000))
+                assert "SPEC002" in bad.stderr and "SPEC016" in bad.stderr, bad.stderr
+            time.sleep(READ_DEADLINE_S + 1.0)
+            for drip in drips:
+                assert drip.closed_after is not None and drip.closed_after < READ_DEADLINE_S + 2
+        finally:
+            for drip in drips:
+                drip.close()
+            for sock in idle:
+                sock.close()
+
+
+def test_a_hand_written_review_learns_nothing_about_secret_access(
+    kube: KubeHandle, namespace: str
+) -> None:
+    """Finding 6: POSTed straight to the webhook without the apiserver's client certificate,
+    a review gets the same refusal whichever user it names; the apiserver's own reviews of the
+    same spec tell alice and bob apart."""
+    readers(kube, namespace)
+    with operator_webhook(kube, namespace) as (_name, port):
+        secret = get(kube, "secret", namespace, "webhook-tls")
+        assert secret is not None
+        ca_pem = base64.b64decode(secret["data"]["ca.crt"]).decode()
+        answers = {}
+        for user in ("alice", "bob"):
+            review = {
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "request": {
+                    "uid": "forged",
+                    "operation": "CREATE",
+                    "namespace": namespace,
+                    "object": example(memFractionStatic=None),
+                    "userInfo": {"username": user},
+                },
+            }
+            status, answer, took = webhookpeers.post(port, review, ca_pem)
+            assert status == 200 and took < TIMEOUT_S
+            answers[user] = answer["response"]
+        assert answers["alice"] == answers["bob"]
+        assert answers["alice"]["allowed"] is False
+        assert "did not come from the API server" in answers["alice"]["status"]["message"]
+        doc = example(memFractionStatic=None)
+        assert timed(kube, namespace, doc, "alice").returncode == 0
+        assert "bob may not get" in timed(kube, namespace, doc, "bob").stderr
+
+
+@pytest.fixture
+def hub() -> Any:
+    """A loopback HF endpoint serving ``configs[repo]`` as ``{repo}/resolve/main/config.json``
+    (the body as given when it is bytes)."""
+    configs: dict[str, Any] = {}
+
+    def respond(path: str, _headers: dict[str, str]) -> loopbackhttp.Answer:
+        repo, sep, _rest = path.lstrip("/").partition("/resolve/")
+        if not sep or repo not in configs:
+            return 404, {}, b""
+        body = configs[repo]
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        return 200, {"Content-Type": "application/json"}, data
+
+    server, url = loopbackhttp.serve(respond)
+    try:
+        yield url, configs
+    finally:
+        loopbackhttp.stop(server)
+
+
+def _from_hub(target: str, draft: str) -> dict[str, Any]:
+    doc = example(memFractionStatic=None)
+    doc["spec"]["model"] = {"path": target}
+    doc["spec"]["draft"] = {"path": draft}
+    del doc["spec"]["modelSource"]["hfTokenSecretRef"]
+    return doc
+
+
+def test_model_configs_from_the_admins_endpoint_are_checked_at_create(
+    kube: KubeHandle, namespace: str, hub: Any
+) -> None:
+    """A draft shorter than its target (configs only on the admin's HF endpoint) is refused at
+    ``kubectl create``; configs that made the advisor raise (finding 5) are refused, each
+    answered within the timeout; the same pair with a long enough draft is admitted."""
+    url, configs = hub
+    target, draft = load_config("qwen3-8b"), load_config("qwen3-8b-eagle3")
+    configs["acme/target"] = target
+    configs["acme/draft"] = draft
+    configs["acme/short-draft"] = dict(draft, max_position_embeddings=2048)
+    for field, value in (
+        ("num_attention_heads", 0),
+        ("quantization_config", "fp8"),
+        ("rope_scaling", [1]),
+        ("rope_scaling", {"rope_type": "yarn", "factor": "x"}),
+    ):
+        configs[f"acme/bad-{field}-{type(value).__name__}"] = dict(target, **{field: value})
+    with operator_webhook(kube, namespace, SPECSERVER_HF_ENDPOINT=url):
+        assert timed(kube, namespace, _from_hub("acme/target", "acme/draft")).returncode == 0
+        short = _from_hub("acme/target", "acme/short-draft")
+        created = kube.kubectl(
+            "create", "-n", namespace, "-f", "-", input=json.dumps(short), check=False
+        )
+        assert created.returncode != 0 and "denied the request" in created.stderr
+        assert "SPEC002: the draft supports 2048 tokens" in created.stderr, created.stderr
+        assert get(kube, "sps", namespace, short["metadata"]["name"]) is None
+        for repo in [r for r in configs if r.startswith("acme/bad-")]:
+            refused = timed(kube, namespace, _from_hub(repo, "acme/draft"))
+            assert refused.returncode != 0 and "denied the request" in refused.stderr, repo
+            assert "Traceback" not in refused.stderr
+
+
+def test_generated_bad_specservers_are_refused_by_the_webhook_in_time(
+    kube: KubeHandle, namespace: str
+) -> None:
+    """Every field given a value of the wrong type, out of range, huge or odd: each is refused
+    (by the schema or the webhook, never by a webhook failure) within the timeout, and the
+    webhook still admits a valid SpecServer afterwards."""
+    base = example(memFractionStatic=None)
+    del base["spec"]["modelSource"]["hfTokenSecretRef"]
+    cases: list[tuple[str, Any]] = [
+        ("speculative.draftKvCacheDtype", "zzz"),
+        ("speculative.numSteps", 10**9),
+        ("engine.env", [{"name": "HF_TOKEN", "value": "x"}]),
+        ("engine.extraArgs", ["--json-model-override-args", "{}"]),
+        ("engine.extraArgs", ["x" * 5000]),
+        ("engine.image", "a b"),
+        ("resources.tolerations", [{"operator": "Exists"}]),
+        ("resources.nodeSelector", {"bad key!": "v"}),
+        ("resources.gpus", 10**6),
+        ("modelSource.volume", {"hostPath": "/data", "mountPath": "/models"}),
+        ("modelSource.volume", {"persistentVolumeClaimName": "c", "mountPath": "/proc/x"}),
+        ("engine.contextLength", 10**12),
+        ("replicas", 2**31),
+    ]
+    with operator_webhook(kube, namespace):
+        for path, value in cases:
+            doc = copy.deepcopy(base)
+            node = doc["spec"]
+            *parents, last = path.split(".")
+            for key in parents:
+                node = node.setdefault(key, {})
+            node[last] = value
+            done = timed(kube, namespace, doc)
+            assert done.returncode != 0, f"{path}={value!r} was admitted"
+            assert "Traceback" not in done.stderr
+        assert timed(kube, namespace, base).returncode == 0
