@@ -14,6 +14,7 @@ the operator is down, SpecServers are still accepted and their ConfigValid condi
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import os
@@ -60,9 +61,23 @@ class Webhook:
 
     def __post_init__(self) -> None:
         client_ca = self.settings.access.client_ca
-        if client_ca:  # ask for a client certificate; one that does not verify fails the handshake
+        if not client_ca:
+            return
+        try:  # ask for a client certificate; one that does not verify fails the handshake
             self.context.load_verify_locations(cafile=client_ca)
-            self.context.verify_mode = ssl.CERT_OPTIONAL
+        except (OSError, ssl.SSLError) as exc:
+            # Fail closed: no caller is the API server, so no Secret access is checked.
+            log.error(
+                "webhook: SPECSERVER_WEBHOOK_CLIENT_CA %s is not a readable PEM CA (%s: %s); "
+                "SpecServers naming hfTokenSecretRef are refused until it is",
+                client_ca,
+                type(exc).__name__,
+                exc,
+            )
+            access = dataclasses.replace(self.settings.access, client_ca=None)
+            self.settings = dataclasses.replace(self.settings, access=access)
+            return
+        self.context.verify_mode = ssl.CERT_OPTIONAL
 
     @classmethod
     def from_env(cls, client: KubeClient, record_grant: RecordGrant | None = None) -> Webhook:

@@ -33,7 +33,7 @@ def webhook_config(name: str, port: int, namespace: str) -> dict[str, Any]:
             {
                 "name": "validate.specservers.specserver.io",
                 "admissionReviewVersions": ["v1"],
-                "sideEffects": "None",
+                "sideEffects": "NoneOnDryRun",
                 # Fail here (Ignore in manifests/): an unreachable webhook must fail the test.
                 "failurePolicy": "Fail",
                 "timeoutSeconds": 10,

@@ -287,3 +287,17 @@ def test_the_pool_saturated_past_the_deadline_is_unhealthy_and_answers_refusals(
         release.set()
         server.stop()
     assert "not running" in (server.health() or "")
+
+
+def test_a_client_ca_that_cannot_be_read_refuses_secret_names_instead_of_crashing(
+    tmp_path: Path,
+) -> None:
+    for bad in (tmp_path / "missing.crt", tmp_path / "garbage.crt"):
+        if bad.name == "garbage.crt":
+            bad.write_text("not a certificate")
+        settings = ReviewSettings(access=AccessSettings(client_ca=str(bad)))
+        hook = Webhook(FakeClient(), 0, "127.0.0.1", "ops/tls", "cfg", ["127.0.0.1"], settings)  # type: ignore[arg-type]
+        assert hook.settings.access.client_ca is None
+        answer = hook.review(json.dumps(review("alice")).encode(), Caller(False, "x"), 1e12, {})
+        assert answer["response"]["allowed"] is False
+        assert "SPECSERVER_WEBHOOK_CLIENT_CA" in answer["response"]["status"]["message"]
