@@ -301,3 +301,28 @@ def test_a_client_ca_that_cannot_be_read_refuses_secret_names_instead_of_crashin
         answer = hook.review(json.dumps(review("alice")).encode(), Caller(False, "x"), 1e12, {})
         assert answer["response"]["allowed"] is False
         assert "SPECSERVER_WEBHOOK_CLIENT_CA" in answer["response"]["status"]["message"]
+
+
+def test_healthz_fails_when_the_webhook_cannot_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operator's /healthz probe (handlers.webhook_answers) reports the server's health."""
+    import kopf
+
+    from specserver_operator import handlers
+
+    class Hook:
+        problem: str | None = "all 4 review workers are busy past the 8s deadline"
+
+        def health(self) -> str | None:
+            return self.problem
+
+    hook = Hook()
+    monkeypatch.setenv("SPECSERVER_WEBHOOK_PORT", "9443")
+    monkeypatch.setattr(handlers, "_WEBHOOK", [])
+    assert handlers.webhook_answers() == "starting"
+    monkeypatch.setattr(handlers, "_WEBHOOK", [hook])
+    with pytest.raises(kopf.PermanentError, match="review workers are busy"):
+        handlers.webhook_answers()
+    hook.problem = None
+    assert handlers.webhook_answers() == "answering"
+    monkeypatch.setenv("SPECSERVER_WEBHOOK_PORT", "0")
+    assert handlers.webhook_answers() == "off"
