@@ -167,6 +167,8 @@ HOSTILE: list[tuple[str, str, Any, str]] = [
     ("gpus-huge", "resources.gpus", 100000, "spec.resources.gpus"),
     ("steps-huge", "speculative.numSteps", 10**9, "numSteps"),
     ("tokens-huge", "engine.expectedInputTokens", 10**15, "expectedInputTokens"),
+    # was an AssertionError in the argv builder: ReconcileFailed instead of ConfigValid=False
+    ("kv-dtype", "speculative.draftKvCacheDtype", "zzz", "spec.speculative.draftKvCacheDtype"),
 ]
 ODD_NAMES = ["a" * 70, "8b-model", "qwen3.8b"]
 
