@@ -54,6 +54,10 @@ def qualified_name_problem(value: str) -> str | None:
     return None
 
 
+def _control(value: str) -> bool:
+    return any(ord(c) < 32 or ord(c) == 127 for c in value)
+
+
 def _dns_name(value: str) -> bool:
     return len(value) <= 253 and DNS_SUBDOMAIN.fullmatch(value) is not None
 
@@ -70,6 +74,11 @@ def _bounded(out: list[str], path: str, value: int | None, upper: int) -> None:
 def spec_problems(server: SpecServer) -> list[str]:
     """Every problem of ``server`` the schema let through, each naming its field."""
     spec, out = server.spec, list[str]()
+    refs = [("spec.model", spec.model)] + ([("spec.draft", spec.draft)] if spec.draft else [])
+    for where, ref in refs:
+        for field, value in (("path", ref.path), ("revision", ref.revision)):
+            if value is not None and (len(value) > MAX_ARG_CHARS or _control(value)):
+                out.append(f"{where}.{field}: too long or contains control characters")
     _bounded(out, "spec.replicas", spec.replicas, MAX_REPLICAS)
     res = spec.resources
     _bounded(out, "spec.resources.gpus", res.gpus, MAX_GPUS_PER_NODE)

@@ -61,6 +61,8 @@ def test_a_plain_spec_has_no_problems() -> None:
         ("modelSource.volume", {"hostPath": "/m", "mountPath": "/a/../proc"}, "mountPath"),
         ("resources.tolerations", [{"operator": "Maybe"}], "tolerations[0].operator"),
         ("speculative.draftKvCacheDtype", "zzz", "spec.speculative.draftKvCacheDtype"),
+        ("model.path", "Qwen/Qwen3-8B\x00--trust-remote-code", "spec.model.path"),
+        ("draft.revision", "main\n", "spec.draft.revision"),
     ],
 )
 def test_each_problem_names_its_field(path: str, value: Any, field: str) -> None:
