@@ -75,8 +75,8 @@ def spec_problems(server: SpecServer) -> list[str]:
     """Every problem of ``server`` the schema let through, each naming its field."""
     spec, out = server.spec, list[str]()
     refs = [("spec.model", spec.model)] + ([("spec.draft", spec.draft)] if spec.draft else [])
-    for where, ref in refs:
-        for field, value in (("path", ref.path), ("revision", ref.revision)):
+    for where, model in refs:
+        for field, value in (("path", model.path), ("revision", model.revision)):
             if value is not None and (len(value) > MAX_ARG_CHARS or _control(value)):
                 out.append(f"{where}.{field}: too long or contains control characters")
     _bounded(out, "spec.replicas", spec.replicas, MAX_REPLICAS)
