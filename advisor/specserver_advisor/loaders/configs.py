@@ -18,6 +18,8 @@ from typing import Any
 from urllib.parse import quote
 
 from specserver_advisor.loaders import outbound
+from specserver_advisor.loaders.bounded import MAX_BYTES, InputLimitError, json_object
+from specserver_advisor.loaders.reading import read_bytes, read_text
 
 INDEX_FILE = "model.safetensors.index.json"
 
@@ -41,17 +43,11 @@ class LoadedConfig:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
+    """A JSON object from a file, through ``reading`` (size first) and ``bounded`` (depth)."""
     try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigUnreadableError(f"{path}: cannot read: {exc}") from exc
-    except json.JSONDecodeError as exc:
-        raise ConfigUnreadableError(
-            f"{path}: not valid JSON: {exc.msg} (line {exc.lineno})"
-        ) from exc
-    if not isinstance(data, dict):
-        raise ConfigUnreadableError(f"{path}: expected a JSON object")
-    return data
+        return json_object(read_bytes(path, max_bytes=MAX_BYTES), str(path))
+    except InputLimitError as exc:
+        raise ConfigUnreadableError(str(exc)) from exc
 
 
 def _index_size(index: dict[str, Any] | None) -> int | None:
@@ -89,7 +85,7 @@ def find_in_hf_cache(repo: str, revision: str | None, cache_dirs: list[Path]) ->
             continue
         ref_file = root / "refs" / (revision or "main")
         if ref_file.exists():
-            candidate = snapshots / ref_file.read_text().strip()
+            candidate = snapshots / read_text(ref_file, max_bytes=4096).strip()
             if (candidate / "config.json").exists():
                 return candidate
         if revision and (snapshots / revision / "config.json").exists():
@@ -151,14 +147,9 @@ def fetch_from_endpoint(
         raise ConfigNotFoundError(str(exc)) from exc
     where = outbound.redact(url)
     try:
-        data = json.loads(answer.body.decode())
-    except UnicodeDecodeError as exc:
-        raise ConfigUnreadableError(f"{where}: not UTF-8 text") from exc
-    except json.JSONDecodeError as exc:
-        raise ConfigUnreadableError(f"{where}: not valid JSON: {exc.msg}") from exc
-    if not isinstance(data, dict):
-        raise ConfigUnreadableError(f"{where}: expected a JSON object")
-    return data
+        return json_object(answer.body, where)
+    except InputLimitError as exc:
+        raise ConfigUnreadableError(str(exc)) from exc
 
 
 def bundled(repo: str) -> LoadedConfig | None:
