@@ -7,76 +7,17 @@ the oversized file a memory bound (it is refused from its size, never read whole
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import tempfile
-import threading
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from cliprocess import advisor, clean_refusal
 
 #: 10^8 items in 380 bytes: eight levels of ten aliases each.
 BILLION_LAUGHS = 'a: &a ["x","x","x","x","x","x","x","x","x","x"]\n' + "".join(
     f"{b}: &{b} [{','.join([f'*{a}'] * 10)}]\n" for a, b in zip("abcdefg", "bcdefgh", strict=True)
 )
 RECURSIVE_ALIAS = "a: &a [*a]\n"
-
-
-@dataclass
-class Run:
-    rc: int
-    out: str
-    err: str
-    seconds: float
-    max_rss_mib: float
-
-
-def advisor(cwd: Path, *argv: str, stdin: bytes = b"", timeout: float = 60) -> Run:
-    """``specserver-advisor ARGV`` as a child process, with its time and peak memory (wait4)."""
-    with tempfile.TemporaryDirectory() as io_dir:
-        io = Path(io_dir)
-        (io / "in").write_bytes(stdin)
-        with (
-            (io / "in").open("rb") as i,
-            (io / "out").open("wb") as o,
-            (io / "err").open("wb") as e,
-        ):
-            started = time.monotonic()
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "specserver_advisor.cli", *argv],
-                cwd=cwd,
-                stdin=i,
-                stdout=o,
-                stderr=e,
-                env={**os.environ, "HF_HUB_CACHE": str(cwd / "no-cache"), "HF_ENDPOINT": ""},
-            )
-            timer = threading.Timer(timeout, proc.kill)
-            timer.start()
-            try:
-                _, status, usage = os.wait4(proc.pid, 0)
-            finally:
-                timer.cancel()
-            proc.returncode = os.waitstatus_to_exitcode(status)
-        return Run(
-            proc.returncode,
-            (io / "out").read_text(errors="replace"),
-            (io / "err").read_text(errors="replace"),
-            time.monotonic() - started,
-            usage.ru_maxrss / 1024,
-        )
-
-
-def clean_refusal(run: Run, *names: str) -> str:
-    """The run exited 2 with no traceback and names every one of ``names``; its output."""
-    text = run.out + run.err
-    assert run.rc == 2, text
-    assert "Traceback" not in text, text
-    for name in names:
-        assert name in text, (name, text)
-    return text
 
 
 def test_lint_stdin_that_is_not_utf8_is_input001(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from specserver_advisor.configcheck import ConfigShapeError, check_model_config
 from specserver_advisor.loaders import outbound
 from specserver_advisor.loaders.bounded import MAX_BYTES, InputLimitError, json_object
 from specserver_advisor.loaders.reading import read_bytes, read_text
@@ -28,8 +29,10 @@ class ConfigNotFoundError(LookupError):
     """No config could be found for a model reference; the message lists where we looked."""
 
 
-class ConfigUnreadableError(ValueError):
-    """A config exists but is not valid JSON (or not an object)."""
+class ConfigUnreadableError(ConfigShapeError):
+    """A config exists but cannot be used: unreadable, not a JSON object, too large or deep, or
+    a value the advisor reads of the wrong type (``configcheck``); the message names the file
+    and key. A ``ConfigShapeError``, so one ``except`` catches every bad config."""
 
 
 @dataclass(frozen=True)
@@ -57,9 +60,16 @@ def _index_size(index: dict[str, Any] | None) -> int | None:
     return int(size) if isinstance(size, int | float) and size > 0 else None
 
 
+def _checked(config: dict[str, Any], where: str) -> dict[str, Any]:
+    try:
+        return check_model_config(config, where)
+    except ConfigShapeError as exc:
+        raise ConfigUnreadableError(str(exc)) from exc
+
+
 def from_directory(path: Path, ref: str | None = None) -> LoadedConfig:
-    """Read ``config.json`` (+ index) from a model directory."""
-    config = _read_json(path / "config.json")
+    """Read ``config.json`` (+ index) from a model directory (``configcheck``ed)."""
+    config = _checked(_read_json(path / "config.json"), str(path / "config.json"))
     index = _read_json(path / INDEX_FILE) if (path / INDEX_FILE).exists() else None
     return LoadedConfig(ref or str(path), config, _index_size(index), f"directory {path}")
 
@@ -213,6 +223,7 @@ def _load_config(
         token = env.get("HF_TOKEN") or env.get("HUGGING_FACE_HUB_TOKEN")
         config = fetch_from_endpoint(endpoint, ref, revision, "config.json", token)
         if config is not None:
+            config = _checked(config, f"{outbound.redact(endpoint)} {ref}/config.json")
             index = fetch_from_endpoint(endpoint, ref, revision, INDEX_FILE, token)
             return LoadedConfig(ref, config, _index_size(index), f"endpoint {endpoint}")
         looked.append(f"{outbound.redact(endpoint)} has no {ref}/config.json")
