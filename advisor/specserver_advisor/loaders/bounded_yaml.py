@@ -47,8 +47,37 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
+def _tree_size(root: yaml.Node, what: str, max_depth: int) -> int | None:
+    """Nodes under ``root`` when no collection is reached twice (no alias to one), else None:
+    the fast path for the common file, one visit per collection. (An alias to a scalar adds
+    one node per use, which the file's size already bounds.)"""
+    if not isinstance(root, yaml.CollectionNode):
+        return 1
+    seen = {id(root)}
+    count = 1
+    stack: list[tuple[yaml.CollectionNode, int]] = [(root, 1)]
+    while stack:
+        node, level = stack.pop()
+        if level > max_depth:
+            raise _error(what, node, f"nested more than {max_depth} levels deep")
+        kids = _children(node)
+        count += len(kids)
+        for kid in kids:
+            if isinstance(kid, yaml.CollectionNode):
+                if id(kid) in seen:
+                    return None
+                seen.add(id(kid))
+                stack.append((kid, level + 1))
+    return count
+
+
 def measure(root: yaml.Node, what: str, max_nodes: int, max_depth: int) -> int:
     """Nodes ``root`` stands for with its aliases expanded (InputLimitError over a limit)."""
+    plain = _tree_size(root, what, max_depth)
+    if plain is not None:
+        if plain > max_nodes:
+            raise _error(what, root, f"expands to more than {max_nodes} nodes")
+        return plain
     size: dict[int, int] = {}
     depth: dict[int, int] = {}
     entered: set[int] = set()
