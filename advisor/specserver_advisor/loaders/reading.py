@@ -23,8 +23,9 @@ MAX_FILE_BYTES = 2_000_000
 
 
 def _too_large(what: str, size: int | None, max_bytes: int) -> InputLimitError:
-    said = f"{size} bytes" if size is not None else f"more than {max_bytes} bytes"
-    return InputLimitError(what, f"too large ({said}, over the limit of {max_bytes})")
+    if size is None:
+        return InputLimitError(what, f"too large (more than the limit of {max_bytes} bytes)")
+    return InputLimitError(what, f"too large ({size} bytes, over the limit of {max_bytes})")
 
 
 def read_stream(stream: BinaryIO, what: str, *, max_bytes: int = MAX_FILE_BYTES) -> bytes:
