@@ -146,3 +146,20 @@ def test_build_engine_config_refuses_a_bad_config_as_invalid_model_config() -> N
     # Speculation off: the draft is not loaded, so its config is not read.
     bad_draft = {**load_config(DRAFT), "max_position_embeddings": "NaN"}
     assert build_engine_config(spec, Configs(load_config(TARGET), bad_draft), False).valid
+
+
+@pytest.mark.parametrize(
+    "index",
+    ['{"metadata": [1]}', '{"metadata": {"total_size": Infinity}}', '{"metadata": "x"}', "[1]"],
+)
+def test_a_safetensors_index_of_another_shape_is_ignored_or_named(
+    tmp_path: Path, index: str
+) -> None:
+    target, draft = _dirs(tmp_path, "target", {})
+    (target / "model.safetensors.index.json").write_text(index)
+    run = advisor(tmp_path, "plan", "--model", str(target), "--draft", str(draft), "--gpu", "L4")
+    assert "Traceback" not in run.err, run.err
+    if index == "[1]":
+        clean_refusal(run, "model.safetensors.index.json: expected a JSON object, got list")
+    else:
+        assert run.rc in (0, 1), run.err

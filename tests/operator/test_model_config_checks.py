@@ -5,6 +5,7 @@ raised a KeyError/AttributeError/ValueError before (ConfigValid: tests/operator/
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -43,3 +44,16 @@ def test_admission_refuses_a_bad_inline_config_naming_the_key(
     problems = review_specserver(obj).problems
     assert any(p.startswith("InvalidModelConfig: inline model config: ") for p in problems)
     assert any(says in p for p in problems), problems
+
+
+def test_a_configmap_nested_deep_or_with_an_odd_index_names_the_key() -> None:
+    from specserver_operator.configsource import ConfigSourceError, from_configmap
+
+    target = json.dumps(load_config("qwen3-8b"))
+    deep = '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    with pytest.raises(ConfigSourceError, match=r"ConfigMap m key target-config\.json: nested"):
+        from_configmap("m", {"target-config.json": deep}, want_draft=False)
+    odd = {"target-config.json": target, "target-index.json": '{"metadata": [1]}'}
+    assert from_configmap("m", odd, want_draft=False).target_weight_bytes is None
+    inf = {"target-config.json": target, "target-index.json": '{"metadata": {"total_size": 1e999}}'}
+    assert from_configmap("m", inf, want_draft=False).target_weight_bytes is None

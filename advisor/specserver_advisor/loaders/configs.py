@@ -53,11 +53,18 @@ def _read_json(path: Path) -> dict[str, Any]:
         raise ConfigUnreadableError(str(exc)) from exc
 
 
-def _index_size(index: dict[str, Any] | None) -> int | None:
-    if not index:
+#: Weight bytes above this are no checkpoint's (a hostile ``1e300`` or ``Infinity`` is ignored).
+MAX_WEIGHT_BYTES = 2**60
+
+
+def index_size(index: dict[str, Any] | None) -> int | None:
+    """``metadata.total_size`` of a safetensors index: a positive finite size, else None (an
+    index of another shape is ignored, as one that is absent)."""
+    meta = index.get("metadata") if isinstance(index, dict) else None
+    size = meta.get("total_size") if isinstance(meta, dict) else None
+    if isinstance(size, bool) or not isinstance(size, int | float):
         return None
-    size = (index.get("metadata") or {}).get("total_size")
-    return int(size) if isinstance(size, int | float) and size > 0 else None
+    return int(size) if 0 < size <= MAX_WEIGHT_BYTES else None
 
 
 def _checked(config: dict[str, Any], where: str) -> dict[str, Any]:
@@ -71,7 +78,7 @@ def from_directory(path: Path, ref: str | None = None) -> LoadedConfig:
     """Read ``config.json`` (+ index) from a model directory (``configcheck``ed)."""
     config = _checked(_read_json(path / "config.json"), str(path / "config.json"))
     index = _read_json(path / INDEX_FILE) if (path / INDEX_FILE).exists() else None
-    return LoadedConfig(ref or str(path), config, _index_size(index), f"directory {path}")
+    return LoadedConfig(ref or str(path), config, index_size(index), f"directory {path}")
 
 
 def hf_cache_dirs(env: dict[str, str]) -> list[Path]:
@@ -225,7 +232,7 @@ def _load_config(
         if config is not None:
             config = _checked(config, f"{outbound.redact(endpoint)} {ref}/config.json")
             index = fetch_from_endpoint(endpoint, ref, revision, INDEX_FILE, token)
-            return LoadedConfig(ref, config, _index_size(index), f"endpoint {endpoint}")
+            return LoadedConfig(ref, config, index_size(index), f"endpoint {endpoint}")
         looked.append(f"{outbound.redact(endpoint)} has no {ref}/config.json")
     else:
         looked.append("no HF endpoint given (offline; set HF_ENDPOINT or --hf-endpoint)")
