@@ -84,7 +84,7 @@ def read_file(path: Path) -> tuple[list[Launch], list[Any]]:
             f"{path}:{exc.line}:{exc.column}: cannot parse shell script: {exc}"
         ) from exc
     except InputError as exc:
-        raise UsageError(f"{path}:{exc.line}:{exc.column}: {exc}") from exc
+        raise UsageError(f"{path}: {exc}") from exc
     except (RecursionError, ValueError, TypeError, AttributeError) as exc:
         raise UsageError(f"{path}: cannot interpret this file: {exc}") from exc
     return [la for la in launches if la.kind == "server"], docs
