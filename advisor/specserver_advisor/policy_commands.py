@@ -68,7 +68,8 @@ def _context(args: argparse.Namespace, spec: SpecServerSpec | None) -> PolicyCon
         try:
             check_configs(configs.target, configs.draft)
         except ConfigShapeError as exc:
-            raise UsageError(f"{args.policy}: {configs.source} model config: {exc}") from exc
+            where = args.policy or "--model/--draft"
+            raise UsageError(f"{where}: {configs.source} model config: {exc}") from exc
         return policy_context_for(spec, configs)
     except ConfigShapeError as exc:  # a config that is there but broken: refused, naming the key
         raise UsageError(str(exc)) from exc

@@ -108,6 +108,31 @@ def test_replay_refuses_a_bad_config_naming_file_and_key(tmp_path: Path) -> None
     clean_refusal(run, "draft/config.json: max_position_embeddings: 'NaN' is not an integer")
 
 
+def test_replay_refuses_a_policy_specservers_bad_inline_config(tmp_path: Path) -> None:
+    doc = {
+        "apiVersion": "specserver.io/v1alpha1",
+        "kind": "SpecServer",
+        "metadata": {"name": "chat"},
+        "spec": {
+            "model": {"path": "Qwen/Qwen3-8B"},
+            "draft": {"path": "Tengyunw/qwen3_8b_eagle3"},
+            "mode": "Auto",
+            "speculative": {"algorithm": "EAGLE3"},
+            "resources": {"gpuType": "L4"},
+            "modelSource": {
+                "inline": {
+                    "target": {**load_config(TARGET), "num_attention_heads": 0},
+                    "draft": load_config(DRAFT),
+                }
+            },
+        },
+    }
+    (tmp_path / "s.yaml").write_text(json.dumps(doc))
+    (tmp_path / "obs.jsonl").write_text('{"ts": 1}\n')
+    run = advisor(tmp_path, "replay", "--observations", "obs.jsonl", "--policy", "s.yaml")
+    clean_refusal(run, "s.yaml: inline model config: target config: num_attention_heads: 0")
+
+
 @pytest.mark.parametrize(("role", "change", "key", "says"), BAD)
 def test_the_one_check_names_the_key(
     role: str, change: dict[str, Any], key: str, says: str
