@@ -125,3 +125,10 @@ def test_lint_names_the_line_of_a_tag_that_does_not_fit(tmp_path: Path) -> None:
     run = advisor(tmp_path, "lint", "--format", "json", "d.yaml")
     text = clean_refusal(run, "INPUT001", "does not fit 'abc'")
     assert '"line": 3' in text
+
+
+def test_a_settings_tag_that_does_not_fit_names_the_line(tmp_path: Path) -> None:
+    (tmp_path / "s.yaml").write_text("select: SPEC\ngpu: !!float L4\n")
+    (tmp_path / "run.sh").write_text("echo hi\n")
+    run = advisor(tmp_path, "lint", "--config", "s.yaml", "run.sh")
+    clean_refusal(run, "s.yaml: tag:yaml.org,2002:float does not fit 'L4'", "(line 2, column 6)")

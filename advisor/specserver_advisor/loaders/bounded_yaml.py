@@ -145,11 +145,32 @@ def scalar(node: yaml.Node, what: str) -> Any:
         raise _error(what, node, f"{node.tag} does not fit {node.value!r}: {exc}") from None
 
 
+#: Scalars whose construction cannot fail, or that only ``construct_mapping`` reads (``<<``).
+_PLAIN_TAGS = frozenset({"tag:yaml.org,2002:str", "tag:yaml.org,2002:merge"})
+
+
+def _check_scalars(root: yaml.Node, what: str) -> None:
+    """Construct every tagged scalar once, so a misfit raises naming its line and column."""
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode):
+            if node.tag not in _PLAIN_TAGS:
+                scalar(node, what)
+        else:
+            stack.extend(_children(node))
+
+
 def load(text: str, what: str, *, max_nodes: int = MAX_NODES, max_depth: int = MAX_DEPTH) -> Any:
     """The first document as ``yaml.safe_load`` builds it (None when there is none)."""
     docs = compose(text, what, max_nodes=max_nodes, max_depth=max_depth)
     if not docs:
         return None
+    _check_scalars(docs[0], what)  # a tag that does not fit is named at its line
     loader = yaml.SafeLoader("")
     try:
         return loader.construct_document(docs[0])
