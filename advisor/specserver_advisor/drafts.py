@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from specserver_advisor import configvalues
 from specserver_advisor.sglang.resolve import PATHLESS_MTP_ARCHS
 
 NEEDS_DRAFT = frozenset({"NEXTN", "EAGLE", "EAGLE3", "STANDALONE", "DFLASH"})
@@ -19,8 +20,7 @@ MTP_ALGORITHMS = frozenset({"NEXTN", "EAGLE"})
 
 def architecture(config: dict[str, Any] | None) -> str:
     """The target's architecture ("" when unknown)."""
-    archs = (config or {}).get("architectures") or [""]
-    return str(archs[0]) if isinstance(archs, list) and archs else ""
+    return configvalues.architecture(config)
 
 
 def has_mtp_layers(config: dict[str, Any] | None) -> bool | None:

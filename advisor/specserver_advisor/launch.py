@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from specserver_advisor import findings, launch_findings
+from specserver_advisor.configcheck import ConfigShapeError, check_configs
 from specserver_advisor.gpus import Gpu, UnknownGpuError, lookup_gpu
 from specserver_advisor.launch_args import (
     ARG_SOURCES,
@@ -38,9 +39,13 @@ from specserver_advisor.policy import PolicyContext
 from specserver_advisor.replay import NEUTRAL_CONTEXT
 from specserver_advisor.sglang.flags import ParsedArgs, parse_server_argv
 
+#: The reason of an EngineConfig whose model config has a value of the wrong type.
+INVALID_MODEL_CONFIG = "InvalidModelConfig"
+
 #: The operator imports the rendering's tables from here (one launch model).
 __all__ = [
     "ARG_SOURCES",
+    "INVALID_MODEL_CONFIG",
     "NEEDS_DRAFT",
     "OWNED",
     "Configs",
@@ -50,6 +55,7 @@ __all__ = [
     "build_engine_config",
     "extra_args_refusal",
     "launch_from_argv",
+    "model_config_refusal",
     "plan_argv",
     "plan_launch",
     "policy_context_for",
@@ -133,8 +139,12 @@ def plan_argv(
     """The advisor's plan of one launch's parsed flags ``values`` (resolution, memory, curves).
 
     Speculation off, the draft is not loaded: neither its memory nor its context matters.
+
+    Raises:
+        ConfigShapeError: a config value the plan reads has the wrong type (``configcheck``).
     """
     speculative = bool(values.get("speculative_algorithm"))
+    check_configs(configs.target, configs.draft if speculative else None)
     return make_plan(
         PlanInputs(
             values,
@@ -286,6 +296,18 @@ def extra_args_refusal(spec: SpecServerSpec) -> tuple[str, str] | None:
     return None
 
 
+def model_config_refusal(configs: ModelConfigs, speculative: bool) -> str | None:
+    """Why the configs cannot be read into the model shape (``configcheck.check_configs``: the
+    target, and the draft when speculating), naming where they came from and the key; None
+    when they can."""
+    try:
+        check_configs(configs.target, configs.draft if speculative else None)
+    except ConfigShapeError as exc:
+        source = getattr(configs, "source", None)
+        return f"{source} model config: {exc}" if source else str(exc)
+    return None
+
+
 def build_engine_config(
     spec: SpecServerSpec,
     configs: ModelConfigs,
@@ -301,6 +323,9 @@ def build_engine_config(
         gpu = lookup_gpu(spec.resources.gpu_type)
     except UnknownGpuError as exc:
         return EngineConfig(False, "UnknownGPU", f"resources.gpuType: {exc}")
+    bad_config = model_config_refusal(configs, speculative)
+    if bad_config is not None:
+        return EngineConfig(False, INVALID_MODEL_CONFIG, bad_config)
     mtp = is_mtp_target(configs.target)
     if speculative:
         algorithm = spec.speculative.algorithm.value

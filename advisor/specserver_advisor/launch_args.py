@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from specserver_advisor import drafts
+from specserver_advisor import configvalues, drafts
 from specserver_advisor.drafts import has_mtp_layers
 from specserver_advisor.models import Algorithm, SpecServerSpec
 from specserver_advisor.sglang.flags import match_option
@@ -45,7 +45,7 @@ class Arg:
 
 def is_mtp_target(target_config: dict[str, Any] | None) -> bool:
     """Whether the target carries its own MTP layers (NEXTN and friends need no draft)."""
-    arch = str(((target_config or {}).get("architectures") or [""])[0])
+    arch = configvalues.architecture(target_config)
     return arch in MTP_TARGETS and has_mtp_layers(target_config) is not False
 
 
@@ -55,7 +55,7 @@ def draftless_error(
     """Why a draft-model algorithm without a draft cannot run on this target (None: it can)."""
     if algorithm not in NEEDS_DRAFT or has_draft or is_mtp_target(target_config):
         return None
-    arch = str(((target_config or {}).get("architectures") or [""])[0])
+    arch = configvalues.architecture(target_config)
     return (
         f"{algorithm} on a {arch or 'non-MTP'} target needs a draft (spec.draft, or "
         "--speculative-draft-model-path): the target has no MTP layers, so SGLang would load "

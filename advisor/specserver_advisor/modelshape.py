@@ -9,7 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from specserver_advisor import configvalues
+from specserver_advisor.configvalues import ConfigShapeError
 from specserver_advisor.sglang.context import text_config
+
+__all__ = ["ConfigShapeError", "ModelShape", "shape_from_config"]
 
 DTYPE_BYTES = {
     "float32": 4,
@@ -24,20 +28,12 @@ DTYPE_BYTES = {
 }
 
 
-class ConfigShapeError(ValueError):
-    """A config lacks the fields needed to size the model; the message names them."""
-
-
-def _int(cfg: dict[str, Any], *keys: str, default: int | None = None) -> int:
+def _int(cfg: dict[str, Any], *keys: str, default: int | None = None, minimum: int = 0) -> int:
+    """The first of ``keys`` that is set (``configvalues.integer``: an integer >= minimum)."""
     for key in keys:
-        value = cfg.get(key)
+        value = configvalues.integer(cfg, key, minimum)
         if value is not None:
-            if isinstance(value, bool) or not isinstance(value, int | float | str):
-                raise ConfigShapeError(f"{key}: {value!r} is not an integer")
-            try:
-                return int(value)
-            except (ValueError, OverflowError):
-                raise ConfigShapeError(f"{key}: {value!r} is not an integer") from None
+            return value
     if default is None:
         raise ConfigShapeError(f"config has none of {', '.join(keys)}")
     return default
@@ -138,7 +134,7 @@ class ModelShape:
 
 
 def _dtype_bytes(cfg: dict[str, Any]) -> tuple[int, bool]:
-    quant = cfg.get("quantization_config") or {}
+    quant = configvalues.mapping(cfg, "quantization_config") or {}
     method = str(quant.get("quant_method", "")).lower()
     if method == "fp8" or "fp8" in str(quant.get("fmt", "")).lower():
         return 1, True
@@ -153,12 +149,12 @@ def shape_from_config(config: dict[str, Any]) -> ModelShape:
         ConfigShapeError: when a required field is missing; the message names it.
     """
     cfg = text_config(config)
-    archs = config.get("architectures") or cfg.get("architectures") or ["unknown"]
-    hidden = _int(cfg, "hidden_size", "n_embd", "d_model")
-    heads = _int(cfg, "num_attention_heads", "n_head")
-    layers = _int(cfg, "num_hidden_layers", "n_layer", "num_layers")
-    kv_heads = _int(cfg, "num_key_value_heads", "num_kv_heads", default=heads)
-    head_dim = _int(cfg, "head_dim", default=hidden // heads)
+    archs = configvalues.architectures(config) or configvalues.architectures(cfg) or ["unknown"]
+    hidden = _int(cfg, "hidden_size", "n_embd", "d_model", minimum=1)
+    heads = _int(cfg, "num_attention_heads", "n_head", minimum=1)
+    layers = _int(cfg, "num_hidden_layers", "n_layer", "num_layers", minimum=1)
+    kv_heads = _int(cfg, "num_key_value_heads", "num_kv_heads", default=heads, minimum=1)
+    head_dim = _int(cfg, "head_dim", default=max(1, hidden // heads), minimum=1)
     dtype_bytes, fp8 = _dtype_bytes(cfg)
     kv_lora = _int(cfg, "kv_lora_rank", default=0)
     num_experts = _int(cfg, "n_routed_experts", "num_experts", "num_local_experts", default=0)
@@ -170,7 +166,7 @@ def shape_from_config(config: dict[str, Any]) -> ModelShape:
         num_kv_heads=kv_heads,
         head_dim=_int(cfg, "qk_nope_head_dim", default=head_dim) if kv_lora else head_dim,
         v_head_dim=_int(cfg, "v_head_dim", default=head_dim),
-        vocab_size=_int(cfg, "vocab_size"),
+        vocab_size=_int(cfg, "vocab_size", minimum=1),
         intermediate_size=_int(cfg, "intermediate_size", "ffn_dim", default=4 * hidden),
         dtype_bytes=dtype_bytes,
         kv_lora_rank=kv_lora,
@@ -194,8 +190,8 @@ def shape_from_config(config: dict[str, Any]) -> ModelShape:
 
 
 def _kv_cache_fp8(cfg: dict[str, Any]) -> bool:
-    quant = cfg.get("quantization_config") or {}
-    algo = quant.get("kv_cache_quant_algo") if isinstance(quant, dict) else None
+    quant = configvalues.mapping(cfg, "quantization_config") or {}
+    algo = quant.get("kv_cache_quant_algo")
     return isinstance(algo, str) and algo.upper() == "FP8"
 
 

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from specserver_advisor.configcheck import ConfigShapeError, check_configs
 from specserver_advisor.errors import UsageError
 from specserver_advisor.gpus import GPUS
 from specserver_advisor.loaders.configs import (
@@ -25,7 +26,6 @@ from specserver_advisor.loaders.configs import (
     LoadedConfig,
     load_config,
 )
-from specserver_advisor.modelshape import ConfigShapeError
 from specserver_advisor.plan_from import Planned
 
 
@@ -259,6 +259,12 @@ def build(a: argparse.Namespace, extra: list[str]) -> Planned:
             if a.launch <= len(docs):
                 spec = plan_from.specserver_from(docs[a.launch - 1], a.from_file)
                 configs = configs_for_spec(spec, dict(os.environ), a.hf_endpoint)
+                try:
+                    check_configs(configs.target, configs.draft)
+                except ConfigShapeError as exc:
+                    raise UsageError(
+                        f"{a.from_file}: {configs.source} model config: {exc}"
+                    ) from exc
                 extra = _option_argv(a) + extra
                 return plan_from.plan_specserver(
                     spec, configs, a.gpu, extra, a.accept_length, a.concurrency, mix

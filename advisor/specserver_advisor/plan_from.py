@@ -26,12 +26,14 @@ from specserver_advisor.launch import (
     policy_context_for,
 )
 from specserver_advisor.launch_args import argv_of, draftless_error, spec_env, specserver_args
-from specserver_advisor.lint.engine import decode, is_yaml
+from specserver_advisor.lint.engine import MAX_BYTES, decode, is_yaml
 from specserver_advisor.lint.model import Launch
 from specserver_advisor.lint.shell import from_shell
 from specserver_advisor.lint.shellwords import ShellSyntaxError
 from specserver_advisor.lint.sources import InputError, from_yaml
+from specserver_advisor.loaders.bounded import InputLimitError
 from specserver_advisor.loaders.configs import LoadedConfig
+from specserver_advisor.loaders.reading import read_bytes
 from specserver_advisor.models import Mode, SpecServer, SpecServerSpec
 from specserver_advisor.plan import Plan
 from specserver_advisor.policy import PolicyContext
@@ -64,11 +66,11 @@ class Planned:
 
 def read_file(path: Path) -> tuple[list[Launch], list[Any]]:
     """Server launches and SpecServer documents in one file (UsageError when unreadable)."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     name = str(path)
+    try:
+        raw = read_bytes(path, name, max_bytes=MAX_BYTES)
+    except InputLimitError as exc:
+        raise UsageError(str(exc)) from exc
     text, problems = decode(name, raw)
     if text is None:
         raise UsageError(f"{path}: {problems[0].message if problems else 'unreadable'}")

@@ -53,18 +53,27 @@ def add_parsers(sub: Any) -> None:
 
 def _context(args: argparse.Namespace, spec: SpecServerSpec | None) -> PolicyContext:
     """The operator's policy context for the SpecServer (or --model/--draft/--gpu) replayed."""
+    from specserver_advisor.configchain import ConfigSourceError
+    from specserver_advisor.configcheck import ConfigShapeError, check_configs
     from specserver_advisor.launch import policy_context_for
-    from specserver_advisor.loaders.configs import ConfigNotFoundError, ConfigUnreadableError
+    from specserver_advisor.loaders.configs import ConfigNotFoundError
     from specserver_advisor.loaders.specserver import configs_for_spec
-    from specserver_advisor.modelshape import ConfigShapeError
     from specserver_advisor.replay import NEUTRAL_CONTEXT
 
     spec = _with_overrides(args, spec)
     if spec is None:
         return NEUTRAL_CONTEXT
     try:
-        return policy_context_for(spec, configs_for_spec(spec, dict(os.environ)))
-    except (ConfigNotFoundError, ConfigUnreadableError, ConfigShapeError) as exc:
+        configs = configs_for_spec(spec, dict(os.environ))
+        try:
+            check_configs(configs.target, configs.draft)
+        except ConfigShapeError as exc:
+            where = args.policy or "--model/--draft"
+            raise UsageError(f"{where}: {configs.source} model config: {exc}") from exc
+        return policy_context_for(spec, configs)
+    except ConfigShapeError as exc:  # a config that is there but broken: refused, naming the key
+        raise UsageError(str(exc)) from exc
+    except (ConfigNotFoundError, ConfigSourceError) as exc:
         print(
             f"specserver-advisor: note: no crossover prediction ({exc}); load-based "
             "decisions are off",

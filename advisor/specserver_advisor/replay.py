@@ -8,15 +8,14 @@ Deterministic for the same input.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from yaml import YAMLError
-
 from specserver_advisor.autocycle import evaluate
+from specserver_advisor.loaders.bounded import InputLimitError, json_object
+from specserver_advisor.loaders.reading import read_text
 from specserver_advisor.models import AutoSpeculation, SpecServerSpec
 from specserver_advisor.policy import Decision, Observation, PolicyContext
 
@@ -25,22 +24,29 @@ class ReplayInputError(ValueError):
     """An observation or policy file that cannot be used; the message names file and line."""
 
 
+#: Bytes of an observations file (a week of 30 s samples is about 5 MB).
+MAX_OBSERVATION_BYTES = 64_000_000
+
+
 def read_observations(path: Path) -> list[Observation]:
-    """Parse a JSON-lines file of observations (blank lines and # comments skipped)."""
+    """Parse a JSON-lines file of observations (blank lines and # comments skipped).
+
+    Read through ``loaders.reading`` (size before reading, UTF-8) and each line through
+    ``loaders.bounded.json_object`` (depth): every failure names the file and line.
+    """
     try:
-        lines = path.read_text().splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ReplayInputError(f"{path}: cannot read: {exc}") from exc
+        lines = read_text(path, max_bytes=MAX_OBSERVATION_BYTES).splitlines()
+    except InputLimitError as exc:
+        raise ReplayInputError(str(exc)) from exc
     out = []
     for number, line in enumerate(lines, start=1):
         text = line.strip()
         if not text or text.startswith("#"):
             continue
         try:
-            data = json.loads(text)
-            if not isinstance(data, dict):
-                raise ValueError("expected a JSON object")
-            out.append(Observation.from_json(data))
+            out.append(Observation.from_json(json_object(text, f"{path}:{number}")))
+        except InputLimitError as exc:
+            raise ReplayInputError(str(exc)) from exc
         except (ValueError, TypeError) as exc:
             raise ReplayInputError(f"{path}:{number}: {exc}") from exc
     return out
@@ -49,17 +55,19 @@ def read_observations(path: Path) -> list[Observation]:
 def read_policy(path: Path) -> tuple[AutoSpeculation, SpecServerSpec | None]:
     """An ``autoSpeculation`` block, or a SpecServer whose spec holds one.
 
-    Read as YAML 1.1, as kubectl reads it. Returns the policy and the SpecServer spec (None
-    when the file is only the block); an invalid field is named in the error.
+    Read as YAML 1.1, as kubectl reads it, through ``loaders.reading`` and ``lint.yamlnodes``
+    (size, UTF-8, depth, alias expansion, tags that do not fit their value). Returns the policy
+    and the SpecServer spec (None when the file is only the block); an invalid field is named
+    in the error.
     """
     from pydantic import ValidationError
 
     from specserver_advisor.lint import yamlnodes
 
     try:
-        docs = yamlnodes.load_all(path.read_text())
-    except (OSError, UnicodeDecodeError, YAMLError) as exc:
-        raise ReplayInputError(f"{path}: cannot read YAML: {exc}") from exc
+        docs = yamlnodes.load_all(read_text(path), str(path))
+    except InputLimitError as exc:
+        raise ReplayInputError(f"{path}: cannot read YAML: {exc.reason}") from exc
     data = docs[0] if docs else {}
     if not isinstance(data, dict):
         raise ReplayInputError(f"{path}: expected a mapping")

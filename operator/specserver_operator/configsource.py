@@ -17,7 +17,6 @@ The order itself is the advisor's one chain (``configchain.first_configs``, also
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -27,11 +26,13 @@ from urllib.parse import urlsplit
 from specserver_advisor import configchain
 from specserver_advisor.configchain import ConfigSourceError, Lookup, ModelConfigs
 from specserver_advisor.loaders import outbound
+from specserver_advisor.loaders.bounded import InputLimitError, json_object
 from specserver_advisor.loaders.configs import (
     ConfigNotFoundError,
     ConfigUnreadableError,
     bundled,
     fetch_from_endpoint,
+    index_size,
     repo_problem,
 )
 from specserver_advisor.models import SpecServerSpec
@@ -63,24 +64,17 @@ def from_configmap(name: str, data: dict[str, str], want_draft: bool) -> ModelCo
     for role, key in wanted:
         if key not in data:
             continue
-        try:
-            value = json.loads(data[key])
-        except json.JSONDecodeError as exc:
-            raise ConfigSourceError(
-                f"ConfigMap {name} key {key}: not valid JSON: {exc.msg}"
-            ) from exc
-        if not isinstance(value, dict):
-            raise ConfigSourceError(f"ConfigMap {name} key {key}: expected a JSON object")
-        parsed[role] = value
+        try:  # bounded: size and depth (a RecursionError before), the key named
+            parsed[role] = json_object(data[key], f"ConfigMap {name} key {key}")
+        except InputLimitError as exc:
+            raise ConfigSourceError(str(exc)) from exc
     if "config:target" not in parsed:
         raise ConfigSourceError(f"ConfigMap {name} has no key {KEYS['target']}")
     if want_draft and "config:draft" not in parsed:
         raise ConfigSourceError(f"ConfigMap {name} has no key {KEYS['draft']}")
 
     def size(role: str) -> int | None:
-        meta = (parsed.get(f"index:{role}") or {}).get("metadata") or {}
-        total = meta.get("total_size")
-        return int(total) if isinstance(total, int | float) and total > 0 else None
+        return index_size(parsed.get(f"index:{role}"))
 
     return ModelConfigs(
         parsed["config:target"],

@@ -136,21 +136,33 @@ def test_a_malformed_specserver_does_not_stop_another(
     bad["spec"]["modelSource"] = {
         "inline": {"target": target, "draft": load_config("qwen3-8b-eagle3")}
     }
+    # Issue 31: a value of the wrong type where the model shape is read (a KeyError before).
+    wrong_type = named(bad, "malformed-arch")
+    wrong_type["spec"]["modelSource"]["inline"]["target"] = {
+        **load_config("qwen3-8b"),
+        "architectures": {"Qwen3ForCausalLM": 1},
+    }
     apply(kube, namespace, bad)
+    apply(kube, namespace, wrong_type)
     apply(kube, namespace, example())
     recreated_after_delete(kube, namespace, "qwen3-8b", 30)
-    sps, cv = wait_condition(
-        kube,
-        namespace,
-        "malformed",
-        "ConfigValid",
-        lambda c: c["status"] == "False",
-        30,
-        "a status on the malformed SpecServer",
-    )
-    assert "hidden_size" in cv["message"] and "big" in cv["message"]
-    assert sps["status"]["observedGeneration"] == sps["metadata"]["generation"]
-    assert get(kube, "deployment", namespace, "malformed") is None
+    for name, key, says in [
+        ("malformed", "hidden_size", "big"),
+        ("malformed-arch", "architectures", "expected a list of strings"),
+    ]:
+        sps, cv = wait_condition(
+            kube,
+            namespace,
+            name,
+            "ConfigValid",
+            lambda c: c["status"] == "False",
+            30,
+            f"a status on the malformed SpecServer {name}",
+        )
+        assert cv["reason"] == "InvalidModelConfig", cv
+        assert key in cv["message"] and says in cv["message"], cv["message"]
+        assert sps["status"]["observedGeneration"] == sps["metadata"]["generation"]
+        assert get(kube, "deployment", namespace, name) is None
     assert operator.metric("specserver_cycles_total") > 0
 
 

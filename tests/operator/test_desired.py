@@ -175,9 +175,22 @@ def test_a_child_of_someone_else_is_a_condition_not_a_write() -> None:
     assert ("Warning", "NameConflict") in {(t, r) for t, r, _ in plan.status_events}
 
 
-def test_a_malformed_model_config_is_a_condition_not_an_exception() -> None:
+@pytest.mark.parametrize(
+    ("change", "key", "says"),
+    [
+        ({"hidden_size": "big"}, "hidden_size", "big"),
+        ({"architectures": {"Qwen3ForCausalLM": 1}}, "architectures", "expected a list"),
+        ({"num_attention_heads": 0}, "num_attention_heads", "out of range"),
+        ({"rope_scaling": [1]}, "rope_scaling", "expected an object"),
+        ({"quantization_config": "fp8"}, "quantization_config", "expected an object"),
+        ({"max_position_embeddings": "NaN"}, "max_position_embeddings", "'NaN'"),
+    ],
+)
+def test_a_malformed_model_config_is_a_condition_not_an_exception(
+    change: dict[str, Any], key: str, says: str
+) -> None:
     bad = copy.deepcopy(BODY)
-    target = dict(load_config("qwen3-8b"), hidden_size="big")
+    target = {**load_config("qwen3-8b"), **change}
     bad["spec"]["modelSource"] = {
         "inline": {"target": target, "draft": load_config("qwen3-8b-eagle3")}
     }
@@ -185,7 +198,7 @@ def test_a_malformed_model_config_is_a_condition_not_an_exception() -> None:
     assert plan.writes == []
     valid = condition(plan, "ConfigValid")
     assert (valid["status"], valid["reason"]) == ("False", "InvalidModelConfig")
-    assert "hidden_size" in valid["message"] and "big" in valid["message"]
+    assert key in valid["message"] and says in valid["message"], valid["message"]
     assert condition(plan, "Ready")["reason"] == "InvalidModelConfig"
     assert ("Warning", "InvalidModelConfig") in {(t, r) for t, r, _ in plan.status_events}
 

@@ -9,6 +9,7 @@ discovered from the working directory up to the repository root (``settings.py``
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 from pathlib import Path
 from typing import Any
@@ -79,7 +80,7 @@ def build_options(a: argparse.Namespace, settings: Settings) -> Any:
     exclude = _patterns(a.exclude) or settings.items("exclude") or list(DEFAULT_EXCLUDE)
     exclude += [*(settings.items("extend-exclude") or []), *(_patterns(a.extend_exclude) or [])]
     gpu = a.gpu or settings.values.get("gpu")
-    stdin = sys.stdin.read() if STDIN in a.paths else None
+    stdin = _read_stdin(a.stdin_filename or "-") if STDIN in a.paths else None
     return Options(
         enabled=enabled,
         exclude=exclude,
@@ -89,6 +90,23 @@ def build_options(a: argparse.Namespace, settings: Settings) -> Any:
         stdin=stdin,
         stdin_name=a.stdin_filename or "-",
     )
+
+
+def _read_stdin(name: str) -> bytes:
+    """What ``-`` reads: bytes, decoded later like a named file's (INPUT001 when not UTF-8)."""
+    from specserver_advisor.lint.engine import MAX_BYTES
+    from specserver_advisor.loaders.bounded import InputLimitError
+    from specserver_advisor.loaders.reading import read_stream
+
+    binary = getattr(sys.stdin, "buffer", None)
+    try:
+        if binary is None:  # a text stream put in place of stdin: its characters as UTF-8
+            text = sys.stdin.read(MAX_BYTES + 1)
+            raw = text.encode("utf-8", "surrogateescape")
+            return read_stream(io.BytesIO(raw), name, max_bytes=MAX_BYTES)
+        return read_stream(binary, name, max_bytes=MAX_BYTES)
+    except InputLimitError as exc:
+        raise UsageError(str(exc)) from exc
 
 
 def run_lint(a: argparse.Namespace) -> int:

@@ -24,8 +24,11 @@ from specserver_advisor.lint.shell import from_shell
 from specserver_advisor.lint.shellwords import ShellSyntaxError
 from specserver_advisor.lint.sources import InputError, from_yaml, looks_like_template
 from specserver_advisor.lint.specservers import SpecServerError, launch_from_specserver
+from specserver_advisor.loaders.bounded import InputLimitError
+from specserver_advisor.loaders.reading import MAX_FILE_BYTES, decode_utf8, read_bytes
 
-MAX_BYTES = 2_000_000
+#: Bytes of one linted file or of stdin (``loaders.reading``'s default).
+MAX_BYTES = MAX_FILE_BYTES
 
 
 @dataclass
@@ -39,8 +42,9 @@ class Options:
     fetch_configs: bool = False
     gpu: str | None = None
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
-    #: Text read for the path ``-``, and the name to report it under (its suffix picks the kind).
-    stdin: str | None = None
+    #: Bytes read for the path ``-`` (decoded like a file's), and the name to report it under
+    #: (its suffix picks the kind).
+    stdin: bytes | None = None
     stdin_name: str = "-"
 
     def codes(self) -> frozenset[str]:
@@ -81,9 +85,22 @@ def decode(name: str, raw: bytes) -> tuple[str | None, list[Diagnostic]]:
     if b"\x00" in raw[:8192]:
         return None, [_input_error(name, "binary file")]
     try:
-        return raw.decode("utf-8"), []
-    except UnicodeDecodeError:
-        return None, [_input_error(name, "not UTF-8 text")]
+        return decode_utf8(raw, name), []
+    except InputLimitError as exc:
+        return None, [_input_error(name, exc.reason, exc.line or 1)]
+
+
+def read_raw(path: Path, options: Options) -> tuple[str, bytes | None, list[Diagnostic]]:
+    """The name to report a file under and its bytes (``loaders.reading``: size checked before
+    reading), or the INPUT001 that says why it cannot be read."""
+    if path == STDIN:
+        return options.stdin_name, options.stdin or b"", []
+    name = str(path)
+    try:
+        return name, read_bytes(path, name, max_bytes=MAX_BYTES), []
+    except InputLimitError as exc:
+        reason = exc.reason.replace("too large (", "file too large to lint (", 1)
+        return name, None, [_input_error(name, reason)]
 
 
 def is_yaml(name: str, text: str) -> bool:
@@ -138,14 +155,9 @@ def launches_in_text(name: str, text: str) -> tuple[list[Launch], list[Diagnosti
 
 def read_launches(path: Path, options: Options) -> tuple[list[Launch], list[Diagnostic], str]:
     """Launches found in one file, input diagnostics, and the text (for suppressions)."""
-    if path == STDIN:
-        name, raw = options.stdin_name, (options.stdin or "").encode()
-    else:
-        name = str(path)
-        try:
-            raw = path.read_bytes()
-        except OSError as exc:
-            return [], [_input_error(name, f"cannot read: {exc.strerror or exc}")], ""
+    name, raw, problems = read_raw(path, options)
+    if raw is None:
+        return [], problems, ""
     text, problems = decode(name, raw)
     if text is None:
         return [], problems, ""

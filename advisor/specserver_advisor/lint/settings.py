@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from specserver_advisor.errors import UsageError
+from specserver_advisor.loaders import bounded_yaml
+from specserver_advisor.loaders.bounded import InputLimitError
+from specserver_advisor.loaders.reading import read_text
 
 KEYS = (
     "select",
@@ -28,6 +29,8 @@ KEYS = (
     "extend-exclude",
 )
 YAML_NAME = ".specserver-advisor.yaml"
+#: A settings file (or the pyproject.toml holding one) larger than this is refused unread.
+MAX_SETTINGS_BYTES = 1_000_000
 
 
 @dataclass
@@ -65,20 +68,23 @@ def repo_root(start: Path) -> Path | None:
 
 
 def _read(path: Path) -> dict[str, Any] | None:
-    """The settings in one file; None for a pyproject.toml without our table."""
+    """The settings in one file; None for a pyproject.toml without our table.
+
+    Read through ``loaders.reading`` (size before reading, UTF-8) and, for YAML,
+    ``loaders.bounded_yaml`` (depth and alias budget): every failure names the file.
+    """
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    try:
+        text = read_text(path, str(path), max_bytes=MAX_SETTINGS_BYTES)
         if path.suffix == ".toml":
             section = (tomllib.loads(text).get("tool") or {}).get("specserver-advisor")
             if section is None:
                 return None
             loaded: Any = section
         else:
-            loaded = yaml.safe_load(text) or {}
-    except (tomllib.TOMLDecodeError, yaml.YAMLError, ValueError) as exc:
+            loaded = bounded_yaml.load(text, str(path)) or {}
+    except InputLimitError as exc:
+        raise UsageError(str(exc)) from exc
+    except (tomllib.TOMLDecodeError, ValueError, RecursionError) as exc:
         raise UsageError(f"{path}: {exc}") from exc
     if not isinstance(loaded, dict):
         raise UsageError(f"{path}: expected a mapping of settings")

@@ -12,14 +12,13 @@ import re
 import shlex
 from typing import Any
 
-import yaml
-
 from specserver_advisor.lint import yamlnodes
 from specserver_advisor.lint.argv import detect
 from specserver_advisor.lint.argv import make_launch as make_launch
 from specserver_advisor.lint.model import Launch, Position, Workload
 from specserver_advisor.lint.shell import Relocate, forget_unresolved, from_shell
 from specserver_advisor.lint.shellwords import ShellSyntaxError
+from specserver_advisor.loaders.bounded import InputLimitError
 from specserver_advisor.sglang.flags import flag_table, values_from_config
 
 WORKLOAD_KINDS = {
@@ -96,16 +95,12 @@ def _pos(node: Any, key: Any = None, index: int | None = None) -> Position:
         return Position(1, 1)
 
 
-def load_yaml_documents(text: str) -> list[Any]:
-    """All documents (with line info); raises InputError on bad YAML."""
+def load_yaml_documents(text: str, path: str = "YAML") -> list[Any]:
+    """All documents (with line info); raises InputError on bad or oversized YAML."""
     try:
-        return [d for d in yamlnodes.load_all(text) if d is not None]
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        where = f" at line {line}, column {column}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise InputError(f"invalid YAML{where}: {problem}", line, column) from exc
+        return [d for d in yamlnodes.load_all(text, path) if d is not None]
+    except InputLimitError as exc:
+        raise InputError(exc.reason, exc.line or 1, exc.column or 1) from exc
     except (ValueError, TypeError, RecursionError) as exc:
         raise InputError(f"invalid YAML: {exc}") from exc
 
@@ -297,7 +292,7 @@ def from_yaml(path: str, text: str) -> tuple[list[Launch], list[Any]]:
     launches: list[Launch] = []
     specservers: list[Any] = []
     lines = text.splitlines()
-    for doc in load_yaml_documents(text):
+    for doc in load_yaml_documents(text, path):
         if not isinstance(doc, dict):
             continue
         doc_suppress = _annotation_suppressions(doc)

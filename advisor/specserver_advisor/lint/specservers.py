@@ -11,10 +11,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from specserver_advisor.configcheck import ConfigShapeError, check_model_config
 from specserver_advisor.launch_args import specserver_args
 from specserver_advisor.lint.model import Launch, Position
 from specserver_advisor.lint.sources import _annotation_suppressions, _pos, make_launch
-from specserver_advisor.models import Mode, SpecServer
+from specserver_advisor.models import Mode, SpecServer, SpecServerSpec
 
 COMPUTED_CAP = -1
 
@@ -44,6 +45,23 @@ def _node_at(doc: Any, loc: tuple[Any, ...]) -> tuple[Any, Any]:
     return node, None
 
 
+def _check_inline_configs(spec: SpecServerSpec, raw_spec: Any, doc: Any) -> None:
+    """``spec.modelSource.inline``'s configs through ``configcheck`` (SpecServerError there)."""
+    given = spec.model_source.inline if spec.model_source else None
+    if given is None:
+        return
+    for role, config in (("target", given.target), ("draft", given.draft)):
+        if config is None:
+            continue
+        try:
+            check_model_config(config, f"spec.modelSource.inline.{role}")
+        except ConfigShapeError as exc:
+            source = raw_spec.get("modelSource") if isinstance(raw_spec, dict) else None
+            inline = source.get("inline") if isinstance(source, dict) else None
+            pos = _pos(inline, key=role) if isinstance(inline, dict) else _pos(doc)
+            raise SpecServerError(f"invalid SpecServer: {exc}", pos) from exc
+
+
 def launch_from_specserver(path: str, doc: Any) -> Launch:
     """Translate a SpecServer into the server launch the operator renders."""
     try:
@@ -63,6 +81,7 @@ def launch_from_specserver(path: str, doc: Any) -> Launch:
         raise SpecServerError(f"invalid SpecServer: {field}: {err['msg']}", pos) from exc
     spec = server.spec
     raw_spec = doc.get("spec", {})
+    _check_inline_configs(spec, raw_spec, doc)
     s_pos = _pos(raw_spec, key="speculative") if "speculative" in raw_spec else _pos(doc)
     e_pos = _pos(raw_spec, key="engine") if "engine" in raw_spec else s_pos
     raw_extra = (raw_spec.get("engine") or {}).get("extraArgs") or []

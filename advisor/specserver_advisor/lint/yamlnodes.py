@@ -2,7 +2,9 @@
 
 Builds dicts and lists carrying an ``lc`` attribute shaped like ruamel's (0-based ``line``,
 ``col``, ``key(k)``, ``value(k)``, ``item(i)``), so the source readers can point at the exact
-argument. Used by ``sources.py``; an order of magnitude faster than a round-trip loader.
+argument. Used by ``sources.py`` and ``replay --policy``; an order of magnitude faster than a
+round-trip loader. Parsing, the alias-expansion and depth budget, and scalar tags go through
+``loaders.bounded_yaml``: a failure is an ``InputLimitError`` naming the input and its line.
 """
 
 from __future__ import annotations
@@ -11,10 +13,7 @@ from typing import Any
 
 import yaml
 
-try:
-    _Loader: Any = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover - libyaml missing
-    _Loader = yaml.SafeLoader
+from specserver_advisor.loaders import bounded_yaml
 
 
 class _LC:
@@ -54,34 +53,34 @@ class PSeq(list[Any]):
     lc: _LC
 
 
-_CONSTRUCTOR = yaml.SafeLoader("")
 _STR = "tag:yaml.org,2002:str"
 
 
-def _convert(node: yaml.Node) -> Any:
+def _convert(node: yaml.Node, what: str) -> Any:
     if isinstance(node, yaml.MappingNode):
         out = PMap()
         out.lc = _LC(node.start_mark.line, node.start_mark.column, node.end_mark)
         for key_node, value_node in node.value:
-            key = _convert(key_node)
+            key = _convert(key_node, what)
             try:
                 hash(key)
             except TypeError:
                 key = str(key)
-            out[key] = _convert(value_node)
+            out[key] = _convert(value_node, what)
             out.lc.keys[key] = (key_node.start_mark.line, key_node.start_mark.column)
             out.lc.values[key] = (value_node.start_mark.line, value_node.start_mark.column)
         return out
     if isinstance(node, yaml.SequenceNode):
-        seq = PSeq(_convert(n) for n in node.value)
+        seq = PSeq(_convert(n, what) for n in node.value)
         seq.lc = _LC(node.start_mark.line, node.start_mark.column, node.end_mark)
         seq.lc.items = [(n.start_mark.line, n.start_mark.column) for n in node.value]
         return seq
     if node.tag == _STR:  # most scalars: skip the constructor machinery
         return node.value
-    return _CONSTRUCTOR.construct_object(node, deep=True)
+    return bounded_yaml.scalar(node, what)
 
 
-def load_all(text: str) -> list[Any]:
-    """Every document, converted; raises yaml.YAMLError on bad YAML."""
-    return [_convert(node) for node in yaml.compose_all(text, Loader=_Loader) if node is not None]
+def load_all(text: str, what: str = "YAML") -> list[Any]:
+    """Every document, converted; raises InputLimitError (naming ``what``) on bad or
+    oversized YAML (``bounded_yaml.compose``)."""
+    return [_convert(node, what) for node in bounded_yaml.compose(text, what)]

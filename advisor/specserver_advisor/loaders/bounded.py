@@ -3,7 +3,9 @@
 One primitive for every place that decodes text someone else wrote (a tenant's inline model
 config, a config.json from a hub or a directory, an observation line, an AdmissionReview): the
 caller names what it is decoding, and every failure is an :class:`InputLimitError` whose message
-starts with that name, never a RecursionError or a traceback. Pure; no I/O.
+starts with that name, never a RecursionError or a traceback. Pure; no I/O. Its siblings:
+``reading`` (files and stdin: size before reading, UTF-8) and ``bounded_yaml`` (YAML: depth and
+alias expansion counted in nodes produced).
 
 Depth is counted iteratively (an explicit stack), so a value nested as deep as the C decoder
 allows is measured without recursion; CPython's json decoder itself refuses nesting past the
@@ -23,7 +25,16 @@ MAX_BYTES = 4 * 1024 * 1024
 
 
 class InputLimitError(ValueError):
-    """Text that is not JSON, too large or nested too deep; the message names the input."""
+    """Input that cannot be read, is too large, nested too deep or not the expected text; the
+    message starts with the input's name. ``reason`` is the message without that name (for
+    callers whose report names the file already); ``line``/``column`` (1-based) say where,
+    when known."""
+
+    def __init__(
+        self, what: str, reason: str, line: int | None = None, column: int | None = None
+    ) -> None:
+        super().__init__(f"{what}: {reason}")
+        self.what, self.reason, self.line, self.column = what, reason, line, column
 
 
 def depth(value: Any) -> int:
@@ -47,7 +58,7 @@ def depth(value: Any) -> int:
 def check_depth(value: Any, what: str, max_depth: int = MAX_DEPTH) -> Any:
     """``value`` itself when it is at most ``max_depth`` containers deep, else InputLimitError."""
     if depth(value) > max_depth:
-        raise InputLimitError(f"{what}: nested more than {max_depth} levels deep")
+        raise InputLimitError(what, f"nested more than {max_depth} levels deep")
     return value
 
 
@@ -61,19 +72,22 @@ def json_value(
     """The JSON value in ``text``, checked for size before parsing and for depth after."""
     size = len(text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text)
     if size > max_bytes:
-        raise InputLimitError(f"{what}: {size} bytes, over the limit of {max_bytes}")
+        raise InputLimitError(what, f"{size} bytes, over the limit of {max_bytes}")
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise InputLimitError(f"{what}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+            raise InputLimitError(what, f"not UTF-8 ({exc.reason} at byte {exc.start})") from None
     try:
         value = json.loads(text)
     except RecursionError:
-        raise InputLimitError(f"{what}: nested more than {max_depth} levels deep") from None
+        raise InputLimitError(what, f"nested more than {max_depth} levels deep") from None
     except json.JSONDecodeError as exc:
         raise InputLimitError(
-            f"{what}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+            what,
+            f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
+            exc.lineno,
+            exc.colno,
         ) from None
     return check_depth(value, what, max_depth)
 
@@ -88,5 +102,5 @@ def json_object(
     """:func:`json_value` that must be a JSON object."""
     value = json_value(text, what, max_bytes=max_bytes, max_depth=max_depth)
     if not isinstance(value, dict):
-        raise InputLimitError(f"{what}: expected a JSON object, got {type(value).__name__}")
+        raise InputLimitError(what, f"expected a JSON object, got {type(value).__name__}")
     return value

@@ -17,7 +17,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from specserver_advisor.configcheck import ConfigShapeError, check_model_config
 from specserver_advisor.loaders import outbound
+from specserver_advisor.loaders.bounded import MAX_BYTES, InputLimitError, json_object
+from specserver_advisor.loaders.reading import read_bytes, read_text
 
 INDEX_FILE = "model.safetensors.index.json"
 
@@ -26,8 +29,10 @@ class ConfigNotFoundError(LookupError):
     """No config could be found for a model reference; the message lists where we looked."""
 
 
-class ConfigUnreadableError(ValueError):
-    """A config exists but is not valid JSON (or not an object)."""
+class ConfigUnreadableError(ConfigShapeError):
+    """A config exists but cannot be used: unreadable, not a JSON object, too large or deep, or
+    a value the advisor reads of the wrong type (``configcheck``); the message names the file
+    and key. A ``ConfigShapeError``, so one ``except`` catches every bad config."""
 
 
 @dataclass(frozen=True)
@@ -41,31 +46,39 @@ class LoadedConfig:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
+    """A JSON object from a file, through ``reading`` (size first) and ``bounded`` (depth)."""
     try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigUnreadableError(f"{path}: cannot read: {exc}") from exc
-    except json.JSONDecodeError as exc:
-        raise ConfigUnreadableError(
-            f"{path}: not valid JSON: {exc.msg} (line {exc.lineno})"
-        ) from exc
-    if not isinstance(data, dict):
-        raise ConfigUnreadableError(f"{path}: expected a JSON object")
-    return data
+        return json_object(read_bytes(path, max_bytes=MAX_BYTES), str(path))
+    except InputLimitError as exc:
+        raise ConfigUnreadableError(str(exc)) from exc
 
 
-def _index_size(index: dict[str, Any] | None) -> int | None:
-    if not index:
+#: Weight bytes above this are no checkpoint's (a hostile ``1e300`` or ``Infinity`` is ignored).
+MAX_WEIGHT_BYTES = 2**60
+
+
+def index_size(index: dict[str, Any] | None) -> int | None:
+    """``metadata.total_size`` of a safetensors index: a positive finite size, else None (an
+    index of another shape is ignored, as one that is absent)."""
+    meta = index.get("metadata") if isinstance(index, dict) else None
+    size = meta.get("total_size") if isinstance(meta, dict) else None
+    if isinstance(size, bool) or not isinstance(size, int | float):
         return None
-    size = (index.get("metadata") or {}).get("total_size")
-    return int(size) if isinstance(size, int | float) and size > 0 else None
+    return int(size) if 0 < size <= MAX_WEIGHT_BYTES else None
+
+
+def _checked(config: dict[str, Any], where: str) -> dict[str, Any]:
+    try:
+        return check_model_config(config, where)
+    except ConfigShapeError as exc:
+        raise ConfigUnreadableError(str(exc)) from exc
 
 
 def from_directory(path: Path, ref: str | None = None) -> LoadedConfig:
-    """Read ``config.json`` (+ index) from a model directory."""
-    config = _read_json(path / "config.json")
+    """Read ``config.json`` (+ index) from a model directory (``configcheck``ed)."""
+    config = _checked(_read_json(path / "config.json"), str(path / "config.json"))
     index = _read_json(path / INDEX_FILE) if (path / INDEX_FILE).exists() else None
-    return LoadedConfig(ref or str(path), config, _index_size(index), f"directory {path}")
+    return LoadedConfig(ref or str(path), config, index_size(index), f"directory {path}")
 
 
 def hf_cache_dirs(env: dict[str, str]) -> list[Path]:
@@ -89,7 +102,7 @@ def find_in_hf_cache(repo: str, revision: str | None, cache_dirs: list[Path]) ->
             continue
         ref_file = root / "refs" / (revision or "main")
         if ref_file.exists():
-            candidate = snapshots / ref_file.read_text().strip()
+            candidate = snapshots / read_text(ref_file, max_bytes=4096).strip()
             if (candidate / "config.json").exists():
                 return candidate
         if revision and (snapshots / revision / "config.json").exists():
@@ -151,14 +164,9 @@ def fetch_from_endpoint(
         raise ConfigNotFoundError(str(exc)) from exc
     where = outbound.redact(url)
     try:
-        data = json.loads(answer.body.decode())
-    except UnicodeDecodeError as exc:
-        raise ConfigUnreadableError(f"{where}: not UTF-8 text") from exc
-    except json.JSONDecodeError as exc:
-        raise ConfigUnreadableError(f"{where}: not valid JSON: {exc.msg}") from exc
-    if not isinstance(data, dict):
-        raise ConfigUnreadableError(f"{where}: expected a JSON object")
-    return data
+        return json_object(answer.body, where)
+    except InputLimitError as exc:
+        raise ConfigUnreadableError(str(exc)) from exc
 
 
 def bundled(repo: str) -> LoadedConfig | None:
@@ -222,8 +230,9 @@ def _load_config(
         token = env.get("HF_TOKEN") or env.get("HUGGING_FACE_HUB_TOKEN")
         config = fetch_from_endpoint(endpoint, ref, revision, "config.json", token)
         if config is not None:
+            config = _checked(config, f"{outbound.redact(endpoint)} {ref}/config.json")
             index = fetch_from_endpoint(endpoint, ref, revision, INDEX_FILE, token)
-            return LoadedConfig(ref, config, _index_size(index), f"endpoint {endpoint}")
+            return LoadedConfig(ref, config, index_size(index), f"endpoint {endpoint}")
         looked.append(f"{outbound.redact(endpoint)} has no {ref}/config.json")
     else:
         looked.append("no HF endpoint given (offline; set HF_ENDPOINT or --hf-endpoint)")

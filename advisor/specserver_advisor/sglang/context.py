@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from specserver_advisor import configvalues
+
 #: ``CONTEXT_LENGTH_KEYS`` in priority order (``n_positions`` is not consulted).
 CONTEXT_LENGTH_KEYS = (
     "max_sequence_length",
@@ -60,12 +62,13 @@ def derive_context_length(config: dict[str, Any]) -> DerivedContext:
     """``get_context_length`` applied to the text config."""
     cfg = text_config(config)
     key = next((k for k in CONTEXT_LENGTH_KEYS if cfg.get(k) is not None), None)
-    base = int(cfg[key]) if key else FALLBACK_CONTEXT
+    base = (configvalues.integer(cfg, key, 1) if key else None) or FALLBACK_CONTEXT
     factor: float = 1
     note = f"{key}={base}" if key else f"no context key; SGLang falls back to {FALLBACK_CONTEXT}"
-    rope = cfg.get("rope_scaling") or cfg.get("rope_parameters")
-    if rope and isinstance(rope, dict):
-        factor = float(rope.get("factor", 1) or 1)
+    rope_key = "rope_scaling" if configvalues.mapping(cfg, "rope_scaling") else "rope_parameters"
+    rope = configvalues.mapping(cfg, rope_key)
+    if rope:
+        factor = configvalues.number(rope, "factor", rope_key) or 1
         kind = rope.get("rope_type") or rope.get("type")
         if "original_max_position_embeddings" in rope or kind in ROPE_TYPES_WITH_ORIGINAL:
             factor = 1
@@ -116,8 +119,8 @@ def _startup_error(reason: str, requested: int, derived: int) -> str:
 
 def rope_scaling_missing(target: dict[str, Any], draft: dict[str, Any]) -> str | None:
     """A message when the target uses rope scaling and the draft config has none."""
-    t_rope = text_config(target).get("rope_scaling")
-    d_rope = text_config(draft).get("rope_scaling")
+    t_rope = configvalues.mapping(text_config(target), "rope_scaling")
+    d_rope = configvalues.mapping(text_config(draft), "rope_scaling")
     if t_rope and not d_rope:
         kind = t_rope.get("rope_type") or t_rope.get("type") or "rope scaling"
         return (

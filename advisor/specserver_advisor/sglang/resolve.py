@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from specserver_advisor import configvalues
 from specserver_advisor.sglang.flags import default_of
 from specserver_advisor.sglang.resolve_eagle import adaptive, eagle
 from specserver_advisor.sglang.resolve_other_algorithms import ALGORITHM_HANDLERS
@@ -179,8 +180,7 @@ class Resolver:
 
     @property
     def arch(self) -> str:
-        archs = self.target.get("architectures") or [""]
-        return str(archs[0])
+        return configvalues.architecture(self.target)
 
     # pipeline ---------------------------------------------------------------
     def run(self) -> Resolution:
@@ -240,7 +240,7 @@ class Resolver:
 
     def _alias(self, algo: str, raw: str) -> str | None:
         reason = "upper-cased" if raw != algo else ""
-        draft_archs = (self.draft or {}).get("architectures") or []
+        draft_archs = configvalues.architectures(self.draft)
         if any(a in GEMMA4_ASSISTANTS for a in draft_archs):
             if algo == "EAGLE3":
                 self.fail(

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from specserver_advisor import configvalues
 from specserver_advisor.sglang.speculative_tables import (
     DEFAULT_DSPARK_GAMMA,
     DFLASH_FALLBACK_BLOCK,
@@ -79,7 +80,7 @@ def dflash(r: Resolver, algo: str) -> None:
             "when both are set.",
             "speculative_dflash_block_size",
         )
-    inferred = (r.draft or {}).get("block_size")
+    inferred = configvalues.integer(r.draft or {}, "block_size", 1)
     value, why = next(
         (
             (v, w)
@@ -109,7 +110,7 @@ def dspark(r: Resolver, algo: str) -> None:
     _force_single_step(r, "DSPARK")
     gamma = (
         r.user("speculative_dspark_block_size")
-        or (r.draft or {}).get("block_size")
+        or configvalues.integer(r.draft or {}, "block_size", 1)
         or DEFAULT_DSPARK_GAMMA
     )
     r.set("speculative_num_draft_tokens", int(gamma) + 1, "derived", "gamma + 1")

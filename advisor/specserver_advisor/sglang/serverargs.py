@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from specserver_advisor import configvalues
 from specserver_advisor.gpus import Gpu
 from specserver_advisor.memory import settings_from_values
 from specserver_advisor.sglang import context
@@ -58,7 +59,7 @@ class ServerOutcome:
 def is_mla(config: dict[str, Any] | None) -> bool:
     """Whether the target runs SGLang's MLA attention path."""
     cfg = context.text_config(config or {})
-    archs = (config or {}).get("architectures") or []
+    archs = configvalues.architectures(config)
     return bool(archs and archs[0] in MLA_ARCHS and cfg.get("kv_lora_rank"))
 
 
@@ -161,7 +162,7 @@ def predict_server(
         return ServerOutcome("argparse", parsed.error)
     values = _dp_attention(parsed.values)
     mla = is_mla(target_config)
-    arch = str(((target_config or {}).get("architectures") or [""])[0])
+    arch = configvalues.architecture(target_config)
     if target_config is not None:
         # The model config (and its context check) is read by the first hook that needs it,
         # before the attention and speculative handlers.

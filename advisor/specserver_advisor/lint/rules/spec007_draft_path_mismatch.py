@@ -18,6 +18,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable
 
+from specserver_advisor import configvalues
 from specserver_advisor.drafts import missing_draft
 from specserver_advisor.lint.model import Context, Diagnostic, Launch
 from specserver_advisor.lint.rules._base import diag, speculative, values
@@ -37,7 +38,7 @@ def check(launch: Launch, ctx: Context) -> Iterable[Diagnostic]:
     v = values(launch)
     algo = str(v.get("speculative_algorithm")).upper()
     target = launch.configs.get("target") or {}
-    arch = str((target.get("architectures") or [""])[0])
+    arch = configvalues.architecture(target)
     has_draft = "speculative_draft_model_path" in v
     rule = sys.modules[__name__]
     missing = missing_draft(algo, launch.configs.get("target"), has_draft)

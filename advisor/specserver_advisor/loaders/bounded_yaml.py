@@ -1,0 +1,183 @@
+"""Bounded YAML: the counterpart of ``bounded`` for YAML, with alias expansion counted.
+
+YAML aliases let a few hundred bytes stand for 10^8 nodes ("billion laughs") or for a node
+inside itself (``a: &a [*a]``). :func:`compose` parses with libyaml, then measures each
+document's node graph without expanding it (one pass over the distinct nodes, no recursion): the
+nodes a reader would produce, aliases expanded, must stay within ``max_nodes`` and the nesting
+within ``max_depth``, and a recursive alias is refused. :func:`scalar` constructs one scalar and
+:func:`load` a whole document as ``yaml.safe_load`` would, both turning a tag that does not fit
+its value (``!!int yes``) into the same error. Every failure is an ``InputLimitError`` naming
+the input, with line and column. Used by ``lint.yamlnodes`` (lint, ``replay --policy``,
+``plan --from``) and ``lint.settings``. Pure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from specserver_advisor.loaders.bounded import InputLimitError
+
+try:
+    _Loader: Any = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover - libyaml missing
+    _Loader = yaml.SafeLoader
+
+#: Nodes (aliases expanded) one file may produce: a 2 MB file of plain YAML stays below it.
+MAX_NODES = 1_000_000
+#: Collections inside collections (a Kubernetes CRD's schema nests a few dozen).
+MAX_DEPTH = 100
+
+
+def _at(node: yaml.Node) -> tuple[int, int]:
+    return node.start_mark.line + 1, node.start_mark.column + 1
+
+
+def _error(what: str, node: yaml.Node, reason: str) -> InputLimitError:
+    line, column = _at(node)
+    return InputLimitError(what, f"{reason} (line {line}, column {column})", line, column)
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def _tree_size(root: yaml.Node, what: str, max_depth: int) -> int | None:
+    """Nodes under ``root`` when no collection is reached twice (no alias to one), else None:
+    the fast path for the common file, one visit per collection. (An alias to a scalar adds
+    one node per use, which the file's size already bounds.)"""
+    if not isinstance(root, yaml.CollectionNode):
+        return 1
+    seen = {id(root)}
+    count = 1
+    stack: list[tuple[yaml.CollectionNode, int]] = [(root, 1)]
+    while stack:
+        node, level = stack.pop()
+        if level > max_depth:
+            raise _error(what, node, f"nested more than {max_depth} levels deep")
+        kids = _children(node)
+        count += len(kids)
+        for kid in kids:
+            if isinstance(kid, yaml.CollectionNode):
+                if id(kid) in seen:
+                    return None
+                seen.add(id(kid))
+                stack.append((kid, level + 1))
+    return count
+
+
+def measure(root: yaml.Node, what: str, max_nodes: int, max_depth: int) -> int:
+    """Nodes ``root`` stands for with its aliases expanded (InputLimitError over a limit)."""
+    plain = _tree_size(root, what, max_depth)
+    if plain is not None:
+        if plain > max_nodes:
+            raise _error(what, root, f"expands to more than {max_nodes} nodes")
+        return plain
+    size: dict[int, int] = {}
+    depth: dict[int, int] = {}
+    entered: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, finished = stack.pop()
+        key = id(node)
+        if finished:
+            kids = _children(node)
+            size[key] = 1 + sum(size[id(k)] for k in kids)
+            collection = isinstance(node, yaml.CollectionNode)
+            depth[key] = collection + max((depth[id(k)] for k in kids), default=0)
+            entered.discard(key)
+            if size[key] > max_nodes:
+                raise _error(what, node, f"expands to more than {max_nodes} nodes (YAML aliases)")
+            if depth[key] > max_depth:
+                raise _error(what, node, f"nested more than {max_depth} levels deep")
+            continue
+        if key in size:
+            continue
+        entered.add(key)
+        stack.append((node, True))
+        for kid in _children(node):
+            if id(kid) in entered:
+                raise _error(what, kid, "a recursive YAML alias (a node inside itself)")
+            if id(kid) not in size:
+                stack.append((kid, False))
+    return size[id(root)]
+
+
+def compose(
+    text: str, what: str, *, max_nodes: int = MAX_NODES, max_depth: int = MAX_DEPTH
+) -> list[yaml.Node]:
+    """Every document's node graph (None documents dropped), measured against the limits."""
+    try:
+        docs = [d for d in yaml.compose_all(text, Loader=_Loader) if d is not None]
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        if mark is None:
+            raise InputLimitError(what, f"invalid YAML: {problem}") from None
+        line, column = mark.line + 1, mark.column + 1
+        raise InputLimitError(
+            what, f"invalid YAML at line {line}, column {column}: {problem}", line, column
+        ) from None
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise InputLimitError(what, f"invalid YAML: {exc}") from None
+    left = max_nodes
+    for doc in docs:
+        left -= measure(doc, what, left, max_depth)
+    return docs
+
+
+_CONSTRUCTOR = yaml.SafeLoader("")
+
+
+def scalar(node: yaml.Node, what: str) -> Any:
+    """The value of one scalar node (its tag applied), or InputLimitError naming where."""
+    try:
+        return _CONSTRUCTOR.construct_object(node, deep=True)
+    except yaml.YAMLError as exc:
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise _error(what, node, f"invalid YAML: {problem}") from None
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise _error(what, node, f"{node.tag} does not fit {node.value!r}: {exc}") from None
+
+
+#: Scalars whose construction cannot fail, or that only ``construct_mapping`` reads (``<<``).
+_PLAIN_TAGS = frozenset({"tag:yaml.org,2002:str", "tag:yaml.org,2002:merge"})
+
+
+def _check_scalars(root: yaml.Node, what: str) -> None:
+    """Construct every tagged scalar once, so a misfit raises naming its line and column."""
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode):
+            if node.tag not in _PLAIN_TAGS:
+                scalar(node, what)
+        else:
+            stack.extend(_children(node))
+
+
+def load(text: str, what: str, *, max_nodes: int = MAX_NODES, max_depth: int = MAX_DEPTH) -> Any:
+    """The first document as ``yaml.safe_load`` builds it (None when there is none)."""
+    docs = compose(text, what, max_nodes=max_nodes, max_depth=max_depth)
+    if not docs:
+        return None
+    _check_scalars(docs[0], what)  # a tag that does not fit is named at its line
+    loader = yaml.SafeLoader("")
+    try:
+        return loader.construct_document(docs[0])
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        line = mark.line + 1 if mark else None
+        raise InputLimitError(what, f"invalid YAML: {problem}", line) from None
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise InputLimitError(what, f"a YAML tag does not fit its value: {exc}") from None

@@ -1,0 +1,134 @@
+"""Issue 31, the reading layer: hostile files, stdin and configs give exit 2 and one clear line.
+
+Each case runs ``specserver-advisor`` as a process (a traceback, a hang or gigabytes are what the
+issue measured): exit code 2, no ``Traceback``, the file (and line) named, a time bound, and for
+the oversized file a memory bound (it is refused from its size, never read whole).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cliprocess import advisor, clean_refusal
+
+#: 10^8 items in 380 bytes: eight levels of ten aliases each.
+BILLION_LAUGHS = 'a: &a ["x","x","x","x","x","x","x","x","x","x"]\n' + "".join(
+    f"{b}: &{b} [{','.join([f'*{a}'] * 10)}]\n" for a, b in zip("abcdefg", "bcdefgh", strict=True)
+)
+RECURSIVE_ALIAS = "a: &a [*a]\n"
+
+
+def test_lint_stdin_that_is_not_utf8_is_input001(tmp_path: Path) -> None:
+    run = advisor(tmp_path, "lint", "--stdin-filename", "x.yaml", "-", stdin=b"kind: \xff\xfe\n")
+    text = clean_refusal(run, "INPUT001", "x.yaml", "not UTF-8")
+    assert "line 1" in text
+
+
+def test_lint_config_settings_file_that_is_not_utf8(tmp_path: Path) -> None:
+    (tmp_path / "bad.yaml").write_bytes(b"select: \xff\n")
+    (tmp_path / "run.sh").write_text("echo hi\n")
+    run = advisor(tmp_path, "lint", "--config", "bad.yaml", "run.sh")
+    clean_refusal(run, "bad.yaml", "not UTF-8")
+
+
+@pytest.mark.parametrize("name", ["settings.yaml", "pyproject.toml"])
+def test_settings_file_too_large_is_refused_unread(tmp_path: Path, name: str) -> None:
+    with (tmp_path / name).open("wb") as f:
+        f.truncate(900_000_000)  # sparse: 900 MB on disk costs nothing
+    (tmp_path / "run.sh").write_text("echo hi\n")
+    run = advisor(tmp_path, "lint", "--config", name, "run.sh")
+    clean_refusal(run, name, "too large (900000000 bytes")
+    assert run.max_rss_mib < 300
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("lint", "big.yaml"),
+        ("plan", "--from", "big.yaml", "--gpu", "L4"),
+        ("replay", "--observations", "big.yaml"),
+        ("replay", "--observations", "obs.jsonl", "--policy", "big.yaml"),
+    ],
+)
+def test_a_900_mb_file_is_refused_from_its_size(tmp_path: Path, argv: tuple[str, ...]) -> None:
+    with (tmp_path / "big.yaml").open("wb") as f:
+        f.truncate(900_000_000)
+    (tmp_path / "obs.jsonl").write_text('{"ts": 1}\n')
+    run = advisor(tmp_path, *argv)
+    clean_refusal(run, "big.yaml", "too large")
+    assert run.max_rss_mib < 300, run.max_rss_mib
+    assert run.seconds < 20
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("lint", "laughs.yaml"),
+        ("replay", "--observations", "obs.jsonl", "--policy", "laughs.yaml"),
+        ("plan", "--from", "laughs.yaml", "--gpu", "L4"),
+        ("lint", "--config", "laughs.yaml", "run.sh"),
+    ],
+)
+def test_billion_laughs_is_refused_quickly(tmp_path: Path, argv: tuple[str, ...]) -> None:
+    assert len(BILLION_LAUGHS) <= 400
+    (tmp_path / "laughs.yaml").write_text(BILLION_LAUGHS)
+    (tmp_path / "obs.jsonl").write_text('{"ts": 1}\n')
+    (tmp_path / "run.sh").write_text("echo hi\n")
+    run = advisor(tmp_path, *argv, timeout=30)
+    clean_refusal(run, "laughs.yaml", "expands to more than 1000000 nodes")
+    assert run.seconds < 10, run.seconds
+    assert run.max_rss_mib < 300, run.max_rss_mib
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("lint", "loop.yaml"),
+        ("replay", "--observations", "obs.jsonl", "--policy", "loop.yaml"),
+        ("plan", "--from", "loop.yaml", "--gpu", "L4"),
+        ("lint", "--config", "loop.yaml", "run.sh"),
+    ],
+)
+def test_a_recursive_alias_is_refused(tmp_path: Path, argv: tuple[str, ...]) -> None:
+    (tmp_path / "loop.yaml").write_text(RECURSIVE_ALIAS)
+    (tmp_path / "obs.jsonl").write_text('{"ts": 1}\n')
+    (tmp_path / "run.sh").write_text("echo hi\n")
+    run = advisor(tmp_path, *argv)
+    clean_refusal(run, "loop.yaml", "recursive YAML alias", "line 1")
+
+
+def test_replay_with_a_deeply_nested_observation_line(tmp_path: Path) -> None:
+    (tmp_path / "obs.jsonl").write_text(
+        '{"ts": 1}\n{"ts": 2, "running": ' + "[" * 100_000 + "]" * 100_000 + "}\n"
+    )
+    run = advisor(tmp_path, "replay", "--observations", "obs.jsonl")
+    clean_refusal(run, "obs.jsonl:2", "nested more than 64 levels deep")
+
+
+def test_replay_observations_that_are_not_utf8(tmp_path: Path) -> None:
+    (tmp_path / "obs.jsonl").write_bytes(b'{"ts": 1}\n{"ts": 2, "mode": "\xff"}\n')
+    run = advisor(tmp_path, "replay", "--observations", "obs.jsonl")
+    clean_refusal(run, "obs.jsonl", "not UTF-8", "line 2")
+
+
+def test_a_policy_tag_that_does_not_fit_its_value(tmp_path: Path) -> None:
+    (tmp_path / "policy.yaml").write_text("windowSeconds: 60\ndryRun: !!int yes\n")
+    (tmp_path / "obs.jsonl").write_text('{"ts": 1}\n')
+    run = advisor(tmp_path, "replay", "--observations", "obs.jsonl", "--policy", "policy.yaml")
+    clean_refusal(run, "policy.yaml", "tag:yaml.org,2002:int does not fit 'yes'", "line 2")
+
+
+def test_lint_names_the_line_of_a_tag_that_does_not_fit(tmp_path: Path) -> None:
+    (tmp_path / "d.yaml").write_text("kind: Pod\nmetadata:\n  x: !!float abc\n")
+    run = advisor(tmp_path, "lint", "--format", "json", "d.yaml")
+    text = clean_refusal(run, "INPUT001", "does not fit 'abc'")
+    assert '"line": 3' in text
+
+
+def test_a_settings_tag_that_does_not_fit_names_the_line(tmp_path: Path) -> None:
+    (tmp_path / "s.yaml").write_text("select: SPEC\ngpu: !!float L4\n")
+    (tmp_path / "run.sh").write_text("echo hi\n")
+    run = advisor(tmp_path, "lint", "--config", "s.yaml", "run.sh")
+    clean_refusal(run, "s.yaml: tag:yaml.org,2002:float does not fit 'L4'", "(line 2, column 6)")
