@@ -16,7 +16,9 @@ ConfigValid condition. Problems:
    requesting user must be allowed to ``get`` it themselves. That is the one question asked of
    the API server (a SubjectAccessReview, through the ``review_access`` callable the webhook
    passes in); it is asked on CREATE and on any UPDATE that changes the spec (an
-   ``hfEndpoint`` change could send the token elsewhere), not on metadata-only updates.
+   ``hfEndpoint`` change could send the token elsewhere), not on metadata-only updates. An
+   allowed review that asked records a grant (``record_grant``, secretgrants.py): the operator
+   renders the Secret only for a generation a grant approves.
 """
 
 from __future__ import annotations
@@ -157,19 +159,32 @@ def secret_access_review(user: dict[str, Any], namespace: str, secret: str) -> d
     return {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
 
 
-def secret_problem(request: dict[str, Any], review_access: ReviewAccess) -> str | None:
-    """Why the requesting user may not name this SpecServer's hfTokenSecretRef (None: may)."""
+#: Records that a review approved the Secret (secretgrants.Recorder): called with
+#: (namespace, name, uid, generation, secret, user) only for an allowed review that asked.
+RecordGrant = Callable[[str, str, str, int, str, str], None]
+
+
+def asked_secret(request: dict[str, Any]) -> str | None:
+    """The Secret this request's review asks about (None: it names none, or the UPDATE changes
+    no spec: metadata only, nothing new reaches the pod)."""
     obj = request.get("object") or {}
     secret = _secret_ref_name(obj)
-    if secret is None:
-        return None
     old = request.get("oldObject")
     if (
         request.get("operation") == "UPDATE"
         and isinstance(old, dict)
         and old.get("spec") == obj.get("spec")
     ):
-        return None  # metadata only (finalizers, labels): nothing new reaches the pod
+        return None
+    return secret
+
+
+def secret_problem(request: dict[str, Any], review_access: ReviewAccess) -> str | None:
+    """Why the requesting user may not name this SpecServer's hfTokenSecretRef (None: may)."""
+    obj = request.get("object") or {}
+    secret = asked_secret(request)
+    if secret is None:
+        return None
     namespace = str(request.get("namespace") or (obj.get("metadata") or {}).get("namespace"))
     user = request.get("userInfo") or {}
     who = str(user.get("username") or "the requesting user")
@@ -188,13 +203,37 @@ def secret_problem(request: dict[str, Any], review_access: ReviewAccess) -> str 
     )
 
 
+def _record(request: dict[str, Any], record_grant: RecordGrant) -> str | None:
+    """Record the grant of an allowed review that asked about the Secret (not a dry run);
+    why it could not be recorded (None: recorded, or nothing to record)."""
+    secret = asked_secret(request)
+    obj = request.get("object") or {}
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    if secret is None or request.get("dryRun") or not isinstance(meta, dict):
+        return None
+    uid, generation = meta.get("uid"), meta.get("generation")
+    namespace = str(request.get("namespace") or meta.get("namespace") or "")
+    user = str((request.get("userInfo") or {}).get("username") or "")
+    if not isinstance(uid, str) or not isinstance(generation, int) or not uid:
+        return "the API server sent no uid and generation; the approval cannot be recorded"
+    try:
+        record_grant(namespace, str(meta.get("name") or ""), uid, generation, secret, user)
+    except Exception as exc:  # an API error: refuse rather than admit what will not render
+        return f"the approval could not be recorded ({type(exc).__name__}: {str(exc)[:200]})"
+    return None
+
+
 def admission_response(
-    review: dict[str, Any], review_access: ReviewAccess | None = None
+    review: dict[str, Any],
+    review_access: ReviewAccess | None = None,
+    record_grant: RecordGrant | None = None,
 ) -> dict[str, Any]:
     """The AdmissionReview (admission.k8s.io/v1) answer to one request.
 
     ``review_access`` answers SubjectAccessReviews; without it the hfTokenSecretRef check is
-    not made (only the webhook server, which has API access, can make it).
+    not made (only the webhook server, which has API access, can make it). ``record_grant``
+    records an allowed review's Secret approval for the operator (secretgrants.py); an
+    approval that cannot be recorded refuses the request.
     """
     request = review.get("request") or {}
     uid = request.get("uid", "")
@@ -206,6 +245,11 @@ def admission_response(
         problem = secret_problem(request, review_access) if review_access else None
         if problem:
             verdict.problems.append(f"SecretNotReadable: {problem}")
+        elif verdict.allowed and review_access and record_grant:
+            unrecorded = _record(request, record_grant)
+            if unrecorded:
+                where = "spec.modelSource.hfTokenSecretRef.name"
+                verdict.problems.append(f"SecretNotApproved: {where}: {unrecorded}")
     response: dict[str, Any] = {"uid": uid, "allowed": verdict.allowed}
     if verdict.warnings:
         response["warnings"] = verdict.warnings[:20]

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specserver_advisor.models import KIND
-from specserver_operator import controller, faults, heaptrim, opmetrics, policystate
+from specserver_operator import controller, faults, heaptrim, opmetrics, policystate, secretgrants
 from specserver_operator.client import ApiError, KubeClient, NotFoundError
 from specserver_operator.faults import Faults
 from specserver_operator.leader import Elector
@@ -56,11 +56,30 @@ class CachedClient(KubeClient):
     and puts the answer of every write back into it. Every call goes to ``base`` (so a test's
     fake of ``KubeClient`` sees all of them)."""
 
-    def __init__(self, base: KubeClient, cache: ObjectCache, read_through: bool = False) -> None:
+    def __init__(
+        self,
+        base: KubeClient,
+        cache: ObjectCache,
+        read_through: bool = False,
+        grants: secretgrants.Book | None = None,
+    ) -> None:
         self.__dict__.update(base.__dict__)  # any method not delegated below: the same pool
         self.base = base
         self.cache = cache
         self.read_through = read_through
+        self.grants = grants
+
+    def get_secret_grant(self, namespace: str, uid: str) -> dict[str, str] | None:
+        """The grant as the cycle last listed it; read fresh (and noted) for a handler's pass."""
+        if self.grants is not None and not self.read_through:
+            return self.grants.data(uid)
+        found = self.base.get_secret_grant(namespace, uid)
+        if self.grants is not None:
+            if found is None:
+                self.grants.grants.pop(uid, None)
+            else:
+                self.grants.grants[uid] = (found, time.time())
+        return found
 
     def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         if self.read_through:
@@ -121,6 +140,12 @@ def _refused(exc: ApiError | NotFoundError) -> bool:
     return exc.status in (400, 403, 404, 413, 422)
 
 
+def _names_secret(body: dict[str, Any]) -> bool:
+    """Whether a SpecServer names spec.modelSource.hfTokenSecretRef."""
+    source = (body.get("spec") or {}).get("modelSource")
+    return isinstance(source, dict) and bool(source.get("hfTokenSecretRef"))
+
+
 def prometheus_url(body: dict[str, Any]) -> str | None:
     """The SpecServer's Prometheus (spec.autoSpeculation.prometheusUrl, else the operator's)."""
     auto = (body.get("spec") or {}).get("autoSpeculation") or {}
@@ -151,6 +176,8 @@ class Cycle:
     #: writer threads (0: every pass writes on the cycle thread, one after another)
     writers: int = WRITERS
     pool: ThreadPoolExecutor | None = None
+    #: Secret grants as last listed (secretgrants.py)
+    grants: secretgrants.Book = field(default_factory=secretgrants.Book)
 
     def lock(self, uid: str) -> threading.Lock:
         with self.guard:
@@ -286,7 +313,7 @@ class Cycle:
         if not self.leading():
             return  # the leader's own handler sees the same change
         with self.lock(uid):
-            client = CachedClient(self.client, self.cache, read_through=True)
+            client = CachedClient(self.client, self.cache, read_through=True, grants=self.grants)
             body = client.get_specserver(namespace, name)
             if body is None or body["metadata"].get("deletionTimestamp"):
                 return
@@ -312,7 +339,8 @@ class Cycle:
             self.resync()
         taken_at = time.monotonic()
         bodies = self.cache.specservers()
-        client = CachedClient(self.client, self.cache)
+        self.refresh_grants(bodies)
+        client = CachedClient(self.client, self.cache, grants=self.grants)
         caches = [self.signal_cache(url) for url in {prometheus_url(b) for b in bodies}]
         refresh_all([c for c in caches if c is not None], SIGNAL_WAIT_S)
         opmetrics.count_query_errors(sum(c.query_errors for c in self.signals.values()))
@@ -352,6 +380,32 @@ class Cycle:
         opmetrics.CYCLE_DURATION.observe(time.perf_counter() - started)
         self.completed_at = time.monotonic()
         return done
+
+    def refresh_grants(self, bodies: list[dict[str, Any]]) -> None:
+        """One LIST of the Secret grants, when a SpecServer names a Secret or grants are held
+        (none otherwise); deletes the grants of SpecServers that are gone. A LIST that fails
+        keeps the last one (it can only lack grants: a pass then refuses, never renders)."""
+        named = any(_names_secret(b) for b in bodies)
+        if not secretgrants.required() or not (named or self.grants.grants):
+            return
+        where = secretgrants.grant_namespace()
+        try:
+            self.grants.grants = self.client.list_secret_grants(where)
+        except (ApiError, NotFoundError) as exc:
+            log.warning("Secret grants not listed: %s", exc)
+            return
+        live = {b["metadata"]["uid"] for b in bodies}
+        book = self.grants
+        if not self.leading():
+            return
+        for uid in secretgrants.stale(book.grants, live, book.seen, self.namespaces, time.time()):
+            try:
+                self.client.delete_secret_grant(where, uid)
+            except (ApiError, NotFoundError) as exc:
+                log.warning("grant of %s not deleted: %s", uid, exc)
+                continue
+            book.grants.pop(uid, None)
+        book.seen = (book.seen | live) & (live | set(book.grants))
 
     def healthy(self, interval_s: float, intervals: int = 4) -> bool:
         """Whether a cycle completed within the last few intervals (the liveness probe)."""

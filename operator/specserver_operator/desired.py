@@ -27,7 +27,7 @@ from specserver_advisor.models import (
 )
 from specserver_advisor.modelshape import ConfigShapeError
 from specserver_advisor.policy import Observation, PolicyContext
-from specserver_operator import children, podpolicy
+from specserver_operator import children, podpolicy, secretgrants
 from specserver_operator import conditions as cond
 from specserver_operator.apibodies import applied_hash
 from specserver_operator.autopilot import PAUSE_ANNOTATION, AutoStep, auto_step
@@ -149,7 +149,8 @@ def desired(observed: Observed, settings: Settings, memo: PassCache) -> Plan:
 def _checked(
     observed: Observed, server: SpecServer, cfg: EngineConfig, settings: Settings
 ) -> EngineConfig:
-    """``cfg`` unless the context, the pod policy refuse it; with a missing Secret's warning."""
+    """``cfg`` unless the context, the pod policy or a Secret no review approved refuse it;
+    with a missing Secret's warning."""
     context = cfg.resolved.get("contextLength") if cfg.valid else None
     problems = context_problems(server, context if isinstance(context, int) else None)
     if problems:
@@ -157,6 +158,9 @@ def _checked(
     refused = podpolicy.refusal(server.spec, settings.pod_policy)
     if refused:
         cfg = EngineConfig(False, podpolicy.REFUSED, refused)
+    if observed.unapproved_secret is not None and cfg.valid:
+        # Any refusal keeps the Secret out of pods; this one is named when it is the only one.
+        cfg = EngineConfig(False, secretgrants.REASON, observed.unapproved_secret)
     if observed.missing_secret and cfg.valid:
         cfg = dataclasses.replace(cfg, warnings=[*cfg.warnings, observed.missing_secret])
     return cfg

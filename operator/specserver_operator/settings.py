@@ -139,6 +139,23 @@ SETTINGS: tuple[Setting, ...] = (
         "let engine pods carry match-all tolerations from the spec (otherwise refused)",
     ),
     Setting(
+        "--require-secret-approval",
+        "SPECSERVER_REQUIRE_SECRET_APPROVAL",
+        "true",
+        "render spec.modelSource.hfTokenSecretRef into an engine pod only when the admission "
+        "webhook approved it for that SpecServer generation (otherwise ConfigValid=False, "
+        "SecretNotApproved); false only where every SpecServer author may read every Secret "
+        "of their namespace",
+    ),
+    Setting(
+        "--grant-namespace",
+        "SPECSERVER_GRANT_NAMESPACE",
+        "specserver-system",
+        "the operator's own namespace, where the webhook records which Secret it approved for "
+        "which SpecServer generation (ConfigMaps specserver-grant-<uid>; no tenant may write "
+        "there)",
+    ),
+    Setting(
         "--webhook-port",
         "SPECSERVER_WEBHOOK_PORT",
         "0",

@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
 
-from specserver_operator.admission import ReviewAccess, admission_response
+from specserver_operator.admission import RecordGrant, ReviewAccess, admission_response
 from specserver_operator.client import ApiError, KubeClient, NotFoundError
+from specserver_operator.secretgrants import Recorder, grant_namespace
 from specserver_operator.webhookcerts import Bundle, build_bundle, usable
 
 log = logging.getLogger("specserver.webhook")
@@ -41,6 +42,7 @@ class _Server(ThreadingHTTPServer):
     """The HTTPS server; ``review_access`` asks the API server SubjectAccessReviews."""
 
     review_access: ReviewAccess
+    record_grant: RecordGrant
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -58,7 +60,9 @@ class _Handler(BaseHTTPRequestHandler):
             review = json.loads(self.rfile.read(length))
             server = cast(_Server, self.server)
             answer = admission_response(
-                review if isinstance(review, dict) else {}, server.review_access
+                review if isinstance(review, dict) else {},
+                server.review_access,
+                server.record_grant,
             )
         except ValueError:
             self._answer(400, {"message": "the body is not JSON"})
@@ -153,6 +157,7 @@ class Webhook:
                 stop.wait(5.0)
         server = _Server((self.address, self.port), _Handler)
         server.review_access = self.review_access
+        server.record_grant = Recorder(self.client, grant_namespace())
         server.daemon_threads = True
         server.socket = self.context.wrap_socket(server.socket, server_side=True)
         threading.Thread(

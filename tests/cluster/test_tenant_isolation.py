@@ -207,10 +207,8 @@ def test_tenant_gets_no_secret_out_of_the_operator(
                 "redirect",
                 model={"path": "org/qwen3-8b"},
                 draft={"path": "org/eagle-draft"},
-                modelSource={
-                    "hfEndpoint": a.url + "/hf-allowed",
-                    "hfTokenSecretRef": {"name": "hf-token"},
-                },
+                # No hfTokenSecretRef: no review approved one here (test_secret_grants_e2e.py).
+                modelSource={"hfEndpoint": a.url + "/hf-allowed"},
             )
         )
         tenant_apply(

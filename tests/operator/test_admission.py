@@ -164,6 +164,8 @@ class FakeClient:
         self.ca_bundle: str | None = None
         #: users the SubjectAccessReviews allow; "error" makes the API call fail
         self.readers: set[str] = {"alice"}
+        #: Secret grants by namespace/uid (secretgrants.py)
+        self.grants: dict[str, dict[str, str]] = {}
 
     def review_access(self, review: dict[str, Any]) -> dict[str, Any]:
         user = review["spec"]["user"]
@@ -179,6 +181,16 @@ class FakeClient:
     ) -> None:
         assert labels["app.kubernetes.io/managed-by"] == "specserver"
         self.secrets[f"{namespace}/{name}"] = data
+
+    def get_secret_grant(self, namespace: str, uid: str) -> dict[str, str] | None:
+        return self.grants.get(f"{namespace}/{uid}")
+
+    def put_secret_grant(
+        self, namespace: str, uid: str, patch: dict[str, str | None], labels: dict[str, str]
+    ) -> None:
+        assert labels["app.kubernetes.io/component"] == "secret-grant"
+        data = self.grants.setdefault(f"{namespace}/{uid}", {})
+        data.update({k: v for k, v in patch.items() if v is not None})
 
     def ensure_webhook_ca_bundle(self, name: str, ca_pem: str) -> bool | None:
         changed = self.ca_bundle != ca_pem
@@ -203,11 +215,13 @@ def test_the_server_answers_over_tls_signed_by_the_ca_it_publishes() -> None:
             threading.Event().wait(0.05)
         assert client.ca_bundle == client.secrets["ops/tls"]["ca.crt"]
         ctx = ssl.create_default_context(cadata=client.ca_bundle)
+        obj = flagship()
+        obj["metadata"].update(namespace="llm", uid="sps-uid", generation=1)
         body: dict[str, Any] = {
             "request": {
                 "uid": "u",
                 "operation": "CREATE",
-                "object": flagship(),
+                "object": obj,
                 "userInfo": {"username": "alice"},
             }
         }
@@ -225,6 +239,8 @@ def test_the_server_answers_over_tls_signed_by_the_ca_it_publishes() -> None:
             except (ConnectionError, urllib.error.URLError):
                 threading.Event().wait(0.1)
         assert answer is not None and answer["response"]["allowed"] is True
+        grant = client.grants["specserver-system/sps-uid"]  # the approval, for the operator
+        assert json.loads(grant["generation-1"]) == {"secret": "hf-token", "user": "alice"}
         for user, refused in (("mallory", "may not get"), ("error", "could not check")):
             body["request"]["userInfo"] = {"username": user}
             request.data = json.dumps(body).encode()
