@@ -139,6 +139,14 @@ SETTINGS: tuple[Setting, ...] = (
         "let engine pods carry match-all tolerations from the spec (otherwise refused)",
     ),
     Setting(
+        "--allow-code-execution-flags",
+        "SPECSERVER_ALLOW_CODE_EXECUTION_FLAGS",
+        "false",
+        "let extraArgs carry flags that make the engine run code a client or a model repo "
+        "supplies (--trust-remote-code, --enable-custom-logit-processor; otherwise refused, "
+        "PodPolicyRefused)",
+    ),
+    Setting(
         "--require-secret-approval",
         "SPECSERVER_REQUIRE_SECRET_APPROVAL",
         "true",

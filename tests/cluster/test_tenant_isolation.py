@@ -234,6 +234,7 @@ def test_tenant_gets_no_secret_out_of_the_operator(
             _spec("model-override", engine__extraArgs=["--json-model-override-args", "{}"])
         )
         tenant_apply(_spec("host-path", modelSource={"volume": {"hostPath": "/"}}))
+        tenant_apply(_spec("remote-code", engine__extraArgs=["--trust-remote"]))
 
         def sps(name: str) -> dict[str, Any] | None:
             got = kube.kubectl("get", "sps", name, "-n", namespace, "-o", "json", check=False)
@@ -256,6 +257,11 @@ def test_tenant_gets_no_secret_out_of_the_operator(
             wait_for(lambda: reason("host-path", "ConfigValid"), 60, "hostPath")[1]
             == "PodPolicyRefused"
         )
+        remote = wait_for(lambda: reason("remote-code", "ConfigValid"), 60, "remote code")
+        assert remote[:2] == ("False", "PodPolicyRefused") and "--trust-remote-code" in remote[2]
+        assert "SPECSERVER_ALLOW_CODE_EXECUTION_FLAGS" in remote[2]
+        no_engine = kube.kubectl("get", "deploy", "remote-code", "-n", namespace, check=False)
+        assert no_engine.returncode != 0
         allowed = wait_for(
             lambda: (r := reason("prom-allowed", "MetricsAvailable")) and "403" in r[2] and r,
             90,
