@@ -62,8 +62,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "--metrics-address",
         "SPECSERVER_METRICS_ADDRESS",
-        "0.0.0.0",
-        "address the metrics port listens on",
+        "127.0.0.1",
+        "address the metrics port listens on: loopback unless the admin opens it (the metrics "
+        "name every tenant's SpecServers; manifests/operator.yaml sets the pod IP, and "
+        "manifests/networkpolicy.yaml lets only the monitoring namespace reach the port)",
     ),
     Setting(
         "--prometheus-url",
