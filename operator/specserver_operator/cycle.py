@@ -29,7 +29,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specserver_advisor.models import KIND
-from specserver_operator import controller, faults, heaptrim, opmetrics, policystate, secretgrants
+from specserver_operator import (
+    controller,
+    faults,
+    heaptrim,
+    opmetrics,
+    ownstatus,
+    policystate,
+    secretgrants,
+)
 from specserver_operator.client import ApiError, KubeClient, NotFoundError
 from specserver_operator.faults import Faults
 from specserver_operator.leader import Elector
@@ -304,7 +312,10 @@ class Cycle:
             changes.update(policystate.migrated(current))
         if changes:
             try:
-                client.patch_status(ns, name, changes)
+                answer = client.patch_status(ns, name, changes)
+                if uid in self.memo.own_status:  # a migrated policyState is the operator's
+                    own = self.memo.own_status[uid]
+                    self.memo.own_status[uid] = ownstatus.after_write(own, changes, answer)
             except (ApiError, NotFoundError) as write_error:
                 log.warning("%s/%s: status not written: %s", ns, name, write_error)
 
@@ -450,5 +461,6 @@ class Cycle:
         timed out, 5xx) completes no cycle: through a long API outage ``/healthz`` fails
         steadily, as the leader's does, instead of answering 200 once the lease has lapsed."""
         self.cache.synced_at = None  # LIST afresh on taking over
+        self.memo.own_status.clear()  # the leader writes status meanwhile: read it afresh
         if self.elector is None or self.elector.answered:
             self.completed_at = time.monotonic()

@@ -96,6 +96,8 @@ class Plan:
     evaluation_s: float = 0.0
     #: the signal sample the policy evaluated (its ``Observation.ts``; None: none)
     evaluated_sample: float | None = None
+    #: guarded status someone else wrote, to write back first (ownstatus.py)
+    restore: dict[str, Any] = field(default_factory=dict)
 
 
 def desired(observed: Observed, settings: Settings, memo: PassCache) -> Plan:

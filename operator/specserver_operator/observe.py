@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from specserver_advisor.models import SpecServer
 from specserver_advisor.policy import Observation
-from specserver_operator import bluegreen, configsource, podpolicy, secretgrants
+from specserver_operator import bluegreen, configsource, ownstatus, podpolicy, secretgrants
 from specserver_operator.autopilot import NO_PROMETHEUS_URL
 from specserver_operator.client import ApiError, KubeClient, NotFoundError
 from specserver_operator.configsource import ConfigSourceError, HfSettings, ModelConfigs
@@ -69,6 +69,8 @@ class Observed:
     missing_secret: tuple[str, str] | None = None
     #: why the HF token Secret may not reach a pod (no grant approves it: secretgrants.py)
     unapproved_secret: str | None = None
+    #: status.switch / status.policyState as the operator last wrote them (ownstatus.py)
+    own_status: dict[str, Any] | None = None
     #: the newest Prometheus signals for the engine pods (None: none), and why there are none
     metrics: Observation | None = None
     metrics_error: str | None = NO_PROMETHEUS_URL
@@ -131,6 +133,7 @@ def observe(
         else:
             missing = _missing_secret(client, server, uid, now_ts, memo)
     metrics = signals.get(ns, child_name(name)) if signals else None  # the pods' name label
+    own = memo.own_status.setdefault(uid, ownstatus.guarded(body.get("status")))
     return Observed(
         body=body,
         server=server,
@@ -141,6 +144,7 @@ def observe(
         autoscalers=scalers,
         missing_secret=missing,
         unapproved_secret=unapproved,
+        own_status=own,
         metrics=metrics,
         metrics_error=signals.last_error if signals else NO_PROMETHEUS_URL,
         now=now,
