@@ -162,8 +162,11 @@ class KubeClient:
 
     # ------------------------------------------- Secret grants (secretgrants.py), own namespace
 
-    def get_secret_grant(self, namespace: str, uid: str) -> dict[str, str] | None:
-        """The data of a SpecServer uid's grant ConfigMap, or None when there is none."""
+    def get_secret_grant(
+        self, namespace: str, uid: str, generation: int | None = None
+    ) -> dict[str, str] | None:
+        """The data of a SpecServer uid's grant ConfigMap, or None when there is none (read
+        fresh: ``generation``, the one the caller needs, matters only to the cycle's cache)."""
         found = self._get_or_none("ConfigMap", namespace, secretgrants.grant_name(uid))
         return None if found is None else dict(found.get("data") or {})
 

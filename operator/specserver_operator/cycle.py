@@ -77,11 +77,17 @@ class CachedClient(KubeClient):
         self.read_through = read_through
         self.grants = grants
 
-    def get_secret_grant(self, namespace: str, uid: str) -> dict[str, str] | None:
-        """The grant as the cycle last listed it; read fresh (and noted) for a handler's pass."""
+    def get_secret_grant(
+        self, namespace: str, uid: str, generation: int | None = None
+    ) -> dict[str, str] | None:
+        """The grant as the cycle last listed it; read fresh (and noted) for a handler's pass,
+        and once for a generation the list did not approve (its grant may have been written
+        after the LIST, before the watch brought that generation: no refusal for a moment)."""
         if self.grants is not None and not self.read_through:
-            return self.grants.data(uid)
-        found = self.base.get_secret_grant(namespace, uid)
+            data = self.grants.data(uid)
+            if generation is None or not self.grants.fresh_read_due(uid, generation, data):
+                return data
+        found = self.base.get_secret_grant(namespace, uid, generation)
         if self.grants is not None:
             if found is None:
                 self.grants.grants.pop(uid, None)
@@ -417,6 +423,7 @@ class Cycle:
                 continue
             book.grants.pop(uid, None)
         book.seen = (book.seen | live) & (live | set(book.grants))
+        book.read = {(uid, g) for uid, g in book.read if uid in live}
 
     def healthy(self, interval_s: float, intervals: int = 4) -> bool:
         """Whether a cycle completed within the last few intervals (the liveness probe)."""

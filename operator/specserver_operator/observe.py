@@ -218,7 +218,7 @@ def _unapproved_secret(
         return None
     generation = server.metadata.generation or 0
     ns = server.metadata.namespace or "default"
-    grant = client.get_secret_grant(secretgrants.grant_namespace(), uid)
+    grant = client.get_secret_grant(secretgrants.grant_namespace(), uid, generation)
     if secretgrants.approved(grant, uid, generation, ref.name):
         return None
     return secretgrants.refusal(ns, ref.name, generation)

@@ -144,16 +144,30 @@ class Book:
 
     grants: dict[str, tuple[dict[str, str], float]] = field(default_factory=dict)
     seen: set[str] = field(default_factory=set)
+    #: (uid, generation) read fresh once because the list did not hold it
+    read: set[tuple[str, int]] = field(default_factory=set)
 
     def data(self, uid: str) -> dict[str, str] | None:
         found = self.grants.get(uid)
         return found[0] if found else None
 
+    def fresh_read_due(self, uid: str, generation: int, data: Mapping[str, str] | None) -> bool:
+        """Whether to GET this grant: the list holds no record of ``generation``, and it was
+        not read for it yet (at most one GET per SpecServer generation)."""
+        if data is not None and f"{GENERATION_KEY}{generation}" in data:
+            return False
+        if (uid, generation) in self.read:
+            return False
+        self.read.add((uid, generation))
+        return True
+
 
 class GrantClient(Protocol):
     """What ``Recorder`` needs of the client (client.KubeClient)."""
 
-    def get_secret_grant(self, namespace: str, uid: str) -> dict[str, str] | None: ...
+    def get_secret_grant(
+        self, namespace: str, uid: str, generation: int | None = None
+    ) -> dict[str, str] | None: ...
 
     def put_secret_grant(
         self, namespace: str, uid: str, patch: dict[str, str | None], labels: dict[str, str]

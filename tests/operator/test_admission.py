@@ -182,7 +182,9 @@ class FakeClient:
         assert labels["app.kubernetes.io/managed-by"] == "specserver"
         self.secrets[f"{namespace}/{name}"] = data
 
-    def get_secret_grant(self, namespace: str, uid: str) -> dict[str, str] | None:
+    def get_secret_grant(
+        self, namespace: str, uid: str, generation: int | None = None
+    ) -> dict[str, str] | None:
         return self.grants.get(f"{namespace}/{uid}")
 
     def put_secret_grant(

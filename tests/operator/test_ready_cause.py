@@ -118,7 +118,7 @@ def test_a_missing_token_secret_warns_once_whatever_the_config_source() -> None:
             self.reads += 1
             return self.secret
 
-        def get_secret_grant(self, namespace: str, uid: str) -> dict[str, str]:
+        def get_secret_grant(self, namespace: str, uid: str, generation: int) -> dict[str, str]:
             return approved(uid)
 
     client = NoSecret()
@@ -180,7 +180,7 @@ def test_no_right_to_read_secrets_means_no_warning_and_no_retry_storm() -> None:
             self.reads += 1
             raise ApiError(f"Secret {namespace}/{name}: 403 forbidden", 403)
 
-        def get_secret_grant(self, namespace: str, uid: str) -> dict[str, str]:
+        def get_secret_grant(self, namespace: str, uid: str, generation: int) -> dict[str, str]:
             return approved(uid)
 
     client = Forbidden()

@@ -68,7 +68,9 @@ class GrantClient(FakeClient):
         self.grant = grant
         self.grant_reads = 0
 
-    def get_secret_grant(self, namespace: str, uid: str) -> dict[str, str] | None:
+    def get_secret_grant(
+        self, namespace: str, uid: str, generation: int | None = None
+    ) -> dict[str, str] | None:
         assert namespace == "specserver-system"
         self.grant_reads += 1
         return self.grant
@@ -229,3 +231,32 @@ def test_a_cycle_lists_grants_once_and_deletes_those_of_deleted_specservers() ->
     cycle.grants.grants.clear()
     cycle.refresh_grants([plain])  # nothing names a Secret, no grants held: no LIST
     assert client.lists == 2
+
+
+def test_a_generation_the_list_did_not_approve_is_read_once_more() -> None:
+    """The grant of a new generation may be written after the cycle's LIST and the generation
+    seen (watch) before the pass: one GET, not a refusal; and not one GET every cycle."""
+    from specserver_operator.cycle import CachedClient
+
+    fresh = secretgrants.grant_patch(None, "llm", "x", UID, 2, "hf-token", "alice")
+
+    class Base:
+        gets = 0
+
+        def get_secret_grant(
+            self, namespace: str, uid: str, generation: int | None = None
+        ) -> dict[str, str]:
+            self.gets += 1
+            return {k: v for k, v in fresh.items() if v is not None}
+
+    base = Base()
+    book = secretgrants.Book({UID: ({"uid": UID, "generation-1": "{}"}, 0.0)})
+    client = CachedClient(base, ObjectCache(), grants=book)  # type: ignore[arg-type]
+    assert client.get_secret_grant("specserver-system", UID, 1) == book.data(UID)  # listed
+    assert base.gets == 0
+    found = client.get_secret_grant("specserver-system", UID, 2)
+    assert secretgrants.approved(found, UID, 2, "hf-token") and base.gets == 1
+    book.grants.clear()  # a refused generation: its grant never comes
+    for _ in range(3):
+        client.get_secret_grant("specserver-system", UID, 3)
+    assert base.gets == 2
