@@ -399,20 +399,27 @@ class Cycle:
         return done
 
     def refresh_grants(self, bodies: list[dict[str, Any]]) -> None:
-        """One LIST of the Secret grants, when a SpecServer names a Secret or grants are held
-        (none otherwise); deletes the grants of SpecServers that are gone. A LIST that fails
-        keeps the last one (it can only lack grants: a pass then refuses, never renders)."""
+        """Keep the Secret grants: one LIST every ``secretgrants.RELIST_S`` while a SpecServer
+        names a Secret or grants are held (none otherwise; a new generation's grant is read by
+        its pass: ``CachedClient.get_secret_grant``), and delete the grants of SpecServers that
+        are gone. A LIST that fails keeps the last one (it can only lack grants: a pass then
+        reads its own, or refuses; never renders without one)."""
+        if not secretgrants.required():
+            return
+        book, where = self.grants, secretgrants.grant_namespace()
         named = any(_names_secret(b) for b in bodies)
-        if not secretgrants.required() or not (named or self.grants.grants):
-            return
-        where = secretgrants.grant_namespace()
-        try:
-            self.grants.grants = self.client.list_secret_grants(where)
-        except (ApiError, NotFoundError) as exc:
-            log.warning("Secret grants not listed: %s", exc)
-            return
+        listed = book.listed_at
+        if (named or book.grants) and (
+            listed is None or time.monotonic() - listed >= secretgrants.RELIST_S
+        ):
+            try:
+                book.grants, book.listed_at = (
+                    self.client.list_secret_grants(where),
+                    time.monotonic(),
+                )
+            except (ApiError, NotFoundError) as exc:
+                log.warning("Secret grants not listed: %s", exc)
         live = {b["metadata"]["uid"] for b in bodies}
-        book = self.grants
         if not self.leading():
             return
         for uid in secretgrants.stale(book.grants, live, book.seen, self.namespaces, time.time()):

@@ -13,8 +13,9 @@ Grants are ConfigMaps in the operator's own namespace (``SPECSERVER_GRANT_NAMESP
 ``specserver-system``), one per SpecServer uid, written with the operator's credentials: a
 tenant cannot write there. The data holds the SpecServer's namespace, name and uid and one key
 per approved generation (``generation-<n>``: the Secret and the user), the newest ``KEEP``.
-The cycle reads them with one LIST per cycle (cycle.py), a handler's pass with one GET, and
-deletes the grants of SpecServers that are gone (``stale``). Pure, except ``Recorder``, which
+The cycle lists them every ``RELIST_S`` (cycle.py), a pass reads a grant the list does not
+hold with one GET (once per generation), and the cycle deletes the grants of SpecServers that
+are gone (``stale``). Pure, except ``Recorder``, which
 calls the client.
 """
 
@@ -45,6 +46,9 @@ KEEP = 8
 #: admission step refused leaves one; a SpecServer just created may not be listed yet).
 UNSEEN_GRACE_S = 600.0
 GENERATION_KEY = "generation-"
+#: Seconds between LISTs of the grants (as the object cache's resync): the grants of new
+#: generations are read by their passes, those of deleted SpecServers deleted from the book.
+RELIST_S = 300.0
 
 
 def grant_namespace() -> str:
@@ -146,6 +150,8 @@ class Book:
     seen: set[str] = field(default_factory=set)
     #: (uid, generation) read fresh once because the list did not hold it
     read: set[tuple[str, int]] = field(default_factory=set)
+    #: monotonic time of the last LIST (None: never)
+    listed_at: float | None = None
 
     def data(self, uid: str) -> dict[str, str] | None:
         found = self.grants.get(uid)

@@ -215,7 +215,7 @@ class ListingClient:
         self.grants.pop(uid)
 
 
-def test_a_cycle_lists_grants_once_and_deletes_those_of_deleted_specservers() -> None:
+def test_a_cycle_lists_grants_rarely_and_deletes_those_of_deleted_specservers() -> None:
     bodies = [body_naming("hf-token") for _ in range(3)]
     for i, b in enumerate(bodies):
         b["metadata"].update(uid=f"u-{i}", name=f"s-{i}")
@@ -224,11 +224,17 @@ def test_a_cycle_lists_grants_once_and_deletes_those_of_deleted_specservers() ->
     cycle = Cycle(client=client, cache=ObjectCache())  # type: ignore[arg-type]
     cycle.refresh_grants(bodies)
     assert client.lists == 1 and client.deleted == []  # one LIST for every SpecServer
-    cycle.refresh_grants(bodies[1:])  # s-0 was deleted
-    assert client.lists == 2 and client.deleted == ["u-0"]
+    cycle.refresh_grants(bodies)
+    assert client.lists == 1  # not every cycle: a new generation's grant is read by its pass
+    cycle.refresh_grants(bodies[1:])  # s-0 was deleted: its grant goes at once, with no LIST
+    assert client.lists == 1 and client.deleted == ["u-0"]
     assert set(cycle.grants.grants) == {"u-1", "u-2"}
+    assert cycle.grants.listed_at is not None
+    cycle.grants.listed_at -= secretgrants.RELIST_S
+    cycle.refresh_grants(bodies[1:])
+    assert client.lists == 2
     plain = copy.deepcopy(SPEC)
-    cycle.grants.grants.clear()
+    cycle.grants = secretgrants.Book()
     cycle.refresh_grants([plain])  # nothing names a Secret, no grants held: no LIST
     assert client.lists == 2
 
