@@ -133,7 +133,7 @@ def observe(
         else:
             missing = _missing_secret(client, server, uid, now_ts, memo)
     metrics = signals.get(ns, child_name(name)) if signals else None  # the pods' name label
-    own = memo.own_status.setdefault(uid, ownstatus.guarded(body.get("status")))
+    own = memo.own_status[uid] = ownstatus.seen(memo.own_status.get(uid), body.get("status") or {})
     return Observed(
         body=body,
         server=server,

@@ -26,9 +26,23 @@ REASON = "StatusRestored"
 
 
 def guarded(status: dict[str, Any] | None) -> dict[str, Any]:
-    """The guarded fields of ``status`` (None where absent)."""
+    """The guarded fields of ``status`` (None where absent; the values themselves, not copies:
+    stored objects are never changed in place, so the record shares the cache's)."""
     status = status or {}
-    return {f: copy.deepcopy(status.get(f)) for f in GUARDED}
+    return {f: status.get(f) for f in GUARDED}
+
+
+def seen(record: dict[str, Any] | None, stored: dict[str, Any]) -> dict[str, Any]:
+    """The record for a pass over ``stored``: what is stored when there is none yet (first
+    sight); else the record, sharing the stored values equal to it (one copy in memory)."""
+    if record is None:
+        return guarded(stored)
+    out = dict(record)
+    for f in GUARDED:
+        value = stored.get(f)
+        if out.get(f) is not value and out.get(f) == value:
+            out[f] = value
+    return out
 
 
 def trusted(

@@ -62,3 +62,15 @@ def test_the_record_follows_the_operators_own_writes() -> None:
     status, restore = ownstatus.trusted({"switch": {"target": "Off"}, "x": 1}, record)
     assert status == {"policyState": {"mode": "On", "a": 1}, "x": 1}
     assert restore == {"switch": None, "policyState": {"mode": "On", "a": 1}}
+
+
+def test_the_record_shares_the_stored_values_it_equals() -> None:
+    """One copy per SpecServer in memory, not two (the cache's and the record's)."""
+    stored = {"policyState": {"mode": "On", "switchTimes": [1.0]}, "switch": None}
+    record = ownstatus.seen(None, stored)
+    assert record["policyState"] is stored["policyState"]
+    again = {"policyState": {"mode": "On", "switchTimes": [1.0]}}  # the next watch event
+    record = ownstatus.seen(record, again)
+    assert record["policyState"] is again["policyState"]
+    forged = {"policyState": {"mode": "Off"}}
+    assert ownstatus.seen(record, forged)["policyState"] is again["policyState"]
