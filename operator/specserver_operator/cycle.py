@@ -154,12 +154,6 @@ def _refused(exc: ApiError | NotFoundError) -> bool:
     return exc.status in (400, 403, 404, 413, 422)
 
 
-def _names_secret(body: dict[str, Any]) -> bool:
-    """Whether a SpecServer names spec.modelSource.hfTokenSecretRef."""
-    source = (body.get("spec") or {}).get("modelSource")
-    return isinstance(source, dict) and bool(source.get("hfTokenSecretRef"))
-
-
 def prometheus_url(body: dict[str, Any]) -> str | None:
     """The SpecServer's Prometheus (spec.autoSpeculation.prometheusUrl, else the operator's)."""
     auto = (body.get("spec") or {}).get("autoSpeculation") or {}
@@ -399,38 +393,9 @@ class Cycle:
         return done
 
     def refresh_grants(self, bodies: list[dict[str, Any]]) -> None:
-        """Keep the Secret grants: one LIST every ``secretgrants.RELIST_S`` while a SpecServer
-        names a Secret or grants are held (none otherwise; a new generation's grant is read by
-        its pass: ``CachedClient.get_secret_grant``), and delete the grants of SpecServers that
-        are gone. A LIST that fails keeps the last one (it can only lack grants: a pass then
-        reads its own, or refuses; never renders without one)."""
-        if not secretgrants.required():
-            return
-        book, where = self.grants, secretgrants.grant_namespace()
-        named = any(_names_secret(b) for b in bodies)
-        listed = book.listed_at
-        if (named or book.grants) and (
-            listed is None or time.monotonic() - listed >= secretgrants.RELIST_S
-        ):
-            try:
-                book.grants, book.listed_at = (
-                    self.client.list_secret_grants(where),
-                    time.monotonic(),
-                )
-            except (ApiError, NotFoundError) as exc:
-                log.warning("Secret grants not listed: %s", exc)
-        live = {b["metadata"]["uid"] for b in bodies}
-        if not self.leading():
-            return
-        for uid in secretgrants.stale(book.grants, live, book.seen, self.namespaces, time.time()):
-            try:
-                self.client.delete_secret_grant(where, uid)
-            except (ApiError, NotFoundError) as exc:
-                log.warning("grant of %s not deleted: %s", uid, exc)
-                continue
-            book.grants.pop(uid, None)
-        book.seen = (book.seen | live) & (live | set(book.grants))
-        book.read = {(uid, g) for uid, g in book.read if uid in live}
+        """Keep the Secret grants' book (secretgrants.keep; deletions only while leading)."""
+        if secretgrants.required():
+            secretgrants.keep(self.grants, self.client, bodies, self.namespaces, self.leading())
 
     def healthy(self, interval_s: float, intervals: int = 4) -> bool:
         """Whether a cycle completed within the last few intervals (the liveness probe)."""

@@ -15,8 +15,7 @@ tenant cannot write there. The data holds the SpecServer's namespace, name and u
 per approved generation (``generation-<n>``: the Secret and the user), the newest ``KEEP``.
 The cycle lists them every ``RELIST_S`` (cycle.py), a pass reads a grant the list does not
 hold with one GET (once per generation), and the cycle deletes the grants of SpecServers that
-are gone (``stale``). Pure, except ``Recorder``, which
-calls the client.
+are gone (``stale``). Pure, except ``Recorder`` and ``keep``, which call the client.
 """
 
 from __future__ import annotations
@@ -29,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from specserver_operator.apierrors import ApiError, NotFoundError
 from specserver_operator.settings import value
 
 log = logging.getLogger("specserver.grants")
@@ -169,7 +169,7 @@ class Book:
 
 
 class GrantClient(Protocol):
-    """What ``Recorder`` needs of the client (client.KubeClient)."""
+    """What ``Recorder`` and ``keep`` need of the client (client.KubeClient)."""
 
     def get_secret_grant(
         self, namespace: str, uid: str, generation: int | None = None
@@ -178,6 +178,50 @@ class GrantClient(Protocol):
     def put_secret_grant(
         self, namespace: str, uid: str, patch: dict[str, str | None], labels: dict[str, str]
     ) -> None: ...
+
+    def list_secret_grants(self, namespace: str) -> dict[str, tuple[dict[str, str], float]]: ...
+
+    def delete_secret_grant(self, namespace: str, uid: str) -> None: ...
+
+
+def names_secret(body: Mapping[str, Any]) -> bool:
+    """Whether a SpecServer names spec.modelSource.hfTokenSecretRef."""
+    source = (body.get("spec") or {}).get("modelSource")
+    return isinstance(source, dict) and bool(source.get("hfTokenSecretRef"))
+
+
+def keep(
+    book: Book,
+    client: GrantClient,
+    bodies: list[dict[str, Any]],
+    namespaces: Iterable[str],
+    leading: bool,
+) -> None:
+    """The cycle's upkeep of ``book`` (cycle.py, once a cycle): one LIST every ``RELIST_S``
+    while a SpecServer names a Secret or grants are held (none otherwise: a new generation's
+    grant is read by its pass, cycle.CachedClient), and, while ``leading``, deleting the grants
+    of SpecServers that are gone. A LIST that fails keeps the last one until the next is due (it
+    can only lack grants: a pass then reads its own, or refuses; it never renders without)."""
+    where = grant_namespace()
+    due = book.listed_at is None or time.monotonic() - book.listed_at >= RELIST_S
+    if due and (book.grants or any(names_secret(b) for b in bodies)):
+        book.listed_at = time.monotonic()
+        try:
+            book.grants = client.list_secret_grants(where)
+        except (ApiError, NotFoundError) as exc:  # the next LIST is RELIST_S away
+            log.warning("Secret grants not listed: %s", exc)
+    live = {b["metadata"]["uid"] for b in bodies}
+    if not leading:
+        return
+    for uid in stale(book.grants, live, book.seen, namespaces, time.time()):
+        try:
+            client.delete_secret_grant(where, uid)
+        except (ApiError, NotFoundError) as exc:  # tried again next cycle
+            log.warning("grant of %s not deleted: %s", uid, exc)
+            continue
+        book.grants.pop(uid, None)
+    book.seen = (book.seen | live) & (live | set(book.grants))
+    book.read = {(uid, g) for uid, g in book.read if uid in live}
 
 
 @dataclass

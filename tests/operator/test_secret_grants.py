@@ -266,3 +266,18 @@ def test_a_generation_the_list_did_not_approve_is_read_once_more() -> None:
     for _ in range(3):
         client.get_secret_grant("specserver-system", UID, 3)
     assert base.gets == 2
+
+
+def test_a_list_that_fails_is_not_retried_every_cycle() -> None:
+    from specserver_operator.client import ApiError
+
+    class Forbidden(ListingClient):
+        def list_secret_grants(self, namespace: str) -> dict[str, tuple[dict[str, str], float]]:
+            self.lists += 1
+            raise ApiError("ConfigMap list in specserver-system: 403 forbidden", 403)
+
+    client = Forbidden({})
+    cycle = Cycle(client=client, cache=ObjectCache())  # type: ignore[arg-type]
+    for _ in range(5):
+        cycle.refresh_grants([body_naming("hf-token")])  # no exception escapes
+    assert client.lists == 1
