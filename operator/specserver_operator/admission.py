@@ -17,7 +17,9 @@ Problems:
    deadline; a failure is a warning, ConfigValid reports it); the bundled catalog;
 3. the advisor's lint rules for SpecServers (the CLI's catalogue) for codes not found yet,
    error severity; warning severity comes back as admission warnings (kubectl prints them);
-4. the hfTokenSecretRef access check (secretreview.py).
+4. the hfTokenSecretRef access check (secretreview.py); an allowed review that asked records
+   a grant (``record_grant``, secretgrants.py): the operator renders the Secret only for a
+   generation a grant approves.
 
 Fail closed: ``answer_body`` turns any body that is not a bounded AdmissionReview, and any
 exception while reviewing, into ``allowed: false`` naming the exception, never a traceback.
@@ -249,9 +251,22 @@ def admission_response(
             "response": {"uid": uid, "allowed": True},
         }
         if grant is not None and record_grant is not None and request.get("dryRun") is not True:
-            record_grant(
-                grant.namespace, grant.name, grant.uid, grant.generation, grant.secret, grant.user
-            )
+            try:
+                record_grant(
+                    grant.namespace,
+                    grant.name,
+                    grant.uid,
+                    grant.generation,
+                    grant.secret,
+                    grant.user,
+                )
+            except Exception as exc:  # an API error: refuse rather than admit what won't render
+                answer = refusal(
+                    uid,
+                    "1 problem(s): SecretNotApproved: spec.modelSource.hfTokenSecretRef.name: "
+                    f"the approval could not be recorded ({type(exc).__name__}: "
+                    f"{str(exc)[:200]}); try again",
+                )
     if verdict.warnings:
         answer["response"]["warnings"] = verdict.warnings[:20]
     return answer

@@ -13,8 +13,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
-from specserver_operator import children
+from specserver_operator import children, ownstatus
 from specserver_operator.client import ApiError, KubeClient, NotFoundError
 from specserver_operator.desired import Event, Plan, status_of
 from specserver_operator.observe import Observed, observe_children
@@ -42,10 +43,23 @@ def apply_plan(
     ns, name = meta["namespace"], meta["name"]
     out = Applied(retry=plan.retry)
     hold, again = False, False
-    if plan.intent is not None:
+    uid = meta["uid"]
+
+    def write_status(patch: dict[str, Any]) -> None:
+        answer = client.patch_status(ns, name, patch)
+        memo.own_status[uid] = ownstatus.after_write(memo.own_status.get(uid), patch, answer)
+        out.wrote_status = True
+
+    if plan.restore:
         try:
-            client.patch_status(ns, name, plan.intent)
-            out.wrote_status = True
+            write_status(plan.restore)
+            log.warning("%s/%s: %s", ns, name, ownstatus.forged_message(plan.restore))
+            out.events.append(("Warning", ownstatus.REASON, ownstatus.forged_message(plan.restore)))
+        except (ApiError, NotFoundError) as exc:
+            out.retry, hold = f"status written by another not restored: {exc}", True
+    if plan.intent is not None and not hold:
+        try:
+            write_status(plan.intent)
             stored = {**observed.current, **plan.intent}
             meta = {k: v for k, v in observed.meta.items() if k != "resourceVersion"}
             body = {**observed.body, "metadata": meta, "status": stored}  # not a stored version
@@ -81,8 +95,7 @@ def apply_plan(
     if plan.patch:
         log.debug("%s/%s: status fields changed: %s", ns, name, ", ".join(sorted(plan.patch)))
         try:
-            client.patch_status(ns, name, plan.patch)
-            out.wrote_status = True
+            write_status(plan.patch)
         except (ApiError, NotFoundError) as exc:
             out.retry = str(exc)
     return out, plan

@@ -20,7 +20,7 @@ from typing import Any
 import urllib3
 
 from specserver_advisor.models import KIND
-from specserver_operator import apibodies, calldeadline
+from specserver_operator import apibodies, calldeadline, secretgrants
 from specserver_operator.apibodies import HASH_ANNOTATION as HASH_ANNOTATION
 from specserver_operator.apibodies import applied_hash as applied_hash
 from specserver_operator.apibodies import object_hash as object_hash
@@ -159,6 +159,62 @@ class KubeClient:
         except NotFoundError:
             return False
         return True
+
+    # ------------------------------------------- Secret grants (secretgrants.py), own namespace
+
+    def get_secret_grant(
+        self, namespace: str, uid: str, generation: int | None = None
+    ) -> dict[str, str] | None:
+        """The data of a SpecServer uid's grant ConfigMap, or None when there is none (read
+        fresh: ``generation``, the one the caller needs, matters only to the cycle's cache)."""
+        found = self._get_or_none("ConfigMap", namespace, secretgrants.grant_name(uid))
+        return None if found is None else dict(found.get("data") or {})
+
+    def list_secret_grants(self, namespace: str) -> dict[str, tuple[dict[str, str], float]]:
+        """Every grant: SpecServer uid -> (data, creation time), one LIST by label."""
+        out: dict[str, tuple[dict[str, str], float]] = {}
+        for page in self._pages("ConfigMap", namespace, secretgrants.SELECTOR):
+            for item in page:
+                meta, data = item.get("metadata") or {}, dict(item.get("data") or {})
+                name = str(meta.get("name") or "")
+                if name.startswith(secretgrants.PREFIX):
+                    uid = name[len(secretgrants.PREFIX) :]
+                    out[uid] = (data, secretgrants.created_at(meta))
+        return out
+
+    def put_secret_grant(
+        self, namespace: str, uid: str, patch: dict[str, str | None], labels: dict[str, str]
+    ) -> None:
+        """Create the grant ConfigMap, or merge ``patch`` into its data when it exists."""
+        name = secretgrants.grant_name(uid)
+        what = f"ConfigMap {namespace}/{name}"
+        data = {k: v for k, v in patch.items() if v is not None}
+        body = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "data": data,
+        }
+        try:
+            self._write("POST", object_path("ConfigMap", namespace), what, body=body)
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+            self._write(
+                "PATCH",
+                object_path("ConfigMap", namespace, name),
+                what,
+                body={"metadata": {"labels": labels}, "data": patch},
+                content_type=MERGE_PATCH,
+            )
+
+    def delete_secret_grant(self, namespace: str, uid: str) -> None:
+        """Delete a grant whose SpecServer is gone."""
+        name = secretgrants.grant_name(uid)
+        with contextlib.suppress(NotFoundError):
+            self._write(
+                "DELETE", object_path("ConfigMap", namespace, name), f"ConfigMap {namespace}/{name}"
+            )
 
     # ----------------------------------------------------------- admission webhook (webhook.py)
 

@@ -12,17 +12,18 @@ returns the rest (``Outcome.rest``) for the cycle's writer threads (cycle.py).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from specserver_operator import conditions as cond
-from specserver_operator import opmetrics
+from specserver_operator import opmetrics, ownstatus
 from specserver_operator.applychildren import apply_plan
 from specserver_operator.client import KubeClient
 from specserver_operator.desired import Plan, desired
-from specserver_operator.observe import Settings, observe, read_configs
+from specserver_operator.observe import Observed, Settings, observe, read_configs
 from specserver_operator.passcache import PassCache
 from specserver_operator.signals import SignalCache
 
@@ -76,8 +77,9 @@ def reconcile(
     settings = settings or Settings()
     memo = DEFAULT if memo is None else memo
     now_ts = time.time() if now_ts is None else now_ts
-    observed = observe(client, body, now, now_ts, settings, signals, memo)
+    observed, restore = _trusted(observe(client, body, now, now_ts, settings, signals, memo))
     plan = desired(observed, settings, memo)
+    plan.restore = restore
     if plan.evaluated_at is not None:
         memo.last_evaluation[body["metadata"]["uid"]] = plan.evaluated_at
     if plan.evaluated_sample is not None:
@@ -98,10 +100,22 @@ def reconcile(
     return rest()
 
 
+def _trusted(observed: Observed) -> tuple[Observed, dict[str, Any]]:
+    """``observed`` deciding from the operator's own record of status.switch/policyState, and
+    what to write back where someone else changed them (ownstatus.py)."""
+    status, restore = ownstatus.trusted(observed.current, observed.own_status)
+    if not restore:
+        return observed, {}
+    meta = {k: v for k, v in observed.meta.items() if k != "resourceVersion"}  # not stored
+    body = {**observed.body, "metadata": meta, "status": status}
+    return dataclasses.replace(observed, body=body), restore
+
+
 def writes_anything(plan: Plan) -> bool:
     """Whether carrying out ``plan`` writes to the API (a child, a status, an event)."""
     return bool(
-        plan.intent
+        plan.restore
+        or plan.intent
         or plan.writes
         or plan.deletions
         or plan.patch

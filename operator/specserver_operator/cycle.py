@@ -29,7 +29,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specserver_advisor.models import KIND
-from specserver_operator import controller, faults, heaptrim, opmetrics, policystate
+from specserver_operator import (
+    controller,
+    faults,
+    heaptrim,
+    opmetrics,
+    ownstatus,
+    policystate,
+    secretgrants,
+)
 from specserver_operator.client import ApiError, KubeClient, NotFoundError
 from specserver_operator.faults import Faults
 from specserver_operator.leader import Elector
@@ -56,11 +64,36 @@ class CachedClient(KubeClient):
     and puts the answer of every write back into it. Every call goes to ``base`` (so a test's
     fake of ``KubeClient`` sees all of them)."""
 
-    def __init__(self, base: KubeClient, cache: ObjectCache, read_through: bool = False) -> None:
+    def __init__(
+        self,
+        base: KubeClient,
+        cache: ObjectCache,
+        read_through: bool = False,
+        grants: secretgrants.Book | None = None,
+    ) -> None:
         self.__dict__.update(base.__dict__)  # any method not delegated below: the same pool
         self.base = base
         self.cache = cache
         self.read_through = read_through
+        self.grants = grants
+
+    def get_secret_grant(
+        self, namespace: str, uid: str, generation: int | None = None
+    ) -> dict[str, str] | None:
+        """The grant as the cycle last listed it; read fresh (and noted) for a handler's pass,
+        and once for a generation the list did not approve (its grant may have been written
+        after the LIST, before the watch brought that generation: no refusal for a moment)."""
+        if self.grants is not None and not self.read_through:
+            data = self.grants.data(uid)
+            if generation is None or not self.grants.fresh_read_due(uid, generation, data):
+                return data
+        found = self.base.get_secret_grant(namespace, uid, generation)
+        if self.grants is not None:
+            if found is None:
+                self.grants.grants.pop(uid, None)
+            else:
+                self.grants.grants[uid] = (found, time.time())
+        return found
 
     def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         if self.read_through:
@@ -151,6 +184,8 @@ class Cycle:
     #: writer threads (0: every pass writes on the cycle thread, one after another)
     writers: int = WRITERS
     pool: ThreadPoolExecutor | None = None
+    #: Secret grants as last listed (secretgrants.py)
+    grants: secretgrants.Book = field(default_factory=secretgrants.Book)
 
     def lock(self, uid: str) -> threading.Lock:
         with self.guard:
@@ -277,7 +312,10 @@ class Cycle:
             changes.update(policystate.migrated(current))
         if changes:
             try:
-                client.patch_status(ns, name, changes)
+                answer = client.patch_status(ns, name, changes)
+                if uid in self.memo.own_status:  # a migrated policyState is the operator's
+                    own = self.memo.own_status[uid]
+                    self.memo.own_status[uid] = ownstatus.after_write(own, changes, answer)
             except (ApiError, NotFoundError) as write_error:
                 log.warning("%s/%s: status not written: %s", ns, name, write_error)
 
@@ -286,7 +324,7 @@ class Cycle:
         if not self.leading():
             return  # the leader's own handler sees the same change
         with self.lock(uid):
-            client = CachedClient(self.client, self.cache, read_through=True)
+            client = CachedClient(self.client, self.cache, read_through=True, grants=self.grants)
             body = client.get_specserver(namespace, name)
             if body is None or body["metadata"].get("deletionTimestamp"):
                 return
@@ -312,7 +350,8 @@ class Cycle:
             self.resync()
         taken_at = time.monotonic()
         bodies = self.cache.specservers()
-        client = CachedClient(self.client, self.cache)
+        self.refresh_grants(bodies)
+        client = CachedClient(self.client, self.cache, grants=self.grants)
         caches = [self.signal_cache(url) for url in {prometheus_url(b) for b in bodies}]
         refresh_all([c for c in caches if c is not None], SIGNAL_WAIT_S)
         opmetrics.count_query_errors(sum(c.query_errors for c in self.signals.values()))
@@ -352,6 +391,11 @@ class Cycle:
         opmetrics.CYCLE_DURATION.observe(time.perf_counter() - started)
         self.completed_at = time.monotonic()
         return done
+
+    def refresh_grants(self, bodies: list[dict[str, Any]]) -> None:
+        """Keep the Secret grants' book (secretgrants.keep; deletions only while leading)."""
+        if secretgrants.required():
+            secretgrants.keep(self.grants, self.client, bodies, self.namespaces, self.leading())
 
     def healthy(self, interval_s: float, intervals: int = 4) -> bool:
         """Whether a cycle completed within the last few intervals (the liveness probe)."""
@@ -396,5 +440,6 @@ class Cycle:
         timed out, 5xx) completes no cycle: through a long API outage ``/healthz`` fails
         steadily, as the leader's does, instead of answering 200 once the lease has lapsed."""
         self.cache.synced_at = None  # LIST afresh on taking over
+        self.memo.own_status.clear()  # the leader writes status meanwhile: read it afresh
         if self.elector is None or self.elector.answered:
             self.completed_at = time.monotonic()

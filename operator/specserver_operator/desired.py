@@ -27,7 +27,7 @@ from specserver_advisor.models import (
 )
 from specserver_advisor.modelshape import ConfigShapeError
 from specserver_advisor.policy import Observation, PolicyContext
-from specserver_operator import children, speccheck
+from specserver_operator import children, secretgrants, speccheck
 from specserver_operator import conditions as cond
 from specserver_operator.apibodies import applied_hash
 from specserver_operator.autopilot import PAUSE_ANNOTATION, AutoStep, auto_step
@@ -95,6 +95,8 @@ class Plan:
     evaluation_s: float = 0.0
     #: the signal sample the policy evaluated (its ``Observation.ts``; None: none)
     evaluated_sample: float | None = None
+    #: guarded status someone else wrote, to write back first (ownstatus.py)
+    restore: dict[str, Any] = field(default_factory=dict)
 
 
 def desired(observed: Observed, settings: Settings, memo: PassCache) -> Plan:
@@ -146,11 +148,15 @@ def desired(observed: Observed, settings: Settings, memo: PassCache) -> Plan:
 def _checked(
     observed: Observed, server: SpecServer, cfg: EngineConfig, settings: Settings
 ) -> EngineConfig:
-    """``cfg`` unless the context, the pod policy refuse it (the admission webhook's own
-    checks: speccheck.render_problems); with a missing Secret's warning."""
+    """``cfg`` unless the context, the pod policy (the admission webhook's own checks:
+    speccheck.render_problems) or a Secret no review approved refuse it; with a missing
+    Secret's warning."""
     problems = speccheck.render_problems(server, cfg, settings.pod_policy)
     if problems and problems[-1] != (cfg.reason, cfg.message):
         cfg = EngineConfig(False, *problems[-1])
+    if observed.unapproved_secret is not None and cfg.valid:
+        # Any refusal keeps the Secret out of pods; this one is named when it is the only one.
+        cfg = EngineConfig(False, secretgrants.REASON, observed.unapproved_secret)
     if observed.missing_secret and cfg.valid:
         cfg = dataclasses.replace(cfg, warnings=[*cfg.warnings, observed.missing_secret])
     return cfg

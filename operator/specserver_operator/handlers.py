@@ -26,6 +26,7 @@ from specserver_operator.client import LIST_PAGE, Connection, KubeClient
 from specserver_operator.cycle import Cycle
 from specserver_operator.leader import Elector
 from specserver_operator.objectcache import ObjectCache
+from specserver_operator.secretgrants import Recorder, grant_namespace
 from specserver_operator.settings import cycle_seconds, value
 
 RESOURCE = (GROUP, VERSION, PLURAL)
@@ -76,7 +77,9 @@ def _run_webhook() -> None:
     from specserver_operator.webhook import Webhook
 
     # record_grant: where an allowed, authenticated review's Secret grant is recorded.
-    hook = Webhook.from_env(cycle().client, record_grant=None)
+    hook = Webhook.from_env(
+        cycle().client, record_grant=Recorder(cycle().client, grant_namespace())
+    )
     _WEBHOOK[:] = [hook]
     hook.serve(_STOP)
 

@@ -16,7 +16,14 @@ from typing import Any
 
 from specserver_advisor.models import SpecServer
 from specserver_advisor.policy import Observation
-from specserver_operator import bluegreen, configsource, podpolicy, speccheck
+from specserver_operator import (
+    bluegreen,
+    configsource,
+    ownstatus,
+    podpolicy,
+    secretgrants,
+    speccheck,
+)
 from specserver_operator.autopilot import NO_PROMETHEUS_URL
 from specserver_operator.client import ApiError, KubeClient, NotFoundError
 from specserver_operator.configsource import ConfigSourceError, HfSettings, ModelConfigs
@@ -43,6 +50,8 @@ class Settings:
     hf: HfSettings = field(default_factory=HfSettings.from_env)
     pod_policy: podpolicy.PodPolicy = field(default_factory=podpolicy.PodPolicy.from_env)
     preflight_image: str = os.environ.get("SPECSERVER_ENGINE_IMAGE", DEFAULT_PREFLIGHT_IMAGE)
+    #: a secretKeyRef needs an admission review's grant (secretgrants.py)
+    require_secret_approval: bool = field(default_factory=secretgrants.required)
 
 
 @dataclass(frozen=True)
@@ -62,6 +71,10 @@ class Observed:
     autoscalers: list[Autoscaler] | None = None
     #: (reason, message) when the HF token Secret the engine reads is missing
     missing_secret: tuple[str, str] | None = None
+    #: why the HF token Secret may not reach a pod (no grant approves it: secretgrants.py)
+    unapproved_secret: str | None = None
+    #: status.switch / status.policyState as the operator last wrote them (ownstatus.py)
+    own_status: dict[str, Any] | None = None
     #: the newest Prometheus signals for the engine pods (None: none), and why there are none
     metrics: Observation | None = None
     metrics_error: str | None = NO_PROMETHEUS_URL
@@ -114,8 +127,9 @@ def observe(
     ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
     server, invalid = validated(body, memo)
     found, scalers = observe_children(client, ns, name, now_ts, memo)
-    configs, config_error, missing = None, None, None
+    configs, config_error, missing, unapproved = None, None, None, None
     if server is not None:
+        unapproved = _unapproved_secret(client, server, uid, settings)
         try:
             configs = read_configs(client, server, uid, settings, memo)
         except ConfigSourceError as exc:
@@ -123,6 +137,7 @@ def observe(
         else:
             missing = _missing_secret(client, server, uid, now_ts, memo)
     metrics = signals.get(ns, child_name(name)) if signals else None  # the pods' name label
+    own = memo.own_status[uid] = ownstatus.seen(memo.own_status.get(uid), body.get("status") or {})
     return Observed(
         body=body,
         server=server,
@@ -132,6 +147,8 @@ def observe(
         children=found,
         autoscalers=scalers,
         missing_secret=missing,
+        unapproved_secret=unapproved,
+        own_status=own,
         metrics=metrics,
         metrics_error=signals.last_error if signals else NO_PROMETHEUS_URL,
         now=now,
@@ -185,6 +202,23 @@ def _read_configs(
             raise ConfigSourceError(str(exc)) from exc
 
     return configsource.read_configs(server.spec, configmap, settings.hf, memo.bundled)
+
+
+def _unapproved_secret(
+    client: KubeClient, server: SpecServer, uid: str, settings: Settings
+) -> str | None:
+    """Why no admission review approved the HF token Secret for this generation (None: one
+    did, or no Secret is named, or the admin requires no approval)."""
+    src = server.spec.model_source
+    ref = src.hf_token_secret_ref if src else None
+    if ref is None or not settings.require_secret_approval:
+        return None
+    generation = server.metadata.generation or 0
+    ns = server.metadata.namespace or "default"
+    grant = client.get_secret_grant(secretgrants.grant_namespace(), uid, generation)
+    if secretgrants.approved(grant, uid, generation, ref.name):
+        return None
+    return secretgrants.refusal(ns, ref.name, generation)
 
 
 def _missing_secret(

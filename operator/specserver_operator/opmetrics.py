@@ -136,7 +136,8 @@ def retain(live: set[tuple[str, str]]) -> int:
     return removed
 
 
-def serve(port: int, host: str = "0.0.0.0") -> None:
-    """Expose the registry (no-op for port 0)."""
+def serve(port: int, host: str = "127.0.0.1") -> None:
+    """Expose the registry on ``host`` (loopback unless told: the series name every tenant's
+    SpecServers; no-op for port 0)."""
     if port:
         start_http_server(port, addr=host, registry=REGISTRY)

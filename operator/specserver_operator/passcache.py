@@ -47,6 +47,9 @@ class PassCache:
     #: uid -> resourceVersion of a stored status found canonical: a pass whose fields all
     #: match it reads it as it is instead of merging and comparing (statusmodel.status_plan)
     statuses: dict[str, str] = field(default_factory=dict)
+    #: uid -> status.switch and status.policyState as this operator last wrote them (or first
+    #: saw them): what it decides from (ownstatus.py)
+    own_status: dict[str, dict[str, Any]] = field(default_factory=dict)
     lock: threading.RLock = field(default_factory=threading.RLock)
 
     def clear(self) -> None:
@@ -75,6 +78,7 @@ class PassCache:
                 self.evaluated_sample,
                 self.rendered,
                 self.statuses,
+                self.own_status,
             ):
                 for uid in [u for u in by_uid if u not in uids]:
                     by_uid.pop(uid, None)

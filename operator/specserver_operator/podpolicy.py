@@ -2,10 +2,11 @@
 
 A SpecServer's author chooses the engine image, so the pod it renders is held to the Pod
 Security "restricted" profile (the templates set the securityContext) and to the cluster admin's
-``PodPolicy``: ``hostPath`` model volumes and tolerations that match every taint are refused
-unless the admin allowed them (``SPECSERVER_ALLOW_HOST_PATH``,
-``SPECSERVER_ALLOW_WILDCARD_TOLERATIONS``). Refusals become ``ConfigValid=False`` with the
-reason ``PodPolicyRefused``, naming the field.
+``PodPolicy``: ``hostPath`` model volumes, tolerations that match every taint and extraArgs
+that let clients or a model repository run code in the engine (``CODE_EXECUTION_FLAGS``) are
+refused unless the admin allowed them (``SPECSERVER_ALLOW_HOST_PATH``,
+``SPECSERVER_ALLOW_WILDCARD_TOLERATIONS``, ``SPECSERVER_ALLOW_CODE_EXECUTION_FLAGS``). Refusals
+become ``ConfigValid=False`` with the reason ``PodPolicyRefused``, naming the field.
 
 ``pod_resources`` gives every engine container CPU and memory requests sized from the model
 when the spec gives none, and bounds ``/dev/shm`` (a memory-backed emptyDir, charged to the
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specserver_advisor.models import SpecServerSpec
+from specserver_advisor.sglang.flags import match_option
 
 REFUSED = "PodPolicyRefused"
 #: /dev/shm per GPU (NCCL and SGLang's inter-process tensors), bounded by SHM_MAX_GIB.
@@ -36,6 +38,14 @@ BASE_CPU = 2
 CPU_PER_GPU = 2
 
 _TRUE = ("1", "true", "yes")
+#: SGLang 0.5.23 flags that let whoever reaches the engine (or the model repository) run code
+#: in it: refused in extraArgs unless the admin allows them (docs/security.md#extraargs).
+CODE_EXECUTION_FLAGS = {
+    "--enable-custom-logit-processor": (
+        "lets every client send a serialized Python logit processor that the engine runs"
+    ),
+    "--trust-remote-code": "runs the Python code of the model repository in the engine",
+}
 
 
 @dataclass(frozen=True)
@@ -44,6 +54,7 @@ class PodPolicy:
 
     allow_host_path: bool = False
     allow_wildcard_tolerations: bool = False
+    allow_code_execution_flags: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> PodPolicy:
@@ -51,11 +62,32 @@ class PodPolicy:
         return cls(
             env.get("SPECSERVER_ALLOW_HOST_PATH", "").lower() in _TRUE,
             env.get("SPECSERVER_ALLOW_WILDCARD_TOLERATIONS", "").lower() in _TRUE,
+            env.get("SPECSERVER_ALLOW_CODE_EXECUTION_FLAGS", "").lower() in _TRUE,
         )
+
+
+def code_execution_flag(extra: list[str]) -> str | None:
+    """Why ``extra`` (engine.extraArgs) may not carry a flag that runs code a client or a model
+    repository supplies, matched in every spelling argparse accepts (None: it carries none)."""
+    for i, item in enumerate(extra):
+        if not item.startswith("--"):
+            continue
+        flag, _ = match_option(item.split("=", 1)[0])
+        if flag is not None and flag.cli in CODE_EXECUTION_FLAGS:
+            return (
+                f"spec.engine.extraArgs[{i}]: {item.split('=', 1)[0]} ({flag.cli}) "
+                f"{CODE_EXECUTION_FLAGS[flag.cli]}; refused by the operator's pod policy (the "
+                "admin allows it with SPECSERVER_ALLOW_CODE_EXECUTION_FLAGS)"
+            )
+    return None
 
 
 def refusal(spec: SpecServerSpec, policy: PodPolicy) -> str | None:
     """Why the pod this spec asks for is refused under ``policy`` (None when it is not)."""
+    if not policy.allow_code_execution_flags:
+        flagged = code_execution_flag(spec.engine.extra_args)
+        if flagged:
+            return flagged
     src = spec.model_source
     if src and src.volume and src.volume.host_path and not policy.allow_host_path:
         return (

@@ -62,8 +62,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "--metrics-address",
         "SPECSERVER_METRICS_ADDRESS",
-        "0.0.0.0",
-        "address the metrics port listens on",
+        "127.0.0.1",
+        "address the metrics port listens on: loopback unless the admin opens it (the metrics "
+        "name every tenant's SpecServers; manifests/operator.yaml sets the pod IP, and "
+        "manifests/networkpolicy.yaml lets only the monitoring namespace reach the port)",
     ),
     Setting(
         "--prometheus-url",
@@ -137,6 +139,31 @@ SETTINGS: tuple[Setting, ...] = (
         "SPECSERVER_ALLOW_WILDCARD_TOLERATIONS",
         "false",
         "let engine pods carry match-all tolerations from the spec (otherwise refused)",
+    ),
+    Setting(
+        "--allow-code-execution-flags",
+        "SPECSERVER_ALLOW_CODE_EXECUTION_FLAGS",
+        "false",
+        "let extraArgs carry flags that make the engine run code a client or a model repo "
+        "supplies (--trust-remote-code, --enable-custom-logit-processor; otherwise refused, "
+        "PodPolicyRefused)",
+    ),
+    Setting(
+        "--require-secret-approval",
+        "SPECSERVER_REQUIRE_SECRET_APPROVAL",
+        "true",
+        "render spec.modelSource.hfTokenSecretRef into an engine pod only when the admission "
+        "webhook approved it for that SpecServer generation (otherwise ConfigValid=False, "
+        "SecretNotApproved); false only where every SpecServer author may read every Secret "
+        "of their namespace",
+    ),
+    Setting(
+        "--grant-namespace",
+        "SPECSERVER_GRANT_NAMESPACE",
+        "specserver-system",
+        "the operator's own namespace, where the webhook records which Secret it approved for "
+        "which SpecServer generation (ConfigMaps specserver-grant-<uid>; no tenant may write "
+        "there)",
     ),
     Setting(
         "--webhook-port",

@@ -9,6 +9,7 @@ import re
 import secrets
 import subprocess
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from test_operator_e2e import condition, wait_for
 
 from conftest import REPO, KubeHandle, load_config
 from podsecurity import violations
+from specserver_engine.ports import free_loopback_port
 
 pytestmark = pytest.mark.cluster
 
@@ -67,6 +69,14 @@ def test_operator_pod_passes_restricted(installed: KubeHandle) -> None:
         "get", "deploy", "specserver-operator", "-n", "specserver-system", "-o", "json"
     )
     assert violations(json.loads(done.stdout)) == []
+
+
+def _metrics(host: str, port: int) -> str | None:
+    try:
+        with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=3) as resp:
+            return str(resp.read().decode())
+    except OSError:
+        return None
 
 
 def _config_for(path: str) -> bytes:
@@ -163,6 +173,7 @@ def test_tenant_gets_no_secret_out_of_the_operator(
         "SPECSERVER_PROMETHEUS_ALLOWED_URLS": a.url + "/prom-allowed",
         "SPECSERVER_HF_ALLOWED_ENDPOINTS": a.url + "/hf-allowed",
         "SPECSERVER_HF_TOKEN_FILE": str(admin_token),
+        "SPECSERVER_METRICS_PORT": str(metrics_port := free_loopback_port()),
     }
     proc = start_operator(op_config, namespace, settings, log_path)
     try:
@@ -207,10 +218,8 @@ def test_tenant_gets_no_secret_out_of_the_operator(
                 "redirect",
                 model={"path": "org/qwen3-8b"},
                 draft={"path": "org/eagle-draft"},
-                modelSource={
-                    "hfEndpoint": a.url + "/hf-allowed",
-                    "hfTokenSecretRef": {"name": "hf-token"},
-                },
+                # No hfTokenSecretRef: no review approved one here (test_secret_grants_e2e.py).
+                modelSource={"hfEndpoint": a.url + "/hf-allowed"},
             )
         )
         tenant_apply(
@@ -236,6 +245,7 @@ def test_tenant_gets_no_secret_out_of_the_operator(
             _spec("model-override", engine__extraArgs=["--json-model-override-args", "{}"])
         )
         tenant_apply(_spec("host-path", modelSource={"volume": {"hostPath": "/"}}))
+        tenant_apply(_spec("remote-code", engine__extraArgs=["--trust-remote"]))
 
         def sps(name: str) -> dict[str, Any] | None:
             got = kube.kubectl("get", "sps", name, "-n", namespace, "-o", "json", check=False)
@@ -258,6 +268,11 @@ def test_tenant_gets_no_secret_out_of_the_operator(
             wait_for(lambda: reason("host-path", "ConfigValid"), 60, "hostPath")[1]
             == "PodPolicyRefused"
         )
+        remote = wait_for(lambda: reason("remote-code", "ConfigValid"), 60, "remote code")
+        assert remote[:2] == ("False", "PodPolicyRefused") and "--trust-remote-code" in remote[2]
+        assert "SPECSERVER_ALLOW_CODE_EXECUTION_FLAGS" in remote[2]
+        no_engine = kube.kubectl("get", "deploy", "remote-code", "-n", namespace, check=False)
+        assert no_engine.returncode != 0
         allowed = wait_for(
             lambda: (r := reason("prom-allowed", "MetricsAvailable")) and "403" in r[2] and r,
             90,
@@ -282,6 +297,16 @@ def test_tenant_gets_no_secret_out_of_the_operator(
         )
         assert violations(deployment) == [], violations(deployment)
         assert deployment["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
+        # /metrics lists every tenant's SpecServers: loopback only unless the admin opens it
+        # (127.0.0.2 is this host too; a listener on 0.0.0.0 would answer there).
+        series = wait_for(lambda: _metrics("127.0.0.1", metrics_port), 30, "operator metrics")
+        assert f'namespace="{namespace}"' in series
+        assert _metrics("127.0.0.2", metrics_port) is None
+        # The engines' NetworkPolicy is valid in a SpecServer namespace (the operator's own
+        # came with manifests/).
+        kube.kubectl(
+            "apply", "-n", namespace, "-f", str(REPO / "manifests" / "networkpolicy-engines.yaml")
+        )
         time.sleep(3)  # a few more cycles: every repeat would be recorded too
         events = kube.kubectl("get", "events", "-n", namespace, "-o", "json").stdout
         assert "OwnedFlagInExtraArgs" in events  # the operator may post events

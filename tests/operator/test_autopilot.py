@@ -182,7 +182,8 @@ def test_a_restart_mid_switch_completes_exactly_one_switch() -> None:
         }
     ]
     client.status["policyState"]["mode"] = "Off"
-    controller.DEFAULT.last_evaluation.clear()  # a new process
+    controller.DEFAULT.last_evaluation.clear()  # a new process: nothing of the last one's
+    controller.DEFAULT.own_status.clear()  # record of its status writes either (ownstatus.py)
     cycle(client, Signals(**OVERLOAD), 1012)
     assert mode(client) == "off"
     cycle(client, Signals(**OVERLOAD), 1020)
@@ -286,7 +287,8 @@ def test_a_policy_state_written_as_json_by_the_previous_version_is_migrated_once
     legacy["disable_breaches"] = 0
     legacy["switch_times"] = [900.0]
     client.status["policyState"] = json.dumps(legacy)
-    controller.DEFAULT.last_evaluation.clear()  # a new process
+    controller.DEFAULT.last_evaluation.clear()  # a new process (which finds what is stored)
+    controller.DEFAULT.own_status.clear()
     cycle(client, Signals(**STEADY), 1006)
     migrated = client.status["policyState"]
     assert isinstance(migrated, dict) and migrated["switchTimes"] == [900.0]

@@ -41,6 +41,14 @@ def deployment(ready_replicas: int) -> dict[str, Any]:
     }
 
 
+def approved(uid: str) -> dict[str, str]:
+    """A grant approving Secret hf-token for generation 1 (secretgrants.py)."""
+    from specserver_operator.secretgrants import grant_patch
+
+    patch = grant_patch(None, "llm", "x", uid, 1, "hf-token", "alice")
+    return {k: v for k, v in patch.items() if v is not None}
+
+
 def test_an_invalid_spec_names_its_rule_code_and_message_in_ready() -> None:
     got = ready(EngineConfig(False, "SPEC016", DOES_NOT_FIT))
     assert got["status"] == "False" and got["reason"] == "SPEC016"
@@ -110,6 +118,9 @@ def test_a_missing_token_secret_warns_once_whatever_the_config_source() -> None:
             self.reads += 1
             return self.secret
 
+        def get_secret_grant(self, namespace: str, uid: str, generation: int) -> dict[str, str]:
+            return approved(uid)
+
     client = NoSecret()
     body = copy.deepcopy(SPEC)
     body["metadata"]["uid"] = "u-secret"
@@ -168,6 +179,9 @@ def test_no_right_to_read_secrets_means_no_warning_and_no_retry_storm() -> None:
         def secret_exists(self, namespace: str, name: str) -> bool:
             self.reads += 1
             raise ApiError(f"Secret {namespace}/{name}: 403 forbidden", 403)
+
+        def get_secret_grant(self, namespace: str, uid: str, generation: int) -> dict[str, str]:
+            return approved(uid)
 
     client = Forbidden()
     body = copy.deepcopy(SPEC)
