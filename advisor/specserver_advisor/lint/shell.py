@@ -354,8 +354,8 @@ def to_launch(path: str, found: Found, where: Relocate | None, in_container: boo
     launch.unresolved = unresolved
     if found.cut:
         launch.incomplete = (
-            f"the launch line has {found.cut:,} more arguments than the {MAX_ARGS:,} linted; "
-            "those are not checked"
+            f"the launch line has more than {MAX_ARGS:,} arguments ({found.cut:,} more were "
+            f"read); only the first {MAX_ARGS:,} are checked"
         )
     forget_unresolved(launch, unresolved_fields)
     return launch

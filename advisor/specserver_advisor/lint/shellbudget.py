@@ -32,13 +32,16 @@ MAX_NESTING = 100
 MAX_EXPANSION_NESTING = 8
 
 UNITS = {"steps": MAX_STEPS, "words": MAX_WORDS, "chars": MAX_CHARS}
+#: What the INFO says for each limit reached.
 WHAT = {
-    "steps": f"{MAX_STEPS:,} evaluation steps (loops, branches, function calls)",
-    "words": f"{MAX_WORDS:,} shell words and arguments",
-    "chars": f"{MAX_CHARS:,} characters of variable values",
-    "nesting": f"{MAX_NESTING} levels of nested blocks and function calls",
-    "value": f"{MAX_VALUE:,} characters for one variable's value (a larger one is unknown)",
-    "file words": f"{MAX_WORDS:,} shell words (the words after them were not read)",
+    "steps": f"the file spent its budget of {MAX_STEPS:,} evaluation steps (loops, branches, "
+    "function calls)",
+    "words": f"the file spent its budget of {MAX_WORDS:,} shell words and arguments",
+    "chars": f"the file spent its budget of {MAX_CHARS:,} characters of variable values",
+    "nesting": f"blocks and function calls nest deeper than {MAX_NESTING} levels (the deeper "
+    "ones were skipped)",
+    "value": f"a variable's value grew past {MAX_VALUE:,} characters (it is unknown from there)",
+    "file words": f"the file has more than {MAX_WORDS:,} shell words (those after were not read)",
 }
 #: Names an unknown piece that stands for a value over budget (INFO004 reports it, not INFO002).
 OVER = "over budget: "
@@ -90,11 +93,8 @@ class Budget:
             return None
         what = WHAT.get(self.spent, self.spent)
         if self.stopped:
-            return f"the file spent its budget of {what}; the rest of it was not evaluated"
-        return (
-            f"the file spent its budget of {what}; the rest was evaluated along one path "
-            "(one value per loop, one call per function)"
-        )
+            return f"{what}; the rest of the file was not evaluated"
+        return f"{what}; from there on it was evaluated along one path (one value per loop)"
 
 
 def world_cost(variables: int) -> int:
