@@ -1,6 +1,7 @@
 """Generate ``docs/rules.md`` from the rule registry (``python -m specserver_advisor.lint.docgen``).
 
-A test regenerates it and fails on drift.
+A test regenerates it and fails on drift. The "Input limits" section is written from the shell
+budget's constants (``shellbudget``), so the document states the limits the code enforces.
 """
 
 from __future__ import annotations
@@ -8,8 +9,59 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from specserver_advisor.lint import shellbudget as sb
 from specserver_advisor.lint.render import anchor
 from specserver_advisor.lint.rules import documentation
+from specserver_advisor.lint.shellexpand import MAX_ARITH
+
+
+def input_limits() -> list[str]:
+    """The "Input limits" section: the shell budget, what the tool says, what holds it."""
+    rows = [
+        ("evaluation steps (loops, branches, function calls, copies of variables)", sb.MAX_STEPS),
+        ("shell words read and arguments expanded", sb.MAX_WORDS),
+        ("characters of the values built", sb.MAX_CHARS),
+        ("one variable's value, in characters (a larger one is unknown)", sb.MAX_VALUE),
+        ("arguments linted on one launch line (the rest: INFO004)", sb.MAX_ARGS),
+        ("nested blocks (`if`, `for`, `{`, calls); deeper is INPUT001", sb.MAX_NESTING),
+        ("`${V:-${W:-...}}` nesting; deeper is an unknown value", sb.MAX_EXPANSION_NESTING),
+        ("characters of one `$(( ))`, 64-bit; beyond either it is unknown (INFO002)", MAX_ARITH),
+    ]
+    example = sb.Budget(spent="steps").reason()
+    return [
+        "",
+        "## Input limits",
+        "",
+        "The linter runs in other people's CI on files it did not write. Each shell script, and "
+        "all the `bash -c` commands of one YAML file together, is evaluated within one budget "
+        "that every construct spends: loops and nested loops, function calls and recursion, "
+        "`if`/`case` branches and the copies of the variables they make, words and expanded "
+        "arguments, and the size of every value built.",
+        "",
+        "| budget or limit (per file unless said) | value |",
+        "|---|---|",
+        *(f"| {what} | {limit:,} |" for what, limit in rows),
+        "",
+        "When the budget runs out, the rest of the file is evaluated along one path (one world, "
+        "one value per loop, each function once) with a reserve of the same size; when that is "
+        "spent too, the evaluation stops. Every launch found in such a file is reported once, "
+        "as INFO004 not-fully-evaluated naming the limit, for example "
+        f"`not fully evaluated: {example}; the flags it decided are checked`, and every rule "
+        "still checks the flags already decided. A launch script of a few hundred lines spends "
+        "well under a thousandth of the budget; a file that spends all of it finishes in about "
+        "a second.",
+        "",
+        "The limits on reading files (size, encoding, JSON and YAML depth, YAML aliases) and on "
+        "model configs are in docs/advisor.md (Input limits).",
+        "",
+        "The fuzz suite holds these promises: `tests/advisor/test_fuzz_lint.py` and "
+        "`tests/advisor/test_fuzz_plan_replay.py` run `lint`, `plan` and `replay` on mutated "
+        "corpus files, binary bytes, deep nesting, YAML anchors and tags, pathological shell and "
+        "broken model configs, each within 10 s and 1 GiB, and assert exit 0, 1 or 2 and no "
+        "traceback; `tests/advisor/test_shell_budget.py` holds the shell cases (six nested "
+        "loops, a recursive function around a loop, a variable doubled 25 times, 2,000 "
+        "`if`/`else` lines, a launch line with 400,000 arguments) under a hard memory limit.",
+    ]
 
 
 def render() -> str:
@@ -30,6 +82,7 @@ def render() -> str:
     for code, doc in docs.items():
         lines += ["", f"## {code} {doc.name}", "", f"Severity: {doc.severity}.", ""]
         lines += ["```text", doc.doc, "```", "", f"Fix: {doc.fix}"]
+    lines += input_limits()
     return "\n".join(lines) + "\n"
 
 

@@ -5,7 +5,7 @@ and ``shell`` find the launches, every rule in the registry runs on every launch
 to, ``suppress`` applies suppressions. Broken input (bad YAML, binary or huge files, invalid
 SpecServers, unterminated shell quotes) becomes one ``INPUT001`` diagnostic for that file at the
 line it broke (``INFO003`` for template syntax), never a traceback; shell variables the file
-never sets become ``INFO002``.
+never sets become ``INFO002``, a launch the shell budget did not fully evaluate ``INFO004``.
 """
 
 from __future__ import annotations
@@ -256,7 +256,7 @@ def run(paths: list[Path], options: Options) -> Report:
         finder.attach(launch)
     ctx = Context(launches)
     for index, launch in enumerate(launches):
-        found = [*_unresolved(launch)]
+        found = [*_unresolved(launch), *_incomplete(launch)]
         applies = "server" if launch.kind == "specserver" else launch.kind
         for module in RULES.values():
             if launch.kind not in module.APPLIES_TO and applies not in module.APPLIES_TO:
@@ -273,6 +273,16 @@ def run(paths: list[Path], options: Options) -> Report:
     unique = {(d.path, d.line, d.column, d.code, d.message): d for d in diagnostics}
     ordered = sorted(unique.values(), key=lambda d: (d.path, d.line, d.column, d.code))
     return Report(ordered, len(selection.files), len(launches), len(selection.excluded))
+
+
+def _incomplete(launch: Launch) -> list[Diagnostic]:
+    """INFO004 once for a launch the shell evaluator did not fully evaluate (and why)."""
+    if launch.incomplete is None:
+        return []
+    message = f"not fully evaluated: {launch.incomplete}; the flags it decided are checked"
+    fix = "Simplify the script around the launch, or lint the command it runs."
+    at = launch.start
+    return [engine_diag("INFO004", launch.path, at.line, at.column, message, fix)]
 
 
 def _unresolved(launch: Launch) -> list[Diagnostic]:

@@ -81,6 +81,8 @@ class Launch:
     unresolved: dict[str, Position] = field(default_factory=dict)
     #: SGLang fields whose value comes from such a variable (not checked; numbers left out).
     unresolved_fields: set[str] = field(default_factory=set)
+    #: Why the launch was not fully evaluated (a shell budget or argv limit reached), or None.
+    incomplete: str | None = None
     #: The pod spec and container a workload launch runs in (for the pod-spec rules).
     workload: Workload | None = None
     #: Configs found for the context rules (target, draft), or why not.

@@ -7,18 +7,31 @@ the variables (a "world"), so a launch after ``fi`` is linted once per distinct 
 it cannot know (a variable set outside the file, a command's output) is recorded on the launch
 as unresolved, never guessed: a word that is only an unknown expansion is dropped from the
 argv (it may stand for any number of arguments), or kept as the value of the flag before it.
-Pure.
+Every construct spends one ``Budget`` per file (``shellbudget``): when it runs out the rest is
+evaluated along one path, and the launches carry the reason (``Launch.incomplete``, INFO004);
+a launch line is linted up to ``MAX_ARGS`` arguments. Pure.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 from specserver_advisor.lint.argv import detect, make_launch
 from specserver_advisor.lint.model import Launch, Position
+from specserver_advisor.lint.shellbudget import (
+    FOUND_COST,
+    MAX_ARGS,
+    MAX_NESTING,
+    OVER,
+    Budget,
+    Exhausted,
+    key_cost,
+    world_cost,
+)
 from specserver_advisor.lint.shellexpand import (
     Field,
     Piece,
@@ -27,6 +40,7 @@ from specserver_advisor.lint.shellexpand import (
     expand_parts,
     expand_word,
     lookup,
+    stored,
     text_of,
 )
 from specserver_advisor.lint.shellparse import (
@@ -61,12 +75,15 @@ class Found:
     last_line: int
     #: Lines of the function calls that led to the launch (suppressions there count too).
     call_lines: list[int] = field(default_factory=list)
+    #: Arguments past ``MAX_ARGS`` on the launch line, not expanded (0: none).
+    cut: int = 0
 
 
 class Evaluator:
     """Runs the parsed script over worlds, collecting launch commands."""
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self, env: dict[str, str], budget: Budget | None = None) -> None:
+        self.budget = budget or Budget()
         start = World()
         for name, value in env.items():
             start.vars[name] = (Piece(value, 1, 1),)
@@ -75,37 +92,71 @@ class Evaluator:
         self.functions: dict[str, list[Node]] = {}
         self.found: list[Found] = []
         self.depth = 0
+        self.level = 0
         self.call_sites: list[tuple[int, int]] = []
+        #: Functions entered since the budget ran out (the cheap mode enters each once).
+        self.entered: set[str] = set()
+        #: Launches already found (a loop finds the same one again and again).
+        self.seen: set[tuple[object, ...]] = set()
 
     def run(self, nodes: list[Node]) -> None:
         for node in nodes:
-            self.worlds = _dedupe([w for world in self.worlds for w in self.node(node, world)])
+            worlds = [w for world in self.worlds for w in self.node(node, world)]
+            self.worlds = worlds[:1] if self.budget.cheap else self.dedupe(worlds)
+
+    def dedupe(self, worlds: list[World]) -> list[World]:
+        """Distinct worlds (by their variables' text), at most ``MAX_WORLDS``."""
+        if len(worlds) <= 1:
+            return worlds
+        seen: dict[tuple[object, ...], World] = {}
+        for w in worlds:
+            key = w.key()
+            self.budget.spend("steps", key_cost(key))
+            seen.setdefault(key, w)
+        return list(seen.values())[:MAX_WORLDS]
+
+    def copy(self, world: World) -> World:
+        self.budget.spend("steps", world_cost(len(world.vars)))
+        return world.copy()
 
     def node(self, node: Node, world: World) -> list[World]:
+        self.budget.spend("steps")
         if isinstance(node, Function):
             self.functions[node.name] = node.body
             return [world]
         if isinstance(node, Block):
             return self.body(node.body, [world])
         if isinstance(node, Loop):  # one world per value (bounded), as for branches
-            values = [_as_value(f) for item in node.items for f in expand_word(item, world)]
+            values = [_as_value(f) for item in node.items for f in self.expand(item, world)]
             out_worlds: list[World] = []
             for value in values[:MAX_WORLDS] or [()]:
-                inner = world.copy()
+                inner = self.copy(world)
                 inner.vars[node.name] = value
                 out_worlds += self.body(node.body, [inner])
+                if self.budget.cheap:  # one value per loop from here on
+                    break
             return out_worlds
         if isinstance(node, Branches):
             out: list[World] = [] if node.exhaustive else [world]
             for body in node.bodies:
-                out += self.body(body, [world.copy()])
+                out += self.body(body, [self.copy(world)])
             return out
         return self.command(node, world)
 
+    def expand(self, word: Word, world: World) -> list[Field]:
+        return expand_word(word, world, self.budget)
+
     def body(self, nodes: list[Node], worlds: list[World]) -> list[World]:
+        if self.level >= MAX_NESTING:  # nested blocks through function calls
+            self.budget.note("nesting")
+            return worlds
         saved = self.worlds
         self.worlds = worlds
-        self.run(nodes)
+        self.level += 1
+        try:
+            self.run(nodes)
+        finally:
+            self.level -= 1
         result, self.worlds = self.worlds, saved
         return result
 
@@ -139,18 +190,25 @@ class Evaluator:
         if name == "shift":
             world.params = world.params[1:]
             return [world]
-        if name in self.functions and self.depth < MAX_CALL_DEPTH:
+        if name in self.functions and self.depth < MAX_CALL_DEPTH and self.may_enter(name):
             self.call_sites.append((cmd.first_line, cmd.last_line))
             try:
                 return self.call(self.functions[name], rest[1:], world)
             finally:
                 self.call_sites.pop()
-        if not any(_may_launch(part, world) for word in rest for part in word.parts):
+        if not any(self.may_launch(part, world) for word in rest for part in word.parts):
             return [world]
-        fields = [f for word in rest for f in expand_word(word, world)]
+        fields: list[Field] = []
+        cut = 0
+        for k, word in enumerate(rest):
+            fields += self.expand(word, world)
+            if len(fields) > MAX_ARGS:
+                cut = len(fields) - MAX_ARGS + len(rest) - k - 1
+                del fields[MAX_ARGS:]
+                break
         texts = [f.text for f in fields]
         if detect(texts):
-            prefix = world.copy()
+            prefix = self.copy(world)
             for k, word in assigns:
                 self.assign(prefix, word, cmd.arrays.get(k), export=True)
             env = {
@@ -158,14 +216,33 @@ class Evaluator:
                 for n, v in prefix.vars.items()
                 if n in prefix.exported and not isinstance(v, list)
             }
+            self.budget.spend("chars", sum(len(t) for t in env.values()))
             positions = {n: p for n, p in prefix.assigned_at.items() if n in env}
-            calls = [n for a, b in self.call_sites for n in range(a, b + 1)]
-            self.found.append(Found(fields, env, positions, cmd.first_line, cmd.last_line, calls))
+            key = (
+                cmd.first_line,
+                tuple((f.text, tuple(f.unknown), f.only_unknown) for f in fields),
+                tuple(env.items()),
+            )
+            if key not in self.seen:  # the first of equal launches is the one reported
+                self.budget.spend("steps", FOUND_COST)
+                self.seen.add(key)
+                calls = [n for a, b in self.call_sites for n in range(a, b + 1)]
+                found = Found(fields, env, positions, cmd.first_line, cmd.last_line, calls, cut)
+                self.found.append(found)
         return [world]
 
+    def may_enter(self, name: str) -> bool:
+        """Whether to run a function's body: always, or once each in the cheap mode."""
+        if not self.budget.cheap:
+            return True
+        if name in self.entered:
+            return False
+        self.entered.add(name)
+        return True
+
     def call(self, body: list[Node], args: list[Word], world: World) -> list[World]:
-        params = [_as_value(f) for word in args for f in expand_word(word, world)]
-        inner = world.copy()
+        params = [_as_value(f) for word in args for f in self.expand(word, world)]
+        inner = self.copy(world)
         saved = inner.params
         inner.params = params
         self.depth += 1
@@ -187,50 +264,43 @@ class Evaluator:
         if export:
             world.exported.add(name)
         if items is not None:
-            values = [_as_value(f) for item in items for f in expand_word(item, world)]
+            values = [_as_value(f) for item in items for f in self.expand(item, world)]
             old = world.vars.get(name)
             world.vars[name] = (list(old) if isinstance(old, list) and append else []) + values
             return
         rest = Lit(first.text[m.end() :], first.line, first.column + m.end(), first.quoted)
         parts = [rest, *word.parts[1:]]
-        value = tuple(p for seg in expand_parts(parts, world, True) for p in seg)
+        value = tuple(p for seg in expand_parts(parts, world, True, self.budget) for p in seg)
         old = world.vars.get(name)
         if append and old is not None:
             if isinstance(old, list):
                 world.vars[name] = [*old, value]
                 return
             value = old + value
-        world.vars[name] = value
+        world.vars[name] = stored(name, value, self.budget, word.line, word.column)
 
-
-def _may_launch(part: Part, world: World) -> bool:
-    """Whether expanding this part could yield an SGLang command or change a variable."""
-    if isinstance(part, Lit):
-        return "sglang" in part.text
-    if not isinstance(part, Var):
-        return False
-    if part.op in (":=", "="):
-        return True
-    value = lookup(world, part.name, part.index)
-    values = value if isinstance(value, list) else [value] if value is not None else []
-    if any("sglang" in text_of(v) for v in values):
-        return True
-    return any(_may_launch(p, world) for p in part.arg)
+    def may_launch(self, part: Part, world: World) -> bool:
+        """Whether expanding this part could yield an SGLang command or change a variable."""
+        if isinstance(part, Lit):
+            return "sglang" in part.text
+        if not isinstance(part, Var):
+            return False
+        if part.op in (":=", "="):
+            return True
+        value = lookup(world, part.name, part.index)
+        values = value if isinstance(value, list) else [value] if value is not None else []
+        for v in values:
+            text = text_of(v)
+            self.budget.spend("chars", len(text))
+            if "sglang" in text:
+                return True
+        return any(self.may_launch(p, world) for p in part.arg)
 
 
 def _as_value(f: Field) -> Value:
     """A field stored as a value (an array item, a function argument)."""
     unknown = f.unknown[0] if f.unknown else None
     return (Piece(f.text, f.position.line, f.position.column, unknown=unknown),)
-
-
-def _dedupe(worlds: list[World]) -> list[World]:
-    if len(worlds) <= 1:
-        return worlds
-    seen: dict[tuple[object, ...], World] = {}
-    for w in worlds:
-        seen.setdefault(w.key(), w)
-    return list(seen.values())[:MAX_WORLDS]
 
 
 # ------------------------------------------------------------------------------ launches
@@ -261,7 +331,8 @@ def to_launch(path: str, found: Found, where: Relocate | None, in_container: boo
     unresolved_fields: set[int] = set()
     for f in found.fields[first:]:
         for name in f.unknown:
-            unresolved.setdefault(name, where(f.position) if where else f.position)
+            if not name.startswith(OVER):  # INFO004 says why, not INFO002
+                unresolved.setdefault(name, where(f.position) if where else f.position)
         if f.only_unknown and not (
             args and _takes_value(args[-1]) and len(args) - 1 not in unresolved_fields
         ):
@@ -281,6 +352,11 @@ def to_launch(path: str, found: Found, where: Relocate | None, in_container: boo
     launch.env_positions = {} if where else found.env_positions
     launch.call_lines = [] if where else found.call_lines
     launch.unresolved = unresolved
+    if found.cut:
+        launch.incomplete = (
+            f"the launch line has more than {MAX_ARGS:,} arguments ({found.cut:,} more were "
+            f"read); only the first {MAX_ARGS:,} are checked"
+        )
     forget_unresolved(launch, unresolved_fields)
     return launch
 
@@ -312,19 +388,24 @@ def from_shell(
     base: Position | None = None,
     in_container: bool = False,
     where: Relocate | None = None,
+    budget: Budget | None = None,
 ) -> list[Launch]:
     """Launches in a shell script or command string.
 
     ``where`` maps positions in ``text`` to positions in the file (a command embedded in
-    YAML); ``base`` reports every position there instead.
+    YAML); ``base`` reports every position there instead. ``budget`` is the file's (shared by
+    the commands of one YAML file); a fresh one when not given.
     """
     if where is None and base is not None:
         at = base
         where = lambda _: at  # noqa: E731
-    evaluator = Evaluator(env or {})
-    evaluator.run(parse(tokenize(text)))
+    budget = budget or Budget()
+    evaluator = Evaluator(env or {}, budget)
+    with suppress(Exhausted):  # the launches found so far are linted; each carries the reason
+        evaluator.run(parse(tokenize(text, budget)))
     out: list[Launch] = []
     seen: set[tuple[int, tuple[str, ...]]] = set()
+    reason = budget.reason()
     for found in evaluator.found:
         launch = to_launch(path, found, where, in_container)
         if launch is None:
@@ -332,5 +413,7 @@ def from_shell(
         key = (found.first_line, tuple(launch.args))
         if key not in seen:
             seen.add(key)
+            if reason is not None:
+                launch.incomplete = "; ".join(filter(None, [reason, launch.incomplete]))
             out.append(launch)
     return out

@@ -1,7 +1,10 @@
 """Word expansion for the launch-script evaluator: variables (``$V``, ``${V:-default}``,
 ``${V:=x}``, ``${V:+x}``, ``${#V}``, arrays and ``$@``), ``$(( ))`` integer arithmetic and
 field splitting, over one "world" (a possible state of the script's variables). What cannot be
-known becomes a piece marked ``unknown``, named for the INFO the linter reports. Pure.
+known becomes a piece marked ``unknown``, named for the INFO the linter reports. Every piece
+produced spends the file's ``Budget`` (``chars``); a value that does not fit becomes an unknown
+piece named ``OVER`` (INFO004 reports it). Arithmetic is 64-bit, as in bash; a result beyond it
+is unknown. Pure.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from specserver_advisor.lint.model import Position
-from specserver_advisor.lint.shellwords import Arith, Lit, Part, Subst, Word
+from specserver_advisor.lint.shellbudget import MAX_VALUE, OVER, PIECE_COST, Budget
+from specserver_advisor.lint.shellwords import Arith, Lit, Part, Subst, Var, Word
 
 
 class Piece(NamedTuple):
@@ -92,8 +96,34 @@ def lookup(world: World, name: str, index: str) -> Value | list[Value] | None:
     return value
 
 
-def _expand_part(part: Part, world: World, quoted: bool) -> list[list[Piece]]:
+def _size(segments: list[list[Piece]]) -> int:
+    return sum(PIECE_COST + len(p.text) for seg in segments for p in seg)
+
+
+def stored(name: str, value: Value, budget: Budget, line: int, column: int) -> Value:
+    """The value a variable keeps: itself, or an unknown piece when it is over ``MAX_VALUE``
+    (a value doubled again and again); the budget notes it."""
+    if _size([list(value)]) <= MAX_VALUE:
+        return value
+    budget.note("value")
+    return (Piece(OVER + name, line, column, split=True, unknown=OVER + name),)
+
+
+def _affordable(part: Part, segments: list[list[Piece]], budget: Budget) -> list[list[Piece]]:
+    """The segments, or one unknown piece when their size does not fit the budget."""
+    if budget.spend("chars", _size(segments)):
+        return segments
+    name = OVER + (part.name if isinstance(part, Var) else "text")
+    line, column = (part.line, part.column)
+    return [[Piece(name, line, column, split=True, unknown=name)]]
+
+
+def _expand_part(part: Part, world: World, quoted: bool, budget: Budget) -> list[list[Piece]]:
     """Segments of pieces; a new segment is a forced word boundary ("$@", "${a[@]}")."""
+    return _affordable(part, _expand_unpaid(part, world, quoted, budget), budget)
+
+
+def _expand_unpaid(part: Part, world: World, quoted: bool, budget: Budget) -> list[list[Piece]]:
     if isinstance(part, Lit):
         return [[Piece(part.text, part.line, part.column, split=False)]]
     if isinstance(part, Subst):
@@ -112,13 +142,14 @@ def _expand_part(part: Part, world: World, quoted: bool) -> list[list[Piece]]:
     if part.op in (":-", "-", ":=", "="):
         if (non_empty if part.op.startswith(":") else is_set) and value is not None:
             return _value_segments(value, split, part.index)
-        segs = expand_parts(part.arg, world, quoted or part.quoted)
+        segs = expand_parts(part.arg, world, quoted or part.quoted, budget)
         if part.op in (":=", "="):
-            world.vars[part.name] = tuple(p for seg in segs for p in seg)
+            value = tuple(p for seg in segs for p in seg)
+            world.vars[part.name] = stored(part.name, value, budget, part.line, part.column)
         return segs
     if part.op in (":+", "+"):
         if non_empty if part.op == ":+" else is_set:
-            return expand_parts(part.arg, world, quoted or part.quoted)
+            return expand_parts(part.arg, world, quoted or part.quoted, budget)
         return [[]]
     if value is None:
         name = part.name
@@ -143,11 +174,11 @@ def _value_segments(value: Value | list[Value], split: bool, index: str) -> list
 
 
 def expand_parts(
-    parts: tuple[Part, ...] | list[Part], world: World, quoted: bool
+    parts: tuple[Part, ...] | list[Part], world: World, quoted: bool, budget: Budget
 ) -> list[list[Piece]]:
     segs: list[list[Piece]] = [[]]
     for part in parts:
-        pieces = _expand_part(part, world, quoted)
+        pieces = _expand_part(part, world, quoted, budget)
         segs[-1] += pieces[0]
         segs += pieces[1:]
     return segs
@@ -163,8 +194,16 @@ _BINOPS: dict[type[ast.operator], Callable[[int, int], int]] = {
 }
 
 
+#: Longer ``$(( ))`` expressions are not evaluated (their value is unknown).
+MAX_ARITH = 1_000
+INT64 = 2**63
+
+
 def _arith(part: Arith, world: World) -> Piece:
     unknown: list[str] = []
+    if len(part.expr) > MAX_ARITH:
+        name = "$((" + part.expr[:18] + "...))"
+        return Piece(name, part.line, part.column, unknown=name)
 
     def value_of(m: re.Match[str]) -> str:
         name = m.group(1) or m.group(2) or m.group(3)
@@ -192,12 +231,17 @@ def _arith(part: Arith, world: World) -> Piece:
 
 def _eval(node: ast.expr) -> int:
     if isinstance(node, ast.Constant) and isinstance(node.value, int):
+        if not -INT64 <= node.value < INT64:
+            raise ValueError("beyond 64-bit arithmetic")
         return node.value
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
         v = _eval(node.operand)
         return -v if isinstance(node.op, ast.USub) else v
     if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-        return _BINOPS[type(node.op)](_eval(node.left), _eval(node.right))
+        result = _BINOPS[type(node.op)](_eval(node.left), _eval(node.right))
+        if not -INT64 <= result < INT64:
+            raise ValueError("beyond 64-bit arithmetic")
+        return result
     raise ValueError("unsupported arithmetic")
 
 
@@ -241,6 +285,8 @@ def split_fields(segments: list[list[Piece]]) -> list[Field]:
     return out
 
 
-def expand_word(word: Word, world: World) -> list[Field]:
-    """A word's fields in one world."""
-    return split_fields(expand_parts(word.parts, world, False))
+def expand_word(word: Word, world: World, budget: Budget) -> list[Field]:
+    """A word's fields in one world (each field spends a ``words`` unit)."""
+    fields = split_fields(expand_parts(word.parts, world, False, budget))
+    budget.spend("words", len(fields))
+    return fields

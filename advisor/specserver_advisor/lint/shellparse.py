@@ -1,12 +1,14 @@
 """The shell script structure the launch evaluator walks: commands, ``if``/``case`` branches,
-loops, groups and function definitions, parsed from ``shellwords`` tokens. Pure.
+loops, groups and function definitions, parsed from ``shellwords`` tokens; blocks nested deeper
+than ``MAX_NESTING`` are a ``ShellSyntaxError`` (no launch script nests a hundred levels). Pure.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from specserver_advisor.lint.shellwords import Word
+from specserver_advisor.lint.shellbudget import MAX_NESTING
+from specserver_advisor.lint.shellwords import ShellSyntaxError, Word
 
 SEPARATORS = ("\n", ";", "&", "&&", "||", "|")
 
@@ -60,6 +62,7 @@ class _Parser:
     def __init__(self, tokens: list[Word]) -> None:
         self.tokens = tokens
         self.i = 0
+        self.level = 0
 
     def peek(self, k: int = 0) -> Word | None:
         j = self.i + k
@@ -94,6 +97,17 @@ class _Parser:
                 nodes.append(node)
 
     def statement(self) -> Node | None:
+        if self.level >= MAX_NESTING:
+            w = self.peek()
+            line, column = (w.line, w.column) if w is not None else (1, 1)
+            raise ShellSyntaxError(f"blocks nested deeper than {MAX_NESTING} levels", line, column)
+        self.level += 1
+        try:
+            return self._statement()
+        finally:
+            self.level -= 1
+
+    def _statement(self) -> Node | None:
         kw = self.keyword()
         if kw == "if":
             return self.if_()

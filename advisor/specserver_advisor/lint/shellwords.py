@@ -3,13 +3,17 @@
 Splits a script into words and operators the way a POSIX shell reads them (quotes, backslash
 escapes, line continuations, comments, here-documents skipped), keeping every word as parts:
 literal text (with its line and column), ``$V``/``${V...}`` expansions, ``$(( ))`` arithmetic
-and command substitutions. Pure; ``shell.py`` evaluates the words.
+and command substitutions. At most ``MAX_WORDS`` words are read (the budget records it when a
+file has more) and ``${V:-${W:-...}}`` is read ``MAX_EXPANSION_NESTING`` deep (deeper is an
+unknown value). Pure; ``shell.py`` evaluates the words.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+
+from specserver_advisor.lint.shellbudget import MAX_EXPANSION_NESTING, MAX_WORDS, Budget
 
 OPERATORS = ("&&", "||", ";;", ";&", ";", "&", "|", "(", ")", "\n")
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -101,8 +105,9 @@ class Word:
 
 
 class _Reader:
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, nesting: int = 0) -> None:
         self.text = text
+        self.nesting = nesting
         self.i = 0
         self.line = 1
         self.col = 1
@@ -127,12 +132,16 @@ class _Reader:
         return ShellSyntaxError(message, line, col)
 
 
-def tokenize(text: str) -> list[Word]:
-    """Words and operators (``\\n`` included) of a whole script."""
+def tokenize(text: str, budget: Budget | None = None) -> list[Word]:
+    """Words and operators (``\\n`` included) of a whole script, the first ``MAX_WORDS``."""
     r = _Reader(text.replace("\r\n", "\n"))  # scripts saved with CRLF line ends
     out: list[Word] = []
     last_end = -1
     while r.i < len(r.text):
+        if len(out) >= MAX_WORDS:
+            if budget is not None:
+                budget.note("file words")
+            break
         ch = r.peek()
         if ch == "\\" and r.peek(1) == "\n":
             r.take(2)
@@ -141,8 +150,8 @@ def tokenize(text: str) -> list[Word]:
             r.take(len(BLANKS.match(r.text, r.i).group(0)))  # type: ignore[union-attr]
             continue
         if ch == "#":
-            while r.peek() and r.peek() != "\n":
-                r.take()
+            end = r.text.find("\n", r.i)
+            r.take((end if end >= 0 else len(r.text)) - r.i)
             continue
         if ch == "\n":
             out.append(Word(line=r.line, column=r.col, op="\n"))
@@ -360,7 +369,7 @@ def _braced(r: _Reader, body: str, line: int, col: int, quoted: bool) -> Part:
     if body.startswith("#") and NAME.fullmatch(body[1:]):
         return Var(body[1:], "#", (), line, col, quoted)
     m = re.match(r"([A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?])(\[([@*]|[0-9]+)\])?", body)
-    if not m:
+    if not m or r.nesting >= MAX_EXPANSION_NESTING:
         return Subst("${" + body + "}", line, col)
     name, index = m.group(1), m.group(3) or ""
     rest = body[m.end() :]
@@ -371,7 +380,7 @@ def _braced(r: _Reader, body: str, line: int, col: int, quoted: bool) -> Part:
         return Var(name, "", (), line, col, quoted, index)
     arg_text = rest[len(op) :]
     quoted_arg = arg_text if any(q in arg_text for q in "'\"") else f'"{arg_text}"'
-    arg = _word(_Reader(quoted_arg)).parts if arg_text else []
+    arg = _word(_Reader(quoted_arg, r.nesting + 1)).parts if arg_text else []
     shifted = tuple(
         Lit(p.text, line, col, quoted or p.quoted) if isinstance(p, Lit) else p for p in arg
     )

@@ -17,6 +17,7 @@ from specserver_advisor.lint.argv import detect
 from specserver_advisor.lint.argv import make_launch as make_launch
 from specserver_advisor.lint.model import Launch, Position, Workload
 from specserver_advisor.lint.shell import Relocate, forget_unresolved, from_shell
+from specserver_advisor.lint.shellbudget import Budget
 from specserver_advisor.lint.shellwords import ShellSyntaxError
 from specserver_advisor.loaders.bounded import InputLimitError
 from specserver_advisor.sglang.flags import flag_table, values_from_config
@@ -73,11 +74,15 @@ def launches_in_command(
     env: dict[str, str],
     in_container: bool,
     lines: list[str] | None = None,
+    budget: Budget | None = None,
 ) -> list[Launch]:
-    """Launches in one shell command string (``bash -c``, compose ``command:``)."""
+    """Launches in one shell command string (``bash -c``, compose ``command:``); ``budget`` is
+    the file's shell budget, shared by all its commands."""
     try:
         where = embedded(lines, base)
-        return from_shell(path, text, env=env, in_container=in_container, where=where)
+        return from_shell(
+            path, text, env=env, in_container=in_container, where=where, budget=budget
+        )
     except ShellSyntaxError as exc:
         raise InputError(f"cannot parse shell command: {exc}", base.line, base.column) from exc
 
@@ -194,6 +199,7 @@ def _container_launches(
     kubernetes: bool = True,
     lines: list[str] | None = None,
     injected: dict[str, str] | None = None,
+    budget: Budget | None = None,
 ) -> list[Launch]:
     if not isinstance(container, dict):
         return []
@@ -243,7 +249,7 @@ def _container_launches(
     # A whole command given as one string (compose), or bash -c "...": parse as shell.
     for k, item in enumerate(items):
         if len(items) == 1 or (k > 0 and items[k - 1] in ("-c", "-lc", "-ec")):
-            out += launches_in_command(path, item, positions[k], env, in_container, lines)
+            out += launches_in_command(path, item, positions[k], env, in_container, lines, budget)
     if not out:
         found = detect(items)
         if found:
@@ -292,6 +298,7 @@ def from_yaml(path: str, text: str) -> tuple[list[Launch], list[Any]]:
     launches: list[Launch] = []
     specservers: list[Any] = []
     lines = text.splitlines()
+    budget = Budget()  # one shell budget for every command in the file
     for doc in load_yaml_documents(text, path):
         if not isinstance(doc, dict):
             continue
@@ -305,14 +312,20 @@ def from_yaml(path: str, text: str) -> tuple[list[Launch], list[Any]]:
                 for key in ("initContainers", "containers"):
                     for container in pod.get(key) or []:
                         found = _container_launches(
-                            path, container, True, doc_suppress, lines=lines, injected=injected
+                            path,
+                            container,
+                            True,
+                            doc_suppress,
+                            lines=lines,
+                            injected=injected,
+                            budget=budget,
                         )
                         _scope(found, doc, Workload(str(kind), doc, pod, container))
                         launches += found
         elif isinstance(doc.get("services"), dict):  # docker-compose
             for service in doc["services"].values():
                 found = _container_launches(
-                    path, service, True, doc_suppress, kubernetes=False, lines=lines
+                    path, service, True, doc_suppress, kubernetes=False, lines=lines, budget=budget
                 )
                 _scope(found, service, Workload("compose", doc, service, service))
                 launches += found

@@ -87,6 +87,7 @@ ENGINE_CODES = {
     "INFO001": ("config-not-found", "info"),
     "INFO002": ("unresolved-variable", "info"),
     "INFO003": ("template-skipped", "info"),
+    "INFO004": ("not-fully-evaluated", "info"),
     "SUPP001": ("unused-suppression", "warning"),
 }
 

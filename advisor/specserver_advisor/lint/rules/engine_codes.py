@@ -68,6 +68,23 @@ DOCS = {
             "helm template charts/engine | specserver-advisor lint --stdin-filename out.yaml -",
         ),
     ),
+    "INFO004": (
+        "A launch the shell evaluator did not fully evaluate: its budget ran out.",
+        "Simplify the script around the launch, or lint the command it runs.",
+        _doc(
+            "Reports, once per launch, that the file's shell evaluation reached a limit: its "
+            "budget of steps (loops, branches, function calls), words and arguments, or "
+            "characters of variable values; a variable's value too large to keep; blocks "
+            "nested too deep; or a launch line with more arguments than are linted. The "
+            "message names the limit. The flags already decided are still checked.",
+            "Past the limit the script is evaluated along one path (one value per loop, one "
+            "call per function) and over-large values are unknown, so a mistake on another "
+            "path or in the arguments left out can pass.",
+            'for a in $L; do for b in $L; do ... python3 -m sglang.launch_server "$a" ... '
+            "(six loops deep)",
+            "build the launch line from a few variables; lint what the loop generates",
+        ),
+    ),
     "SUPP001": (
         "A suppression that suppresses nothing.",
         "Remove the stale suppression comment or annotation entry.",
