@@ -141,7 +141,8 @@ def scalar(node: yaml.Node, what: str) -> Any:
     except yaml.YAMLError as exc:
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise _error(what, node, f"invalid YAML: {problem}") from None
-    except (ValueError, TypeError, OverflowError) as exc:
+    except (ValueError, TypeError, OverflowError, IndexError, KeyError) as exc:
+        # PyYAML's own constructors: !!float '' is an IndexError, !!binary of junk a ValueError
         raise _error(what, node, f"{node.tag} does not fit {node.value!r}: {exc}") from None
 
 
