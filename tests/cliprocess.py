@@ -6,7 +6,9 @@ test_config_values.py): a traceback, a hang or gigabytes only show in a real pro
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -25,8 +27,27 @@ class Run:
     max_rss_mib: float
 
 
+#: Runs argv[1:] as its own child and writes that child's peak RSS (KiB) to fd 3's file: Linux
+#: carries the peak RSS of the process that forks into its child's ``ru_maxrss`` (across exec),
+#: so a child forked straight from a large pytest process reports pytest's size, not its own.
+_MEASURE = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+with open(os.environ["SPECSERVER_MAXRSS_FILE"], "w") as f:
+    f.write(str(usage.ru_maxrss))
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+CLI = "specserver_advisor.cli"
+
+
 def advisor(cwd: Path, *argv: str, stdin: bytes = b"", timeout: float = 60) -> Run:
-    """``specserver-advisor ARGV`` as a child process, with its time and peak memory (wait4)."""
+    """``specserver-advisor ARGV`` as a child process, with its time and peak memory (wait4 in
+    a small parent of its own, ``_MEASURE``)."""
     with tempfile.TemporaryDirectory() as io_dir:
         io = Path(io_dir)
         (io / "in").write_bytes(stdin)
@@ -37,17 +58,23 @@ def advisor(cwd: Path, *argv: str, stdin: bytes = b"", timeout: float = 60) -> R
         ):
             started = time.monotonic()
             proc = subprocess.Popen(
-                [sys.executable, "-m", "specserver_advisor.cli", *argv],
+                [sys.executable, "-c", _MEASURE, sys.executable, "-m", CLI, *argv],
                 cwd=cwd,
                 stdin=i,
                 stdout=o,
                 stderr=e,
-                env={**os.environ, "HF_HUB_CACHE": str(cwd / "no-cache"), "HF_ENDPOINT": ""},
+                env={
+                    **os.environ,
+                    "HF_HUB_CACHE": str(cwd / "no-cache"),
+                    "HF_ENDPOINT": "",
+                    "SPECSERVER_MAXRSS_FILE": str(io / "maxrss"),
+                },
+                start_new_session=True,  # the timer kills the wrapper and the CLI together
             )
-            timer = threading.Timer(timeout, proc.kill)
+            timer = threading.Timer(timeout, _kill_group, (proc.pid,))
             timer.start()
             try:
-                _, status, usage = os.wait4(proc.pid, 0)
+                _, status = os.waitpid(proc.pid, 0)
             finally:
                 timer.cancel()
             proc.returncode = os.waitstatus_to_exitcode(status)
@@ -56,8 +83,21 @@ def advisor(cwd: Path, *argv: str, stdin: bytes = b"", timeout: float = 60) -> R
             (io / "out").read_text(errors="replace"),
             (io / "err").read_text(errors="replace"),
             time.monotonic() - started,
-            usage.ru_maxrss / 1024,
+            _peak_kib(io / "maxrss") / 1024,
         )
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _peak_kib(path: Path) -> float:
+    """The measured child's peak RSS; infinite when the wrapper was killed before writing it."""
+    try:
+        return float(path.read_text())
+    except (OSError, ValueError):
+        return float("inf")
 
 
 def clean_refusal(run: Run, *names: str) -> str:
