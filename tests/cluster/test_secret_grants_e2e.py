@@ -116,6 +116,8 @@ subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}}]
         "SPECSERVER_WEBHOOK_ADDRESS": "127.0.0.1",
         "SPECSERVER_WEBHOOK_DNS_NAMES": "127.0.0.1",
         "SPECSERVER_WEBHOOK_CONFIG": CONFIG,
+        # Only the API server's reviews (its client certificate) get SubjectAccessReviews.
+        "SPECSERVER_WEBHOOK_CLIENT_CA": str(kube.webhook_client_ca),
     }
 
     def deployment() -> dict[str, Any] | None:
