@@ -179,7 +179,10 @@ def test_a_malformed_model_config_is_a_condition_not_an_exception() -> None:
     bad = copy.deepcopy(BODY)
     target = dict(load_config("qwen3-8b"), hidden_size="big")
     bad["spec"]["modelSource"] = {
-        "inline": {"target": target, "draft": load_config("qwen3-8b-eagle3")}
+        "inline": {
+            "targetConfig": json.dumps(target),
+            "draftConfig": json.dumps(load_config("qwen3-8b-eagle3")),
+        }
     }
     plan = desired(observed(bad), SETTINGS, PassCache())
     assert plan.writes == []
