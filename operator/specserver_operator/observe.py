@@ -9,6 +9,8 @@ core (desired.py) decides from. Called by controller.reconcile; nothing here wri
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -16,7 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from specserver_advisor.models import SpecServer
+from specserver_advisor.models import SpecServer, SpecServerSpec
 from specserver_advisor.policy import Observation
 from specserver_operator import bluegreen, configsource, podpolicy
 from specserver_operator.autopilot import NO_PROMETHEUS_URL
@@ -151,7 +153,7 @@ def validated(body: dict[str, Any], memo: PassCache) -> tuple[SpecServer | None,
     if hit and hit[0] == key:
         return hit[1], hit[2]
     try:
-        parsed = SpecServer.model_validate({k: v for k, v in body.items() if k != "status"})
+        parsed = _parsed(body, memo)
         problems = spec_problems(parsed)  # what the schema cannot check
         invalid = "; ".join(problems[:3]) if problems else None
         server: SpecServer | None = None if problems else parsed
@@ -161,6 +163,24 @@ def validated(body: dict[str, Any], memo: PassCache) -> tuple[SpecServer | None,
         server = None
     memo.validated[meta["uid"]] = (key, server, invalid)
     return server, invalid
+
+
+def _parsed(body: dict[str, Any], memo: PassCache) -> SpecServer:
+    """The SpecServer model of ``body``; its spec model is shared with every SpecServer whose
+    spec is the same (a fleet of identical engines keeps one parsed copy, ~5 KB each)."""
+    rest = {k: v for k, v in body.items() if k not in ("status", "spec")}
+    digest = hashlib.sha256(
+        json.dumps(body.get("spec"), sort_keys=True, separators=(",", ":")).encode()
+    ).hexdigest()
+    spec = memo.specs.get(digest)
+    if spec is None:
+        try:
+            spec = SpecServerSpec.model_validate(body.get("spec"))
+        except ValidationError:  # the whole object's validation names the field from spec.
+            SpecServer.model_validate({**rest, "spec": body.get("spec")})
+            raise
+        memo.specs[digest] = spec
+    return SpecServer.model_validate({**rest, "spec": spec})  # the instance, not a copy
 
 
 def read_configs(

@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_operator_e2e import apply, condition, example, get, wait_for
 from test_operator_faults_e2e import Operator, named, recreated_after_delete
 
@@ -236,3 +238,111 @@ def test_an_inline_config_in_the_previous_free_form_shape_is_refused_naming_the_
         "a ConfigValid condition on the new form",
     )
     assert "targetConfig" not in found["message"], found
+
+
+def test_a_resource_quota_bounds_the_specservers_of_a_namespace(
+    kube: KubeHandle, namespace: str
+) -> None:
+    # docs/security.md tells admins to bound each namespace's SpecServers this way.
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "specservers"},
+        "spec": {"hard": {"count/specservers.specserver.io": "2"}},
+    }
+    apply(kube, namespace, quota)
+    wait_for(
+        lambda: (
+            (get(kube, "resourcequota", namespace, "specservers") or {}).get("status") or {}
+        ).get("hard"),
+        60,
+        "the quota's status",
+    )
+    for name in ("one", "two"):
+        apply(kube, namespace, named(example(), name))
+    third = json.dumps(named(example(), "three"))
+    done = kube.kubectl("create", "-n", namespace, "-f", "-", input=third, check=False)
+    assert done.returncode != 0 and "exceeded quota" in done.stderr, done.stderr
+
+
+def spec_fields() -> list[tuple[str, dict[str, Any]]]:
+    """Every field of the CRD's spec schema: (dotted path, its schema node)."""
+    root = crdgen.build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    out: list[tuple[str, dict[str, Any]]] = []
+    stack = [("", root["properties"]["spec"])]
+    while stack:
+        path, node = stack.pop()
+        for key, child in (node.get("properties") or {}).items():
+            out.append((f"{path}.{key}".lstrip("."), child))
+            stack.append((f"{path}.{key}".lstrip("."), child))
+    return sorted(out, key=lambda item: item[0])
+
+
+FIELDS = spec_fields()
+
+
+def hostile(kind: str, node: dict[str, Any]) -> Any:
+    """A value of ``kind`` for a field with schema ``node``: nested deep, wide, long, or of
+    another type (what a tenant can send for any field)."""
+    if kind == "deep":
+        return "@DEEP@"  # replaced in the text: a list nested 200 deep
+    if kind == "wide":
+        return {f"k{i:05d}": i for i in range(3000)}
+    if kind == "long":
+        return "x" * int(node.get("maxLength", 100_000))
+    if kind == "longer":
+        return "x" * (int(node.get("maxLength", 100_000)) + 1)
+    return {"string": 7, "integer": "7", "number": [7.0], "boolean": "yes", "object": [1]}.get(
+        node.get("type", "object"), "x"
+    )
+
+
+HOSTILE_DOC = st.tuples(
+    st.sampled_from(FIELDS), st.sampled_from(["deep", "wide", "long", "longer", "type"])
+)
+
+
+def _put(doc: dict[str, Any], path: str, value: Any) -> None:
+    node = doc["spec"]
+    *parents, last = path.split(".")
+    for key in parents:
+        child = node.get(key)
+        node[key] = child if isinstance(child, dict) else {}
+        node = node[key]
+    node[last] = value
+
+
+@settings(max_examples=3, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(batch=st.lists(HOSTILE_DOC, min_size=5, max_size=8))
+def test_generated_hostile_specservers_each_get_an_answer_and_a_canary_keeps_going(
+    kube: KubeHandle, operator: Operator, batch: list[tuple[tuple[str, Any], str]]
+) -> None:
+    ns = f"hostile-{os.urandom(3).hex()}"
+    kube.kubectl("create", "namespace", ns)
+    try:
+        base = example()
+        base["spec"].pop("modelSource")
+        apply(kube, ns, named(base, "canary"))
+        accepted = []
+        for k, ((path, node), kind) in enumerate(batch):
+            doc = named(base, f"h{k}")
+            _put(doc, path, hostile(kind, node))
+            text = json.dumps(doc).replace('"@DEEP@"', "[" * 200 + "]" * 200)
+            done = kube.kubectl("create", "-n", ns, "-f", "-", input=text, check=False)
+            if done.returncode == 0:
+                accepted.append(f"h{k}")
+        for name in accepted:  # every stored one gets a status for its generation
+            wait_for(
+                lambda n=name: (
+                    (o := get(kube, "sps", ns, n))
+                    and (o.get("status") or {}).get("observedGeneration")
+                    == o["metadata"]["generation"]
+                    and condition(o, "Ready")
+                ),
+                REPAIR_S,
+                f"a status on {name!r}",
+            )
+        recreated_after_delete(kube, ns, "canary", REPAIR_S)
+        assert alive(operator)
+    finally:
+        kube.kubectl("delete", "namespace", ns, "--wait=false", check=False)
