@@ -285,7 +285,7 @@ def hostile(kind: str, node: dict[str, Any]) -> Any:
     """A value of ``kind`` for a field with schema ``node``: nested deep, wide, long, or of
     another type (what a tenant can send for any field)."""
     if kind == "deep":
-        return "@DEEP@"  # replaced in the text: a list nested 200 deep
+        return "@DEEP@"  # replaced in the text: a list nested 3,000 deep
     if kind == "wide":
         return {f"k{i:05d}": i for i in range(3000)}
     if kind == "long":
@@ -327,7 +327,7 @@ def test_generated_hostile_specservers_each_get_an_answer_and_a_canary_keeps_goi
         for k, ((path, node), kind) in enumerate(batch):
             doc = named(base, f"h{k}")
             _put(doc, path, hostile(kind, node))
-            text = json.dumps(doc).replace('"@DEEP@"', "[" * 200 + "]" * 200)
+            text = json.dumps(doc).replace('"@DEEP@"', "[" * 3000 + "]" * 3000)
             done = kube.kubectl("create", "-n", ns, "-f", "-", input=text, check=False)
             if done.returncode == 0:
                 accepted.append(f"h{k}")
