@@ -297,9 +297,10 @@ class ModelVolume(ApiModel):
     )
 
 
-#: Characters of one inline config.json (the JSON text): far above any real config (a few KB;
-#: the largest with per-layer quantization lists ~100 KB), far below what the API server or the
-#: operator's memory would feel (docs/operator.md, "Inline model configs").
+#: Characters of one inline config.json (the JSON text): real configs are a few KB (long
+#: per-layer lists in quantized ones add tens of KB), so this leaves a wide margin while bounding
+#: what one SpecServer costs the API server and the operator (docs/operator.md, "Inline model
+#: configs").
 MAX_INLINE_CONFIG_CHARS = 256 * 1024
 #: Containers inside containers of an inline config (real configs nest 3 or 4 deep).
 MAX_INLINE_CONFIG_DEPTH = 32
