@@ -55,12 +55,15 @@ RefLoader = Callable[[str, str | None], LoadedConfig | None]
 def inline(spec: SpecServerSpec) -> Lookup:
     """Configs given in the spec, when the target's is there."""
     given = spec.model_source.inline if spec.model_source else None
-    if given is None or given.target is None:
+    if given is None or given.target_config is None:
+        return Lookup(None)
+    target, draft = given.configs()  # the model checked both texts; parsed again here
+    if target is None:
         return Lookup(None)
     return Lookup(
         ModelConfigs(
-            given.target,
-            given.draft,
+            target,
+            draft,
             given.target_weight_bytes,
             given.draft_weight_bytes,
             "inline",

@@ -4,6 +4,12 @@ Called by ``python -m specserver_advisor.crdgen`` (writes ``crds/specserver.yaml
 JSON Schema of ``jsonschemagen.py``) and by the drift test. Pydantic's JSON Schema is not a
 structural CRD schema, so ``structural`` inlines ``$ref``, turns ``anyOf [X, null]`` into an
 optional ``X`` (nulls are pruned), and gives every level an explicit type.
+
+Nothing is free-form: a field without a schema (``dict[str, Any]``) is a SchemaError, never
+``x-kubernetes-preserve-unknown-fields`` (a tenant could store a value nested thousands of
+levels deep, which kopf's and the operator's JSON decoders cannot read). A removed field kept
+so the API server prunes what old manifests still send is marked ``x-specserver-pruned``: an
+object with no properties, whose content the API server drops on every write and read.
 """
 
 from __future__ import annotations
@@ -97,6 +103,10 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
 ]
 
 
+#: JSON-Schema marker of a removed field (models.InlineConfigs.target): pruned to {}.
+PRUNED = "x-specserver-pruned"
+
+
 class SchemaError(ValueError):
     """The pydantic schema contains something the converter cannot express."""
 
@@ -113,6 +123,9 @@ def structural(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> di
     """
     defs = defs if defs is not None else schema.get("$defs", {})
     node = copy.deepcopy(schema)
+    if node.get(PRUNED):
+        # Removed: the API server keeps at most {} (pruned), the models refuse even that.
+        return {"type": "object", "description": node.get("description", ""), "maxProperties": 0}
     if "$ref" in node:
         ref = node.pop("$ref").rsplit("/", 1)[-1]
         target = dict(defs[ref])
@@ -140,9 +153,7 @@ def structural(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> di
         elif "properties" in node:
             kind = "object"
         else:
-            # Free-form (dict[str, Any] values): keep whatever the user wrote.
-            out["x-kubernetes-preserve-unknown-fields"] = True
-            kind = "object"
+            raise SchemaError(f"a node without a type ({node.get('description', node)!r})")
     if kind not in _PY_TO_OPENAPI:
         raise SchemaError(f"unsupported JSON-Schema type {kind!r}")
     out["type"] = kind
@@ -158,6 +169,8 @@ def structural(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> di
         "maxLength",
         "minItems",
         "maxItems",
+        "minProperties",
+        "maxProperties",
         "format",
         "pattern",
     ):
@@ -178,12 +191,11 @@ def structural(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> di
                 out["required"] = list(node["required"])
         elif isinstance(node.get("additionalProperties"), dict):
             extra = node["additionalProperties"]
-            if extra:
-                out["additionalProperties"] = structural(extra, defs)
-            else:
-                out["x-kubernetes-preserve-unknown-fields"] = True
-        elif "x-kubernetes-preserve-unknown-fields" not in out:
-            out["x-kubernetes-preserve-unknown-fields"] = True
+            if not extra:
+                raise SchemaError(f"a map of untyped values ({node.get('description', node)!r})")
+            out["additionalProperties"] = structural(extra, defs)
+        else:
+            raise SchemaError(f"a free-form object ({node.get('description', node)!r})")
     if kind == "array":
         out["items"] = structural(node.get("items", {}), defs)
     return out
@@ -195,13 +207,6 @@ def _status_schema() -> dict[str, Any]:
     conditions = node["properties"]["conditions"]
     conditions["x-kubernetes-list-type"] = "map"
     conditions["x-kubernetes-list-map-keys"] = ["type"]
-    # The previous version stored policyState as a JSON string. Under a schema that demands an
-    # object, the API server refuses every write of such a SpecServer (a tenant's spec edit,
-    # a label) until the operator's first status write migrates it: accept both forms (no
-    # type; an object is still validated by the properties), the operator rewrites a string.
-    policy = node["properties"]["policyState"]
-    del policy["type"]
-    policy["x-kubernetes-preserve-unknown-fields"] = True
     return node
 
 

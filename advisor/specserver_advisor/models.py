@@ -8,10 +8,12 @@ Pure data: no Kubernetes client, no I/O.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic.alias_generators import to_camel
+
+from specserver_advisor.loaders import bounded
 
 GROUP = "specserver.io"
 VERSION = "v1alpha1"
@@ -22,6 +24,12 @@ SHORT_NAMES = ["sps"]
 API_VERSION = f"{GROUP}/{VERSION}"
 DEFAULT_IMAGE = "lmsysorg/sglang:v0.5.23-runtime"
 MAX_LEDGER_ENTRIES = 50
+#: Load bands the policy state keeps (the newest; a band is concurrency x accept length, so a
+#: real engine visits a few dozen), switch times (the last hour's), notes and conditions.
+MAX_POLICY_BANDS = 256
+MAX_SWITCH_TIMES = 256
+MAX_NOTES = 64
+MAX_CONDITIONS = 32
 #: Kubernetes object names (DNS-1123 subdomain); checked here and again in the operator's paths.
 DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 #: URLs the operator or the engine may be pointed at: http(s) only.
@@ -289,20 +297,96 @@ class ModelVolume(ApiModel):
     )
 
 
-class InlineConfigs(ApiModel):
-    """Model configs given inline, for clusters where the operator cannot reach a hub."""
+#: Characters of one inline config.json (the JSON text): real configs are a few KB (long
+#: per-layer lists in quantized ones add tens of KB), so this leaves a wide margin while bounding
+#: what one SpecServer costs the API server and the operator (docs/operator.md, "Inline model
+#: configs").
+MAX_INLINE_CONFIG_CHARS = 256 * 1024
+#: Containers inside containers of an inline config (real configs nest 3 or 4 deep).
+MAX_INLINE_CONFIG_DEPTH = 32
+#: What the previous form (an object under target/draft) now says (the API server prunes it).
+LEGACY_INLINE = (
+    "the previous form (the config as an object) is no longer read (the API server keeps it "
+    "only as {{}}): give the config.json as JSON text in spec.modelSource.inline.{new}, e.g. "
+    "{new}: '{{\"architectures\": [...], ...}}'"
+)
 
+
+class InlineConfigs(ApiModel):
+    """Model configs given inline, for clusters where the operator cannot reach a hub.
+
+    Each config is the text of its config.json (a JSON string bounded in length, parsed with a
+    depth limit), never a free-form object: nothing a tenant writes here makes the API server,
+    kopf or the operator decode an unbounded structure."""
+
+    target_config: str | None = Field(
+        default=None,
+        max_length=MAX_INLINE_CONFIG_CHARS,
+        description=(
+            "The target's config.json as JSON text (a YAML block scalar: targetConfig: |), "
+            f"at most {MAX_INLINE_CONFIG_CHARS} characters and {MAX_INLINE_CONFIG_DEPTH} "
+            "levels deep."
+        ),
+    )
+    draft_config: str | None = Field(
+        default=None,
+        max_length=MAX_INLINE_CONFIG_CHARS,
+        description="The draft's config.json as JSON text (same limits as targetConfig).",
+    )
     target: dict[str, Any] | None = Field(
-        default=None, description="The target's config.json, verbatim."
+        default=None,
+        json_schema_extra={"x-specserver-pruned": True},
+        description=(
+            "Removed: the previous form of targetConfig (an object). The API server prunes its "
+            "content; a SpecServer that still has it gets ConfigValid=False naming targetConfig."
+        ),
     )
     draft: dict[str, Any] | None = Field(
-        default=None, description="The draft's config.json, verbatim."
+        default=None,
+        json_schema_extra={"x-specserver-pruned": True},
+        description="Removed: the previous form of draftConfig (see target).",
     )
     target_weight_bytes: int | None = Field(
         default=None, ge=0, description="total_size from the target's model.safetensors.index.json."
     )
     draft_weight_bytes: int | None = Field(
         default=None, ge=0, description="total_size from the draft's model.safetensors.index.json."
+    )
+
+    @field_validator("target", "draft")
+    @classmethod
+    def _refuse_previous_form(cls, value: Any, info: ValidationInfo) -> Any:
+        """The old free-form objects: never read, refused with the new field's name."""
+        if value is not None:
+            raise ValueError(LEGACY_INLINE.format(new=f"{info.field_name}Config"))
+        return value
+
+    @field_validator("target_config", "draft_config")
+    @classmethod
+    def _bounded_json(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """Parsed once here (a JSON object, bounded in size and depth), so ConfigValid and the
+        webhook refuse the same text with the same message; kept as the text."""
+        if value is not None:
+            inline_config(value, to_camel(info.field_name or ""))
+        return value
+
+    def configs(self) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """(target, draft) configs parsed from their text (None where not given)."""
+        return (
+            None
+            if self.target_config is None
+            else inline_config(self.target_config, "targetConfig"),
+            None if self.draft_config is None else inline_config(self.draft_config, "draftConfig"),
+        )
+
+
+def inline_config(text: str, field: str) -> dict[str, Any]:
+    """One inline config.json parsed within its limits; ValueError naming the field."""
+    return bounded.json_object(
+        text,
+        f"spec.modelSource.inline.{field}",
+        max_bytes=4 * MAX_INLINE_CONFIG_CHARS,  # the character limit is the real one
+        max_depth=MAX_INLINE_CONFIG_DEPTH,
     )
 
 
@@ -625,7 +709,9 @@ class ResolvedEngine(ApiModel):
     )
     context_length: int | None = Field(default=None, description="Effective context length.")
     kv_pool_tokens: int | None = Field(default=None, description="Predicted KV pool in tokens.")
-    notes: list[str] = Field(default_factory=list, description="How values were chosen.")
+    notes: list[str] = Field(
+        default_factory=list, max_length=MAX_NOTES, description="How values were chosen."
+    )
 
 
 class SwitchInProgress(ApiModel):
@@ -658,7 +744,9 @@ class AutoPolicyState(ApiModel):
     mode_since: float = Field(default=0.0, description="Unix time the state began.")
     last_switch: float | None = Field(default=None, description="Unix time of the last switch.")
     switch_times: list[float] = Field(
-        default_factory=list, description="Unix times of recent switches (the switch budget)."
+        default_factory=list,
+        max_length=MAX_SWITCH_TIMES,
+        description="Unix times of recent switches (the switch budget).",
     )
     disable_breaches: int = Field(default=0, ge=0, description="Consecutive disable breaches.")
     enable_passes: int = Field(default=0, ge=0, description="Consecutive enable passes.")
@@ -668,11 +756,17 @@ class AutoPolicyState(ApiModel):
     exploring: bool = Field(
         default=False, description="The last switch was an exploration (not held by dwell)."
     )
-    last_band: str | None = Field(default=None, description="Load band of the last evaluation.")
+    last_band: str | None = Field(
+        default=None, max_length=64, description="Load band of the last evaluation."
+    )
     band_streak: int = Field(default=0, ge=0, description="Evaluations the band has held.")
-    bands: dict[str, dict[str, PolicyBandScore]] = Field(
+    bands: dict[str, Annotated[dict[str, PolicyBandScore], Field(max_length=2)]] = Field(
         default_factory=dict,
-        description="Load band -> speculation state (on/off) -> what it delivered there.",
+        max_length=MAX_POLICY_BANDS,
+        description=(
+            f"Load band -> speculation state (on/off) -> what it delivered there (the newest "
+            f"{MAX_POLICY_BANDS} bands)."
+        ),
     )
     bands_saved_at: float | None = Field(
         default=None, description="Unix time the band scores were last stored."
@@ -686,7 +780,9 @@ class SpecServerStatus(ApiModel):
         default=None, description="metadata.generation the status reflects."
     )
     conditions: list[Condition] = Field(
-        default_factory=list, description="Ready, ConfigValid, Progressing, SpeculationActive."
+        default_factory=list,
+        max_length=MAX_CONDITIONS,
+        description="Ready, ConfigValid, Progressing, SpeculationActive.",
     )
     speculation_mode: SpeculationState | None = Field(
         default=None,

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specserver_advisor import configchain, findings
+from specserver_advisor.configcheck import check_configs
+from specserver_advisor.configvalues import ConfigShapeError
 from specserver_advisor.lint.model import Context
 from specserver_advisor.lint.rules import RULES
 from specserver_advisor.lint.specservers import SpecServerError, launch_from_specserver
@@ -141,6 +143,10 @@ def _lint(
         verdict.problems.append(str(exc))
         return
     if configs is not None:
+        try:
+            check_configs(configs.target, configs.draft)
+        except ConfigShapeError:
+            return  # the render named it (InvalidModelConfig); no rule can judge such a config
         launch.configs.update({"target": configs.target, "draft": configs.draft})
     ctx = Context([launch])
     for module in RULES.values():

@@ -15,12 +15,51 @@ AutoscalerRef = tuple[str, str, str, str]
 
 def compact(value: Any) -> Any:
     """A copy of a JSON value with every string (key or value) interned: a thousand cached
-    SpecServers repeat the same keys, reasons and messages, and keep one copy of each."""
-    if isinstance(value, dict):
-        return {intern(k) if type(k) is str else k: compact(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [compact(v) for v in value]
-    return intern(value) if type(value) is str else value
+    SpecServers repeat the same keys, reasons and messages, and keep one copy of each.
+
+    Iterative (an explicit stack), so an object nested deeper than the interpreter's recursion
+    limit is copied like any other instead of failing every cycle (issue 25)."""
+    if not isinstance(value, dict | list):
+        return intern(value) if type(value) is str else value
+    top: Any = {} if isinstance(value, dict) else [None] * len(value)
+    stack: list[tuple[Any, Any]] = [(value, top)]  # (a container, its copy being filled)
+    while stack:
+        source, copy = stack.pop()
+        pairs = source.items() if isinstance(source, dict) else enumerate(source)
+        for key, child in pairs:
+            if type(key) is str:
+                key = intern(key)
+            if type(child) is str:
+                copy[key] = intern(child)
+            elif isinstance(child, dict):
+                copy[key] = {}
+                stack.append((child, copy[key]))
+            elif isinstance(child, list):
+                copy[key] = [None] * len(child)
+                stack.append((child, copy[key]))
+            else:
+                copy[key] = child
+    return top
+
+
+#: The only annotations of a SpecServer a pass reads (autopilot.PAUSE_ANNOTATION and any later
+#: one of ours): kubectl's last-applied-configuration (a copy of the whole spec, up to 256 KiB)
+#: and kopf's bookkeeping are not kept.
+READ_ANNOTATIONS = "specserver.io/"
+KOPF_NOTES = ("last-handled-configuration", "kopf.zalando.org/touch-dummy")
+
+
+def slim_specserver(obj: dict[str, Any]) -> dict[str, Any]:
+    """What a pass reads of a SpecServer: everything but managedFields and the annotations of
+    other tools (per-object memory is what the model needs, not the raw body)."""
+    meta = {k: v for k, v in obj["metadata"].items() if k != "managedFields"}
+    notes = meta.get("annotations") or {}
+    meta["annotations"] = {
+        k: v
+        for k, v in notes.items()
+        if k.startswith(READ_ANNOTATIONS) and not k.endswith(KOPF_NOTES)
+    }
+    return {**obj, "metadata": meta}
 
 
 def slim(kind: str, obj: dict[str, Any]) -> dict[str, Any]:

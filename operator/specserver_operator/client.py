@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ from typing import Any
 import urllib3
 
 from specserver_advisor.models import KIND
-from specserver_operator import apibodies, calldeadline, secretgrants
+from specserver_operator import apibodies, apidecode, calldeadline, secretgrants
 from specserver_operator.apibodies import HASH_ANNOTATION as HASH_ANNOTATION
 from specserver_operator.apibodies import applied_hash as applied_hash
 from specserver_operator.apibodies import object_hash as object_hash
@@ -28,7 +29,7 @@ from specserver_operator.apierrors import ApiError as ApiError
 from specserver_operator.apierrors import InvalidNameError as InvalidNameError
 from specserver_operator.apierrors import NotFoundError as NotFoundError
 from specserver_operator.apierrors import answer_error, conflict_backoff_s, no_answer
-from specserver_operator.apiobjects import AutoscalerRef, autoscaler_ref, compact
+from specserver_operator.apiobjects import AutoscalerRef, autoscaler_ref, compact, slim_specserver
 from specserver_operator.apiobjects import slim as slim
 from specserver_operator.apipaths import (
     SUBJECT_ACCESS_REVIEWS,
@@ -60,6 +61,23 @@ CALL_DEADLINE_S = 60.0
 CONNECT_S = 5.0
 TOKEN_REREAD_S = 60.0
 MERGE_PATCH = "application/merge-patch+json"
+
+
+log = logging.getLogger("specserver.client")
+
+
+def kept(items: list[Any]) -> list[Any]:
+    """A LIST page without the objects no reconcile pass could hold (``apidecode.too_deep``):
+    each is logged (rate-limited) and skipped, the rest of the page is served."""
+    out = []
+    for item in items:
+        if apidecode.too_deep(item):
+            who = apidecode.identity(item)
+            if apidecode.SKIPS.due(who, time.monotonic()):
+                log.error("%s: %s", who, apidecode.SKIP_REASON)
+            continue
+        out.append(item)
+    return out
 
 
 class KubeClient:
@@ -118,7 +136,7 @@ class KubeClient:
         error = answer_error(what, resp.status, resp.data, resp.reason)
         if error is not None:
             raise error
-        return json.loads(resp.data) if resp.data else {}
+        return apidecode.loads(resp.data, what) if resp.data else {}
 
     def _write(self, method: str, path: str, what: str, **kwargs: Any) -> Any:
         """A write, retried on a conflict."""
@@ -346,7 +364,7 @@ class KubeClient:
                 f"{kind} list" + (f" in {namespace}" if namespace else ""),
                 params={"labelSelector": selector, "limit": LIST_PAGE, "continue": token},
             )
-            yield data.get("items") or []
+            yield kept(data.get("items") or [])
             token = (data.get("metadata") or {}).get("continue")
             if not token:
                 return
@@ -378,15 +396,13 @@ class KubeClient:
         return replaced
 
     def list_specservers(self, namespaces: list[str]) -> list[dict[str, Any]]:
-        """Every SpecServer (of ``namespaces``, or of the cluster when empty), without
-        managedFields and compacted page by page (a resync of a thousand never holds them all
-        as parsed JSON: that copy was the operator's RSS peak every five minutes)."""
-        items = []
+        """Every SpecServer (of ``namespaces``, or of the cluster when empty), slimmed
+        (``slim_specserver``) and compacted page by page (a resync of a thousand never holds
+        them all as parsed JSON: that copy was the operator's RSS peak every five minutes)."""
+        items: list[dict[str, Any]] = []
         for ns in scopes(namespaces):
             for page in self._pages(KIND, ns):
-                for item in page:
-                    item["metadata"].pop("managedFields", None)
-                    items.append(compact(item))
+                items.extend(compact(slim_specserver(item)) for item in page)
         return items
 
     def list_children(self, namespaces: list[str]) -> dict[tuple[str, str, str], dict[str, Any]]:

@@ -14,6 +14,7 @@ of state the plan carries out (``evaluated_at``) for the apply step to record.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -344,9 +345,10 @@ def _shared(
     memo: PassCache, server: SpecServer, configs: ModelConfigs, what: str, build: Any
 ) -> Any:
     """A result that depends only on the spec and the model configs, shared by every
-    SpecServer with the same ones."""
+    SpecServer with the same ones. Keyed by a digest of the spec, not its JSON: a spec with
+    inline configs is up to half a megabyte of text, and each key would keep its own copy."""
     spec_json = server.spec.model_dump_json(by_alias=True)
-    key = (spec_json, id(configs), what)
+    key = (hashlib.sha256(spec_json.encode()).hexdigest(), id(configs), what)
     if key not in memo.shared:
         memo.shared[key] = (configs, build())
     return memo.shared[key][1]

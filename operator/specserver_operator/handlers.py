@@ -21,7 +21,7 @@ from typing import Any
 import kopf
 
 from specserver_advisor.models import GROUP, KIND, PLURAL, VERSION
-from specserver_operator import kopfpaging, opmetrics
+from specserver_operator import kopfdecode, kopfpaging, opmetrics
 from specserver_operator.client import LIST_PAGE, Connection, KubeClient
 from specserver_operator.cycle import Cycle
 from specserver_operator.leader import Elector
@@ -96,6 +96,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     # SpecServers a whole list of Deployments parsed at once was the operator's peak RSS.
     settings.watching.chunk_size = LIST_PAGE
     kopfpaging.install()  # a page whose continue token expired restarts the listing
+    kopfdecode.install()  # one object too deep to decode is skipped, not the end of the process
     opmetrics.serve(int(value("SPECSERVER_METRICS_PORT")), value("SPECSERVER_METRICS_ADDRESS"))
     if int(value("SPECSERVER_WEBHOOK_PORT")):
         threading.Thread(target=_run_webhook, name="specserver-webhook-upkeep", daemon=True).start()

@@ -24,13 +24,12 @@ import time
 from typing import Any
 
 from specserver_advisor.models import KIND
-from specserver_operator.apiobjects import compact, slim
+from specserver_operator.apiobjects import compact, slim, slim_specserver
 
 Key = tuple[str, str, str]  # (kind, namespace, name)
 RESYNC_S = 300.0
 #: Longest we wait for the watch event of our own write before trusting events again.
 PENDING_S = 30.0
-KOPF_NOTES = ("last-handled-configuration", "kopf.zalando.org/touch-dummy")
 
 
 def _version(obj: dict[str, Any]) -> str | None:
@@ -40,16 +39,9 @@ def _version(obj: dict[str, Any]) -> str | None:
 
 
 def trimmed(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
-    """What the cache keeps: children slimmed, SpecServers without managedFields; compacted."""
-    if kind == KIND:
-        meta = {k: v for k, v in obj["metadata"].items() if k != "managedFields"}
-        notes = meta.get("annotations") or {}
-        # kopf's own bookkeeping (a copy of the spec) is not read by a pass.
-        meta["annotations"] = {k: v for k, v in notes.items() if not k.endswith(KOPF_NOTES)}
-        obj = {**obj, "metadata": meta}
-    else:
-        obj = slim(kind, obj)
-    kept: dict[str, Any] = compact(obj)
+    """What the cache keeps: children slimmed, SpecServers without managedFields and other
+    tools' annotations (``apiobjects.slim_specserver``); compacted."""
+    kept: dict[str, Any] = compact(slim_specserver(obj) if kind == KIND else slim(kind, obj))
     return kept
 
 

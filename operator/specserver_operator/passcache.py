@@ -28,11 +28,13 @@ class PassCache:
     bundled: dict[tuple[str, str | None], Any] = field(default_factory=dict)
     policy_contexts: dict[Generation, Any] = field(default_factory=dict)
     engine_configs: dict[tuple[str, int, bool], Any] = field(default_factory=dict)
-    #: (spec JSON, id of the configs, what) -> (the configs, kept alive so the id stays
-    #: theirs, the result)
+    #: (digest of the spec JSON, id of the configs, what) -> (the configs, kept alive so the
+    #: id stays theirs, the result)
     shared: dict[tuple[str, int, str], tuple[Any, Any]] = field(default_factory=dict)
     #: uid -> (generation and annotations, the parsed SpecServer or None, why invalid)
     validated: dict[str, tuple[tuple[Any, ...], Any, str | None]] = field(default_factory=dict)
+    #: digest of a spec's JSON -> its parsed model, shared by the SpecServers with that spec
+    specs: dict[str, Any] = field(default_factory=dict)
     last_evaluation: dict[str, float] = field(default_factory=dict)
     #: uid -> the signal sample (``Observation.ts``) the policy evaluated last: never twice
     evaluated_sample: dict[str, float] = field(default_factory=dict)
@@ -82,3 +84,6 @@ class PassCache:
             ):
                 for uid in [u for u in by_uid if u not in uids]:
                     by_uid.pop(uid, None)
+            kept = {id(server.spec) for _, server, _ in self.validated.values() if server}
+            for digest in [d for d, spec in self.specs.items() if id(spec) not in kept]:
+                self.specs.pop(digest, None)

@@ -20,11 +20,19 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from specserver_advisor.models import AutoPolicyState, SpeculationState
+from specserver_advisor.loaders import bounded
+from specserver_advisor.models import (
+    MAX_POLICY_BANDS,
+    MAX_SWITCH_TIMES,
+    AutoPolicyState,
+    SpeculationState,
+)
 from specserver_advisor.policy import OFF, ON
 
 #: Conversions remembered (by their input's JSON): a steady evaluation converts nothing again.
 CONVERSIONS_KEPT = 1024
+#: Containers inside containers of a policy state (bands -> mode -> score is 3).
+POLICY_DEPTH = 8
 _TO_STATUS_MODE = {ON: SpeculationState.ON, OFF: SpeculationState.OFF}
 _TO_ADVISOR_MODE = {SpeculationState.ON: ON, SpeculationState.OFF: OFF}
 
@@ -47,9 +55,9 @@ def parse(stored: Any) -> AutoPolicyState | None:
         return None
     data: Any = stored
     if isinstance(stored, str):
-        try:
-            data = json.loads(stored)
-        except ValueError:
+        try:  # the previous version's string (or a tenant's): bounded, never a RecursionError
+            data = bounded.json_value(stored, "status.policyState", max_depth=POLICY_DEPTH)
+        except bounded.InputLimitError:
             return None
     if not isinstance(data, dict):
         return None
@@ -60,7 +68,9 @@ def parse(stored: Any) -> AutoPolicyState | None:
         if name in fields:
             known[name] = _finite(value)
     if isinstance(known.get("bands"), dict):
-        known["bands"] = _bands(known["bands"], {"n": "samples"})
+        known["bands"] = _newest(_bands(known["bands"], {"n": "samples"}))
+    if isinstance(known.get("switch_times"), list):
+        known["switch_times"] = known["switch_times"][-MAX_SWITCH_TIMES:]
     mode = known.get("mode")
     if isinstance(mode, str) and mode.lower() in _TO_STATUS_MODE:
         known["mode"] = _TO_STATUS_MODE[mode.lower()]
@@ -141,6 +151,20 @@ def _bands(bands: dict[str, Any], rename: dict[str, str]) -> dict[str, Any]:
         else modes
         for band, modes in bands.items()
     }
+
+
+def _newest(bands: dict[str, Any]) -> dict[str, Any]:
+    """The ``MAX_POLICY_BANDS`` bands seen most recently (the CRD stores no more)."""
+    if len(bands) <= MAX_POLICY_BANDS:
+        return bands
+
+    def seen(item: tuple[str, Any]) -> float:
+        entries = item[1].values() if isinstance(item[1], dict) else ()
+        times = [e.get("at") for e in entries if isinstance(e, dict)]
+        return max((t for t in times if isinstance(t, int | float)), default=0.0)
+
+    kept = sorted(bands.items(), key=seen)[-MAX_POLICY_BANDS:]
+    return dict(kept)
 
 
 def _snake(camel: str) -> str:

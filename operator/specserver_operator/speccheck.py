@@ -10,6 +10,7 @@ the spec can run, and the hfTokenSecretRef access check.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
@@ -27,11 +28,15 @@ INVALID_SPEC = "InvalidSpec"
 INVALID_MODEL_CONFIG = "InvalidModelConfig"
 
 
-def parse(doc: dict[str, Any]) -> tuple[SpecServer | None, list[str]]:
+def parse(
+    doc: dict[str, Any], model: Callable[[dict[str, Any]], SpecServer] | None = None
+) -> tuple[SpecServer | None, list[str]]:
     """The SpecServer of ``doc`` (its ``status`` ignored) and every problem, each naming its
-    field; the server is None when there is any."""
+    field; the server is None when there is any. ``model`` builds the SpecServer (the operator
+    passes one that shares the spec model of identical specs); default: the models' own."""
+    build = model or SpecServer.model_validate
     try:
-        server = SpecServer.model_validate({k: v for k, v in doc.items() if k != "status"})
+        server = build({k: v for k, v in doc.items() if k != "status"})
     except ValidationError as exc:
         return None, [
             f"{'.'.join(str(p) for p in err['loc']) or '(object)'}: {err['msg']}"

@@ -86,15 +86,17 @@ def test_lint_names_a_bad_model_dir_config_and_a_bad_inline_config(tmp_path: Pat
             "resources": {"gpuType": "L4"},
             "modelSource": {
                 "inline": {
-                    "target": {**load_config(TARGET), "rope_scaling": [1]},
-                    "draft": load_config(DRAFT),
+                    "targetConfig": json.dumps({**load_config(TARGET), "rope_scaling": [1]}),
+                    "draftConfig": json.dumps(load_config(DRAFT)),
                 }
             },
         },
     }
     (tmp_path / "s.yaml").write_text(json.dumps(inline, indent=1))
     run = advisor(tmp_path, "lint", "--format", "json", "s.yaml")
-    text = clean_refusal(run, "INPUT001", "spec.modelSource.inline.target: rope_scaling: expected")
+    text = clean_refusal(
+        run, "INPUT001", "spec.modelSource.inline.targetConfig: rope_scaling: expected"
+    )
     assert "Traceback" not in text
     run = advisor(tmp_path, "plan", "--from", "s.yaml")
     clean_refusal(run, "s.yaml: inline model config: target config: rope_scaling: expected")
@@ -121,8 +123,8 @@ def test_replay_refuses_a_policy_specservers_bad_inline_config(tmp_path: Path) -
             "resources": {"gpuType": "L4"},
             "modelSource": {
                 "inline": {
-                    "target": {**load_config(TARGET), "num_attention_heads": 0},
-                    "draft": load_config(DRAFT),
+                    "targetConfig": json.dumps({**load_config(TARGET), "num_attention_heads": 0}),
+                    "draftConfig": json.dumps(load_config(DRAFT)),
                 }
             },
         },

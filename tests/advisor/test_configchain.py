@@ -28,7 +28,12 @@ def example(**model_source: Any) -> tuple[dict[str, Any], SpecServerSpec]:
 def test_inline_configs_come_first_and_later_sources_are_not_asked() -> None:
     target = bundled("Qwen/Qwen3-8B")
     assert target is not None
-    _, spec = example(inline={"target": target.config, "draft": {"architectures": ["X"]}})
+    _, spec = example(
+        inline={
+            "targetConfig": json.dumps(target.config),
+            "draftConfig": '{"architectures": ["X"]}',
+        }
+    )
     asked: list[str] = []
 
     def later(spec: SpecServerSpec) -> Lookup:
@@ -80,7 +85,9 @@ def test_lint_checks_a_specserver_with_its_inline_configs_as_the_operator_does(
     target, draft = bundled("Qwen/Qwen3-8B"), bundled("Tengyunw/qwen3_8b_eagle3")
     assert target is not None and draft is not None
     short = dict(draft.config, max_position_embeddings=2048)
-    doc, _ = example(inline={"target": target.config, "draft": short})
+    doc, _ = example(
+        inline={"targetConfig": json.dumps(target.config), "draftConfig": json.dumps(short)}
+    )
     path = tmp_path / "sps.yaml"
     path.write_text(yaml.safe_dump(doc))
     main(["lint", "--select", "SPEC002", "--format", "json", str(path)])

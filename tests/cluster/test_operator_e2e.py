@@ -189,7 +189,8 @@ def test_short_draft_is_refused_then_fixed(
     doc["spec"]["model"] = {"path": "meta-llama/Llama-3.1-8B-Instruct"}
     doc["spec"]["draft"] = {"path": "org/eagle3-2048"}
     doc["spec"]["resources"]["gpuType"] = "H100"
-    doc["spec"]["modelSource"] = {"inline": {"target": target, "draft": draft}}
+    inline = {"targetConfig": json.dumps(target), "draftConfig": json.dumps(draft)}
+    doc["spec"]["modelSource"] = {"inline": inline}
     apply(kube, namespace, doc)
     sps = wait_for(
         lambda: (
@@ -208,8 +209,8 @@ def test_short_draft_is_refused_then_fixed(
     events = kube.kubectl("get", "events", "-n", namespace, "-o", "json").stdout
     reasons = {(e["type"], e["reason"]) for e in json.loads(events)["items"]}
     assert ("Warning", "SPEC002") in reasons
-    doc["spec"]["modelSource"]["inline"]["draft"] = dict(
-        draft, max_position_embeddings=131072, rope_scaling=target["rope_scaling"]
+    doc["spec"]["modelSource"]["inline"]["draftConfig"] = json.dumps(
+        dict(draft, max_position_embeddings=131072, rope_scaling=target["rope_scaling"])
     )
     apply(kube, namespace, doc)
     wait_for(lambda: get(kube, "deployment", namespace, "llama-short-draft"), 60, "Deployment")

@@ -134,7 +134,10 @@ def test_a_malformed_specserver_does_not_stop_another(
     bad = named(example(), "malformed")
     target = dict(load_config("qwen3-8b"), hidden_size="big")
     bad["spec"]["modelSource"] = {
-        "inline": {"target": target, "draft": load_config("qwen3-8b-eagle3")}
+        "inline": {
+            "targetConfig": json.dumps(target),
+            "draftConfig": json.dumps(load_config("qwen3-8b-eagle3")),
+        }
     }
     # Issue 31: a value of the wrong type where the model shape is read (a KeyError before).
     wrong_type = named(bad, "malformed-arch")
@@ -439,7 +442,7 @@ HOSTILE_SPEC = st.fixed_dictionaries(
         ),
         "modelSource.inline": st.fixed_dictionaries(
             {
-                "target": st.fixed_dictionaries(
+                "targetConfig": st.fixed_dictionaries(
                     {
                         "architectures": st.just(["Qwen3ForCausalLM"]),
                         "hidden_size": st.one_of(st.integers(-5, 2**40), ANY_TEXT),
@@ -447,7 +450,7 @@ HOSTILE_SPEC = st.fixed_dictionaries(
                         "num_hidden_layers": st.integers(0, 64),
                         "vocab_size": st.integers(0, 10**6),
                     }
-                )
+                ).map(json.dumps)
             }
         ),
     },

@@ -241,7 +241,10 @@ CONFIGS = REPO / "advisor/specserver_advisor/data/configs"
 def inline(doc: dict[str, Any], target: dict[str, Any], draft: dict[str, Any]) -> dict[str, Any]:
     """``doc`` with these model configs given inline (spec.modelSource.inline)."""
     doc = copy.deepcopy(doc)
-    doc["spec"]["modelSource"]["inline"] = {"target": target, "draft": draft}
+    doc["spec"]["modelSource"]["inline"] = {
+        "targetConfig": json.dumps(target),
+        "draftConfig": json.dumps(draft),
+    }
     return doc
 
 

@@ -192,7 +192,10 @@ def test_a_malformed_model_config_is_a_condition_not_an_exception(
     bad = copy.deepcopy(BODY)
     target = {**load_config("qwen3-8b"), **change}
     bad["spec"]["modelSource"] = {
-        "inline": {"target": target, "draft": load_config("qwen3-8b-eagle3")}
+        "inline": {
+            "targetConfig": json.dumps(target),
+            "draftConfig": json.dumps(load_config("qwen3-8b-eagle3")),
+        }
     }
     plan = desired(observed(bad), SETTINGS, PassCache())
     assert plan.writes == []

@@ -38,7 +38,12 @@ def test_admission_refuses_a_bad_inline_config_naming_the_key(
             "draft": {"path": "Tengyunw/qwen3_8b_eagle3"},
             "speculative": {"algorithm": "EAGLE3"},
             "resources": {"gpuType": "L4"},
-            "modelSource": {"inline": configs},
+            "modelSource": {
+                "inline": {
+                    "targetConfig": json.dumps(configs["target"]),
+                    "draftConfig": json.dumps(configs["draft"]),
+                }
+            },
         },
     }
     problems = review_specserver(obj).problems

@@ -88,6 +88,8 @@ def test_specservers_keep_their_annotations_but_not_kopfs_copy_of_the_spec() -> 
             "annotations": {
                 "specserver.io/last-handled-configuration": '{"spec": {}}',
                 "specserver.io/pause-auto-speculation": "true",
+                # kubectl's copy of the whole spec (up to 256 KiB): not read by a pass
+                "kubectl.kubernetes.io/last-applied-configuration": '{"spec": {}}',
             },
         },
         "spec": {"mode": "Auto"},

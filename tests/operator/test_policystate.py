@@ -6,7 +6,13 @@ import json
 import math
 
 from specserver_advisor.autocycle import evaluate, load_state
-from specserver_advisor.models import AutoPolicyState, AutoSpeculation, SpecServerStatus
+from specserver_advisor.models import (
+    MAX_POLICY_BANDS,
+    MAX_SWITCH_TIMES,
+    AutoPolicyState,
+    AutoSpeculation,
+    SpecServerStatus,
+)
 from specserver_advisor.policy import Observation, PolicyContext, PolicyState
 from specserver_operator import policystate
 
@@ -90,3 +96,22 @@ def test_a_json_string_state_is_migrated_with_any_other_status_write() -> None:
     assert policystate.migrated({"policyState": "{broken"}) == {"policyState": None}
     assert policystate.migrated({"policyState": {"mode": "On"}}) == {}
     assert policystate.migrated({}) == {}
+
+
+def test_a_string_state_nested_thousands_deep_starts_afresh_instead_of_raising() -> None:
+    # json.loads of this raised RecursionError (not ValueError), out of the whole pass.
+    deep = '{"mode": "on", "bands": ' + "[" * 5000 + "]" * 5000 + "}"
+    assert policystate.parse(deep) is None and policystate.to_advisor(deep) is None
+
+
+def test_a_policy_that_learned_more_bands_than_the_crd_stores_keeps_the_newest() -> None:
+    # The CRD bounds bands (maxProperties): a status with more would be refused on every write.
+    bands = {f"{k}@2.0": {"on": {"score": 1.0, "n": 1, "at": float(k)}} for k in range(300)}
+    times = [float(t) for t in range(400)]
+    state = PolicyState(mode="on", bands=bands, switch_times=times)
+    record = policystate.to_status(json.dumps(state.to_json()))
+    assert record is not None
+    assert len(record["bands"]) == MAX_POLICY_BANDS and "299@2.0" in record["bands"]
+    assert "0@2.0" not in record["bands"]
+    assert record["switchTimes"] == times[-MAX_SWITCH_TIMES:]
+    SpecServerStatus.model_validate({"policyState": record})  # what the CRD accepts

@@ -50,15 +50,16 @@ def _check_inline_configs(spec: SpecServerSpec, raw_spec: Any, doc: Any) -> None
     given = spec.model_source.inline if spec.model_source else None
     if given is None:
         return
-    for role, config in (("target", given.target), ("draft", given.draft)):
+    target, draft = given.configs()  # the model checked both texts are JSON objects
+    for key, config in (("targetConfig", target), ("draftConfig", draft)):
         if config is None:
             continue
         try:
-            check_model_config(config, f"spec.modelSource.inline.{role}")
+            check_model_config(config, f"spec.modelSource.inline.{key}")
         except ConfigShapeError as exc:
             source = raw_spec.get("modelSource") if isinstance(raw_spec, dict) else None
             inline = source.get("inline") if isinstance(source, dict) else None
-            pos = _pos(inline, key=role) if isinstance(inline, dict) else _pos(doc)
+            pos = _pos(inline, key=key) if isinstance(inline, dict) else _pos(doc)
             raise SpecServerError(f"invalid SpecServer: {exc}", pos) from exc
 
 
