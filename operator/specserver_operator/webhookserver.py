@@ -7,7 +7,11 @@ time, is cut off when it passes, and costs a socket and a coroutine meanwhile, n
 A complete request is reviewed on a bounded pool of ``WORKERS`` threads, and the answer is
 written by ``ANSWER_DEADLINE_S`` after the accept, well inside the apiserver's 10 s timeout:
 a review that has not finished by then is answered ``allowed: false`` saying so (fail closed).
-At most ``MAX_CONNECTIONS`` connections are open at once; more are closed at accept.
+At most ``MAX_CONNECTIONS`` connections are open at once, and one peer address has at most
+``MAX_PENDING_PER_PEER`` that are still reading their request: past either, the oldest such
+connection (of that peer, or of all) is cut off to make room for the new one, so a peer that
+keeps re-opening idle connections cuts off its own, never the API server's fresh one (a new
+connection is refused only when all the open ones are being reviewed or answered).
 
 ``health()`` is what ``/healthz`` reports (handlers.py): the loop thread alive and turning, and
 the pool not saturated by reviews older than their deadline.
@@ -40,6 +44,8 @@ READ_DEADLINE_S = 5.0
 #: From the accept to the answer (the apiserver gives up after the configuration's 10 s).
 ANSWER_DEADLINE_S = 8.0
 MAX_CONNECTIONS = 512
+#: Connections one peer address may have still reading their request (handshake, headers, body).
+MAX_PENDING_PER_PEER = 64
 MAX_HEADER_BYTES = 16 * 1024
 MAX_BODY = 4 * 1024 * 1024
 WORKERS = 4
@@ -88,7 +94,10 @@ class Server:
         self.address, self.port, self.context = address, port, context
         self.review, self.client_names, self.workers = review, client_names, workers
         self.pool = concurrent.futures.ThreadPoolExecutor(workers, "specserver-review")
-        self.open = 0
+        self.connections: set[int] = set()
+        #: connections still reading their request, oldest first: id -> (peer address, task)
+        self.pending: dict[int, tuple[str, asyncio.Task[Any]]] = {}
+        self._conn_ids = 0
         self.heartbeat = 0.0
         self.running: dict[int, float] = {}  # review id -> when it started (monotonic)
         self._lock = threading.Lock()
@@ -154,28 +163,68 @@ class Server:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stopping.wait(), HEARTBEAT_S)
 
+    @property
+    def open(self) -> int:
+        """Connections open now (the ones cut off to make room are not counted)."""
+        return len(self.connections)
+
+    def _cut(self, key: int) -> None:
+        # Cancelled, not aborted under it: an aborted handshake leaves the writer without a
+        # transport (asyncio's start_tls returns None), which its __del__ then trips over.
+        _peer, task = self.pending.pop(key)
+        self.connections.discard(key)
+        task.cancel()
+
+    def _make_room(self, peer: str) -> bool:
+        """Room for one more connection from ``peer``, cutting off the oldest still-reading
+        one of that peer past MAX_PENDING_PER_PEER, then of anyone past MAX_CONNECTIONS;
+        False when every open connection is past its read (no room without dropping a
+        review)."""
+        mine = [key for key, (p, _) in self.pending.items() if p == peer]
+        if len(mine) >= MAX_PENDING_PER_PEER:
+            self._cut(mine[0])
+        if len(self.connections) >= MAX_CONNECTIONS:
+            if not self.pending:
+                return False
+            self._cut(next(iter(self.pending)))
+        return True
+
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         accepted = time.monotonic()
-        if self.open >= MAX_CONNECTIONS:
+        peername = writer.get_extra_info("peername")
+        peer = str(peername[0]) if isinstance(peername, tuple) and peername else ""
+        if not self._make_room(peer):
             writer.transport.abort()
             return
-        self.open += 1
+        self._conn_ids += 1
+        key = self._conn_ids
+        self.connections.add(key)
+        task = asyncio.current_task()
+        assert task is not None  # start_server runs each connection as a task
+        self.pending[key] = (peer, task)
         try:
-            await self._serve_one(reader, writer, accepted)
+            await self._serve_one(reader, writer, accepted, key)
             writer.close()
             async with asyncio.timeout(1.0):
                 await writer.wait_closed()
+        except asyncio.CancelledError:  # cut off to make room (_make_room) or the server stops
+            log.debug("webhook: connection cut off")
         except (OSError, ssl.SSLError, TimeoutError, asyncio.IncompleteReadError) as exc:
             log.debug("webhook: connection dropped: %s: %s", type(exc).__name__, exc)
         except Exception as exc:  # one connection's fault stays its own
             log.warning("webhook: connection failed: %s: %s", type(exc).__name__, exc)
         finally:
-            self.open -= 1
+            self.connections.discard(key)
+            self.pending.pop(key, None)
             if not writer.transport.is_closing():
                 writer.transport.abort()
 
     async def _serve_one(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, accepted: float
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        accepted: float,
+        key: int,
     ) -> None:
         async with asyncio.timeout(READ_DEADLINE_S):
             await writer.start_tls(self.context)
@@ -184,6 +233,7 @@ class Server:
             except _BadRequest as exc:
                 await _write(writer, exc.code, {"message": str(exc)})
                 return
+        self.pending.pop(key, None)  # read: no longer one to cut off for room
         ssl_object = writer.get_extra_info("ssl_object")
         cert = ssl_object.getpeercert() if ssl_object is not None else None
         caller = caller_of(cert, self.client_names)
@@ -241,7 +291,7 @@ async def _read_request(reader: asyncio.StreamReader) -> bytes:
     if "transfer-encoding" in headers:
         raise _BadRequest(411, "a Content-Length body is required")
     length = headers.get("content-length", "")
-    if not length.isdigit() or not 0 < int(length) <= MAX_BODY:
+    if not (length.isascii() and length.isdigit()) or not 0 < int(length) <= MAX_BODY:
         raise _BadRequest(400, f"an AdmissionReview body of 1-{MAX_BODY} bytes is required")
     return await reader.readexactly(int(length))
 
