@@ -5,7 +5,7 @@ time fails the test instead of being ignored), trusting the devcluster apiserver
 client CA (scripts/devcluster.py). Issue 25: an idle TCP connection silenced the webhook
 (finding 3), bad input made it fail open (5), a hand-written review answered RBAC questions
 for anyone (6), and model configs from the admin's HF endpoint were never checked at apply
-time (bullet 2).
+time (bullet 2); a crowd of idle connections past the cap shut out the apiserver.
 """
 
 from __future__ import annotations
@@ -90,6 +90,28 @@ def test_idle_and_dripping_peers_do_not_silence_the_webhook(
             for drip in drips:
                 drip.close()
             for sock in idle:
+                sock.close()
+
+
+def test_a_crowd_of_idle_connections_does_not_block_specserver_writes(
+    kube: KubeHandle, namespace: str
+) -> None:
+    """With failurePolicy Fail, one peer (127.0.0.2) holding 600 idle connections to the webhook
+    port, more than its 512 cap, made the apiserver's connection close at accept, so every
+    SpecServer write failed ("failed calling webhook"). Now the apiserver's reviews are
+    answered by the webhook itself while the crowd stays: alice admitted, bob refused."""
+    readers(kube, namespace)
+    with operator_webhook(kube, namespace) as (_name, port):
+        crowd = webhookpeers.idle(port, 600, source="127.0.0.2")
+        try:
+            doc = example(memFractionStatic=None)
+            for _ in range(2):
+                assert timed(kube, namespace, doc, "alice").returncode == 0
+                refused = timed(kube, namespace, doc, "bob")
+                assert "SecretNotReadable" in refused.stderr and "bob may not get" in refused.stderr
+                crowd += webhookpeers.idle(port, 100, source="127.0.0.2")  # re-opened
+        finally:
+            for sock in crowd:
                 sock.close()
 
 
