@@ -13,8 +13,16 @@ connection (of that peer, or of all) is cut off to make room for the new one, so
 keeps re-opening idle connections cuts off its own, never the API server's fresh one (a new
 connection is refused only when all the open ones are being reviewed or answered).
 
+Reviews from a caller that did not show the API server's certificate (when the context asks
+for one) run on a pool of their own, ``SIDE_WORKERS`` wide: a stranger's reviews, however
+costly (a 4 MiB body of ``inline.target: [{}, {}, ...]`` costs the advisor seconds of CPU),
+queue behind each other, never in front of the API server's, and never count against health.
+
 ``health()`` is what ``/healthz`` reports (handlers.py): the loop thread alive and turning, and
-the pool not saturated by reviews older than their deadline.
+the API server's pool not wedged: every worker on a review past its deadline and no review
+finished for ``WEDGED_S``. A pool that is busy but finishing reviews (costly ones, one after
+another) is slow, not wedged: a restart would only take the webhook away (failurePolicy
+Ignore then admits unchecked), so /healthz stays up while reviews are refused at the deadline.
 
 The caller is identified by its TLS client certificate (``Caller``): a certificate that the
 context verified (the admin's client CA, webhook.py) and, when names are configured, whose
@@ -49,6 +57,10 @@ MAX_PENDING_PER_PEER = 64
 MAX_HEADER_BYTES = 16 * 1024
 MAX_BODY = 4 * 1024 * 1024
 WORKERS = 4
+#: Workers for reviews from callers that are not the API server (a client CA is set).
+SIDE_WORKERS = 1
+#: The pool is wedged when all its workers are past the deadline and none finished this long.
+WEDGED_S = 30.0
 #: The loop writes a heartbeat this often; older than HEARTBEAT_STALE_S: it is not turning.
 HEARTBEAT_S = 0.5
 HEARTBEAT_STALE_S = 5.0
@@ -94,6 +106,10 @@ class Server:
         self.address, self.port, self.context = address, port, context
         self.review, self.client_names, self.workers = review, client_names, workers
         self.pool = concurrent.futures.ThreadPoolExecutor(workers, "specserver-review")
+        self.side_pool = concurrent.futures.ThreadPoolExecutor(
+            SIDE_WORKERS, "specserver-review-unverified"
+        )
+        self.finished = time.monotonic()  # when the API server's pool last finished a review
         self.connections: set[int] = set()
         #: connections still reading their request, oldest first: id -> (peer address, task)
         self.pending: dict[int, tuple[str, asyncio.Task[Any]]] = {}
@@ -122,6 +138,7 @@ class Server:
         if self._thread is not None:
             self._thread.join(10)
         self.pool.shutdown(wait=False, cancel_futures=True)
+        self.side_pool.shutdown(wait=False, cancel_futures=True)
 
     def health(self, now: float | None = None) -> str | None:
         """Why the webhook cannot answer now (None: it can)."""
@@ -132,11 +149,19 @@ class Server:
             return f"the webhook's event loop has not turned for {now - self.heartbeat:.0f}s"
         with self._lock:
             stuck = [t for t in self.running.values() if now - t > ANSWER_DEADLINE_S]
-        if len(stuck) >= self.workers:
+            quiet = now - self.finished
+        if len(stuck) >= self.workers and quiet > WEDGED_S:
             return (
                 f"all {self.workers} review workers are busy past the "
-                f"{ANSWER_DEADLINE_S:g}s deadline"
+                f"{ANSWER_DEADLINE_S:g}s deadline and none finished a review for {quiet:.0f}s"
             )
+        return None
+
+    def _pool_for(self, caller: Caller) -> concurrent.futures.ThreadPoolExecutor | None:
+        """The API server's pool (None: the side pool, for a caller that could have shown the
+        API server's certificate and did not)."""
+        if caller.authenticated or self.context.verify_mode == ssl.CERT_NONE:
+            return self.pool
         return None
 
     def _run(self) -> None:
@@ -248,7 +273,11 @@ class Server:
             self._ids += 1
             key = self._ids
 
+        pool = self._pool_for(caller)
+
         def work() -> dict[str, Any]:
+            if pool is None:  # a stranger's: neither counted for health nor in the way
+                return self.review(body, caller, deadline, seen)
             with self._lock:
                 self.running[key] = time.monotonic()
             try:
@@ -256,11 +285,13 @@ class Server:
             finally:
                 with self._lock:
                     self.running.pop(key, None)
+                    self.finished = time.monotonic()
 
         loop = asyncio.get_running_loop()
         try:
             return await asyncio.wait_for(
-                loop.run_in_executor(self.pool, work), max(0.0, deadline - time.monotonic())
+                loop.run_in_executor(pool or self.side_pool, work),
+                max(0.0, deadline - time.monotonic()),
             )
         except TimeoutError:
             return refusal(

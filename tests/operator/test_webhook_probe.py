@@ -8,15 +8,23 @@ seam); tests/cluster/test_webhook_hostile.py runs the same peers against the rea
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
+import json
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from test_webhook_server import Running, review
+from test_webhook_server import FakeClient, Running, review
 
 import webhookpeers
-from specserver_operator.webhookserver import MAX_CONNECTIONS, MAX_PENDING_PER_PEER
+from specserver_operator import webhookserver
+from specserver_operator.admission import ReviewSettings
+from specserver_operator.secretreview import AccessSettings, Caller
+from specserver_operator.webhook import Webhook
+from specserver_operator.webhookserver import MAX_CONNECTIONS, MAX_PENDING_PER_PEER, Server
 
 
 @pytest.fixture
@@ -82,3 +90,103 @@ def test_a_request_that_is_almost_http_gets_an_answer_saying_so(
     out = webhookpeers.raw(running.port, running.ca, request_head.encode("latin-1"))
     assert out.startswith(answer), out[:200]
     assert not [r for r in caplog.records if r.levelname in ("WARNING", "ERROR")]
+
+
+def _server(tmp: Path, answer: webhookserver.Review) -> tuple[Server, str, tuple[Path, Path]]:
+    """A Server on loopback asking for the API server's client certificate (the admin's client
+    CA), answering with ``answer``; (server, its CA, the API server's client pair)."""
+    ca_crt, crt, key = webhookpeers.client_pair(tmp)
+    settings = ReviewSettings(access=AccessSettings(client_ca=str(ca_crt)))
+    hook = Webhook(FakeClient(), 0, "127.0.0.1", "ops/tls", "cfg", ["127.0.0.1"], settings)  # type: ignore[arg-type]
+    hook.ensure_certificate(dt.datetime.now(dt.UTC))
+    assert hook.bundle is not None
+    server = Server("127.0.0.1", 0, hook.context, answer, workers=2)
+    server.start()
+    return server, hook.bundle.ca_crt, (crt, key)
+
+
+def _concurrently(calls: list[Callable[[], Any]]) -> list[Any]:
+    results: list[Any] = []
+    threads = [threading.Thread(target=lambda c=c: results.append(c())) for c in calls]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    return results
+
+
+def test_costly_reviews_from_a_stranger_never_delay_the_apiservers_or_fail_healthz(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Measured: a 4 MiB review of ``inline.target.x: [{}] * 1_000_000`` costs the advisor
+    ~8 s of CPU, and anyone who reaches the port may send it. Four at once held all 4 workers
+    past the 8 s deadline: the apiserver's reviews were refused as "busy" (every SpecServer
+    write with failurePolicy Fail) and /healthz failed, so the kubelet restarted the operator
+    and the webhook was gone (Ignore admits unchecked). Here a stranger's reviews never end;
+    the apiserver's are answered at once, and health stays up."""
+    monkeypatch.setattr(webhookserver, "ANSWER_DEADLINE_S", 1.0)
+    release = threading.Event()
+
+    def answer(body: bytes, caller: Caller, deadline: float, seen: dict[str, str]) -> Any:
+        if not caller.authenticated:
+            release.wait(30)  # as costly as it likes
+        return {"response": {"uid": json.loads(body)["request"]["uid"], "allowed": True}}
+
+    server, ca, apiserver = _server(tmp_path, answer)
+    try:
+        strangers = [
+            lambda u=u: webhookpeers.post(server.port, review(f"s{u}"), ca) for u in range(6)
+        ]
+        ours = [
+            lambda u=u: (
+                time.sleep(0.3),
+                webhookpeers.post(server.port, review(u), ca, apiserver),
+            )[1]
+            for u in ("a", "b", "c", "d")
+        ]
+        results = _concurrently(strangers + ours)
+        answered = {
+            a["response"]["uid"]: (a["response"]["allowed"], took) for _, a, took in results
+        }
+        for uid in ("uid-a", "uid-b", "uid-c", "uid-d"):
+            assert answered[uid][0] is True and answered[uid][1] < 1.0, answered
+        assert all(not ok for uid, (ok, _) in answered.items() if uid.startswith("uid-s"))
+        assert server.health() is None
+    finally:
+        release.set()
+        server.stop()
+
+
+def test_a_pool_busy_with_reviews_that_finish_is_not_reported_wedged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The apiserver's own reviews may be costly too (a tenant's 1.5 MB inline config: ~3 s of
+    CPU each, 4 at once ~12 s): every worker was past the deadline, /healthz failed and the
+    operator was restarted although reviews kept finishing. Health now fails only when no
+    review finished for WEDGED_S as well (a wedge, not a load)."""
+    monkeypatch.setattr(webhookserver, "ANSWER_DEADLINE_S", 1.0)
+    monkeypatch.setattr(webhookserver, "WEDGED_S", 2.5)
+
+    def answer(body: bytes, caller: Caller, deadline: float, seen: dict[str, str]) -> Any:
+        time.sleep(1.5)  # past the deadline, but done
+        return {"response": {"uid": json.loads(body)["request"]["uid"], "allowed": True}}
+
+    server, ca, apiserver = _server(tmp_path, answer)
+    health: list[str | None] = []
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(0.1):
+            health.append(server.health())
+
+    try:
+        threading.Thread(target=watch, daemon=True).start()
+        for _ in range(3):
+            _concurrently(
+                [lambda u=u: webhookpeers.post(server.port, review(u), ca, apiserver) for u in "ab"]
+            )
+        stop.set()
+        assert len(health) > 20 and not [h for h in health if h], health
+    finally:
+        stop.set()
+        server.stop()

@@ -243,8 +243,10 @@ def test_the_pool_saturated_past_the_deadline_is_unhealthy_and_answers_refusals(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Reviews that never finish are answered allowed: false at the deadline (with the uid they
-    were for), several at once, and /healthz reports the pool stuck."""
+    were for), several at once, and /healthz reports the pool stuck (no review finished for
+    WEDGED_S either)."""
     monkeypatch.setattr(webhookserver, "ANSWER_DEADLINE_S", 1.0)
+    monkeypatch.setattr(webhookserver, "WEDGED_S", 1.0)
     release = threading.Event()
 
     def stuck(body: bytes, caller: Caller, deadline: float, seen: dict[str, str]) -> Any:
