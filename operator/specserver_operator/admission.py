@@ -1,6 +1,7 @@
 """Admission review of a SpecServer: every problem at once, with the codes ConfigValid uses.
 
-Called by the webhook server (webhook.py, webhookserver.py) for CREATE and UPDATE; pure but
+Called by the webhook server (webhook.py, webhookserver.py) for CREATE and UPDATE (an UPDATE
+that leaves the spec as it was is admitted unreviewed: ``_metadata_only``); pure but
 for the two callables it is given (a SubjectAccessReview, the grant record) and the one read
 it may make (model configs from the admin's HF endpoint, within the review's deadline).
 Problems:
@@ -208,6 +209,18 @@ def refusal(uid: str, message: str, code: int = 422) -> dict[str, Any]:
     }
 
 
+def _metadata_only(request: dict[str, Any]) -> bool:
+    """An UPDATE that leaves the spec as it was (labels, annotations, finalizers)."""
+    old, obj = request.get("oldObject"), request.get("object")
+    return (
+        request.get("operation") == "UPDATE"
+        and isinstance(old, dict)
+        and isinstance(obj, dict)
+        and "spec" in obj
+        and old.get("spec") == obj.get("spec")
+    )
+
+
 def admission_response(
     review: dict[str, Any],
     review_access: ReviewAccess | None = None,
@@ -233,6 +246,11 @@ def admission_response(
     obj = request.get("object")
     grant = None
     if request.get("operation") not in ("CREATE", "UPDATE") or not isinstance(obj, dict):
+        verdict = Verdict()
+    elif _metadata_only(request):
+        # The spec was admitted before (or is ConfigValid's to report): refusing a label or a
+        # finalizer's removal because a rule changed since would only leave the object stuck
+        # (a foreground delete never ends); nothing new reaches the pod.
         verdict = Verdict()
     else:
         verdict = review_specserver(obj, settings, caller, deadline)

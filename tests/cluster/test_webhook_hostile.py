@@ -22,7 +22,7 @@ from test_webhook import dry_run, example, operator_webhook
 
 import loopbackhttp
 import webhookpeers
-from conftest import KubeHandle, load_config
+from conftest import REPO, KubeHandle, load_config
 from specserver_operator.webhookserver import READ_DEADLINE_S
 
 #: The apiserver gives the webhook 10 s (webhook_config); every answer must come well before.
@@ -113,6 +113,34 @@ def test_a_crowd_of_idle_connections_does_not_block_specserver_writes(
         finally:
             for sock in crowd:
                 sock.close()
+
+
+def test_a_stored_specserver_the_webhook_now_refuses_can_still_be_labelled_and_finalized(
+    kube: KubeHandle, namespace: str
+) -> None:
+    """A SpecServer stored before the webhook was there (hostPath, which the pod policy
+    refuses) could not be labelled, and a finalizer on it could never be removed, so its
+    delete never ended: every UPDATE was reviewed as a create. Metadata-only updates are
+    admitted; a spec change is still refused."""
+    kube.kubectl("apply", "-f", str(REPO / "crds"))
+    doc = example(memFractionStatic=None)
+    doc["spec"]["modelSource"]["volume"] = {"hostPath": "/data/models", "mountPath": "/models"}
+    doc["metadata"]["finalizers"] = ["example.com/hold"]
+    kube.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(doc))
+    name = doc["metadata"]["name"]
+    with operator_webhook(kube, namespace):
+        refused = kube.kubectl(
+            "patch", "specserver", name, "-n", namespace, "--type=merge",
+            "-p", '{"spec": {"replicas": 2}}', check=False,
+        )  # fmt: skip
+        assert "denied the request" in refused.stderr and "hostPath" in refused.stderr
+        kube.kubectl("label", "specserver", name, "-n", namespace, "team=a")
+        kube.kubectl("delete", "specserver", name, "-n", namespace, "--wait=false")
+        kube.kubectl(
+            "patch", "specserver", name, "-n", namespace, "--type=json",
+            "-p", '[{"op": "remove", "path": "/metadata/finalizers"}]',
+        )  # fmt: skip
+        assert get(kube, "specserver", namespace, name) is None
 
 
 def test_a_hand_written_review_learns_nothing_about_secret_access(

@@ -8,6 +8,7 @@ seam); tests/cluster/test_webhook_hostile.py runs the same peers against the rea
 from __future__ import annotations
 
 import contextlib
+import copy
 import datetime as dt
 import json
 import threading
@@ -17,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_webhook_server import FakeClient, Running, review
+from test_webhook_server import FakeClient, Running, flagship, review
 
 import webhookpeers
 from specserver_operator import webhookserver
-from specserver_operator.admission import ReviewSettings
+from specserver_operator.admission import ReviewSettings, admission_response
 from specserver_operator.secretreview import AccessSettings, Caller
 from specserver_operator.webhook import Webhook
 from specserver_operator.webhookserver import MAX_CONNECTIONS, MAX_PENDING_PER_PEER, Server
@@ -190,3 +191,31 @@ def test_a_pool_busy_with_reviews_that_finish_is_not_reported_wedged(
     finally:
         stop.set()
         server.stop()
+
+
+def test_an_update_that_leaves_the_spec_as_it_was_is_admitted_even_if_the_spec_is_refused_now() -> (
+    None
+):
+    """A SpecServer stored before a rule refused it (created while the webhook was down, or
+    before the admin tightened the pod policy) could not get a label, and a foreground delete
+    never ended: the garbage collector's PATCH removing its finalizer was refused. An UPDATE
+    that leaves the spec as it was is admitted; one that changes it is reviewed as before."""
+    host = flagship()
+    host["spec"]["modelSource"]["volume"] = {"hostPath": "/data/models", "mountPath": "/models"}
+    del host["spec"]["modelSource"]["hfTokenSecretRef"]
+    labelled = copy.deepcopy(host)
+    labelled["metadata"]["labels"] = {"team": "a"}
+    labelled["metadata"]["finalizers"] = []
+
+    def update(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+        request = {"uid": "u", "operation": "UPDATE", "object": new, "oldObject": old}
+        answer: dict[str, Any] = admission_response({"request": request})["response"]
+        return answer
+
+    assert update(host, labelled) == {"uid": "u", "allowed": True}
+    changed = copy.deepcopy(labelled)
+    changed["spec"]["replicas"] = 2
+    refused = update(host, changed)
+    assert refused["allowed"] is False and "hostPath" in refused["status"]["message"]
+    no_old = admission_response({"request": {"uid": "u", "operation": "UPDATE", "object": host}})
+    assert no_old["response"]["allowed"] is False
