@@ -18,6 +18,11 @@ for one) run on a pool of their own, ``SIDE_WORKERS`` wide: a stranger's reviews
 costly (a 4 MiB body of ``inline.target: [{}, {}, ...]`` costs the advisor seconds of CPU),
 queue behind each other, never in front of the API server's, and never count against health.
 
+Of the API server's pool, one namespace's reviews hold at most ``PER_NAMESPACE`` workers at
+once (the namespace the API server wrote into the review, so a tenant cannot take another's
+share): a tenant whose SpecServers are costly to review (a 1.5 MB inline config, seconds of CPU
+each) waits behind its own reviews, and another namespace's are still answered at once.
+
 ``health()`` is what ``/healthz`` reports (handlers.py): the loop thread alive and turning, and
 the API server's pool not wedged: every worker on a review past its deadline and no review
 finished for ``WEDGED_S``. A pool that is busy but finishing reviews (costly ones, one after
@@ -37,10 +42,12 @@ import concurrent.futures
 import contextlib
 import json
 import logging
+import re
 import ssl
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from specserver_operator.admission import Caller, refusal
@@ -57,6 +64,8 @@ MAX_PENDING_PER_PEER = 64
 MAX_HEADER_BYTES = 16 * 1024
 MAX_BODY = 4 * 1024 * 1024
 WORKERS = 4
+#: Of WORKERS, how many one namespace's reviews may hold at once.
+PER_NAMESPACE = 2
 #: Workers for reviews from callers that are not the API server (a client CA is set).
 SIDE_WORKERS = 1
 #: The pool is wedged when all its workers are past the deadline and none finished this long.
@@ -69,6 +78,28 @@ HEARTBEAT_STALE_S = 5.0
 #: uid into ``seen["uid"]`` as soon as it is known (for an answer made without it) and returns
 #: the AdmissionReview answer. Must not raise (admission.answer_body).
 Review = Callable[[bytes, Caller, float, dict[str, str]], dict[str, Any]]
+
+
+#: request.namespace as the API server writes it: Go's encoding keeps the request's field
+#: order (uid, kind, resource, ..., name, namespace, operation, userInfo, object), so the first
+#: "namespace" key in the body's head is the request's own, before any tenant-written text.
+_NAMESPACE = re.compile(rb'"namespace"\s*:\s*"([a-z0-9.-]{0,253})"')
+_NAMESPACE_HEAD = 4096
+
+
+def review_namespace(body: bytes) -> str:
+    """The namespace of an AdmissionReview from the API server, read from the head of its
+    body without parsing it ("" when not there: one share for all such reviews)."""
+    found = _NAMESPACE.search(body, 0, _NAMESPACE_HEAD)
+    return found.group(1).decode() if found else ""
+
+
+@dataclass
+class _Share:
+    """One namespace's share of the API server's workers, and how many reviews use it."""
+
+    slots: asyncio.Semaphore
+    users: int = 0
 
 
 class _BadRequest(Exception):
@@ -110,6 +141,7 @@ class Server:
             SIDE_WORKERS, "specserver-review-unverified"
         )
         self.finished = time.monotonic()  # when the API server's pool last finished a review
+        self.shares: dict[str, _Share] = {}  # namespace -> its share (while it has reviews)
         self.connections: set[int] = set()
         #: connections still reading their request, oldest first: id -> (peer address, task)
         self.pending: dict[int, tuple[str, asyncio.Task[Any]]] = {}
@@ -287,11 +319,51 @@ class Server:
                     self.running.pop(key, None)
                     self.finished = time.monotonic()
 
+        if pool is None:
+            return await self._submit(self.side_pool, work, deadline, seen)
+        namespace = review_namespace(body)
+        share = self.shares.setdefault(namespace, _Share(asyncio.Semaphore(PER_NAMESPACE)))
+        share.users += 1
+
+        def leave() -> None:
+            share.users -= 1
+            if not share.users and self.shares.get(namespace) is share:
+                del self.shares[namespace]
+
+        try:
+            async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                await share.slots.acquire()
+        except TimeoutError:
+            leave()
+            return refusal(
+                seen.get("uid", ""),
+                f"the review did not start within {ANSWER_DEADLINE_S:g}s: namespace "
+                f"{namespace!r} already has {PER_NAMESPACE} reviews in progress",
+            )
+
+        def done() -> None:  # when the work has finished, not at the deadline
+            share.slots.release()
+            leave()
+
+        return await self._submit(pool, work, deadline, seen, done)
+
+    async def _submit(
+        self,
+        pool: concurrent.futures.ThreadPoolExecutor,
+        work: Callable[[], dict[str, Any]],
+        deadline: float,
+        seen: dict[str, str],
+        done: Callable[[], None] | None = None,
+    ) -> dict[str, Any]:
+        """``work``'s answer on ``pool``, or a refusal at ``deadline`` (``done`` is called on
+        the loop once the work has finished or was cancelled before it started)."""
         loop = asyncio.get_running_loop()
+        future = pool.submit(work)
+        if done is not None:
+            future.add_done_callback(lambda _f: loop.call_soon_threadsafe(done))
         try:
             return await asyncio.wait_for(
-                loop.run_in_executor(pool or self.side_pool, work),
-                max(0.0, deadline - time.monotonic()),
+                asyncio.wrap_future(future), max(0.0, deadline - time.monotonic())
             )
         except TimeoutError:
             return refusal(

@@ -219,3 +219,72 @@ def test_an_update_that_leaves_the_spec_as_it_was_is_admitted_even_if_the_spec_i
     assert refused["allowed"] is False and "hostPath" in refused["status"]["message"]
     no_old = admission_response({"request": {"uid": "u", "operation": "UPDATE", "object": host}})
     assert no_old["response"]["allowed"] is False
+
+
+def in_namespace(namespace: str, user: str) -> dict[str, Any]:
+    r = review(user)
+    r["request"]["namespace"] = namespace
+    return r
+
+
+def test_one_namespaces_costly_reviews_leave_workers_for_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the apiserver a tenant can send ~1.5 MB SpecServers that cost ~3 s of CPU to
+    review (inline.target: [{}, ...]); four dry-run applies at a time held all 4 workers past
+    the deadline, so every other tenant's SpecServer write was refused as "busy". One
+    namespace's reviews now hold at most PER_NAMESPACE workers: another namespace's are
+    answered at once, and the flooding namespace's extra ones are refused naming it."""
+    monkeypatch.setattr(webhookserver, "ANSWER_DEADLINE_S", 1.5)
+    release = threading.Event()
+
+    def answer(body: bytes, caller: Caller, deadline: float, seen: dict[str, str]) -> Any:
+        request = json.loads(body)["request"]
+        if request["namespace"] == "flood":
+            release.wait(30)
+        return {"response": {"uid": request["uid"], "allowed": True}}
+
+    ca_crt, crt, key = webhookpeers.client_pair(tmp_path)
+    settings = ReviewSettings(access=AccessSettings(client_ca=str(ca_crt)))
+    hook = Webhook(FakeClient(), 0, "127.0.0.1", "ops/tls", "cfg", ["127.0.0.1"], settings)  # type: ignore[arg-type]
+    hook.ensure_certificate(dt.datetime.now(dt.UTC))
+    assert hook.bundle is not None
+    ca = hook.bundle.ca_crt
+    server = Server("127.0.0.1", 0, hook.context, answer, workers=4)
+    server.start()
+    try:
+        flood = [
+            lambda u=u: webhookpeers.post(
+                server.port, in_namespace("flood", f"f{u}"), ca, (crt, key)
+            )
+            for u in range(6)
+        ]
+        others = [
+            lambda u=u: (
+                time.sleep(0.3),
+                webhookpeers.post(server.port, in_namespace("team-b", u), ca, (crt, key)),
+            )[1]
+            for u in ("a", "b", "c")
+        ]
+        results = _concurrently(flood + others)
+        by_uid = {a["response"]["uid"]: (a["response"], took) for _, a, took in results}
+        for uid in ("uid-a", "uid-b", "uid-c"):
+            assert by_uid[uid][0]["allowed"] is True and by_uid[uid][1] < 1.0, by_uid
+        refused = [a for a, _ in by_uid.values() if not a["allowed"]]
+        assert refused and any(
+            "namespace 'flood' already has" in a["status"]["message"] for a in refused
+        )
+        release.set()
+        time.sleep(0.3)
+        assert server.shares == {}
+    finally:
+        release.set()
+        server.stop()
+
+
+def test_the_namespace_of_a_review_is_read_from_the_apiservers_field_order() -> None:
+    head = b'{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"u",'
+    body = head + b'"name":"x","namespace":"team-a","operation":"CREATE","object":{}}}'
+    assert webhookserver.review_namespace(body) == "team-a"
+    assert webhookserver.review_namespace(b'{"request":{"uid":"u"}}') == ""
+    assert webhookserver.review_namespace(b" " * 5000 + b'"namespace":"late"') == ""

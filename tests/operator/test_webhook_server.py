@@ -247,6 +247,7 @@ def test_the_pool_saturated_past_the_deadline_is_unhealthy_and_answers_refusals(
     WEDGED_S either)."""
     monkeypatch.setattr(webhookserver, "ANSWER_DEADLINE_S", 1.0)
     monkeypatch.setattr(webhookserver, "WEDGED_S", 1.0)
+    monkeypatch.setattr(webhookserver, "PER_NAMESPACE", 3)  # one namespace may fill the pool
     release = threading.Event()
 
     def stuck(body: bytes, caller: Caller, deadline: float, seen: dict[str, str]) -> Any:
