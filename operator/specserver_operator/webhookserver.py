@@ -87,6 +87,17 @@ _NAMESPACE = re.compile(rb'"namespace"\s*:\s*"([a-z0-9.-]{0,253})"')
 _NAMESPACE_HEAD = 4096
 
 
+_UID = re.compile(rb'"uid"\s*:\s*"([A-Za-z0-9._:-]{1,128})"')
+
+
+def review_uid(body: bytes) -> str:
+    """request.uid of an AdmissionReview from the API server (the first key of its request,
+    after apiVersion and kind), read from the head of its body without parsing it, for an answer
+    made before the review parsed it ("" when not there)."""
+    found = _UID.search(body, 0, _NAMESPACE_HEAD)
+    return found.group(1).decode() if found else ""
+
+
 def review_namespace(body: bytes) -> str:
     """The namespace of an AdmissionReview from the API server, read from the head of its
     body without parsing it ("" when not there: one share for all such reviews)."""
@@ -300,7 +311,9 @@ class Server:
 
     async def _reviewed(self, body: bytes, caller: Caller, deadline: float) -> dict[str, Any]:
         """The review's answer, or a refusal when it is not done by ``deadline``."""
-        seen: dict[str, str] = {}
+        # The uid from the body's head now: a refusal with another uid (or none) is a failed
+        # call to the apiserver, which failurePolicy Ignore then admits unchecked.
+        seen: dict[str, str] = {"uid": review_uid(body)}
         with self._lock:
             self._ids += 1
             key = self._ids

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import threading
 import time
 from typing import Any
 
@@ -141,6 +142,60 @@ def test_a_stored_specserver_the_webhook_now_refuses_can_still_be_labelled_and_f
             "-p", '[{"op": "remove", "path": "/metadata/finalizers"}]',
         )  # fmt: skip
         assert get(kube, "specserver", namespace, name) is None
+
+
+def test_one_tenants_costly_specservers_do_not_block_another_namespaces_writes(
+    kube: KubeHandle, namespace: str
+) -> None:
+    """Four dry-run creates at a time of a ~1.2 MB SpecServer (inline.target with 400,000
+    empty objects: seconds of CPU per review) in one namespace held every webhook worker past
+    its deadline, and another namespace's SpecServer was refused "the webhook is busy"; the
+    reviews refused while still queued had no uid ("failed calling webhook": admitted under
+    failurePolicy Ignore). Now the other namespace's write is answered by the webhook in time
+    while the flood goes on, and every refusal carries its review's uid."""
+    other = f"{namespace[:50]}-b"
+    kube.kubectl("create", "namespace", other)
+    try:
+        kube.kubectl("label", "namespace", other, f"specserver-webhook-test={namespace}")
+        heavy = example(memFractionStatic=None)
+        del heavy["spec"]["modelSource"]["hfTokenSecretRef"]
+        target = load_config("qwen3-8b")
+        target["x"] = [{}] * 400_000
+        heavy["spec"]["modelSource"]["inline"] = {"target": target}
+        body = json.dumps(heavy)
+        light = example(memFractionStatic=None)
+        del light["spec"]["modelSource"]["hfTokenSecretRef"]
+        with operator_webhook(kube, namespace):
+            stop = threading.Event()
+
+            answers: list[str] = []
+
+            def flood() -> None:
+                while not stop.is_set():
+                    done = kube.kubectl(
+                        "create", "--dry-run=server", "-n", namespace, "-f", "-",
+                        input=body, check=False,
+                    )  # fmt: skip
+                    answers.append(done.stderr)
+
+            floods = [threading.Thread(target=flood, daemon=True) for _ in range(4)]
+            for t in floods:
+                t.start()
+            try:
+                time.sleep(4.0)
+                for _ in range(2):
+                    done = timed(kube, other, light)
+                    assert done.returncode == 0, done.stderr
+            finally:
+                stop.set()
+                for t in floods:
+                    t.join(30)
+            # The flood's own reviews that the webhook could not get to are refused by it,
+            # carrying their uid: an answer without it was a failed call, which failurePolicy
+            # Ignore admits unchecked (a Secret name included).
+            assert answers and not [a for a in answers if "failed calling webhook" in a], answers
+    finally:
+        kube.kubectl("delete", "namespace", other, "--wait=false", check=False)
 
 
 def test_a_hand_written_review_learns_nothing_about_secret_access(

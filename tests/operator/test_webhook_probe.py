@@ -268,6 +268,7 @@ def test_one_namespaces_costly_reviews_leave_workers_for_the_others(
         ]
         results = _concurrently(flood + others)
         by_uid = {a["response"]["uid"]: (a["response"], took) for _, a, took in results}
+        assert len(by_uid) == 9  # each answer carries its own uid, the refused ones' too
         for uid in ("uid-a", "uid-b", "uid-c"):
             assert by_uid[uid][0]["allowed"] is True and by_uid[uid][1] < 1.0, by_uid
         refused = [a for a, _ in by_uid.values() if not a["allowed"]]
@@ -288,3 +289,12 @@ def test_the_namespace_of_a_review_is_read_from_the_apiservers_field_order() -> 
     assert webhookserver.review_namespace(body) == "team-a"
     assert webhookserver.review_namespace(b'{"request":{"uid":"u"}}') == ""
     assert webhookserver.review_namespace(b" " * 5000 + b'"namespace":"late"') == ""
+
+
+def test_the_uid_of_a_review_is_read_from_the_head_of_its_body() -> None:
+    body = b'{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":'
+    assert webhookserver.review_uid(body + b'"705ab4f5-6393-11e8-b7cc-42010a800002"}}') == (
+        "705ab4f5-6393-11e8-b7cc-42010a800002"
+    )
+    assert webhookserver.review_uid(b'{"request":{"uid":"a\\"b"}}') == ""
+    assert webhookserver.review_uid(b" " * 5000 + b'"uid":"late"') == ""
