@@ -26,6 +26,7 @@ exception while reviewing, into ``allowed: false`` naming the exception, never a
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -58,6 +59,7 @@ __all__ = [
     "answer_body",
     "refusal",
     "review_specserver",
+    "review_uid",
 ]
 
 MAX_BODY = 4 * 1024 * 1024
@@ -196,6 +198,19 @@ def review_specserver(
     return verdict
 
 
+#: How much of a body's head review_uid (and webhookserver's namespace) look at.
+HEAD_BYTES = 4096
+_UID = re.compile(rb'"uid"\s*:\s*"([A-Za-z0-9._:-]{1,128})"')
+
+
+def review_uid(body: bytes) -> str:
+    """request.uid of an AdmissionReview from the API server (the first key of its request,
+    after apiVersion and kind), read from the head of its body without parsing it, for an answer
+    made before the review parsed it ("" when not there)."""
+    found = _UID.search(body, 0, HEAD_BYTES)
+    return found.group(1).decode() if found else ""
+
+
 def refusal(uid: str, message: str, code: int = 422) -> dict[str, Any]:
     """An AdmissionReview answer refusing request ``uid`` with ``message``."""
     return {
@@ -283,7 +298,7 @@ def answer_body(
     """``respond``'s answer to the AdmissionReview in ``body``; fail closed: a body that is not
     a bounded JSON AdmissionReview (``loaders.bounded``), and any exception while reviewing,
     is ``allowed: false`` naming it. ``seen["uid"]``: the request's uid once it is known."""
-    uid = ""
+    uid = review_uid(body)  # for a body that does not parse: uid "" is a failed call (Ignore)
     try:
         review = bounded.json_object(
             body, "the AdmissionReview body", max_bytes=MAX_BODY, max_depth=MAX_DEPTH

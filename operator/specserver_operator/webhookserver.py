@@ -50,7 +50,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from specserver_operator.admission import Caller, refusal
+from specserver_operator.admission import HEAD_BYTES, Caller, refusal, review_uid
 
 log = logging.getLogger("specserver.webhook")
 PATH = "/validate"
@@ -63,6 +63,8 @@ MAX_CONNECTIONS = 512
 MAX_PENDING_PER_PEER = 64
 MAX_HEADER_BYTES = 16 * 1024
 MAX_BODY = 4 * 1024 * 1024
+#: A body over MAX_BODY up to this is read through (its head kept) and refused with its uid.
+MAX_DISCARD = 16 * 1024 * 1024
 WORKERS = 4
 #: Of WORKERS, how many one namespace's reviews may hold at once.
 PER_NAMESPACE = 2
@@ -84,24 +86,12 @@ Review = Callable[[bytes, Caller, float, dict[str, str]], dict[str, Any]]
 #: order (uid, kind, resource, ..., name, namespace, operation, userInfo, object), so the first
 #: "namespace" key in the body's head is the request's own, before any tenant-written text.
 _NAMESPACE = re.compile(rb'"namespace"\s*:\s*"([a-z0-9.-]{0,253})"')
-_NAMESPACE_HEAD = 4096
-
-
-_UID = re.compile(rb'"uid"\s*:\s*"([A-Za-z0-9._:-]{1,128})"')
-
-
-def review_uid(body: bytes) -> str:
-    """request.uid of an AdmissionReview from the API server (the first key of its request,
-    after apiVersion and kind), read from the head of its body without parsing it, for an answer
-    made before the review parsed it ("" when not there)."""
-    found = _UID.search(body, 0, _NAMESPACE_HEAD)
-    return found.group(1).decode() if found else ""
 
 
 def review_namespace(body: bytes) -> str:
     """The namespace of an AdmissionReview from the API server, read from the head of its
     body without parsing it ("" when not there: one share for all such reviews)."""
-    found = _NAMESPACE.search(body, 0, _NAMESPACE_HEAD)
+    found = _NAMESPACE.search(body, 0, HEAD_BYTES)
     return found.group(1).decode() if found else ""
 
 
@@ -111,6 +101,14 @@ class _Share:
 
     slots: asyncio.Semaphore
     users: int = 0
+
+
+class _TooLarge(Exception):
+    """A body over MAX_BODY, read through: its first HEAD_BYTES and its length."""
+
+    def __init__(self, head: bytes, length: int) -> None:
+        super().__init__(length)
+        self.head, self.length = head, length
 
 
 class _BadRequest(Exception):
@@ -301,6 +299,10 @@ class Server:
             except _BadRequest as exc:
                 await _write(writer, exc.code, {"message": str(exc)})
                 return
+            except _TooLarge as exc:  # refused as a review: a 400 is a failed call (Ignore admits)
+                message = f"the AdmissionReview body is {exc.length} bytes, over {MAX_BODY}"
+                await _write(writer, 200, refusal(review_uid(exc.head), message))
+                return
         self.pending.pop(key, None)  # read: no longer one to cut off for room
         ssl_object = writer.get_extra_info("ssl_object")
         cert = ssl_object.getpeercert() if ssl_object is not None else None
@@ -407,9 +409,19 @@ async def _read_request(reader: asyncio.StreamReader) -> bytes:
     if "transfer-encoding" in headers:
         raise _BadRequest(411, "a Content-Length body is required")
     length = headers.get("content-length", "")
-    if not (length.isascii() and length.isdigit()) or not 0 < int(length) <= MAX_BODY:
+    if not (length.isascii() and length.isdigit()) or not 0 < int(length) <= MAX_DISCARD:
         raise _BadRequest(400, f"an AdmissionReview body of 1-{MAX_BODY} bytes is required")
-    return await reader.readexactly(int(length))
+    size = int(length)
+    if size <= MAX_BODY:
+        return await reader.readexactly(size)
+    head = await reader.readexactly(HEAD_BYTES)
+    left = size - len(head)
+    while left:
+        chunk = await reader.read(min(left, 1 << 16))
+        if not chunk:
+            raise asyncio.IncompleteReadError(b"", left)
+        left -= len(chunk)
+    raise _TooLarge(head, size)
 
 
 async def _write(writer: asyncio.StreamWriter, code: int, body: dict[str, Any]) -> None:

@@ -198,6 +198,31 @@ def test_one_tenants_costly_specservers_do_not_block_another_namespaces_writes(
         kube.kubectl("delete", "namespace", other, "--wait=false", check=False)
 
 
+def test_a_review_body_the_webhook_cannot_read_is_refused_with_its_uid_under_ignore(
+    kube: KubeHandle, namespace: str
+) -> None:
+    """With failurePolicy Ignore (as in manifests/), bob, who may not read hf-token, named it
+    in a SpecServer whose inline target is nested 80 levels deep: the webhook refused the body
+    as too deep with uid "", the apiserver took that for a failed call, and Ignore admitted
+    the SpecServer, Secret name and all. Now the refusal carries the uid and stands."""
+    readers(kube, namespace)
+    deep: Any = 1
+    for _ in range(80):
+        deep = {"a": deep}
+    doc = example(memFractionStatic=None)
+    target = load_config("qwen3-8b")
+    target["x"] = deep
+    doc["spec"]["modelSource"]["inline"] = {"target": target}
+    with operator_webhook(kube, namespace) as (name, _port):
+        kube.kubectl(
+            "patch", "validatingwebhookconfiguration", name, "--type=json",
+            "-p", '[{"op": "replace", "path": "/webhooks/0/failurePolicy", "value": "Ignore"}]',
+        )  # fmt: skip
+        refused = timed(kube, namespace, doc, "bob")
+        assert refused.returncode != 0, "admitted: the webhook's answer was ignored"
+        assert "denied the request" in refused.stderr and "nested more than" in refused.stderr
+
+
 def test_a_hand_written_review_learns_nothing_about_secret_access(
     kube: KubeHandle, namespace: str
 ) -> None:

@@ -22,7 +22,12 @@ from test_webhook_server import FakeClient, Running, flagship, review
 
 import webhookpeers
 from specserver_operator import webhookserver
-from specserver_operator.admission import ReviewSettings, admission_response
+from specserver_operator.admission import (
+    ReviewSettings,
+    admission_response,
+    answer_body,
+    review_uid,
+)
 from specserver_operator.secretreview import AccessSettings, Caller
 from specserver_operator.webhook import Webhook
 from specserver_operator.webhookserver import MAX_CONNECTIONS, MAX_PENDING_PER_PEER, Server
@@ -293,8 +298,31 @@ def test_the_namespace_of_a_review_is_read_from_the_apiservers_field_order() -> 
 
 def test_the_uid_of_a_review_is_read_from_the_head_of_its_body() -> None:
     body = b'{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":'
-    assert webhookserver.review_uid(body + b'"705ab4f5-6393-11e8-b7cc-42010a800002"}}') == (
+    assert review_uid(body + b'"705ab4f5-6393-11e8-b7cc-42010a800002"}}') == (
         "705ab4f5-6393-11e8-b7cc-42010a800002"
     )
-    assert webhookserver.review_uid(b'{"request":{"uid":"a\\"b"}}') == ""
-    assert webhookserver.review_uid(b" " * 5000 + b'"uid":"late"') == ""
+    assert review_uid(b'{"request":{"uid":"a\\"b"}}') == ""
+    assert review_uid(b" " * 5000 + b'"uid":"late"') == ""
+
+
+def test_a_body_that_cannot_be_read_is_refused_with_its_uid(running: Running) -> None:
+    """Finding: a SpecServer whose inline target is nested past the body's 64 levels, or a
+    review body over 4 MiB (an UPDATE of a large object), was refused with uid "" (or a 400):
+    to the apiserver a failed call, which failurePolicy Ignore admits, Secret name and all.
+    Both are refusals of that review now, uid included."""
+    deep: Any = 1
+    for _ in range(80):
+        deep = {"a": deep}
+    obj = flagship()
+    obj["spec"]["modelSource"]["inline"] = {"target": {"x": deep}}
+    body = json.dumps(review("bob", obj)).encode()
+    answer = answer_body(body, lambda _r: {})["response"]
+    assert answer["uid"] == "uid-bob" and answer["allowed"] is False
+    assert "nested more than" in answer["status"]["message"]
+    big = review("bob")
+    big["request"]["object"]["metadata"]["annotations"] = {"x": "y" * (5 * 1024 * 1024)}
+    status, over, _ = running.post(big)
+    assert status == 200 and over["response"]["uid"] == "uid-bob"
+    assert over["response"]["allowed"] is False
+    assert "over 4194304" in over["response"]["status"]["message"]
+    assert running.client.asked == []
