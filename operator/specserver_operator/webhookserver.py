@@ -18,6 +18,13 @@ for one) run on a pool of their own, ``SIDE_WORKERS`` wide: a stranger's reviews
 costly (a 4 MiB body of ``inline.target: [{}, {}, ...]`` costs the advisor seconds of CPU),
 queue behind each other, never in front of the API server's, and never count against health.
 
+Memory is bounded by bytes, not by requests: a stranger's body is at most
+``STRANGER_MAX_BODY``; the bodies held at once (read and not yet answered) at most
+``MAX_HELD``, and those under review at once (parsing one costs ~35x its size) at most
+``REVIEW_BYTES`` (any one alone). Past a limit the API server's review is read through and
+refused with its uid (a 4xx or a dropped connection is a failed call, which failurePolicy
+Ignore admits), a stranger's gets 413 or 503.
+
 Of the API server's pool, one namespace's reviews hold at most ``PER_NAMESPACE`` workers at
 once (the namespace the API server wrote into the review, so a tenant cannot take another's
 share): a tenant whose SpecServers are costly to review (a 1.5 MB inline config, seconds of CPU
@@ -65,6 +72,14 @@ MAX_HEADER_BYTES = 16 * 1024
 MAX_BODY = 4 * 1024 * 1024
 #: A body over MAX_BODY up to this is read through (its head kept) and refused with its uid.
 MAX_DISCARD = 16 * 1024 * 1024
+#: The largest body from a caller that is not the API server (while a client CA is set).
+STRANGER_MAX_BODY = 256 * 1024
+#: Bodies held at once (read, or being read, and not yet answered); past it a new one is
+#: refused (read through, refused with its uid; a stranger's: 503).
+MAX_HELD = 32 * 1024 * 1024
+#: Bodies under review at once: parsing and validating one costs ~35x its size in memory
+#: (a 4 MiB body of [{}, ...] +136 MB RSS), so one of MAX_BODY, or many small ones.
+REVIEW_BYTES = 4 * 1024 * 1024
 WORKERS = 4
 #: Of WORKERS, how many one namespace's reviews may hold at once.
 PER_NAMESPACE = 2
@@ -104,11 +119,11 @@ class _Share:
 
 
 class _TooLarge(Exception):
-    """A body over MAX_BODY, read through: its first HEAD_BYTES and its length."""
+    """A body refused unread (over a limit), read through: its first HEAD_BYTES and why."""
 
-    def __init__(self, head: bytes, length: int) -> None:
-        super().__init__(length)
-        self.head, self.length = head, length
+    def __init__(self, head: bytes, message: str) -> None:
+        super().__init__(message)
+        self.head, self.message = head, message
 
 
 class _BadRequest(Exception):
@@ -151,6 +166,8 @@ class Server:
         )
         self.finished = time.monotonic()  # when the API server's pool last finished a review
         self.shares: dict[str, _Share] = {}  # namespace -> its share (while it has reviews)
+        self.held = 0  # bytes of bodies read or being read, not yet answered (MAX_HELD)
+        self.reviewing = 0  # bytes of bodies under review (REVIEW_BYTES)
         self.connections: set[int] = set()
         #: connections still reading their request, oldest first: id -> (peer address, task)
         self.pending: dict[int, tuple[str, asyncio.Task[Any]]] = {}
@@ -292,24 +309,53 @@ class Server:
         accepted: float,
         key: int,
     ) -> None:
-        async with asyncio.timeout(READ_DEADLINE_S):
-            await writer.start_tls(self.context)
-            try:
-                body = await _read_request(reader)
-            except _BadRequest as exc:
-                await _write(writer, exc.code, {"message": str(exc)})
-                return
-            except _TooLarge as exc:  # refused as a review: a 400 is a failed call (Ignore admits)
-                message = f"the AdmissionReview body is {exc.length} bytes, over {MAX_BODY}"
-                await _write(writer, 200, refusal(review_uid(exc.head), message))
-                return
-        self.pending.pop(key, None)  # read: no longer one to cut off for room
-        ssl_object = writer.get_extra_info("ssl_object")
-        cert = ssl_object.getpeercert() if ssl_object is not None else None
-        caller = caller_of(cert, self.client_names)
-        answer = await self._reviewed(body, caller, accepted + ANSWER_DEADLINE_S)
-        async with asyncio.timeout(max(0.1, accepted + ANSWER_DEADLINE_S + 1.0 - time.monotonic())):
-            await _write(writer, 200, answer)
+        held = 0
+        try:
+            async with asyncio.timeout(READ_DEADLINE_S):
+                await writer.start_tls(self.context)
+                ssl_object = writer.get_extra_info("ssl_object")
+                cert = ssl_object.getpeercert() if ssl_object is not None else None
+                caller = caller_of(cert, self.client_names)
+                size = 0
+                try:
+                    size = await _read_head(reader)
+                    self._check_size(size, self._pool_for(caller) is None)
+                    held = size
+                    self.held += held
+                    body = await reader.readexactly(size)
+                except _BadRequest as exc:
+                    if size:  # a body refused for its size: read through, not buffered
+                        await _read_through(reader, size)
+                    await _write(writer, exc.code, {"message": str(exc)})
+                    return
+                except _TooLarge as exc:  # a review's refusal: a 4xx is a failed call (Ignore)
+                    exc.head = await _read_through(reader, size)
+                    await _write(writer, 200, refusal(review_uid(exc.head), exc.message))
+                    return
+            self.pending.pop(key, None)  # read: no longer one to cut off for room
+            answer = await self._reviewed(body, caller, accepted + ANSWER_DEADLINE_S)
+            left = accepted + ANSWER_DEADLINE_S + 1.0 - time.monotonic()
+            async with asyncio.timeout(max(0.1, left)):
+                await _write(writer, 200, answer)
+        finally:
+            self.held -= held
+
+    def _check_size(self, size: int, stranger: bool) -> None:
+        """Raise unless a body of ``size`` may be read now (``stranger``: not the API server's,
+        refused with an HTTP error; the API server's, as a review: _TooLarge)."""
+        if stranger and size > STRANGER_MAX_BODY:
+            raise _BadRequest(
+                413,
+                f"a body over {STRANGER_MAX_BODY} bytes from a caller that is not the API server",
+            )
+        if size > MAX_BODY:
+            raise _TooLarge(b"", f"the AdmissionReview body is {size} bytes, over {MAX_BODY}")
+        if self.held + size > MAX_HELD:
+            if stranger:
+                raise _BadRequest(503, "the webhook holds too many reviews; try again")
+            raise _TooLarge(
+                b"", f"the webhook already holds {self.held} bytes of reviews (at most {MAX_HELD})"
+            )
 
     async def _reviewed(self, body: bytes, caller: Caller, deadline: float) -> dict[str, Any]:
         """The review's answer, or a refusal when it is not done by ``deadline``."""
@@ -334,8 +380,22 @@ class Server:
                     self.running.pop(key, None)
                     self.finished = time.monotonic()
 
+        size = len(body)
+
+        def unbudget() -> None:
+            self.reviewing -= size
+
+        def over_budget() -> dict[str, Any]:
+            return refusal(
+                seen["uid"],
+                f"the review did not start within {ANSWER_DEADLINE_S:g}s: the webhook is "
+                f"reviewing {self.reviewing} bytes of bodies already (at most {REVIEW_BYTES})",
+            )
+
         if pool is None:
-            return await self._submit(self.side_pool, work, deadline, seen)
+            if not await self._budget(size, deadline):
+                return over_budget()
+            return await self._submit(self.side_pool, work, deadline, seen, unbudget)
         namespace = review_namespace(body)
         share = self.shares.setdefault(namespace, _Share(asyncio.Semaphore(PER_NAMESPACE)))
         share.users += 1
@@ -355,12 +415,27 @@ class Server:
                 f"the review did not start within {ANSWER_DEADLINE_S:g}s: namespace "
                 f"{namespace!r} already has {PER_NAMESPACE} reviews in progress",
             )
+        if not await self._budget(size, deadline):  # taken after the share: a namespace's
+            share.slots.release()  # waiting reviews hold no budget
+            leave()
+            return over_budget()
 
         def done() -> None:  # when the work has finished, not at the deadline
             share.slots.release()
             leave()
+            unbudget()
 
         return await self._submit(pool, work, deadline, seen, done)
+
+    async def _budget(self, size: int, deadline: float) -> bool:
+        """Take ``size`` bytes of REVIEW_BYTES (any size when nothing is under review), waiting
+        until ``deadline``; False when it did not come."""
+        while self.reviewing and self.reviewing + size > REVIEW_BYTES:
+            if time.monotonic() >= deadline - 0.05:
+                return False
+            await asyncio.sleep(0.02)
+        self.reviewing += size
+        return True
 
     async def _submit(
         self,
@@ -375,7 +450,12 @@ class Server:
         loop = asyncio.get_running_loop()
         future = pool.submit(work)
         if done is not None:
-            future.add_done_callback(lambda _f: loop.call_soon_threadsafe(done))
+
+            def finished(_f: concurrent.futures.Future[dict[str, Any]]) -> None:
+                with contextlib.suppress(RuntimeError):  # the loop closed: nothing to release
+                    loop.call_soon_threadsafe(done)
+
+            future.add_done_callback(finished)
         try:
             return await asyncio.wait_for(
                 asyncio.wrap_future(future), max(0.0, deadline - time.monotonic())
@@ -387,8 +467,8 @@ class Server:
             )
 
 
-async def _read_request(reader: asyncio.StreamReader) -> bytes:
-    """The body of one ``POST /validate`` (Content-Length, at most MAX_BODY bytes)."""
+async def _read_head(reader: asyncio.StreamReader) -> int:
+    """The Content-Length of one ``POST /validate`` (1 to MAX_DISCARD), its headers read."""
     try:
         head = await reader.readuntil(b"\r\n\r\n")
     except asyncio.LimitOverrunError:
@@ -411,17 +491,19 @@ async def _read_request(reader: asyncio.StreamReader) -> bytes:
     length = headers.get("content-length", "")
     if not (length.isascii() and length.isdigit()) or not 0 < int(length) <= MAX_DISCARD:
         raise _BadRequest(400, f"an AdmissionReview body of 1-{MAX_BODY} bytes is required")
-    size = int(length)
-    if size <= MAX_BODY:
-        return await reader.readexactly(size)
-    head = await reader.readexactly(HEAD_BYTES)
+    return int(length)
+
+
+async def _read_through(reader: asyncio.StreamReader, size: int) -> bytes:
+    """The first HEAD_BYTES of a body of ``size``, the rest read and dropped as it comes."""
+    head = await reader.readexactly(min(size, HEAD_BYTES))
     left = size - len(head)
     while left:
         chunk = await reader.read(min(left, 1 << 16))
         if not chunk:
             raise asyncio.IncompleteReadError(b"", left)
         left -= len(chunk)
-    raise _TooLarge(head, size)
+    return head
 
 
 async def _write(writer: asyncio.StreamWriter, code: int, body: dict[str, Any]) -> None:

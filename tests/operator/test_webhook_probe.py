@@ -326,3 +326,59 @@ def test_a_body_that_cannot_be_read_is_refused_with_its_uid(running: Running) ->
     assert over["response"]["allowed"] is False
     assert "over 4194304" in over["response"]["status"]["message"]
     assert running.client.asked == []
+
+
+def test_memory_held_for_bodies_is_bounded_for_strangers_and_the_apiserver(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Measured: reviewing a 4 MiB body of ``[{}, ...]`` costs +136 MB RSS, and the operator's
+    limit is 256Mi. Four such reviews from anyone who reaches the port ran at once (and every
+    queued one's 4 MiB stayed buffered): the operator was OOM-killed and the webhook gone
+    (failurePolicy Ignore then admits unchecked). Now a stranger may send at most
+    STRANGER_MAX_BODY (413), the bodies under review at once are at most REVIEW_BYTES (any one
+    alone), and the bodies held at once at most MAX_HELD: past either the apiserver's review
+    is refused with its uid, never dropped."""
+    monkeypatch.setattr(webhookserver, "ANSWER_DEADLINE_S", 1.5)
+    monkeypatch.setattr(webhookserver, "REVIEW_BYTES", 40_000)
+    monkeypatch.setattr(webhookserver, "STRANGER_MAX_BODY", 40_000)
+    release = threading.Event()
+    reviewed: list[str] = []
+
+    def answer(body: bytes, caller: Caller, deadline: float, seen: dict[str, str]) -> Any:
+        request = json.loads(body)["request"]
+        reviewed.append(request["uid"])
+        if request["namespace"] == "big":
+            release.wait(30)
+        return {"response": {"uid": request["uid"], "allowed": True}}
+
+    server, ca, apiserver = _server(tmp_path, answer)
+    try:
+        padded = in_namespace("big", "big")
+        padded["request"]["object"]["metadata"]["annotations"] = {"pad": "x" * 50_000}
+        status, stranger, _ = webhookpeers.post(server.port, padded, ca)  # 413: never read
+        assert status == 413 and "is not the API server" in stranger["message"]
+        assert reviewed == []
+
+        def small(user: str) -> Callable[[], Any]:
+            return lambda: (
+                time.sleep(0.3),
+                webhookpeers.post(server.port, in_namespace("team-b", user), ca, apiserver),
+            )[1]
+
+        big = lambda: webhookpeers.post(server.port, padded, ca, apiserver)  # noqa: E731
+        results = _concurrently([big, small("a")])
+        by_uid = {a["response"]["uid"]: a["response"] for _, a, _ in results}
+        assert by_uid["uid-big"]["allowed"] is False  # alone over the budget, yet reviewed
+        assert "uid-big" in reviewed
+        assert by_uid["uid-a"]["allowed"] is False
+        assert "reviewing" in by_uid["uid-a"]["status"]["message"]
+        release.set()
+        time.sleep(0.3)
+        assert server.reviewing == 0 and server.held == 0
+        monkeypatch.setattr(webhookserver, "MAX_HELD", 100)
+        status, held, _ = webhookpeers.post(server.port, in_namespace("team-b", "c"), ca, apiserver)
+        assert status == 200 and held["response"]["uid"] == "uid-c"
+        assert "already holds" in held["response"]["status"]["message"]
+    finally:
+        release.set()
+        server.stop()
