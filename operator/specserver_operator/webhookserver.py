@@ -136,11 +136,16 @@ def caller_of(cert: dict[str, Any] | None, names: frozenset[str]) -> Caller:
     """Who presented ``cert`` (``getpeercert()`` of a verified connection; None: no certificate).
 
     A verified certificate authenticates its holder when ``names`` is empty or its subject
-    common name is in ``names``."""
+    has exactly one common name and it is in ``names`` (a subject of several, one allowed and
+    one not, is not the API server's)."""
     if not cert:
         return Caller(False, "no client certificate")
-    subject = dict(pair[0] for pair in cert.get("subject", ()) if pair)
-    cn = str(subject.get("commonName", ""))
+    cns = [
+        str(value) for rdn in cert.get("subject", ()) for attr, value in rdn if attr == "commonName"
+    ]
+    cn = cns[0] if len(cns) == 1 else ""
+    if names and len(cns) != 1:
+        return Caller(False, f"client certificate has {len(cns)} common names, not one")
     if names and cn not in names:
         return Caller(False, f"client certificate CN={cn!r} is not one of the allowed names")
     return Caller(True, f"CN={cn}")
@@ -481,11 +486,14 @@ async def _read_head(reader: asyncio.StreamReader) -> int:
         raise _BadRequest(404, "not found")
     if parts[0] != "POST":
         raise _BadRequest(405, f"{PATH} takes POST")
-    headers = {}
+    headers: dict[str, str] = {}
     for line in lines[1:]:
         name, sep, value = line.partition(":")
         if sep:
-            headers[name.strip().lower()] = value.strip()
+            key, value = name.strip().lower(), value.strip()
+            if key == "content-length" and headers.get(key, value) != value:
+                raise _BadRequest(400, "Content-Length given twice with different values")
+            headers[key] = value
     if "transfer-encoding" in headers:
         raise _BadRequest(411, "a Content-Length body is required")
     length = headers.get("content-length", "")

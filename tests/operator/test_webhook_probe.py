@@ -30,7 +30,12 @@ from specserver_operator.admission import (
 )
 from specserver_operator.secretreview import AccessSettings, Caller
 from specserver_operator.webhook import Webhook
-from specserver_operator.webhookserver import MAX_CONNECTIONS, MAX_PENDING_PER_PEER, Server
+from specserver_operator.webhookserver import (
+    MAX_CONNECTIONS,
+    MAX_PENDING_PER_PEER,
+    Server,
+    caller_of,
+)
 
 
 @pytest.fixture
@@ -81,6 +86,11 @@ def test_a_peer_holding_more_idle_connections_than_the_cap_cuts_off_only_its_own
         # with a ValueError logged as a warning, one line per request.
         ("POST /validate HTTP/1.1\r\nContent-Length: \u00b2\r\n\r\n{}", b"HTTP/1.1 400 "),
         ("POST /validate HTTP/1.1\r\nContent-Length: -1\r\n\r\n", b"HTTP/1.1 400 "),
+        # Two lengths (request smuggling's framing): which one is the body? Neither.
+        (
+            "POST /validate HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 2\r\n\r\n{}",
+            b"HTTP/1.1 400 ",
+        ),
         (
             "POST /validate HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
             b"HTTP/1.1 411 ",
@@ -382,3 +392,15 @@ def test_memory_held_for_bodies_is_bounded_for_strangers_and_the_apiserver(
     finally:
         release.set()
         server.stop()
+
+
+def test_a_certificate_with_several_common_names_is_not_the_apiserver() -> None:
+    """getpeercert() lists every RDN; the name check read only the last commonName (and the
+    first attribute of each RDN), so a subject CN=tenant, CN=kube-apiserver passed it."""
+    names = frozenset({"kube-apiserver"})
+    two = {"subject": ((("commonName", "tenant"),), (("commonName", "kube-apiserver"),))}
+    multi = {"subject": ((("organizationName", "x"), ("commonName", "kube-apiserver")),)}
+    one = {"subject": ((("commonName", "kube-apiserver"),),)}
+    assert not caller_of(two, names).authenticated
+    assert caller_of(multi, names).authenticated  # one CN, in a multi-valued RDN
+    assert caller_of(one, names).authenticated
