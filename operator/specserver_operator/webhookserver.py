@@ -10,8 +10,10 @@ a review that has not finished by then is answered ``allowed: false`` saying so 
 At most ``MAX_CONNECTIONS`` connections are open at once, and one peer address has at most
 ``MAX_PENDING_PER_PEER`` that are still reading their request: past either, the oldest such
 connection (of that peer, or of all) is cut off to make room for the new one, so a peer that
-keeps re-opening idle connections cuts off its own, never the API server's fresh one (a new
-connection is refused only when all the open ones are being reviewed or answered).
+keeps re-opening idle connections cuts off its own, never the API server's fresh one. A
+stranger's connection stays one to cut off until it is answered (so reviews queued for the
+side pool do not fill the cap either); a new connection is refused only when every open one
+is the API server's, past its read.
 
 Reviews from a caller that did not show the API server's certificate (when the context asks
 for one) run on a pool of their own, ``SIDE_WORKERS`` wide: a stranger's reviews, however
@@ -337,7 +339,8 @@ class Server:
                     exc.head = await _read_through(reader, size)
                     await _write(writer, 200, refusal(review_uid(exc.head), exc.message))
                     return
-            self.pending.pop(key, None)  # read: no longer one to cut off for room
+            if self._pool_for(caller) is not None:  # the API server's, read: never cut off
+                self.pending.pop(key, None)  # (a stranger's stays one to cut off for room)
             answer = await self._reviewed(body, caller, accepted + ANSWER_DEADLINE_S)
             left = accepted + ANSWER_DEADLINE_S + 1.0 - time.monotonic()
             async with asyncio.timeout(max(0.1, left)):

@@ -11,6 +11,8 @@ import contextlib
 import copy
 import datetime as dt
 import json
+import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -404,3 +406,45 @@ def test_a_certificate_with_several_common_names_is_not_the_apiserver() -> None:
     assert not caller_of(two, names).authenticated
     assert caller_of(multi, names).authenticated  # one CN, in a multi-valued RDN
     assert caller_of(one, names).authenticated
+
+
+def test_a_strangers_reviews_waiting_for_their_worker_do_not_fill_the_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A connection stopped being one to cut off once its request was read, so 600 quick
+    reviews from a stranger, queued for its one worker, held all 512 slots and the apiserver's
+    connection was closed at accept. A stranger's connection now stays one to cut off until
+    it is answered."""
+    monkeypatch.setattr(webhookserver, "ANSWER_DEADLINE_S", 6.0)
+    release = threading.Event()
+
+    def answer(body: bytes, caller: Caller, deadline: float, seen: dict[str, str]) -> Any:
+        if not caller.authenticated:
+            release.wait(30)
+        return {"response": {"uid": json.loads(body)["request"]["uid"], "allowed": True}}
+
+    server, ca, apiserver = _server(tmp_path, answer)
+    data = json.dumps(review("s")).encode()
+    request = b"POST /validate HTTP/1.1\r\nContent-Length: %d\r\n\r\n" % len(data) + data
+    ctx = ssl.create_default_context(cadata=ca)
+    socks: list[ssl.SSLSocket] = []
+    try:
+        for i in range(600):
+            raw = socket.create_connection(
+                ("127.0.0.1", server.port), 5, (f"127.0.0.{2 + i % 10}", 0)
+            )
+            try:
+                tls = ctx.wrap_socket(raw, server_hostname="127.0.0.1")
+                tls.sendall(request)
+                socks.append(tls)
+            except (ssl.SSLError, OSError):
+                raw.close()  # cut off already: room was made
+        time.sleep(0.3)
+        assert server.open <= MAX_CONNECTIONS
+        status, answered, took = webhookpeers.post(server.port, review("alice"), ca, apiserver)
+        assert status == 200 and answered["response"]["allowed"] is True and took < 3.0
+    finally:
+        release.set()
+        for sock in socks:
+            sock.close()
+        server.stop()
