@@ -80,9 +80,31 @@ def post(
         conn.close()
 
 
-def idle(port: int, count: int) -> list[socket.socket]:
-    """``count`` connections that send nothing (no TLS handshake)."""
-    return [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(count)]
+def idle(port: int, count: int, source: str = "127.0.0.1") -> list[socket.socket]:
+    """``count`` connections from address ``source`` (any 127/8 address is loopback on Linux)
+    that send nothing (no TLS handshake)."""
+    return [
+        socket.create_connection(("127.0.0.1", port), timeout=5, source_address=(source, 0))
+        for _ in range(count)
+    ]
+
+
+def raw(port: int, ca_pem: str, data: bytes, timeout: float = 5.0) -> bytes:
+    """What the server answers to ``data`` written as is after a TLS handshake (its first
+    16 KiB; empty when it closed without a word)."""
+    ctx = ssl.create_default_context(cadata=ca_pem)
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock,
+        ctx.wrap_socket(sock, server_hostname="127.0.0.1") as tls,
+    ):
+        tls.sendall(data)
+        out = b""
+        try:
+            while len(out) < 16384 and (chunk := tls.recv(16384)):
+                out += chunk
+        except (ssl.SSLError, ConnectionError):
+            pass
+        return out
 
 
 class Dripper:

@@ -1,6 +1,7 @@
 """Admission review of a SpecServer: every problem at once, with the codes ConfigValid uses.
 
-Called by the webhook server (webhook.py, webhookserver.py) for CREATE and UPDATE; pure but
+Called by the webhook server (webhook.py, webhookserver.py) for CREATE and UPDATE (an UPDATE
+that leaves the spec as it was is admitted unreviewed: ``_metadata_only``); pure but
 for the two callables it is given (a SubjectAccessReview, the grant record) and the one read
 it may make (model configs from the admin's HF endpoint, within the review's deadline).
 Problems:
@@ -27,6 +28,7 @@ exception while reviewing, into ``allowed: false`` naming the exception, never a
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -61,6 +63,7 @@ __all__ = [
     "answer_body",
     "refusal",
     "review_specserver",
+    "review_uid",
 ]
 
 MAX_BODY = 4 * 1024 * 1024
@@ -203,6 +206,19 @@ def review_specserver(
     return verdict
 
 
+#: How much of a body's head review_uid (and webhookserver's namespace) look at.
+HEAD_BYTES = 4096
+_UID = re.compile(rb'"uid"\s*:\s*"([A-Za-z0-9._:-]{1,128})"')
+
+
+def review_uid(body: bytes) -> str:
+    """request.uid of an AdmissionReview from the API server (the first key of its request,
+    after apiVersion and kind), read from the head of its body without parsing it, for an answer
+    made before the review parsed it ("" when not there)."""
+    found = _UID.search(body, 0, HEAD_BYTES)
+    return found.group(1).decode() if found else ""
+
+
 def refusal(uid: str, message: str, code: int = 422) -> dict[str, Any]:
     """An AdmissionReview answer refusing request ``uid`` with ``message``."""
     return {
@@ -214,6 +230,18 @@ def refusal(uid: str, message: str, code: int = 422) -> dict[str, Any]:
             "status": {"code": code, "reason": "Invalid", "message": message[:4000]},
         },
     }
+
+
+def _metadata_only(request: dict[str, Any]) -> bool:
+    """An UPDATE that leaves the spec as it was (labels, annotations, finalizers)."""
+    old, obj = request.get("oldObject"), request.get("object")
+    return (
+        request.get("operation") == "UPDATE"
+        and isinstance(old, dict)
+        and isinstance(obj, dict)
+        and "spec" in obj
+        and old.get("spec") == obj.get("spec")
+    )
 
 
 def admission_response(
@@ -241,6 +269,11 @@ def admission_response(
     obj = request.get("object")
     grant = None
     if request.get("operation") not in ("CREATE", "UPDATE") or not isinstance(obj, dict):
+        verdict = Verdict()
+    elif _metadata_only(request):
+        # The spec was admitted before (or is ConfigValid's to report): refusing a label or a
+        # finalizer's removal because a rule changed since would only leave the object stuck
+        # (a foreground delete never ends); nothing new reaches the pod.
         verdict = Verdict()
     else:
         verdict = review_specserver(obj, settings, caller, deadline)
@@ -286,7 +319,7 @@ def answer_body(
     """``respond``'s answer to the AdmissionReview in ``body``; fail closed: a body that is not
     a bounded JSON AdmissionReview (``loaders.bounded``), and any exception while reviewing,
     is ``allowed: false`` naming it. ``seen["uid"]``: the request's uid once it is known."""
-    uid = ""
+    uid = review_uid(body)  # for a body that does not parse: uid "" is a failed call (Ignore)
     try:
         review = bounded.json_object(
             body, "the AdmissionReview body", max_bytes=MAX_BODY, max_depth=MAX_DEPTH

@@ -5,7 +5,7 @@ time fails the test instead of being ignored), trusting the devcluster apiserver
 client CA (scripts/devcluster.py). Issue 25: an idle TCP connection silenced the webhook
 (finding 3), bad input made it fail open (5), a hand-written review answered RBAC questions
 for anyone (6), and model configs from the admin's HF endpoint were never checked at apply
-time (bullet 2).
+time (bullet 2); a crowd of idle connections past the cap shut out the apiserver.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import threading
 import time
 from typing import Any
 
@@ -22,7 +23,7 @@ from test_webhook import dry_run, example, operator_webhook
 
 import loopbackhttp
 import webhookpeers
-from conftest import KubeHandle, load_config
+from conftest import REPO, KubeHandle, load_config
 from specserver_operator.webhookserver import READ_DEADLINE_S
 
 #: The apiserver gives the webhook 10 s (webhook_config); every answer must come well before.
@@ -91,6 +92,135 @@ def test_idle_and_dripping_peers_do_not_silence_the_webhook(
                 drip.close()
             for sock in idle:
                 sock.close()
+
+
+def test_a_crowd_of_idle_connections_does_not_block_specserver_writes(
+    kube: KubeHandle, namespace: str
+) -> None:
+    """With failurePolicy Fail, one peer (127.0.0.2) holding 600 idle connections to the webhook
+    port, more than its 512 cap, made the apiserver's connection close at accept, so every
+    SpecServer write failed ("failed calling webhook"). Now the apiserver's reviews are
+    answered by the webhook itself while the crowd stays: alice admitted, bob refused."""
+    readers(kube, namespace)
+    with operator_webhook(kube, namespace) as (_name, port):
+        crowd = webhookpeers.idle(port, 600, source="127.0.0.2")
+        try:
+            doc = example(memFractionStatic=None)
+            for _ in range(2):
+                assert timed(kube, namespace, doc, "alice").returncode == 0
+                refused = timed(kube, namespace, doc, "bob")
+                assert "SecretNotReadable" in refused.stderr and "bob may not get" in refused.stderr
+                crowd += webhookpeers.idle(port, 100, source="127.0.0.2")  # re-opened
+        finally:
+            for sock in crowd:
+                sock.close()
+
+
+def test_a_stored_specserver_the_webhook_now_refuses_can_still_be_labelled_and_finalized(
+    kube: KubeHandle, namespace: str
+) -> None:
+    """A SpecServer stored before the webhook was there (hostPath, which the pod policy
+    refuses) could not be labelled, and a finalizer on it could never be removed, so its
+    delete never ended: every UPDATE was reviewed as a create. Metadata-only updates are
+    admitted; a spec change is still refused."""
+    kube.kubectl("apply", "-f", str(REPO / "crds"))
+    doc = example(memFractionStatic=None)
+    doc["spec"]["modelSource"]["volume"] = {"hostPath": "/data/models", "mountPath": "/models"}
+    doc["metadata"]["finalizers"] = ["example.com/hold"]
+    kube.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(doc))
+    name = doc["metadata"]["name"]
+    with operator_webhook(kube, namespace):
+        refused = kube.kubectl(
+            "patch", "specserver", name, "-n", namespace, "--type=merge",
+            "-p", '{"spec": {"replicas": 2}}', check=False,
+        )  # fmt: skip
+        assert "denied the request" in refused.stderr and "hostPath" in refused.stderr
+        kube.kubectl("label", "specserver", name, "-n", namespace, "team=a")
+        kube.kubectl("delete", "specserver", name, "-n", namespace, "--wait=false")
+        kube.kubectl(
+            "patch", "specserver", name, "-n", namespace, "--type=json",
+            "-p", '[{"op": "remove", "path": "/metadata/finalizers"}]',
+        )  # fmt: skip
+        assert get(kube, "specserver", namespace, name) is None
+
+
+def test_one_tenants_costly_specservers_do_not_block_another_namespaces_writes(
+    kube: KubeHandle, namespace: str
+) -> None:
+    """Four dry-run creates at a time of a ~1.2 MB SpecServer (inline.target with 400,000
+    empty objects: seconds of CPU per review) in one namespace held every webhook worker past
+    its deadline, and another namespace's SpecServer was refused "the webhook is busy"; the
+    reviews refused while still queued had no uid ("failed calling webhook": admitted under
+    failurePolicy Ignore). Now the other namespace's write is answered by the webhook in time
+    while the flood goes on, and every refusal carries its review's uid."""
+    other = f"{namespace[:50]}-b"
+    kube.kubectl("create", "namespace", other)
+    try:
+        kube.kubectl("label", "namespace", other, f"specserver-webhook-test={namespace}")
+        heavy = example(memFractionStatic=None)
+        del heavy["spec"]["modelSource"]["hfTokenSecretRef"]
+        target = load_config("qwen3-8b")
+        target["x"] = [{}] * 400_000
+        heavy["spec"]["modelSource"]["inline"] = {"target": target}
+        body = json.dumps(heavy)
+        light = example(memFractionStatic=None)
+        del light["spec"]["modelSource"]["hfTokenSecretRef"]
+        with operator_webhook(kube, namespace):
+            stop = threading.Event()
+
+            answers: list[str] = []
+
+            def flood() -> None:
+                while not stop.is_set():
+                    done = kube.kubectl(
+                        "create", "--dry-run=server", "-n", namespace, "-f", "-",
+                        input=body, check=False,
+                    )  # fmt: skip
+                    answers.append(done.stderr)
+
+            floods = [threading.Thread(target=flood, daemon=True) for _ in range(4)]
+            for t in floods:
+                t.start()
+            try:
+                time.sleep(4.0)
+                for _ in range(2):
+                    done = timed(kube, other, light)
+                    assert done.returncode == 0, done.stderr
+            finally:
+                stop.set()
+                for t in floods:
+                    t.join(30)
+            # The flood's own reviews that the webhook could not get to are refused by it,
+            # carrying their uid: an answer without it was a failed call, which failurePolicy
+            # Ignore admits unchecked (a Secret name included).
+            assert answers and not [a for a in answers if "failed calling webhook" in a], answers
+    finally:
+        kube.kubectl("delete", "namespace", other, "--wait=false", check=False)
+
+
+def test_a_review_body_the_webhook_cannot_read_is_refused_with_its_uid_under_ignore(
+    kube: KubeHandle, namespace: str
+) -> None:
+    """With failurePolicy Ignore (as in manifests/), bob, who may not read hf-token, named it
+    in a SpecServer whose inline target is nested 80 levels deep: the webhook refused the body
+    as too deep with uid "", the apiserver took that for a failed call, and Ignore admitted
+    the SpecServer, Secret name and all. Now the refusal carries the uid and stands."""
+    readers(kube, namespace)
+    deep: Any = 1
+    for _ in range(80):
+        deep = {"a": deep}
+    doc = example(memFractionStatic=None)
+    target = load_config("qwen3-8b")
+    target["x"] = deep
+    doc["spec"]["modelSource"]["inline"] = {"target": target}
+    with operator_webhook(kube, namespace) as (name, _port):
+        kube.kubectl(
+            "patch", "validatingwebhookconfiguration", name, "--type=json",
+            "-p", '[{"op": "replace", "path": "/webhooks/0/failurePolicy", "value": "Ignore"}]',
+        )  # fmt: skip
+        refused = timed(kube, namespace, doc, "bob")
+        assert refused.returncode != 0, "admitted: the webhook's answer was ignored"
+        assert "denied the request" in refused.stderr and "nested more than" in refused.stderr
 
 
 def test_a_hand_written_review_learns_nothing_about_secret_access(

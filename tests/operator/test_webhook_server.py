@@ -243,8 +243,11 @@ def test_the_pool_saturated_past_the_deadline_is_unhealthy_and_answers_refusals(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Reviews that never finish are answered allowed: false at the deadline (with the uid they
-    were for), several at once, and /healthz reports the pool stuck."""
+    were for), several at once, and /healthz reports the pool stuck (no review finished for
+    WEDGED_S either)."""
     monkeypatch.setattr(webhookserver, "ANSWER_DEADLINE_S", 1.0)
+    monkeypatch.setattr(webhookserver, "WEDGED_S", 1.0)
+    monkeypatch.setattr(webhookserver, "PER_NAMESPACE", 3)  # one namespace may fill the pool
     release = threading.Event()
 
     def stuck(body: bytes, caller: Caller, deadline: float, seen: dict[str, str]) -> Any:
@@ -273,8 +276,10 @@ def test_the_pool_saturated_past_the_deadline_is_unhealthy_and_answers_refusals(
         for t in threads:
             t.join(10)
         assert len(results) == 3
-        uids = [a["response"]["uid"] for _, a, _ in results]
-        assert uids.count("") == 1  # the one still queued: its body never parsed
+        # Even the one still queued (its body never parsed) carries its uid: an answer without
+        # it is a failed call to the apiserver, which failurePolicy Ignore admits unchecked.
+        uids = sorted(a["response"]["uid"] for _, a, _ in results)
+        assert uids == ["uid-a", "uid-b", "uid-c"]
         for _, answer, took in results:
             assert answer["response"]["allowed"] is False and took < 2.5
             assert "did not finish within 1s" in answer["response"]["status"]["message"]
