@@ -160,8 +160,8 @@ def test_one_tenants_costly_specservers_do_not_block_another_namespaces_writes(
         heavy = example(memFractionStatic=None)
         del heavy["spec"]["modelSource"]["hfTokenSecretRef"]
         target = load_config("qwen3-8b")
-        target["x"] = [{}] * 400_000
-        heavy["spec"]["modelSource"]["inline"] = {"target": target}
+        target["x"] = [{}] * 60_000  # the inline config text near its 262,144-character limit
+        heavy["spec"]["modelSource"]["inline"] = {"targetConfig": json.dumps(target)}
         body = json.dumps(heavy)
         light = example(memFractionStatic=None)
         del light["spec"]["modelSource"]["hfTokenSecretRef"]
@@ -202,9 +202,11 @@ def test_a_review_body_the_webhook_cannot_read_is_refused_with_its_uid_under_ign
     kube: KubeHandle, namespace: str
 ) -> None:
     """With failurePolicy Ignore (as in manifests/), bob, who may not read hf-token, named it
-    in a SpecServer whose inline target is nested 80 levels deep: the webhook refused the body
+    in a SpecServer whose inline target was nested 80 levels deep: the webhook refused the body
     as too deep with uid "", the apiserver took that for a failed call, and Ignore admitted
-    the SpecServer, Secret name and all. Now the refusal carries the uid and stands."""
+    the SpecServer, Secret name and all. The CRD now has no free-form node, so the depth sits
+    in the inline config's text (the body-level refusal with its uid: test_webhook_probe.py);
+    the refusal carries the uid and stands."""
     readers(kube, namespace)
     deep: Any = 1
     for _ in range(80):
@@ -212,7 +214,7 @@ def test_a_review_body_the_webhook_cannot_read_is_refused_with_its_uid_under_ign
     doc = example(memFractionStatic=None)
     target = load_config("qwen3-8b")
     target["x"] = deep
-    doc["spec"]["modelSource"]["inline"] = {"target": target}
+    doc["spec"]["modelSource"]["inline"] = {"targetConfig": json.dumps(target)}
     with operator_webhook(kube, namespace) as (name, _port):
         kube.kubectl(
             "patch", "validatingwebhookconfiguration", name, "--type=json",
