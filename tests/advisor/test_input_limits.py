@@ -7,6 +7,7 @@ the oversized file a memory bound (it is refused from its size, never read whole
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -132,3 +133,26 @@ def test_a_settings_tag_that_does_not_fit_names_the_line(tmp_path: Path) -> None
     (tmp_path / "run.sh").write_text("echo hi\n")
     run = advisor(tmp_path, "lint", "--config", "s.yaml", "run.sh")
     clean_refusal(run, "s.yaml: tag:yaml.org,2002:float does not fit 'L4'", "(line 2, column 6)")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("lint", "fifo.yaml"),
+        ("plan", "--from", "fifo.yaml", "--gpu", "L4"),
+        ("replay", "--observations", "fifo.yaml"),
+        ("replay", "--observations", "obs.jsonl", "--policy", "fifo.yaml"),
+        ("fleetsim", "--policy", "fifo.yaml"),
+        ("plan", "--model", "fifo-model", "--gpu", "L4"),
+    ],
+)
+def test_a_named_pipe_without_a_writer_does_not_hang(tmp_path: Path, argv: tuple[str, ...]) -> None:
+    # F's campaign: open() of a FIFO waited forever for a writer (every reader hung).
+    os.mkfifo(tmp_path / "fifo.yaml")
+    (tmp_path / "fifo-model").mkdir()
+    os.mkfifo(tmp_path / "fifo-model" / "config.json")
+    (tmp_path / "obs.jsonl").write_text('{"ts": 1}\n')
+    run = advisor(tmp_path, *argv, timeout=20)
+    assert run.rc in (0, 1, 2) and "Traceback" not in run.err, (run.rc, run.err)
+    assert run.seconds < 15, run.seconds
+
