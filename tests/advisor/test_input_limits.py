@@ -156,3 +156,29 @@ def test_a_named_pipe_without_a_writer_does_not_hang(tmp_path: Path, argv: tuple
     assert run.rc in (0, 1, 2) and "Traceback" not in run.err, (run.rc, run.err)
     assert run.seconds < 15, run.seconds
 
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("x: !!bool maybe\n", "tag:yaml.org,2002:bool does not fit 'maybe'"),
+        ("x: !!timestamp nope\n", "tag:yaml.org,2002:timestamp does not fit 'nope'"),
+    ],
+)
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("lint", "--config", "t.yaml", "run.sh"),
+        ("replay", "--observations", "obs.jsonl", "--policy", "t.yaml"),
+        ("fleetsim", "--policy", "t.yaml"),
+        ("plan", "--from", "t.yaml", "--gpu", "L4"),
+    ],
+)
+def test_a_tag_whose_constructor_raises_a_key_or_attribute_error(
+    tmp_path: Path, argv: tuple[str, ...], text: str, says: str
+) -> None:
+    # F's campaign: only ValueError/TypeError were caught: KeyError, AttributeError tracebacks.
+    (tmp_path / "t.yaml").write_text(text)
+    (tmp_path / "obs.jsonl").write_text('{"ts": 1}\n')
+    (tmp_path / "run.sh").write_text("echo hi\n")
+    run = advisor(tmp_path, *argv)
+    clean_refusal(run, "t.yaml", says, "line 1, column 4")
