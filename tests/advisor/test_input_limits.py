@@ -167,6 +167,7 @@ def test_a_named_pipe_without_a_writer_does_not_hang(tmp_path: Path, argv: tuple
 @pytest.mark.parametrize(
     "argv",
     [
+        ("lint", "t.yaml"),
         ("lint", "--config", "t.yaml", "run.sh"),
         ("replay", "--observations", "obs.jsonl", "--policy", "t.yaml"),
         ("fleetsim", "--policy", "t.yaml"),
@@ -182,3 +183,14 @@ def test_a_tag_whose_constructor_raises_a_key_or_attribute_error(
     (tmp_path / "run.sh").write_text("echo hi\n")
     run = advisor(tmp_path, *argv)
     clean_refusal(run, "t.yaml", says, "line 1, column 4")
+
+
+@pytest.mark.parametrize(
+    "argv", [("lint", "run.sh"), ("lint", "--config", "pyproject.toml", "run.sh")]
+)
+def test_a_pyproject_whose_tool_is_not_a_table(tmp_path: Path, argv: tuple[str, ...]) -> None:
+    # F's campaign: ``tool = 5`` was an AttributeError ('int' object has no attribute 'get').
+    (tmp_path / "pyproject.toml").write_text("tool = 5\n")
+    (tmp_path / "run.sh").write_text("echo hi\n")
+    run = advisor(tmp_path, *argv)
+    clean_refusal(run, "pyproject.toml: tool: expected a table, got int")
