@@ -35,6 +35,13 @@ BAD: list[tuple[str, dict[str, Any], str, str]] = [
     ("target", {"text_config": {"hidden_size": True}}, "text_config.hidden_size", "not an integ"),
     ("draft", {"block_size": "x"}, "block_size", "'x' is not an integer"),
     ("target", {"max_position_embeddings": 10**30}, "max_position_embeddings", "out of range"),
+    # F's campaign: more experts per token than experts (a TypeError on a complex number)
+    (
+        "target",
+        {"num_experts": 2, "num_experts_per_tok": 8},
+        "num_experts_per_tok",
+        "8 is more than the 2 routed experts (num_experts)",
+    ),
 ]
 
 
@@ -188,3 +195,26 @@ def test_a_safetensors_index_of_another_shape_is_ignored_or_named(
         clean_refusal(run, "model.safetensors.index.json: expected a JSON object, got list")
     else:
         assert run.rc in (0, 1), run.err
+
+
+def test_plan_refuses_a_moe_with_more_experts_per_token_than_experts(tmp_path: Path) -> None:
+    # F's campaign: DeepSeek-V3 with n_routed_experts 1 (8 per token) on NEXTN was a TypeError
+    # ('complex') in perfmodel._experts_touched.
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "config.json").write_text(
+        json.dumps({**load_config("deepseek-v3"), "n_routed_experts": 1})
+    )
+    run = advisor(
+        tmp_path,
+        "plan",
+        "--model",
+        str(target),
+        "--gpu",
+        "H200",
+        "--gpus",
+        "8",
+        "--algorithm",
+        "NEXTN",
+    )
+    clean_refusal(run, "target/config.json: num_experts_per_tok: 8 is more than the 1 routed")
