@@ -44,6 +44,11 @@ ACCEPT_PRIOR = {
     "UNO": 0.6,
 }
 DEFAULT_CONCURRENCY = [1, 2, 4, 8, 16, 32, 64]
+#: Steps and tree width past which the prior no longer changes (it has converged long before).
+MAX_PRIOR_STEPS = MAX_PRIOR_WIDTH = 2**40
+#: Steps up to which the prior is summed term by term (every real launch; the closed form
+#: past it can differ in the third decimal).
+SUMMED_STEPS = 1000
 
 
 def prior_accept_length(algorithm: str | None, steps: int, topk: int) -> float:
@@ -52,8 +57,15 @@ def prior_accept_length(algorithm: str | None, steps: int, topk: int) -> float:
         return 1.0
     q = ACCEPT_PRIOR.get(algorithm, 0.6)
     # A wider tree (topk > 1) gives each depth more chances to match.
-    q = 1 - (1 - q) ** (max(1, topk) ** 0.5)
-    return round(float(sum(q**i for i in range(steps + 1))), 3)
+    q = 1 - (1 - q) ** math.sqrt(min(max(1, topk), MAX_PRIOR_WIDTH))
+    steps = max(0, min(steps, MAX_PRIOR_STEPS))
+    if steps <= SUMMED_STEPS:
+        return round(float(sum(q**i for i in range(steps + 1))), 3)
+    if q >= 1:
+        return float(steps + 1)
+    # Past that, the sum in closed form: a hostile --speculative-num-steps of 10^23 summed
+    # for ever (F's campaign).
+    return round(float((1 - q ** (steps + 1)) / (1 - q)), 3)
 
 
 @dataclass

@@ -7,12 +7,14 @@ the oversized file a memory bound (it is refused from its size, never read whole
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
 
 from cliprocess import advisor, clean_refusal
+from conftest import load_config
 
 #: 10^8 items in 380 bytes: eight levels of ten aliases each.
 BILLION_LAUGHS = 'a: &a ["x","x","x","x","x","x","x","x","x","x"]\n' + "".join(
@@ -194,3 +196,31 @@ def test_a_pyproject_whose_tool_is_not_a_table(tmp_path: Path, argv: tuple[str, 
     (tmp_path / "run.sh").write_text("echo hi\n")
     run = advisor(tmp_path, *argv)
     clean_refusal(run, "pyproject.toml: tool: expected a table, got int")
+
+
+def _model_dirs(tmp_path: Path) -> tuple[str, str]:
+    for name, config in (("target", "qwen3-8b"), ("draft", "qwen3-8b-eagle3")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(json.dumps(load_config(config)))
+    return str(tmp_path / "target"), str(tmp_path / "draft")
+
+
+def _launch(target: str, draft: str, *flags: str) -> str:
+    return (
+        f"python -m sglang.launch_server --model-path {target} --speculative-algorithm EAGLE3 "
+        f"--speculative-draft-model-path {draft} {' '.join(flags)}\n"
+    )
+
+
+@pytest.mark.parametrize("flag", ["--steps", "--topk"])
+def test_plan_with_a_huge_speculative_count_answers_in_time(tmp_path: Path, flag: str) -> None:
+    # F's campaign: the accept-length prior summed 10^23 terms (a hang past any time limit).
+    target, draft = _model_dirs(tmp_path)
+    huge = str(10**23)
+    run = advisor(tmp_path, "plan", "--model", target, "--draft", draft, "--gpu", "L4", flag, huge)
+    assert run.rc in (0, 1) and "Traceback" not in run.err, (run.rc, run.err)
+    assert run.seconds < 15, run.seconds
+    (tmp_path / "run.sh").write_text(_launch(target, draft, "--speculative-num-steps", huge))
+    run = advisor(tmp_path, "plan", "--from", "run.sh", "--gpu", "L4")
+    assert run.rc in (0, 1) and "Traceback" not in run.err and run.seconds < 15
+
