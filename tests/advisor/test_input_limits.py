@@ -224,3 +224,20 @@ def test_plan_with_a_huge_speculative_count_answers_in_time(tmp_path: Path, flag
     run = advisor(tmp_path, "plan", "--from", "run.sh", "--gpu", "L4")
     assert run.rc in (0, 1) and "Traceback" not in run.err and run.seconds < 15
 
+
+@pytest.mark.parametrize("value", ["nan", "inf", "1e309"])
+def test_a_non_finite_mem_fraction_static_leaves_no_pool_named(tmp_path: Path, value: str) -> None:
+    # F's campaign: int(nan) in memory._tokens, a ValueError traceback from plan and lint.
+    target, draft = _model_dirs(tmp_path)
+    shown = "nan" if value == "nan" else "inf"
+    run = advisor(
+        tmp_path, "plan", "--model", target, "--draft", draft, "--gpu", "L4",
+        f"--mem-fraction-static={value}",
+    )  # fmt: skip
+    assert run.rc == 1 and "Traceback" not in run.err, run.err
+    assert f"under --mem-fraction-static={shown}" in run.out + run.err
+    (tmp_path / "run.sh").write_text(_launch(target, draft, "--mem-fraction-static", value))
+    run = advisor(tmp_path, "plan", "--from", "run.sh", "--gpu", "L4")
+    assert run.rc == 1 and "Traceback" not in run.err, run.err
+    run = advisor(tmp_path, "lint", "--gpu", "L4", "run.sh")
+    assert run.rc in (0, 1) and "Traceback" not in run.err, run.err
