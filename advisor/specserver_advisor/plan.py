@@ -204,8 +204,56 @@ def _loaded_bytes(checkpoint: int | None, on_disk: ModelShape, loaded: ModelShap
     return checkpoint * loaded.dtype_bytes // on_disk.dtype_bytes
 
 
+class PlanInputError(ValueError):
+    """A launch flag the plan computes with has a value no launch has (``flag_value_problem``);
+    the message names the flag."""
+
+
+#: The integer flags the plan sizes memory and time with (parsed names).
+PLANNED_INTEGER_FLAGS = (
+    "tp_size",
+    "pp_size",
+    "dp_size",
+    "attn_dp_size",
+    "ep_size",
+    "page_size",
+    "context_length",
+    "max_running_requests",
+    "max_total_tokens",
+    "max_prefill_tokens",
+    "chunked_prefill_size",
+    "cuda_graph_max_bs",
+    "cuda_graph_max_bs_decode",
+    "cuda_graph_max_bs_prefill",
+    "speculative_num_steps",
+    "speculative_eagle_topk",
+    "speculative_num_draft_tokens",
+)
+#: Larger than any real launch's value; past 2**1024 the plan's float maths overflows.
+MAX_FLAG_INTEGER = 2**40
+
+
+def flag_value_problem(args: dict[str, Any]) -> str | None:
+    """Why a flag in ``PLANNED_INTEGER_FLAGS`` cannot be planned (its magnitude is past
+    ``MAX_FLAG_INTEGER``), naming it as SGLang spells it; None when all can."""
+    for key in PLANNED_INTEGER_FLAGS:
+        value = args.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_FLAG_INTEGER:
+            text = str(value)
+            shown = text if len(text) <= 24 else f"{text[:12]}... ({len(text)} digits)"
+            return f"--{key.replace('_', '-')}={shown}: out of range (at most 2**40)"
+    return None
+
+
 def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
-    """Resolve, check context, size memory and predict curves for one launch."""
+    """Resolve, check context, size memory and predict curves for one launch.
+
+    Raises:
+        PlanInputError: a flag the plan computes with is out of range (``flag_value_problem``).
+    """
+    problem = flag_value_problem(inp.args)
+    if problem is not None:
+        raise PlanInputError(problem)
     r = resolve_launch(inp.args, inp.target_config, inp.draft_config)
     on_disk = shape_from_config(inp.target_config)
     target = with_launch_dtype(on_disk, inp.args.get("dtype"))

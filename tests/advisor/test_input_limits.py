@@ -214,15 +214,36 @@ def _launch(target: str, draft: str, *flags: str) -> str:
 
 @pytest.mark.parametrize("flag", ["--steps", "--topk"])
 def test_plan_with_a_huge_speculative_count_answers_in_time(tmp_path: Path, flag: str) -> None:
-    # F's campaign: the accept-length prior summed 10^23 terms (a hang past any time limit).
+    # F's campaign: the accept-length prior summed one term per step (10^9 steps: minutes,
+    # 10^23: for ever).
     target, draft = _model_dirs(tmp_path)
-    huge = str(10**23)
+    huge = str(10**9)
     run = advisor(tmp_path, "plan", "--model", target, "--draft", draft, "--gpu", "L4", flag, huge)
     assert run.rc in (0, 1) and "Traceback" not in run.err, (run.rc, run.err)
     assert run.seconds < 15, run.seconds
     (tmp_path / "run.sh").write_text(_launch(target, draft, "--speculative-num-steps", huge))
     run = advisor(tmp_path, "plan", "--from", "run.sh", "--gpu", "L4")
     assert run.rc in (0, 1) and "Traceback" not in run.err and run.seconds < 15
+
+
+@pytest.mark.parametrize(
+    "flag", ["--tp-size", "--pp-size", "--chunked-prefill-size", "--cuda-graph-max-bs-decode"]
+)
+def test_a_flag_past_any_launch_is_named_not_an_overflow(tmp_path: Path, flag: str) -> None:
+    # F's campaign: a 401-digit --chunked-prefill-size (SGLang's int() takes it) was an
+    # OverflowError (int too large to convert to float) in memory.memory_settings.
+    target, draft = _model_dirs(tmp_path)
+    (tmp_path / "run.sh").write_text(_launch(target, draft, flag, str(10**400)))
+    run = advisor(tmp_path, "plan", "--from", "run.sh", "--gpu", "L4")
+    clean_refusal(run, f"run.sh: {flag}=100000000000... (401 digits): out of range")
+    run = advisor(tmp_path, "plan", "--model", target, "--draft", draft, "--gpu", "L4", flag, "1e3")
+    assert run.rc == 2 and "Traceback" not in run.err  # SGLang's int() refuses it
+    run = advisor(tmp_path, "lint", "--gpu", "L4", "run.sh")
+    assert run.rc in (0, 1) and "Traceback" not in run.err, run.err
+    run = advisor(
+        tmp_path, "plan", "--model", target, "--draft", draft, "--gpu", "L4", "--steps", str(10**23)
+    )
+    clean_refusal(run, "--speculative-num-steps=100000000000000000000000: out of range")
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "1e309"])
