@@ -34,7 +34,14 @@ from specserver_advisor.launch_args import (
 from specserver_advisor.launch_fraction import computed_fraction, given_fraction_message
 from specserver_advisor.loaders.configs import LoadedConfig
 from specserver_advisor.models import AutoSpeculation, SpecServerSpec
-from specserver_advisor.plan import DEFAULT_CONCURRENCY, Plan, PlanInputs, make_plan, policy_context
+from specserver_advisor.plan import (
+    DEFAULT_CONCURRENCY,
+    Plan,
+    PlanInputError,
+    PlanInputs,
+    make_plan,
+    policy_context,
+)
 from specserver_advisor.policy import PolicyContext
 from specserver_advisor.replay import NEUTRAL_CONTEXT
 from specserver_advisor.sglang.flags import ParsedArgs, parse_server_argv
@@ -332,7 +339,12 @@ def build_engine_config(
         refused = draftless_error(algorithm, bool(spec.draft), configs.target)
         if refused:
             return EngineConfig(False, findings.DRAFT_PATH_MISMATCH, refused)
-    plan = plan_launch(spec, configs, gpu, argv_of(specserver_args(spec, speculative, mtp)), env)
+    try:
+        plan = plan_launch(
+            spec, configs, gpu, argv_of(specserver_args(spec, speculative, mtp)), env
+        )
+    except PlanInputError as exc:  # e.g. speculative.numSteps 10**13: a verdict, no exception
+        return EngineConfig(False, "InvalidSpec", str(exc))
     cannot = launch_findings.refusal(plan, speculative)
     computed = None
     if cannot and cannot[0] == findings.NO_KV_MEMORY:

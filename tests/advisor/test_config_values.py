@@ -218,3 +218,19 @@ def test_plan_refuses_a_moe_with_more_experts_per_token_than_experts(tmp_path: P
         "NEXTN",
     )
     clean_refusal(run, "target/config.json: num_experts_per_tok: 8 is more than the 1 routed")
+
+
+def test_build_engine_config_refuses_a_step_count_past_any_launch() -> None:
+    """numSteps has no upper bound in the CRD: 10**13 is a verdict naming the flag (before F's
+    fixes the prior summed 10**13 terms: ConfigValid never answered)."""
+    spec = SpecServerSpec.model_validate(
+        {
+            "model": {"path": "Qwen/Qwen3-8B"},
+            "draft": {"path": "Tengyunw/qwen3_8b_eagle3"},
+            "speculative": {"algorithm": "EAGLE3", "numSteps": 10**13},
+            "resources": {"gpuType": "L4"},
+        }
+    )
+    cfg = build_engine_config(spec, Configs(load_config(TARGET), load_config(DRAFT)), True)
+    assert (cfg.valid, cfg.reason) == (False, "InvalidSpec")
+    assert cfg.message.startswith("--speculative-num-steps=10000000000000: out of range")
