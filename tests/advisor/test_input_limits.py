@@ -262,3 +262,13 @@ def test_a_non_finite_mem_fraction_static_leaves_no_pool_named(tmp_path: Path, v
     assert run.rc == 1 and "Traceback" not in run.err, run.err
     run = advisor(tmp_path, "lint", "--gpu", "L4", "run.sh")
     assert run.rc in (0, 1) and "Traceback" not in run.err, run.err
+
+
+def test_replay_with_an_absurd_but_finite_accept_length(tmp_path: Path) -> None:
+    # F's campaign (seed 99): accept_length 1e308 made the policy's learning band round(inf),
+    # an OverflowError in policy_model.band_of (the operator's autopilot evaluates the same).
+    line = {"mode": "on", "accept_length": 1e308, "ttft_p99_s": 0.5, "running": 4, "queued": 0}
+    rows = [json.dumps({**line, "ts": 30 * i, "output_tok_s": 100, "age_s": 1}) for i in range(4)]
+    (tmp_path / "obs.jsonl").write_text("\n".join(rows) + "\n")
+    run = advisor(tmp_path, "replay", "--observations", "obs.jsonl")
+    assert run.rc == 0 and "Traceback" not in run.err, run.err
