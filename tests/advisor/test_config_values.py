@@ -234,3 +234,32 @@ def test_build_engine_config_refuses_a_step_count_past_any_launch() -> None:
     cfg = build_engine_config(spec, Configs(load_config(TARGET), load_config(DRAFT)), True)
     assert (cfg.valid, cfg.reason) == (False, "InvalidSpec")
     assert cfg.message.startswith("--speculative-num-steps=10000000000000: out of range")
+
+
+def test_replay_plans_a_policy_specserver_with_a_cap_past_any_launch_neutrally(
+    tmp_path: Path,
+) -> None:
+    # F's campaign (seed 99, on F's own fix): maxRunningRequests 10**30 in a policy SpecServer
+    # raised PlanInputError out of launch.policy_context_for; now ConfigValid's verdict is
+    # InvalidSpec and replay runs with the neutral context.
+    doc = {
+        "apiVersion": "specserver.io/v1alpha1",
+        "kind": "SpecServer",
+        "metadata": {"name": "x"},
+        "spec": {
+            "model": {"path": "Qwen/Qwen3-8B"},
+            "draft": {"path": "Tengyunw/qwen3_8b_eagle3"},
+            "speculative": {"algorithm": "EAGLE3"},
+            "engine": {"maxRunningRequests": 10**30},
+            "resources": {"gpuType": "L4"},
+            "mode": "Auto",
+        },
+    }
+    (tmp_path / "s.yaml").write_text(json.dumps(doc))
+    (tmp_path / "obs.jsonl").write_text('{"ts": 1}\n')
+    run = advisor(tmp_path, "replay", "--observations", "obs.jsonl", "--policy", "s.yaml")
+    assert run.rc == 0 and "Traceback" not in run.err, run.err
+    spec = SpecServerSpec.model_validate(doc["spec"])
+    cfg = build_engine_config(spec, Configs(load_config(TARGET), load_config(DRAFT)), True)
+    assert (cfg.valid, cfg.reason) == (False, "InvalidSpec")
+    assert cfg.message.startswith("--max-running-requests=100000000000... (31 digits)")
