@@ -60,10 +60,35 @@ STRING_KEYS = ("torch_dtype", "dtype")
 ROPE_KEYS = ("rope_scaling", "rope_parameters")
 
 
+#: The keys ``modelshape`` reads a MoE's routed experts and experts per token from, in order.
+EXPERT_KEYS = ("n_routed_experts", "num_experts", "num_local_experts")
+PER_TOKEN_KEYS = ("num_experts_per_tok", "moe_topk")
+
+
+def _first(cfg: dict[str, Any], keys: tuple[str, ...]) -> tuple[str, int] | None:
+    for key in keys:
+        value = values.integer(cfg, key)
+        if value is not None:
+            return key, value
+    return None
+
+
+def _check_experts(cfg: dict[str, Any], prefix: str) -> None:
+    """More experts per token than routed experts is no MoE (the expected experts a batch
+    touches, ``1 - (1 - k/e)^n``, is then a complex number)."""
+    experts, per_token = _first(cfg, EXPERT_KEYS), _first(cfg, PER_TOKEN_KEYS)
+    if experts and per_token and experts[1] and per_token[1] > experts[1]:
+        where = f"{prefix}.{per_token[0]}" if prefix else per_token[0]
+        raise ConfigShapeError(
+            f"{where}: {per_token[1]} is more than the {experts[1]} routed experts ({experts[0]})"
+        )
+
+
 def _check_level(cfg: dict[str, Any], prefix: str) -> None:
     values.architectures(cfg, prefix)
     for key, minimum in INTEGER_KEYS.items():
         values.integer(cfg, key, minimum, prefix)
+    _check_experts(cfg, prefix)
     for key in STRING_KEYS:
         values.string(cfg, key, prefix)
     values.flag(cfg, "tie_word_embeddings", prefix)

@@ -34,7 +34,14 @@ from specserver_advisor.launch_args import (
 from specserver_advisor.launch_fraction import computed_fraction, given_fraction_message
 from specserver_advisor.loaders.configs import LoadedConfig
 from specserver_advisor.models import AutoSpeculation, SpecServerSpec
-from specserver_advisor.plan import DEFAULT_CONCURRENCY, Plan, PlanInputs, make_plan, policy_context
+from specserver_advisor.plan import (
+    DEFAULT_CONCURRENCY,
+    Plan,
+    PlanInputError,
+    PlanInputs,
+    make_plan,
+    policy_context,
+)
 from specserver_advisor.policy import PolicyContext
 from specserver_advisor.replay import NEUTRAL_CONTEXT
 from specserver_advisor.sglang.flags import ParsedArgs, parse_server_argv
@@ -314,7 +321,21 @@ def build_engine_config(
     speculative: bool,
     env: dict[str, str] | None = None,
 ) -> EngineConfig:
-    """Validate and render; an invalid result carries the rule code as ``reason``."""
+    """Validate and render; an invalid result carries the rule code as ``reason`` (a flag the
+    plan cannot compute with, e.g. speculative.numSteps 10**13 or maxRunningRequests 10**30:
+    the CRD bounds neither, is ``InvalidSpec`` naming it, a verdict and no exception)."""
+    try:
+        return _build_engine_config(spec, configs, speculative, env)
+    except PlanInputError as exc:
+        return EngineConfig(False, "InvalidSpec", str(exc))
+
+
+def _build_engine_config(
+    spec: SpecServerSpec,
+    configs: ModelConfigs,
+    speculative: bool,
+    env: dict[str, str] | None,
+) -> EngineConfig:
     env = spec_env(spec) if env is None else env
     extra_refused = extra_args_refusal(spec)
     if extra_refused is not None:
@@ -444,7 +465,10 @@ def policy_context_for(
     argv = argv_of(specserver_args(spec, True, mtp, None, cap, fraction))
     if parse_server_argv(argv).issues:
         return NEUTRAL_CONTEXT
-    plan = plan_launch(spec, configs, gpu, argv, spec_env(spec))
+    try:
+        plan = plan_launch(spec, configs, gpu, argv, spec_env(spec))
+    except PlanInputError:  # a flag out of any launch's range: it cannot be planned
+        return NEUTRAL_CONTEXT
     if plan.resolution.errors or plan.mem.kv_pool_tokens_with_draft <= 0:
         return NEUTRAL_CONTEXT
     return policy_context(

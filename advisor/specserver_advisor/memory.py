@@ -10,6 +10,7 @@ weights, then size the KV pool from what is free minus
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -305,7 +306,9 @@ def plan_memory(
 
 
 def _tokens(budget_bytes: float, cell: int, page_size: int) -> int:
-    if budget_bytes <= 0 or cell <= 0:
+    # ``not > 0`` and ``isfinite``: a --mem-fraction-static of nan or inf leaves no pool (the
+    # plan's error names the flag) instead of int(nan) raising.
+    if not budget_bytes > 0 or not math.isfinite(budget_bytes) or cell <= 0:
         return 0
     tokens = int(budget_bytes // cell)
     return tokens - tokens % max(1, page_size)

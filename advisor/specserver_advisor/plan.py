@@ -44,6 +44,11 @@ ACCEPT_PRIOR = {
     "UNO": 0.6,
 }
 DEFAULT_CONCURRENCY = [1, 2, 4, 8, 16, 32, 64]
+#: Steps and tree width past which the prior no longer changes (it has converged long before).
+MAX_PRIOR_STEPS = MAX_PRIOR_WIDTH = 2**40
+#: Steps up to which the prior is summed term by term (every real launch; the closed form
+#: past it can differ in the third decimal).
+SUMMED_STEPS = 1000
 
 
 def prior_accept_length(algorithm: str | None, steps: int, topk: int) -> float:
@@ -52,8 +57,15 @@ def prior_accept_length(algorithm: str | None, steps: int, topk: int) -> float:
         return 1.0
     q = ACCEPT_PRIOR.get(algorithm, 0.6)
     # A wider tree (topk > 1) gives each depth more chances to match.
-    q = 1 - (1 - q) ** (max(1, topk) ** 0.5)
-    return round(float(sum(q**i for i in range(steps + 1))), 3)
+    q = 1 - (1 - q) ** math.sqrt(min(max(1, topk), MAX_PRIOR_WIDTH))
+    steps = max(0, min(steps, MAX_PRIOR_STEPS))
+    if steps <= SUMMED_STEPS:
+        return round(float(sum(q**i for i in range(steps + 1))), 3)
+    if q >= 1:
+        return float(steps + 1)
+    # Past that, the sum in closed form: a hostile --speculative-num-steps of 10^23 summed
+    # for ever (F's campaign).
+    return round(float((1 - q ** (steps + 1)) / (1 - q)), 3)
 
 
 @dataclass
@@ -192,8 +204,56 @@ def _loaded_bytes(checkpoint: int | None, on_disk: ModelShape, loaded: ModelShap
     return checkpoint * loaded.dtype_bytes // on_disk.dtype_bytes
 
 
+class PlanInputError(ValueError):
+    """A launch flag the plan computes with has a value no launch has (``flag_value_problem``);
+    the message names the flag."""
+
+
+#: The integer flags the plan sizes memory and time with (parsed names).
+PLANNED_INTEGER_FLAGS = (
+    "tp_size",
+    "pp_size",
+    "dp_size",
+    "attn_dp_size",
+    "ep_size",
+    "page_size",
+    "context_length",
+    "max_running_requests",
+    "max_total_tokens",
+    "max_prefill_tokens",
+    "chunked_prefill_size",
+    "cuda_graph_max_bs",
+    "cuda_graph_max_bs_decode",
+    "cuda_graph_max_bs_prefill",
+    "speculative_num_steps",
+    "speculative_eagle_topk",
+    "speculative_num_draft_tokens",
+)
+#: Larger than any real launch's value; past 2**1024 the plan's float maths overflows.
+MAX_FLAG_INTEGER = 2**40
+
+
+def flag_value_problem(args: dict[str, Any]) -> str | None:
+    """Why a flag in ``PLANNED_INTEGER_FLAGS`` cannot be planned (its magnitude is past
+    ``MAX_FLAG_INTEGER``), naming it as SGLang spells it; None when all can."""
+    for key in PLANNED_INTEGER_FLAGS:
+        value = args.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_FLAG_INTEGER:
+            text = str(value)
+            shown = text if len(text) <= 24 else f"{text[:12]}... ({len(text)} digits)"
+            return f"--{key.replace('_', '-')}={shown}: out of range (at most 2**40)"
+    return None
+
+
 def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
-    """Resolve, check context, size memory and predict curves for one launch."""
+    """Resolve, check context, size memory and predict curves for one launch.
+
+    Raises:
+        PlanInputError: a flag the plan computes with is out of range (``flag_value_problem``).
+    """
+    problem = flag_value_problem(inp.args)
+    if problem is not None:
+        raise PlanInputError(problem)
     r = resolve_launch(inp.args, inp.target_config, inp.draft_config)
     on_disk = shape_from_config(inp.target_config)
     target = with_launch_dtype(on_disk, inp.args.get("dtype"))

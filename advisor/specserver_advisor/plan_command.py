@@ -26,6 +26,7 @@ from specserver_advisor.loaders.configs import (
     LoadedConfig,
     load_config,
 )
+from specserver_advisor.plan import PlanInputError
 from specserver_advisor.plan_from import Planned
 
 
@@ -310,6 +311,8 @@ def build(a: argparse.Namespace, extra: list[str]) -> Planned:
         return plan_from.plan_values(values, argv, env, target, draft, gpu, options)
     except (ConfigNotFoundError, ConfigUnreadableError, ConfigShapeError) as exc:
         raise UsageError(str(exc)) from exc
+    except PlanInputError as exc:
+        raise UsageError(f"{a.from_file}: {exc}" if a.from_file else str(exc)) from exc
 
 
 def run(a: argparse.Namespace, extra: list[str]) -> int:

@@ -157,8 +157,13 @@ class Decision:
         return out
 
 
+#: Accept lengths past this share one band (a hostile 1e308 made ``accept * 5`` infinite).
+MAX_BAND_ACCEPT = 1000.0
+
+
 def band_of(load: float, accept: float) -> str:
     """Learning key: half-octave concurrency band x accept-length band (0.2 wide)."""
+    accept = min(accept, MAX_BAND_ACCEPT)
     step = max(0, round(2 * math.log2(max(1.0, load))))
     return f"{round(2 ** (step / 2))}@{round(accept * 5) / 5:.1f}"
 

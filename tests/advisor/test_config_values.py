@@ -35,6 +35,13 @@ BAD: list[tuple[str, dict[str, Any], str, str]] = [
     ("target", {"text_config": {"hidden_size": True}}, "text_config.hidden_size", "not an integ"),
     ("draft", {"block_size": "x"}, "block_size", "'x' is not an integer"),
     ("target", {"max_position_embeddings": 10**30}, "max_position_embeddings", "out of range"),
+    # F's campaign: more experts per token than experts (a TypeError on a complex number)
+    (
+        "target",
+        {"num_experts": 2, "num_experts_per_tok": 8},
+        "num_experts_per_tok",
+        "8 is more than the 2 routed experts (num_experts)",
+    ),
 ]
 
 
@@ -190,3 +197,71 @@ def test_a_safetensors_index_of_another_shape_is_ignored_or_named(
         clean_refusal(run, "model.safetensors.index.json: expected a JSON object, got list")
     else:
         assert run.rc in (0, 1), run.err
+
+
+def test_plan_refuses_a_moe_with_more_experts_per_token_than_experts(tmp_path: Path) -> None:
+    # F's campaign: DeepSeek-V3 with n_routed_experts 1 (8 per token) on NEXTN was a TypeError
+    # ('complex') in perfmodel._experts_touched.
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "config.json").write_text(
+        json.dumps({**load_config("deepseek-v3"), "n_routed_experts": 1})
+    )
+    run = advisor(
+        tmp_path,
+        "plan",
+        "--model",
+        str(target),
+        "--gpu",
+        "H200",
+        "--gpus",
+        "8",
+        "--algorithm",
+        "NEXTN",
+    )
+    clean_refusal(run, "target/config.json: num_experts_per_tok: 8 is more than the 1 routed")
+
+
+def test_build_engine_config_refuses_a_step_count_past_any_launch() -> None:
+    """numSteps has no upper bound in the CRD: 10**13 is a verdict naming the flag (before F's
+    fixes the prior summed 10**13 terms: ConfigValid never answered)."""
+    spec = SpecServerSpec.model_validate(
+        {
+            "model": {"path": "Qwen/Qwen3-8B"},
+            "draft": {"path": "Tengyunw/qwen3_8b_eagle3"},
+            "speculative": {"algorithm": "EAGLE3", "numSteps": 10**13},
+            "resources": {"gpuType": "L4"},
+        }
+    )
+    cfg = build_engine_config(spec, Configs(load_config(TARGET), load_config(DRAFT)), True)
+    assert (cfg.valid, cfg.reason) == (False, "InvalidSpec")
+    assert cfg.message.startswith("--speculative-num-steps=10000000000000: out of range")
+
+
+def test_replay_plans_a_policy_specserver_with_a_cap_past_any_launch_neutrally(
+    tmp_path: Path,
+) -> None:
+    # F's campaign (seed 99, on F's own fix): maxRunningRequests 10**30 in a policy SpecServer
+    # raised PlanInputError out of launch.policy_context_for; now ConfigValid's verdict is
+    # InvalidSpec and replay runs with the neutral context.
+    doc = {
+        "apiVersion": "specserver.io/v1alpha1",
+        "kind": "SpecServer",
+        "metadata": {"name": "x"},
+        "spec": {
+            "model": {"path": "Qwen/Qwen3-8B"},
+            "draft": {"path": "Tengyunw/qwen3_8b_eagle3"},
+            "speculative": {"algorithm": "EAGLE3"},
+            "engine": {"maxRunningRequests": 10**30},
+            "resources": {"gpuType": "L4"},
+            "mode": "Auto",
+        },
+    }
+    (tmp_path / "s.yaml").write_text(json.dumps(doc))
+    (tmp_path / "obs.jsonl").write_text('{"ts": 1}\n')
+    run = advisor(tmp_path, "replay", "--observations", "obs.jsonl", "--policy", "s.yaml")
+    assert run.rc == 0 and "Traceback" not in run.err, run.err
+    spec = SpecServerSpec.model_validate(doc["spec"])
+    cfg = build_engine_config(spec, Configs(load_config(TARGET), load_config(DRAFT)), True)
+    assert (cfg.valid, cfg.reason) == (False, "InvalidSpec")
+    assert cfg.message.startswith("--max-running-requests=100000000000... (31 digits)")

@@ -7,11 +7,14 @@ the oversized file a memory bound (it is refused from its size, never read whole
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 import pytest
 
 from cliprocess import advisor, clean_refusal
+from conftest import load_config
 
 #: 10^8 items in 380 bytes: eight levels of ten aliases each.
 BILLION_LAUGHS = 'a: &a ["x","x","x","x","x","x","x","x","x","x"]\n' + "".join(
@@ -132,3 +135,140 @@ def test_a_settings_tag_that_does_not_fit_names_the_line(tmp_path: Path) -> None
     (tmp_path / "run.sh").write_text("echo hi\n")
     run = advisor(tmp_path, "lint", "--config", "s.yaml", "run.sh")
     clean_refusal(run, "s.yaml: tag:yaml.org,2002:float does not fit 'L4'", "(line 2, column 6)")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("lint", "fifo.yaml"),
+        ("plan", "--from", "fifo.yaml", "--gpu", "L4"),
+        ("replay", "--observations", "fifo.yaml"),
+        ("replay", "--observations", "obs.jsonl", "--policy", "fifo.yaml"),
+        ("fleetsim", "--policy", "fifo.yaml"),
+        ("plan", "--model", "fifo-model", "--gpu", "L4"),
+    ],
+)
+def test_a_named_pipe_without_a_writer_does_not_hang(tmp_path: Path, argv: tuple[str, ...]) -> None:
+    # F's campaign: open() of a FIFO waited forever for a writer (every reader hung).
+    os.mkfifo(tmp_path / "fifo.yaml")
+    (tmp_path / "fifo-model").mkdir()
+    os.mkfifo(tmp_path / "fifo-model" / "config.json")
+    (tmp_path / "obs.jsonl").write_text('{"ts": 1}\n')
+    run = advisor(tmp_path, *argv, timeout=20)
+    assert run.rc in (0, 1, 2) and "Traceback" not in run.err, (run.rc, run.err)
+    assert run.seconds < 15, run.seconds
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("x: !!bool maybe\n", "tag:yaml.org,2002:bool does not fit 'maybe'"),
+        ("x: !!timestamp nope\n", "tag:yaml.org,2002:timestamp does not fit 'nope'"),
+    ],
+)
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("lint", "t.yaml"),
+        ("lint", "--config", "t.yaml", "run.sh"),
+        ("replay", "--observations", "obs.jsonl", "--policy", "t.yaml"),
+        ("fleetsim", "--policy", "t.yaml"),
+        ("plan", "--from", "t.yaml", "--gpu", "L4"),
+    ],
+)
+def test_a_tag_whose_constructor_raises_a_key_or_attribute_error(
+    tmp_path: Path, argv: tuple[str, ...], text: str, says: str
+) -> None:
+    # F's campaign: only ValueError/TypeError were caught: KeyError, AttributeError tracebacks.
+    (tmp_path / "t.yaml").write_text(text)
+    (tmp_path / "obs.jsonl").write_text('{"ts": 1}\n')
+    (tmp_path / "run.sh").write_text("echo hi\n")
+    run = advisor(tmp_path, *argv)
+    clean_refusal(run, "t.yaml", says, "line 1, column 4")
+
+
+@pytest.mark.parametrize(
+    "argv", [("lint", "run.sh"), ("lint", "--config", "pyproject.toml", "run.sh")]
+)
+def test_a_pyproject_whose_tool_is_not_a_table(tmp_path: Path, argv: tuple[str, ...]) -> None:
+    # F's campaign: ``tool = 5`` was an AttributeError ('int' object has no attribute 'get').
+    (tmp_path / "pyproject.toml").write_text("tool = 5\n")
+    (tmp_path / "run.sh").write_text("echo hi\n")
+    run = advisor(tmp_path, *argv)
+    clean_refusal(run, "pyproject.toml: tool: expected a table, got int")
+
+
+def _model_dirs(tmp_path: Path) -> tuple[str, str]:
+    for name, config in (("target", "qwen3-8b"), ("draft", "qwen3-8b-eagle3")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(json.dumps(load_config(config)))
+    return str(tmp_path / "target"), str(tmp_path / "draft")
+
+
+def _launch(target: str, draft: str, *flags: str) -> str:
+    return (
+        f"python -m sglang.launch_server --model-path {target} --speculative-algorithm EAGLE3 "
+        f"--speculative-draft-model-path {draft} {' '.join(flags)}\n"
+    )
+
+
+@pytest.mark.parametrize("flag", ["--steps", "--topk"])
+def test_plan_with_a_huge_speculative_count_answers_in_time(tmp_path: Path, flag: str) -> None:
+    # F's campaign: the accept-length prior summed one term per step (10^9 steps: minutes,
+    # 10^23: for ever).
+    target, draft = _model_dirs(tmp_path)
+    huge = str(10**9)
+    run = advisor(tmp_path, "plan", "--model", target, "--draft", draft, "--gpu", "L4", flag, huge)
+    assert run.rc in (0, 1) and "Traceback" not in run.err, (run.rc, run.err)
+    assert run.seconds < 15, run.seconds
+    (tmp_path / "run.sh").write_text(_launch(target, draft, "--speculative-num-steps", huge))
+    run = advisor(tmp_path, "plan", "--from", "run.sh", "--gpu", "L4")
+    assert run.rc in (0, 1) and "Traceback" not in run.err and run.seconds < 15
+
+
+@pytest.mark.parametrize(
+    "flag", ["--tp-size", "--pp-size", "--chunked-prefill-size", "--cuda-graph-max-bs-decode"]
+)
+def test_a_flag_past_any_launch_is_named_not_an_overflow(tmp_path: Path, flag: str) -> None:
+    # F's campaign: a 401-digit --chunked-prefill-size (SGLang's int() takes it) was an
+    # OverflowError (int too large to convert to float) in memory.memory_settings.
+    target, draft = _model_dirs(tmp_path)
+    (tmp_path / "run.sh").write_text(_launch(target, draft, flag, str(10**400)))
+    run = advisor(tmp_path, "plan", "--from", "run.sh", "--gpu", "L4")
+    clean_refusal(run, f"run.sh: {flag}=100000000000... (401 digits): out of range")
+    run = advisor(tmp_path, "plan", "--model", target, "--draft", draft, "--gpu", "L4", flag, "1e3")
+    assert run.rc == 2 and "Traceback" not in run.err  # SGLang's int() refuses it
+    run = advisor(tmp_path, "lint", "--gpu", "L4", "run.sh")
+    assert run.rc in (0, 1) and "Traceback" not in run.err, run.err
+    run = advisor(
+        tmp_path, "plan", "--model", target, "--draft", draft, "--gpu", "L4", "--steps", str(10**23)
+    )
+    clean_refusal(run, "--speculative-num-steps=100000000000000000000000: out of range")
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "1e309"])
+def test_a_non_finite_mem_fraction_static_leaves_no_pool_named(tmp_path: Path, value: str) -> None:
+    # F's campaign: int(nan) in memory._tokens, a ValueError traceback from plan and lint.
+    target, draft = _model_dirs(tmp_path)
+    shown = "nan" if value == "nan" else "inf"
+    run = advisor(
+        tmp_path, "plan", "--model", target, "--draft", draft, "--gpu", "L4",
+        f"--mem-fraction-static={value}",
+    )  # fmt: skip
+    assert run.rc == 1 and "Traceback" not in run.err, run.err
+    assert f"under --mem-fraction-static={shown}" in run.out + run.err
+    (tmp_path / "run.sh").write_text(_launch(target, draft, "--mem-fraction-static", value))
+    run = advisor(tmp_path, "plan", "--from", "run.sh", "--gpu", "L4")
+    assert run.rc == 1 and "Traceback" not in run.err, run.err
+    run = advisor(tmp_path, "lint", "--gpu", "L4", "run.sh")
+    assert run.rc in (0, 1) and "Traceback" not in run.err, run.err
+
+
+def test_replay_with_an_absurd_but_finite_accept_length(tmp_path: Path) -> None:
+    # F's campaign (seed 99): accept_length 1e308 made the policy's learning band round(inf),
+    # an OverflowError in policy_model.band_of (the operator's autopilot evaluates the same).
+    line = {"mode": "on", "accept_length": 1e308, "ttft_p99_s": 0.5, "running": 4, "queued": 0}
+    rows = [json.dumps({**line, "ts": 30 * i, "output_tok_s": 100, "age_s": 1}) for i in range(4)]
+    (tmp_path / "obs.jsonl").write_text("\n".join(rows) + "\n")
+    run = advisor(tmp_path, "replay", "--observations", "obs.jsonl")
+    assert run.rc == 0 and "Traceback" not in run.err, run.err

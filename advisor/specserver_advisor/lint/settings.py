@@ -76,7 +76,10 @@ def _read(path: Path) -> dict[str, Any] | None:
     try:
         text = read_text(path, str(path), max_bytes=MAX_SETTINGS_BYTES)
         if path.suffix == ".toml":
-            section = (tomllib.loads(text).get("tool") or {}).get("specserver-advisor")
+            tool = tomllib.loads(text).get("tool") or {}
+            if not isinstance(tool, dict):
+                raise UsageError(f"{path}: tool: expected a table, got {type(tool).__name__}")
+            section = tool.get("specserver-advisor")
             if section is None:
                 return None
             loaded: Any = section

@@ -134,6 +134,14 @@ def compose(
 _CONSTRUCTOR = yaml.SafeLoader("")
 
 
+def _why(exc: Exception) -> str:
+    """A constructor's failure in words (``!!bool maybe`` raises a bare KeyError('maybe'),
+    ``!!timestamp nope`` an AttributeError about a failed match)."""
+    if isinstance(exc, KeyError | AttributeError | IndexError | LookupError):
+        return "not a value of that type"
+    return str(exc)
+
+
 def scalar(node: yaml.Node, what: str) -> Any:
     """The value of one scalar node (its tag applied), or InputLimitError naming where."""
     try:
@@ -141,9 +149,8 @@ def scalar(node: yaml.Node, what: str) -> Any:
     except yaml.YAMLError as exc:
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise _error(what, node, f"invalid YAML: {problem}") from None
-    except (ValueError, TypeError, OverflowError, IndexError, KeyError) as exc:
-        # PyYAML's own constructors: !!float '' is an IndexError, !!binary of junk a ValueError
-        raise _error(what, node, f"{node.tag} does not fit {node.value!r}: {exc}") from None
+    except Exception as exc:  # PyYAML's constructors: ValueError, KeyError, AttributeError...
+        raise _error(what, node, f"{node.tag} does not fit {node.value!r}: {_why(exc)}") from None
 
 
 #: Scalars whose construction cannot fail, or that only ``construct_mapping`` reads (``<<``).
@@ -180,5 +187,5 @@ def load(text: str, what: str, *, max_nodes: int = MAX_NODES, max_depth: int = M
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         line = mark.line + 1 if mark else None
         raise InputLimitError(what, f"invalid YAML: {problem}", line) from None
-    except (ValueError, TypeError, OverflowError) as exc:
-        raise InputLimitError(what, f"a YAML tag does not fit its value: {exc}") from None
+    except Exception as exc:  # as in ``scalar``: whatever a constructor raises is the file's
+        raise InputLimitError(what, f"a YAML tag does not fit its value: {_why(exc)}") from None

@@ -5,12 +5,15 @@ Every file, stdin stream and configuration the advisor reads (``lint`` files and
 directory's ``config.json``) comes through :func:`read_bytes` or :func:`read_text`: a regular
 file larger than the limit is refused from its size before a byte is read, anything else (a
 pipe, stdin) is read at most one byte past the limit, and text that is not UTF-8 is refused
-with the line and byte where it broke. Every failure is an ``InputLimitError`` naming the input.
+with the line and byte where it broke. A named pipe is opened without waiting for a writer (one
+that has none reads as empty, never hangs the run). Every failure is an ``InputLimitError``
+naming the input.
 I/O: the read itself; decoding is pure (``decode_utf8``).
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import stat
 from pathlib import Path
@@ -39,13 +42,25 @@ def read_stream(stream: BinaryIO, what: str, *, max_bytes: int = MAX_FILE_BYTES)
     return raw
 
 
+def _open(path: Path | str) -> BinaryIO:
+    """``path`` open for reading; O_NONBLOCK so that opening a FIFO with no writer returns at
+    once (then blocking again: a FIFO without a writer reads as EOF, a writer's bytes arrive)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def read_bytes(
     path: Path | str, what: str | None = None, *, max_bytes: int = MAX_FILE_BYTES
 ) -> bytes:
     """The bytes of ``path``: its size checked (``fstat``) before any is read."""
     what = str(path) if what is None else what
     try:
-        with open(path, "rb") as stream:
+        with _open(path) as stream:
             info = os.fstat(stream.fileno())
             if stat.S_ISREG(info.st_mode) and info.st_size > max_bytes:
                 raise _too_large(what, info.st_size, max_bytes)

@@ -12,7 +12,7 @@ from specserver_advisor.lint.model import Diagnostic, Launch, Position
 from specserver_advisor.lint.specservers import COMPUTED_CAP
 from specserver_advisor.models import SpecServerSpec
 from specserver_advisor.modelshape import ConfigShapeError
-from specserver_advisor.plan import Plan, PlanInputs, make_plan
+from specserver_advisor.plan import Plan, PlanInputError, PlanInputs, make_plan
 from specserver_advisor.sglang.context import ContextCheck, check_context, env_true
 from specserver_advisor.sglang.resolve import Resolution, resolve_launch
 
@@ -51,7 +51,7 @@ def memory_plan(launch: Launch) -> Plan | None:
     if "_plan" not in cache:
         cache["_plan"] = None
         if launch.gpu_type and cache.get("target") is not None:
-            with contextlib.suppress(UnknownGpuError, ConfigShapeError):
+            with contextlib.suppress(UnknownGpuError, ConfigShapeError, PlanInputError):
                 gpu = lookup_gpu(launch.gpu_type)
                 args = server_args(launch)
                 plan = _plan(launch, args, gpu)
