@@ -141,10 +141,9 @@ def test_a_malformed_specserver_does_not_stop_another(
     }
     # Issue 31: a value of the wrong type where the model shape is read (a KeyError before).
     wrong_type = named(bad, "malformed-arch")
-    wrong_type["spec"]["modelSource"]["inline"]["target"] = {
-        **load_config("qwen3-8b"),
-        "architectures": {"Qwen3ForCausalLM": 1},
-    }
+    wrong_type["spec"]["modelSource"]["inline"]["targetConfig"] = json.dumps(
+        {**load_config("qwen3-8b"), "architectures": {"Qwen3ForCausalLM": 1}}
+    )
     apply(kube, namespace, bad)
     apply(kube, namespace, wrong_type)
     apply(kube, namespace, example())
