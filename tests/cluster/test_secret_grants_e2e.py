@@ -20,7 +20,7 @@ import yaml
 from tenancy import kubeconfig, sa_token, start_operator, stop
 from test_operator_e2e import condition, get, wait_for
 from test_tenant_isolation import installed, tenant  # noqa: F401 (fixtures)
-from test_webhook import ca_bundle
+from test_webhook import ca_bundle, webhook_config
 
 from conftest import REPO, KubeHandle
 from specserver_engine.ports import free_loopback_port
@@ -28,34 +28,6 @@ from specserver_engine.ports import free_loopback_port
 pytestmark = pytest.mark.cluster
 
 CONFIG = "specserver-validation"  # the one the ServiceAccount may patch (manifests/rbac.yaml)
-
-
-def _webhook_config(port: int, namespace: str) -> dict[str, Any]:
-    """manifests/webhook.yaml's configuration, dialling the operator on loopback, Ignore."""
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": CONFIG},
-        "webhooks": [
-            {
-                "name": "validate.specservers.specserver.io",
-                "admissionReviewVersions": ["v1"],
-                "sideEffects": "NoneOnDryRun",
-                "failurePolicy": "Ignore",
-                "timeoutSeconds": 10,
-                "clientConfig": {"url": f"https://127.0.0.1:{port}/validate"},
-                "namespaceSelector": {"matchLabels": {"specserver-grants-test": namespace}},
-                "rules": [
-                    {
-                        "apiGroups": ["specserver.io"],
-                        "apiVersions": ["v1alpha1"],
-                        "operations": ["CREATE", "UPDATE"],
-                        "resources": ["specservers"],
-                    }
-                ],
-            }
-        ],
-    }
 
 
 def _specserver() -> dict[str, Any]:
@@ -105,7 +77,14 @@ subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}}]
 """
     kube.kubectl("apply", "-f", "-", input=alice)
     port = free_loopback_port()
-    kube.kubectl("apply", "-f", "-", input=json.dumps(_webhook_config(port, namespace)))
+    kube.kubectl(
+        "apply",
+        "-f",
+        "-",
+        input=json.dumps(
+            webhook_config(CONFIG, port, namespace, "Ignore", "specserver-grants-test")
+        ),
+    )
     op_config = kubeconfig(
         tmp_path / "operator.kubeconfig",
         kube.server,

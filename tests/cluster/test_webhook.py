@@ -24,7 +24,16 @@ from conftest import REPO, KubeHandle
 from specserver_engine.ports import free_loopback_port
 
 
-def webhook_config(name: str, port: int, namespace: str) -> dict[str, Any]:
+def webhook_config(
+    name: str,
+    port: int,
+    namespace: str,
+    failure_policy: str = "Fail",
+    label: str = "specserver-webhook-test",
+) -> dict[str, Any]:
+    """manifests/webhook.yaml's configuration dialling the operator on loopback, for the
+    namespaces labelled ``label=namespace``; Fail by default (an unreachable webhook must fail
+    the test; manifests/ has Ignore)."""
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
@@ -34,11 +43,10 @@ def webhook_config(name: str, port: int, namespace: str) -> dict[str, Any]:
                 "name": "validate.specservers.specserver.io",
                 "admissionReviewVersions": ["v1"],
                 "sideEffects": "NoneOnDryRun",
-                # Fail here (Ignore in manifests/): an unreachable webhook must fail the test.
-                "failurePolicy": "Fail",
+                "failurePolicy": failure_policy,
                 "timeoutSeconds": 10,
                 "clientConfig": {"url": f"https://127.0.0.1:{port}/validate"},
-                "namespaceSelector": {"matchLabels": {"specserver-webhook-test": namespace}},
+                "namespaceSelector": {"matchLabels": {label: namespace}},
                 "rules": [
                     {
                         "apiGroups": ["specserver.io"],
