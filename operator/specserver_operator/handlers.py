@@ -37,6 +37,8 @@ _STOP = threading.Event()
 _LOGGED_IN = threading.Event()
 _CONNECTION: list[Connection] = []
 _WEBHOOK: list[Any] = []  # the Webhook, once started (webhook.py)
+#: Seconds an idle kopf worker lives after its object's last event (``configure``).
+IDLE_WORKER_S = 0.5
 
 
 @kopf.on.login()
@@ -84,10 +86,9 @@ def _run_webhook() -> None:
     hook.serve(_STOP)
 
 
-@kopf.on.startup()
-def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-    """Start the metrics and the cycle (kopf itself keeps and posts nothing: no change-detection
-    handlers, so no diff-base or progress annotation)."""
+def tune(settings: kopf.OperatorSettings) -> None:
+    """kopf's settings for this operator (``configure``): it posts nothing, elects no leader,
+    lists in pages and keeps no idle worker."""
     settings.posting.enabled = False  # events are posted by client.post_event
     # Leader election is the cycle's own Lease (leader.py), not kopf peering.
     settings.peering.standalone = True
@@ -95,6 +96,19 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     # kopf's own initial LIST of each watched kind in pages, as client.py lists: at a thousand
     # SpecServers a whole list of Deployments parsed at once was the operator's peak RSS.
     settings.watching.chunk_size = LIST_PAGE
+    # kopf's per-object worker keeps its object's last raw event (the whole body, managedFields
+    # and all) while it waits for the next one: 5 s by default, so with a status write per
+    # SpecServer per cycle every object's full body stayed alive through the write phase and
+    # set the RSS high-water mark. The handlers cache a trimmed copy at once (objectcache.py),
+    # so a worker has nothing to wait for.
+    settings.queueing.idle_timeout = IDLE_WORKER_S
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    """Start the metrics and the cycle (kopf itself keeps and posts nothing: no change-detection
+    handlers, so no diff-base or progress annotation)."""
+    tune(settings)
     kopfpaging.install()  # a page whose continue token expired restarts the listing
     kopfdecode.install()  # one object too deep to decode is skipped, not the end of the process
     opmetrics.serve(int(value("SPECSERVER_METRICS_PORT")), value("SPECSERVER_METRICS_ADDRESS"))

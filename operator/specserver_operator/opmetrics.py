@@ -9,27 +9,32 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from specserver_operator.seriesbook import Series
+
 #: ``specserver_speculation_mode`` values: with speculation, without, and no engine at all
 #: (invalid spec, nothing deployed yet): distinct, so "off" never hides "not serving".
 MODE_ON, MODE_OFF, MODE_NO_ENGINE = 1, 0, -1
 
 REGISTRY = CollectorRegistry()
-DECISIONS = Counter(
+#: The series labelled by SpecServer are plain values exposed at scrape time (seriesbook.py):
+#: a prometheus_client child per series was about 1 KB, three or more per SpecServer.
+DECISIONS = Series(
     "specserver_decisions",
     "Auto-speculation decisions.",
-    ["namespace", "specserver", "action", "reason"],
+    ("namespace", "specserver", "action", "reason"),
+    counter=True,
     registry=REGISTRY,
 )
-MODE = Gauge(
+MODE = Series(
     "specserver_speculation_mode",
     "1: the engine runs with speculation; 0: without; -1: no engine (invalid or not deployed).",
-    ["namespace", "specserver"],
+    ("namespace", "specserver"),
     registry=REGISTRY,
 )
-READY = Gauge(
+READY = Series(
     "specserver_ready",
     "1 when the SpecServer's Ready condition is True, else 0.",
-    ["namespace", "specserver"],
+    ("namespace", "specserver"),
     registry=REGISTRY,
 )
 EVALUATION = Histogram(
@@ -42,10 +47,11 @@ QUERY_ERRORS = Counter(
     "Prometheus queries (grouped, one per signal) that failed.",
     registry=REGISTRY,
 )
-SWITCHES = Counter(
+SWITCHES = Series(
     "specserver_switches",
     "Speculation switches that ended, by result (completed, failed, cancelled).",
-    ["namespace", "specserver", "result"],
+    ("namespace", "specserver", "result"),
+    counter=True,
     registry=REGISTRY,
 )
 
@@ -93,12 +99,7 @@ LEASE_FORBIDDEN = Gauge(
 
 
 #: Metrics with ``namespace`` and ``specserver`` labels (their series die with the SpecServer).
-PER_SPECSERVER = (
-    (DECISIONS, ("namespace", "specserver", "action", "reason")),
-    (MODE, ("namespace", "specserver")),
-    (READY, ("namespace", "specserver")),
-    (SWITCHES, ("namespace", "specserver", "result")),
-)
+PER_SPECSERVER = (DECISIONS, MODE, READY, SWITCHES)
 _QUERY_ERRORS_SEEN = [0]
 
 
@@ -123,16 +124,11 @@ def retain(live: set[tuple[str, str]]) -> int:
         How many series were removed.
     """
     removed = 0
-    for metric, names in PER_SPECSERVER:
-        stale = set()
-        for family in metric.collect():
-            for sample in family.samples:
-                key = (sample.labels.get("namespace", ""), sample.labels.get("specserver", ""))
-                if key not in live and set(names) <= set(sample.labels):
-                    stale.add(tuple(sample.labels[n] for n in names))
-        for values in stale:
-            metric.remove(*values)
-            removed += 1
+    for series in PER_SPECSERVER:
+        with series.lock:  # the first two labels are namespace and specserver
+            for key in [k for k in series.values if k[:2] not in live]:
+                del series.values[key]
+                removed += 1
     return removed
 
 
