@@ -106,6 +106,14 @@ def create_under(kube: KubeHandle, crd: Any, namespace: str, doc: dict[str, Any]
     finally:
         install(kube, crdgen.build_crd())
     wait_for(lambda: refuses_a_list_for_a_string(kube, namespace), 60, "the real CRD in force")
+    wait_for(lambda: publishes_real_crd(kube), 60, "the real CRD in the published OpenAPI")
+
+
+def publishes_real_crd(kube: KubeHandle) -> bool:
+    """Whether the API server's published OpenAPI (what kubectl validates against, updated a
+    moment after the CRD itself) has the real CRD's inline fields again."""
+    done = kube.kubectl("explain", "specservers.spec.modelSource.inline.targetConfig", check=False)
+    return done.returncode == 0
 
 
 def with_nested_list(doc: dict[str, Any], levels: int) -> str:
