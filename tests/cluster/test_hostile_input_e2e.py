@@ -23,7 +23,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_operator_e2e import apply, condition, example, get, wait_for
+from test_operator_e2e import condition, example, get, wait_for
 from test_operator_faults_e2e import Operator, named, recreated_after_delete
 
 from conftest import KubeHandle
@@ -97,7 +97,9 @@ def create_under(kube: KubeHandle, crd: Any, namespace: str, doc: dict[str, Any]
     body = doc if isinstance(doc, str) else json.dumps(doc)
 
     def created() -> bool:
-        done = kube.kubectl("create", "-n", namespace, "-f", "-", input=body, check=False)
+        done = kube.kubectl(
+            "create", "--validate=false", "-n", namespace, "-f", "-", input=body, check=False
+        )
         return done.returncode == 0
 
     try:
@@ -106,14 +108,13 @@ def create_under(kube: KubeHandle, crd: Any, namespace: str, doc: dict[str, Any]
     finally:
         install(kube, crdgen.build_crd())
     wait_for(lambda: refuses_a_list_for_a_string(kube, namespace), 60, "the real CRD in force")
-    wait_for(lambda: publishes_real_crd(kube), 60, "the real CRD in the published OpenAPI")
 
 
-def publishes_real_crd(kube: KubeHandle) -> bool:
-    """Whether the API server's published OpenAPI (what kubectl validates against, updated a
-    moment after the CRD itself) has the real CRD's inline fields again."""
-    done = kube.kubectl("explain", "specservers.spec.modelSource.inline.targetConfig", check=False)
-    return done.returncode == 0
+def apply(kube: KubeHandle, ns: str, doc: dict[str, Any]) -> None:
+    """``kubectl apply`` validated by the API server only: this file swaps the CRD, and the
+    published OpenAPI that kubectl's own check reads follows a swap late (a next apply saw the
+    permissive schema); the server's schema is what the guarantees are about."""
+    kube.kubectl("apply", "--validate=false", "-n", ns, "-f", "-", input=json.dumps(doc))
 
 
 def with_nested_list(doc: dict[str, Any], levels: int) -> str:
