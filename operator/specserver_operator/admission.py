@@ -35,8 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specserver_advisor import configchain, findings
-from specserver_advisor.configcheck import check_configs
-from specserver_advisor.configvalues import ConfigShapeError
+from specserver_advisor.launch import INVALID_MODEL_CONFIG
 from specserver_advisor.lint.model import Context
 from specserver_advisor.lint.rules import RULES
 from specserver_advisor.lint.specservers import SpecServerError, launch_from_specserver
@@ -146,10 +145,8 @@ def _lint(
         verdict.problems.append(str(exc))
         return
     if configs is not None:
-        try:
-            check_configs(configs.target, configs.draft)
-        except ConfigShapeError:
-            return  # the render named it (InvalidModelConfig); no rule can judge such a config
+        if INVALID_MODEL_CONFIG in seen:
+            return  # the render refused the configs' shape; no rule can judge such a config
         launch.configs.update({"target": configs.target, "draft": configs.draft})
     ctx = Context([launch])
     for module in RULES.values():

@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from specserver_advisor.launch import INVALID_MODEL_CONFIG
 from specserver_advisor.models import SpecServer
 from specserver_advisor.modelshape import ConfigShapeError
 from specserver_operator import podpolicy
@@ -25,7 +26,6 @@ from specserver_operator.validation import context_problems, spec_problems
 #: (reason, message): a ConfigValid=False reason (InvalidSpec, PodPolicyRefused, a SPEC code)
 Problem = tuple[str, str]
 INVALID_SPEC = "InvalidSpec"
-INVALID_MODEL_CONFIG = "InvalidModelConfig"
 
 
 def parse(
