@@ -57,6 +57,27 @@ def _dirs(tmp_path: Path, role: str, change: dict[str, Any]) -> tuple[Path, Path
     return out[0], out[1]
 
 
+def qwen_specserver(
+    name: str = "chat", inline: dict[str, str] | None = None, **spec: Any
+) -> dict[str, Any]:
+    """A Qwen3-8B + EAGLE-3 SpecServer on an L4 (``spec`` fields added, configs ``inline``)."""
+    doc: dict[str, Any] = {
+        "apiVersion": "specserver.io/v1alpha1",
+        "kind": "SpecServer",
+        "metadata": {"name": name},
+        "spec": {
+            "model": {"path": "Qwen/Qwen3-8B"},
+            "draft": {"path": "Tengyunw/qwen3_8b_eagle3"},
+            "speculative": {"algorithm": "EAGLE3"},
+            "resources": {"gpuType": "L4"},
+            **spec,
+        },
+    }
+    if inline is not None:
+        doc["spec"]["modelSource"] = {"inline": inline}
+    return doc
+
+
 @pytest.mark.parametrize(("role", "change", "key", "says"), BAD)
 def test_plan_refuses_a_bad_config_value_naming_file_and_key(
     tmp_path: Path, role: str, change: dict[str, Any], key: str, says: str
@@ -82,23 +103,12 @@ def test_lint_names_a_bad_model_dir_config_and_a_bad_inline_config(tmp_path: Pat
     run = advisor(tmp_path, "lint", "--format", "json", "run.sh")
     assert "Traceback" not in run.err
     assert "INFO001" in run.out and "num_attention_heads: 0 is out of range" in run.out
-    inline = {
-        "apiVersion": "specserver.io/v1alpha1",
-        "kind": "SpecServer",
-        "metadata": {"name": "chat"},
-        "spec": {
-            "model": {"path": "Qwen/Qwen3-8B"},
-            "draft": {"path": "Tengyunw/qwen3_8b_eagle3"},
-            "speculative": {"algorithm": "EAGLE3"},
-            "resources": {"gpuType": "L4"},
-            "modelSource": {
-                "inline": {
-                    "targetConfig": json.dumps({**load_config(TARGET), "rope_scaling": [1]}),
-                    "draftConfig": json.dumps(load_config(DRAFT)),
-                }
-            },
-        },
-    }
+    inline = qwen_specserver(
+        inline={
+            "targetConfig": json.dumps({**load_config(TARGET), "rope_scaling": [1]}),
+            "draftConfig": json.dumps(load_config(DRAFT)),
+        }
+    )
     (tmp_path / "s.yaml").write_text(json.dumps(inline, indent=1))
     run = advisor(tmp_path, "lint", "--format", "json", "s.yaml")
     text = clean_refusal(
@@ -118,24 +128,13 @@ def test_replay_refuses_a_bad_config_naming_file_and_key(tmp_path: Path) -> None
 
 
 def test_replay_refuses_a_policy_specservers_bad_inline_config(tmp_path: Path) -> None:
-    doc = {
-        "apiVersion": "specserver.io/v1alpha1",
-        "kind": "SpecServer",
-        "metadata": {"name": "chat"},
-        "spec": {
-            "model": {"path": "Qwen/Qwen3-8B"},
-            "draft": {"path": "Tengyunw/qwen3_8b_eagle3"},
-            "mode": "Auto",
-            "speculative": {"algorithm": "EAGLE3"},
-            "resources": {"gpuType": "L4"},
-            "modelSource": {
-                "inline": {
-                    "targetConfig": json.dumps({**load_config(TARGET), "num_attention_heads": 0}),
-                    "draftConfig": json.dumps(load_config(DRAFT)),
-                }
-            },
+    doc = qwen_specserver(
+        mode="Auto",
+        inline={
+            "targetConfig": json.dumps({**load_config(TARGET), "num_attention_heads": 0}),
+            "draftConfig": json.dumps(load_config(DRAFT)),
         },
-    }
+    )
     (tmp_path / "s.yaml").write_text(json.dumps(doc))
     (tmp_path / "obs.jsonl").write_text('{"ts": 1}\n')
     run = advisor(tmp_path, "replay", "--observations", "obs.jsonl", "--policy", "s.yaml")
@@ -244,19 +243,7 @@ def test_replay_plans_a_policy_specserver_with_a_cap_past_any_launch_neutrally(
     # F's campaign (seed 99, on F's own fix): maxRunningRequests 10**30 in a policy SpecServer
     # raised PlanInputError out of launch.policy_context_for; now ConfigValid's verdict is
     # InvalidSpec and replay runs with the neutral context.
-    doc = {
-        "apiVersion": "specserver.io/v1alpha1",
-        "kind": "SpecServer",
-        "metadata": {"name": "x"},
-        "spec": {
-            "model": {"path": "Qwen/Qwen3-8B"},
-            "draft": {"path": "Tengyunw/qwen3_8b_eagle3"},
-            "speculative": {"algorithm": "EAGLE3"},
-            "engine": {"maxRunningRequests": 10**30},
-            "resources": {"gpuType": "L4"},
-            "mode": "Auto",
-        },
-    }
+    doc = qwen_specserver("x", mode="Auto", engine={"maxRunningRequests": 10**30})
     (tmp_path / "s.yaml").write_text(json.dumps(doc))
     (tmp_path / "obs.jsonl").write_text('{"ts": 1}\n')
     run = advisor(tmp_path, "replay", "--observations", "obs.jsonl", "--policy", "s.yaml")
