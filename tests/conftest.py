@@ -1,79 +1,30 @@
-"""Shared pytest fixtures: the real local control plane (session-scoped) and repo paths.
-
-The control plane is started with the same code as ``scripts/devcluster`` (scripts/devcluster.py),
-in a private state directory and on its own loopback ports, and stopped at the end of the session.
+"""Shared pytest fixtures and hooks: the real local control plane (session-scoped), Prometheus,
+simulated engines. The control plane is started with the same code as ``scripts/devcluster``
+(scripts/devcluster.py), in a private state directory and on its own loopback ports, and stopped
+at the end of the session. Plain helpers and constants live in ``stack.py``; tests never import
+this file as a module.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 from urllib.parse import urlparse
 
 import pytest
 
 from specserver_engine.ports import free_loopback_port
-
-REPO = Path(__file__).resolve().parent.parent
-DATA = REPO / "tests" / "data"
-TEST_BASE_PORT = int(os.environ.get("SPECSERVER_TEST_BASE_PORT", "26443"))
-
-
-def load_script(name: str) -> ModuleType:
-    """Import scripts/<name>.py (a script, not a package module) as the module ``name``."""
-    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def load_devcluster() -> ModuleType:
-    """Import scripts/devcluster.py."""
-    return load_script("devcluster")
-
-
-def load_config(name: str) -> dict[str, Any]:
-    """A bundled model config.json (advisor/specserver_advisor/data/configs)."""
-    path = REPO / "advisor" / "specserver_advisor" / "data" / "configs" / f"{name}.json"
-    data: dict[str, Any] = json.loads(path.read_text())
-    return data
-
-
-@dataclass
-class KubeHandle:
-    """How tests reach the local apiserver."""
-
-    kubeconfig: Path
-    server: str
-    #: the CA of the client certificate the apiserver shows admission webhooks (devcluster.py)
-    webhook_client_ca: Path | None = None
-
-    def kubectl(
-        self, *args: str, input: str | None = None, check: bool = True
-    ) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            ["kubectl", "--kubeconfig", str(self.kubeconfig), *args],
-            input=input,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        if check and done.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} failed:\n{done.stderr}")
-        return done
-
-    def env(self) -> dict[str, str]:
-        return dict(os.environ, KUBECONFIG=str(self.kubeconfig))
+from stack import (
+    REPO,
+    TEST_BASE_PORT,
+    KubeHandle,
+    Simulator,
+    load_devcluster,
+    load_devprom,
+)
 
 
 @pytest.fixture(scope="session")
@@ -113,11 +64,6 @@ def namespace(kube: KubeHandle, request: pytest.FixtureRequest) -> Iterator[str]
     kube.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
-def load_devprom() -> ModuleType:
-    """Import scripts/devprom.py."""
-    return load_script("devprom")
-
-
 @pytest.fixture(scope="session")
 def prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A real Prometheus on loopback (scrape every second, file-based discovery)."""
@@ -131,51 +77,6 @@ def prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         yield server
     finally:
         server.down()
-
-
-QWEN_EAGLE3 = [
-    "--model-path",
-    "Qwen/Qwen3-8B",
-    "--speculative-algorithm",
-    "EAGLE3",
-    "--speculative-draft-model-path",
-    "Tengyunw/qwen3_8b_eagle3",
-    "--speculative-num-steps",
-    "3",
-    "--speculative-eagle-topk",
-    "1",
-    "--speculative-num-draft-tokens",
-    "4",
-    "--mem-fraction-static",
-    "0.85",
-]
-
-
-@dataclass
-class Simulator:
-    """A running ``specserver-engine simulate`` process."""
-
-    url: str
-    port: int
-    process: subprocess.Popen[str]
-
-    def wait_ready(self, timeout: float = 30.0) -> None:
-        import time
-        import urllib.error
-        import urllib.request
-
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise AssertionError(f"simulator exited: {self.process.stdout.read()}")  # type: ignore[union-attr]
-            try:
-                with urllib.request.urlopen(f"{self.url}/ready", timeout=1) as resp:
-                    if resp.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):
-                pass
-            time.sleep(0.1)
-        raise AssertionError("simulator not ready in time")
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ import pytest
 import yaml
 from pydantic import BaseModel, Field, ValidationError
 
-from conftest import REPO
 from specserver_advisor import crdgen, jsonschemagen, models
+from stack import REPO
 
 
 def test_crd_file_matches_the_models() -> None:

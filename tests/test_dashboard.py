@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from conftest import REPO
 from specserver_operator import opmetrics
+from stack import REPO
 
 
 def test_dashboard_panels_query_real_metric_names() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from conftest import REPO
+from stack import REPO
 
 DOC = REPO / "docs" / "operator.md"
 

@@ -6,7 +6,7 @@ import importlib
 import subprocess
 import sys
 
-from conftest import REPO
+from stack import REPO
 
 
 def test_operator_source_root_has_no_init() -> None:

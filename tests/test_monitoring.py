@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import REPO, load_devprom
 from specserver_operator import opmetrics
+from stack import REPO, load_devprom
 
 MANIFESTS = REPO / "manifests"
 

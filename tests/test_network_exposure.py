@@ -11,9 +11,9 @@ from typing import Any
 
 import yaml
 
-from conftest import REPO
 from specserver_engine.ports import free_loopback_port
 from specserver_operator import opmetrics, settings
+from stack import REPO
 
 MANIFESTS = REPO / "manifests"
 

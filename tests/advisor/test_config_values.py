@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from cliprocess import advisor, clean_refusal
-from conftest import load_config
 from specserver_advisor.configcheck import ConfigShapeError, check_model_config
 from specserver_advisor.launch import INVALID_MODEL_CONFIG, Configs, build_engine_config
 from specserver_advisor.models import SpecServerSpec
+from stack import load_config
 
 TARGET, DRAFT = "qwen3-8b", "qwen3-8b-eagle3"
 #: (which config, the change, the key path the refusal names, what it says)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import load_config
 from specserver_advisor.sglang.context import (
     ContextVerdict,
     check_context,
     derive_context_length,
 )
+from stack import load_config
 
 OVERRIDE = {"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1"}
 

@@ -14,11 +14,11 @@ import math
 import pytest
 import yaml
 
-from conftest import REPO
 from specserver_advisor import fleetsim, fleetsim_model, fleetsim_oracle
 from specserver_advisor.models import AutoSpeculation, SwitchStrategy
 from specserver_advisor.policy import OFF, ON
 from specserver_operator import bluegreen
+from stack import REPO
 
 POLICY = AutoSpeculation()
 BLUE_GREEN = AutoSpeculation(switch_strategy=SwitchStrategy.BLUE_GREEN)

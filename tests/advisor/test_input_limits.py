@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from cliprocess import advisor, clean_refusal
-from conftest import load_config
+from stack import load_config
 
 #: 10^8 items in 380 bytes: eight levels of ten aliases each.
 BILLION_LAUGHS = 'a: &a ["x","x","x","x","x","x","x","x","x","x"]\n' + "".join(

@@ -15,11 +15,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import REPO
 from specserver_advisor.cli import main
 from specserver_advisor.lint import docgen
 from specserver_advisor.lint.engine import Options, lint
 from specserver_advisor.lint.rules import ENGINE_CODES, RULES
+from stack import REPO
 
 FIXTURES = REPO / "tests" / "advisor" / "fixtures"
 MODELS = ["--model-dir", str(FIXTURES / "models")]

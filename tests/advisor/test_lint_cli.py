@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
 from specserver_advisor.cli import main
 from specserver_advisor.lint.rules import ENGINE_CODES, RULES, documentation
+from stack import REPO
 
 FIXTURES = REPO / "tests" / "advisor" / "fixtures"
 SPEC011_FAIL = FIXTURES / "spec011" / "fail.sh"

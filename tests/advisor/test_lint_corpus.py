@@ -14,10 +14,10 @@ import jsonschema
 import pytest
 import yaml
 
-from conftest import REPO
 from specserver_advisor.cli import main
 from specserver_advisor.lint import render
 from specserver_advisor.lint.rules import ENGINE_CODES, RULES, documentation
+from stack import REPO
 
 CORPUS = REPO / "tests" / "advisor" / "corpus"
 MODELS = ["--model-dir", str(REPO / "tests" / "advisor" / "fixtures" / "models")]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import load_config
 from specserver_advisor import memory
 from specserver_advisor.gpus import lookup_gpu
 from specserver_advisor.modelshape import ConfigShapeError, shape_from_config
+from stack import load_config
 
 QWEN = shape_from_config(load_config("qwen3-8b"))
 QWEN_DRAFT = shape_from_config(load_config("qwen3-8b-eagle3"))

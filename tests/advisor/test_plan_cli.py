@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import load_config
 from specserver_advisor.cli import main
 from specserver_advisor.loaders.configs import ConfigNotFoundError
 from specserver_advisor.loaders.configs import load_config as load
+from stack import load_config
 
 L4_ARGS = [
     "--gpu",

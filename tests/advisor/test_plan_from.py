@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
 from specserver_advisor.cli import main
 from specserver_advisor.loaders.configs import bundled
 from specserver_advisor.models import SpecServer, SpecServerSpec
 from specserver_operator.configsource import ModelConfigs
 from specserver_operator.engineconfig import build_engine_config
+from stack import REPO
 
 FLAGS = [
     "--model-path",

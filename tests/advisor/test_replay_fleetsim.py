@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from conftest import DATA, REPO
 from specserver_advisor import fleetsim, fleetsim_model
 from specserver_advisor.cli import main
 from specserver_advisor.models import AutoSpeculation, SwitchStrategy
 from specserver_advisor.policy import OFF
+from stack import DATA, REPO
 
 RECORDED = DATA / "observations-rise-fall.jsonl"
 L4 = ["--model", "Qwen/Qwen3-8B", "--draft", "Tengyunw/qwen3_8b_eagle3", "--gpu", "L4"]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from conftest import load_config
 from specserver_advisor.sglang.flags import parse_server_argv
 from specserver_advisor.sglang.resolve import RESET_MESSAGE, Resolution, resolve_launch
+from stack import load_config
 
 
 def resolve(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import load_config
 from sglangflags import HAND_REGISTERED_AND_DEPRECATED
 from specserver_advisor import memory
 from specserver_advisor.gpus import lookup_gpu
@@ -15,6 +14,7 @@ from specserver_advisor.sglang import context
 from specserver_advisor.sglang.flags import parse_server_argv
 from specserver_advisor.sglang.resolve import resolve_launch
 from specserver_advisor.sglang.serverargs import predict_server
+from stack import load_config
 
 QWEN = load_config("qwen3-8b")
 DRAFT = load_config("qwen3-8b-eagle3")

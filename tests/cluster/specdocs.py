@@ -3,6 +3,6 @@ the benchmarks build theirs with too."""
 
 from __future__ import annotations
 
-from conftest import load_script
+from stack import load_script
 
 eagle3_auto = load_script("specserverdocs").eagle3_auto

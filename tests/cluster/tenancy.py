@@ -16,9 +16,9 @@ from pathlib import Path
 from test_operator_e2e import wait_for
 
 import loopbackhttp
-from conftest import KubeHandle
 from loopbackhttp import Answer, serve
 from specserver_engine.ports import free_loopback_port
+from stack import KubeHandle
 
 #: What a hostile listener answers (body and reason phrase); must never be read back.
 LEAK = "INTERNAL-ONLY: db_password=hunter2-" + secrets.token_hex(4)

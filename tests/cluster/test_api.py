@@ -7,7 +7,7 @@ import json
 import pytest
 import yaml
 
-from conftest import REPO, KubeHandle
+from stack import REPO, KubeHandle
 
 BASE = {
     "apiVersion": "specserver.io/v1alpha1",

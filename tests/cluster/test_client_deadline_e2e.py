@@ -20,9 +20,9 @@ import kopf
 import pytest
 from relays import PROMPT, STALL, Relay, drip
 
-from conftest import KubeHandle
 from specserver_operator.client import CALL_DEADLINE_S, ApiError, Connection, KubeClient
 from specserver_operator.leader import LEASE_NAME, Elector
+from stack import KubeHandle
 
 pytestmark = pytest.mark.cluster
 

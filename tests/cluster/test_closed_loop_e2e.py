@@ -27,9 +27,9 @@ import pytest
 from specdocs import eagle3_auto
 from test_operator_e2e import condition, get, wait_for
 
-from conftest import REPO, KubeHandle
 from specserver_engine.loadgen import Segment, run_segment
 from specserver_engine.ports import free_loopback_port
+from stack import REPO, KubeHandle
 
 NAME = "qwen3-8b"
 

@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 from test_operator_e2e import EXAMPLE, Operator, apply, condition, operator, wait_for
 
-from conftest import REPO, KubeHandle
+from stack import REPO, KubeHandle
 
 __all__ = ["operator"]  # the module-scoped operator process, shared with this module
 

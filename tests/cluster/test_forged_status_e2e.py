@@ -18,7 +18,7 @@ from tenancy import kubeconfig, sa_token, start_operator, stop
 from test_operator_e2e import EXAMPLE, get, wait_for
 from test_tenant_isolation import installed, tenant  # noqa: F401 (fixtures)
 
-from conftest import KubeHandle
+from stack import KubeHandle
 
 pytestmark = pytest.mark.cluster
 

@@ -26,8 +26,8 @@ from hypothesis import strategies as st
 from test_operator_e2e import condition, example, get, wait_for
 from test_operator_faults_e2e import Operator, named, recreated_after_delete
 
-from conftest import KubeHandle
 from specserver_advisor import crdgen
+from stack import KubeHandle
 
 #: The victim's children must be repaired within this (one 5 s cycle, with room for a loaded
 #: 2-core machine).

@@ -19,9 +19,9 @@ from specdocs import eagle3_auto
 from test_operator_e2e import apply, get, wait_for, written
 from test_operator_faults_e2e import Operator
 
-from conftest import QWEN_EAGLE3, KubeHandle
 from specserver_advisor.promql import signal_queries
 from specserver_engine import loadgen
+from stack import QWEN_EAGLE3, KubeHandle
 
 NAME = "idle-auto"
 #: Evaluations every 5 s: the window below spans six of them.

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from conftest import REPO, KubeHandle
+from stack import REPO, KubeHandle
 
 
 @pytest.fixture(autouse=True)

@@ -21,8 +21,8 @@ import pytest
 from kopf._cogs.clients import auth, fetching, watching
 from kopf._cogs.structs import credentials, references
 
-from conftest import KubeHandle
 from specserver_operator import kopfpaging
+from stack import KubeHandle
 
 pytestmark = pytest.mark.cluster
 

@@ -13,8 +13,8 @@ import pytest
 from tenancy import kubeconfig, sa_token, start_operator, stop
 from test_operator_e2e import apply, example, get, wait_for
 
-from conftest import REPO, KubeHandle
 from specserver_engine.ports import free_loopback_port
+from stack import REPO, KubeHandle
 
 pytestmark = pytest.mark.cluster
 

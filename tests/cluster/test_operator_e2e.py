@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import REPO, KubeHandle, load_config
 from specserver_engine.ports import free_loopback_port
+from stack import REPO, KubeHandle, load_config
 
 EXAMPLE = REPO / "manifests" / "examples" / "qwen3-8b-eagle3-l4.yaml"
 

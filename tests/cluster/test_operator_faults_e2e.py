@@ -30,9 +30,9 @@ from test_operator_e2e import (
     wait_for,
 )
 
-from conftest import KubeHandle, load_config
 from loopbacktcp import Drip, Tarpit
 from specserver_engine.ports import free_loopback_port
+from stack import KubeHandle, load_config
 
 
 class Operator(BaseOperator):

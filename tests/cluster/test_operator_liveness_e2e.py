@@ -15,7 +15,7 @@ from relays import PROMPT, STALL, Relay
 from test_operator_e2e import apply, example, get, wait_for
 from test_operator_faults_e2e import Operator, recreated_after_delete
 
-from conftest import KubeHandle
+from stack import KubeHandle
 
 
 def relayed_kubeconfig(kube: KubeHandle, relay: Relay, path: Path) -> Path:

@@ -16,8 +16,8 @@ import yaml
 from test_operator_e2e import condition, example, get, wait_for
 from test_operator_faults_e2e import Operator, named
 
-from conftest import REPO, KubeHandle, load_config
 from specserver_advisor.models import MAX_INLINE_CONFIG_CHARS
+from stack import REPO, KubeHandle, load_config
 
 COUNT = 8
 UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30}

@@ -22,8 +22,8 @@ from test_operator_e2e import condition, get, wait_for
 from test_tenant_isolation import installed, tenant  # noqa: F401 (fixtures)
 from test_webhook import ca_bundle, webhook_config
 
-from conftest import REPO, KubeHandle
 from specserver_engine.ports import free_loopback_port
+from stack import REPO, KubeHandle
 
 pytestmark = pytest.mark.cluster
 

@@ -15,8 +15,8 @@ import pytest
 import yaml
 from test_operator_e2e import Operator, apply, example, get, wait_for
 
-from conftest import KubeHandle
 from specserver_advisor import crdgen
+from stack import KubeHandle
 
 
 def previous_crd() -> dict[str, Any]:

@@ -19,9 +19,9 @@ import yaml
 from tenancy import LEAK, Recorder, free_port, kubeconfig, sa_token, start_operator, stop
 from test_operator_e2e import condition, wait_for
 
-from conftest import REPO, KubeHandle, load_config
 from podsecurity import violations
 from specserver_engine.ports import free_loopback_port
+from stack import REPO, KubeHandle, load_config
 
 pytestmark = pytest.mark.cluster
 

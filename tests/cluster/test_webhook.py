@@ -20,8 +20,8 @@ import pytest
 import yaml
 from test_operator_e2e import EXAMPLE, _ok, get, kube_env, wait_for
 
-from conftest import REPO, KubeHandle
 from specserver_engine.ports import free_loopback_port
+from stack import REPO, KubeHandle
 
 
 def webhook_config(

@@ -23,8 +23,8 @@ from test_webhook import dry_run, example, operator_webhook
 
 import loopbackhttp
 import webhookpeers
-from conftest import REPO, KubeHandle, load_config
 from specserver_operator.webhookserver import READ_DEADLINE_S
+from stack import REPO, KubeHandle, load_config
 
 #: The apiserver gives the webhook 10 s (webhook_config); every answer must come well before.
 TIMEOUT_S = 10.0

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from conftest import REPO
 from specserver_advisor.models import SpecServer
+from stack import REPO
 
 sys.path.insert(0, str(REPO / "scripts"))
 import bench_auto

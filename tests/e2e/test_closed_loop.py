@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import REPO, TEST_BASE_PORT
+from stack import REPO, TEST_BASE_PORT
 
 LOAD_REASONS = {"TTFTSLOBreached", "QueueBuilding", "LoadAboveCrossover", "OtherModeFasterHere"}
 #: Demo ports inside the test's own range, so a demo a developer runs by hand cannot collide.

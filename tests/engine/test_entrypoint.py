@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from conftest import REPO, load_config
 from specserver_engine import preflight
 from specserver_engine.cli import main
+from stack import REPO, load_config
 
 GPU = {
     "available": True,

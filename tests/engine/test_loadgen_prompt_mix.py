@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from test_simulator_behaviour import metric
 
-from conftest import QWEN_EAGLE3
 from specserver_advisor.plan_command import prompt_mix
 from specserver_engine import loadgen
+from stack import QWEN_EAGLE3
 
 
 def test_draws_follow_the_shares_and_the_seed_repeats_them() -> None:

@@ -8,9 +8,9 @@ from typing import Any
 
 from prometheus_api_client import PrometheusConnect
 
-from conftest import QWEN_EAGLE3
 from specserver_advisor.promql import signal_queries
 from specserver_engine import loadgen
+from stack import QWEN_EAGLE3
 
 FAST = ["--time-scale", "10", "--sim-startup-seconds", "0", "--enable-metrics"]
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from prometheus_api_client import PrometheusConnect
 
-from conftest import QWEN_EAGLE3
 from specserver_advisor.cli import main
 from specserver_engine import loadgen
+from stack import QWEN_EAGLE3
 
 
 def test_replay_from_prometheus(

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import QWEN_EAGLE3, Simulator
 from specserver_engine.simmetrics import E2E_BUCKETS, ITL_BUCKETS, TTFT_BUCKETS
+from stack import QWEN_EAGLE3, Simulator
 
 FAST = ["--time-scale", "50", "--sim-startup-seconds", "0"]
 SCHED = {"model_name", "engine_type", "tp_rank", "pp_rank", "moe_ep_rank"}

@@ -10,8 +10,8 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import QWEN_EAGLE3
 from specserver_engine import loadgen
+from stack import QWEN_EAGLE3
 
 FAST = ["--time-scale", "50", "--sim-startup-seconds", "0", "--enable-metrics"]
 

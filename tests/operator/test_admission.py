@@ -16,7 +16,6 @@ import pytest
 import yaml
 from cryptography import x509
 
-from conftest import REPO
 from specserver_advisor.models import SpecServer
 from specserver_operator import podpolicy
 from specserver_operator.admission import (
@@ -34,6 +33,7 @@ from specserver_operator.secretreview import (
     secret_access_review,
 )
 from specserver_operator.webhookcerts import RENEW_BEFORE, VALIDITY, build_bundle, usable
+from stack import REPO
 
 #: A review the API server sent (its client certificate verified by the webhook's TLS).
 APISERVER = Caller(True, "CN=kube-apiserver")

@@ -8,13 +8,13 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import REPO, load_config
 from specserver_advisor.models import SpecServer
 from specserver_advisor.sglang.flags import parse_server_argv
 from specserver_operator import conditions as cond
 from specserver_operator.configsource import ConfigSourceError, ModelConfigs, from_configmap
 from specserver_operator.engineconfig import build_engine_config
 from specserver_operator.reconcile import compute_status, status_changes
+from stack import REPO, load_config
 
 QWEN = ModelConfigs(load_config("qwen3-8b"), load_config("qwen3-8b-eagle3"), None, None, "t")
 

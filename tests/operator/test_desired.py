@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from conftest import load_config
 from specserver_advisor.loaders.configs import bundled
 from specserver_operator.client import HASH_ANNOTATION
 from specserver_operator.configsource import ModelConfigs, from_inline
@@ -21,6 +20,7 @@ from specserver_operator.desired import Plan, desired
 from specserver_operator.observe import Observed, Settings, validated
 from specserver_operator.passcache import PassCache
 from specserver_operator.statusmodel import serialized
+from stack import load_config
 
 NOW, NOW_TS = "2026-11-30T12:00:00Z", 1_800_000_000.0
 BODY: dict[str, Any] = {

@@ -10,7 +10,6 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import REPO, load_config
 from specserver_advisor import findings
 from specserver_advisor.gpus import lookup_gpu
 from specserver_advisor.memfraction import CEILING, choose_fraction
@@ -21,6 +20,7 @@ from specserver_advisor.sglang.flags import parse_server_argv
 from specserver_operator.configsource import ModelConfigs
 from specserver_operator.engineconfig import build_engine_config
 from specserver_operator.reconcile import compute_status
+from stack import REPO, load_config
 
 QWEN = ModelConfigs(load_config("qwen3-8b"), load_config("qwen3-8b-eagle3"), None, None, "t")
 QWEN30 = ModelConfigs(

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from conftest import load_config
 from specserver_operator.admission import review_specserver
+from stack import load_config
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,6 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from conftest import REPO
 from loopbackhttp import Answer, serve, stop
 from specserver_advisor.loaders import outbound
 from specserver_advisor.loaders.configs import ConfigNotFoundError, fetch_from_endpoint
@@ -21,6 +20,7 @@ from specserver_advisor.models import SpecServer
 from specserver_operator.client import InvalidNameError, object_path
 from specserver_operator.configsource import ConfigSourceError, HfSettings, from_endpoint
 from specserver_operator.signals import SignalCache, url_refusal
+from stack import REPO
 
 SECRET_BODY = b"INTERNAL-ONLY: db_password=hunter2-do-not-leak"
 EXAMPLE = REPO / "manifests" / "examples" / "qwen3-8b-eagle3-l4.yaml"

@@ -11,7 +11,6 @@ import pytest
 import yaml
 from test_render_golden import EXAMPLES, render
 
-from conftest import REPO
 from podsecurity import violations
 from specserver_advisor.loaders.configs import bundled
 from specserver_advisor.models import SpecServer
@@ -19,6 +18,7 @@ from specserver_operator import podpolicy
 from specserver_operator.configsource import ModelConfigs
 from specserver_operator.engineconfig import build_engine_config
 from specserver_operator.render import build_children
+from stack import REPO
 
 EXAMPLE = REPO / "manifests" / "examples" / "qwen3-8b-eagle3-l4.yaml"
 

@@ -15,7 +15,6 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from conftest import REPO
 from specserver_advisor.loaders.configs import bundled
 from specserver_advisor.models import Mode, SpecServer
 from specserver_advisor.sglang.flags import parse_server_argv
@@ -24,6 +23,7 @@ from specserver_operator import bluegreen
 from specserver_operator.configsource import ModelConfigs
 from specserver_operator.engineconfig import build_engine_config
 from specserver_operator.render import build_blue_green, build_children
+from stack import REPO
 
 EXAMPLES = sorted((REPO / "manifests" / "examples").glob("*.yaml"))
 GOLDEN = REPO / "tests" / "golden"

@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from conftest import REPO
 from specserver_advisor.cli import main
 from specserver_advisor.loaders.configs import bundled
 from specserver_advisor.models import Mode, SpecServer, SpecServerSpec
@@ -26,6 +25,7 @@ from specserver_advisor.replay import replay
 from specserver_operator.autopilot import auto_step
 from specserver_operator.configsource import ModelConfigs, from_inline
 from specserver_operator.engineconfig import policy_context_for
+from stack import REPO
 
 EXAMPLES = sorted((REPO / "manifests" / "examples").glob("*.yaml"))
 

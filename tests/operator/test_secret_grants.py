@@ -13,12 +13,12 @@ import pytest
 import yaml
 from test_autopilot import SPEC, FakeClient
 
-from conftest import REPO
 from specserver_operator import controller, secretgrants
 from specserver_operator.admission import admission_response
 from specserver_operator.cycle import Cycle
 from specserver_operator.objectcache import ObjectCache
 from specserver_operator.secretreview import Caller
+from stack import REPO
 
 UID = "0b4f6c1e-1d2a-4c55-9d3e-5a8f0e2c7b10"
 

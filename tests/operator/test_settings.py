@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from conftest import REPO
 from specserver_operator import main, settings
+from stack import REPO
 
 
 def _help() -> str:

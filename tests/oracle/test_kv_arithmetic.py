@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 
 import oracle
-from conftest import load_config
 from specserver_advisor import memory
 from specserver_advisor.modelshape import shape_from_config, with_launch_dtype
+from stack import load_config
 
 sglang = pytest.fixture(scope="module", name="sglang")(oracle.worker_or_skip)
 
