@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from specserver_advisor.loaders.configs import LoadedConfig
+from specserver_advisor.configcheck import LoadedConfig
 from specserver_advisor.models import SpecServerSpec
 
 

@@ -15,6 +15,7 @@ admission webhook through ``check_configs``. Pure.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from specserver_advisor import configvalues as values
@@ -22,7 +23,18 @@ from specserver_advisor.configvalues import ConfigShapeError
 from specserver_advisor.loaders.bounded import depth
 from specserver_advisor.sglang.context import CONTEXT_LENGTH_KEYS, TEXT_SUBCONFIG_KEYS
 
-__all__ = ["ConfigShapeError", "check_configs", "check_model_config"]
+__all__ = ["ConfigShapeError", "LoadedConfig", "check_configs", "check_model_config"]
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    """A model config and where it came from."""
+
+    ref: str
+    config: dict[str, Any]
+    weight_bytes: int | None
+    source: str
+
 
 #: Containers inside containers a real config needs (``loaders.bounded.MAX_DEPTH``).
 MAX_DEPTH = 64

@@ -6,7 +6,18 @@ raise at startup to the rule that catches it. Pure.
 
 from __future__ import annotations
 
-from specserver_advisor.sglang.resolve import StartupError
+from typing import Protocol
+
+
+class StartupError(Protocol):
+    """What this module reads of ``sglang.resolve.StartupError`` (findings sit below ``sglang``)."""
+
+    @property
+    def exception(self) -> str: ...
+
+    @property
+    def message(self) -> str: ...
+
 
 MAX_RUNNING_UNSET = "SPEC001"
 DRAFT_CONTEXT_SHORTER = "SPEC002"

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from specserver_advisor import findings, launch_findings
-from specserver_advisor.configcheck import ConfigShapeError, check_configs
+from specserver_advisor.configcheck import ConfigShapeError, LoadedConfig, check_configs
 from specserver_advisor.gpus import Gpu, UnknownGpuError, lookup_gpu
 from specserver_advisor.launch_args import (
     ARG_SOURCES,
@@ -32,7 +32,6 @@ from specserver_advisor.launch_args import (
     specserver_args,
 )
 from specserver_advisor.launch_fraction import computed_fraction, given_fraction_message
-from specserver_advisor.loaders.configs import LoadedConfig
 from specserver_advisor.models import AutoSpeculation, SpecServerSpec
 from specserver_advisor.plan import (
     DEFAULT_CONCURRENCY,

@@ -17,13 +17,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from specserver_advisor.configcheck import ConfigShapeError, check_configs
+from specserver_advisor.configcheck import ConfigShapeError, LoadedConfig, check_configs
 from specserver_advisor.errors import UsageError
 from specserver_advisor.gpus import GPUS
 from specserver_advisor.loaders.configs import (
     ConfigNotFoundError,
     ConfigUnreadableError,
-    LoadedConfig,
     load_config,
 )
 from specserver_advisor.plan import PlanInputError

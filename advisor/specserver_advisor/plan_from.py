@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from specserver_advisor.configcheck import LoadedConfig
 from specserver_advisor.errors import UsageError
 from specserver_advisor.gpus import Gpu, UnknownGpuError, lookup_gpu
 from specserver_advisor.launch import (
@@ -32,7 +33,6 @@ from specserver_advisor.lint.shell import from_shell
 from specserver_advisor.lint.shellwords import ShellSyntaxError
 from specserver_advisor.lint.sources import InputError, from_yaml
 from specserver_advisor.loaders.bounded import InputLimitError
-from specserver_advisor.loaders.configs import LoadedConfig
 from specserver_advisor.loaders.reading import read_bytes
 from specserver_advisor.models import Mode, SpecServer, SpecServerSpec
 from specserver_advisor.plan import Plan

@@ -12,7 +12,8 @@ import yaml
 from specserver_advisor import configchain
 from specserver_advisor.cli import main
 from specserver_advisor.configchain import ConfigSourceError, Lookup, ModelConfigs
-from specserver_advisor.loaders.configs import LoadedConfig, bundled
+from specserver_advisor.configcheck import LoadedConfig
+from specserver_advisor.loaders.configs import bundled
 from specserver_advisor.models import SpecServer, SpecServerSpec
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,13 +11,12 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from specserver_advisor.configcheck import ConfigShapeError, check_model_config
+from specserver_advisor.configcheck import ConfigShapeError, LoadedConfig, check_model_config
 from specserver_advisor.loaders import outbound
 from specserver_advisor.loaders.bounded import MAX_BYTES, InputLimitError, json_object
 from specserver_advisor.loaders.reading import read_bytes, read_text
@@ -33,16 +32,6 @@ class ConfigUnreadableError(ConfigShapeError):
     """A config exists but cannot be used: unreadable, not a JSON object, too large or deep, or
     a value the advisor reads of the wrong type (``configcheck``); the message names the file
     and key. A ``ConfigShapeError``, so one ``except`` catches every bad config."""
-
-
-@dataclass(frozen=True)
-class LoadedConfig:
-    """A model config and where it came from."""
-
-    ref: str
-    config: dict[str, Any]
-    weight_bytes: int | None
-    source: str
 
 
 def _read_json(path: Path) -> dict[str, Any]:

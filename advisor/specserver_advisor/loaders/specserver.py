@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from specserver_advisor import configchain
 from specserver_advisor.configchain import ModelConfigs
-from specserver_advisor.loaders.configs import LoadedConfig, load_config
+from specserver_advisor.configcheck import LoadedConfig
+from specserver_advisor.loaders.configs import load_config
 from specserver_advisor.models import SpecServerSpec
 
 
