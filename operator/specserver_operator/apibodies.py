@@ -1,31 +1,18 @@
-"""What the operator sends to the Kubernetes API (pure): content hashes of the children it
-applies, and the bodies of its writes (apply, Lease, Secret, webhook caBundle, Event)."""
+"""What the operator sends to the Kubernetes API (pure): the bodies of its writes (apply, Lease,
+Secret, webhook caBundle, Event); the content hashes they carry are ``hashes``."""
 
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 from typing import Any
 
 from specserver_advisor.models import GROUP, KIND, VERSION
+from specserver_operator.hashes import HASH_ANNOTATION
 
-HASH_ANNOTATION = "specserver.io/applied-hash"
 LEASE_TYPE = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease"}
 #: Longest Event message sent (the API server refuses longer ones).
 EVENT_MESSAGE_MAX = 1000
-
-
-def object_hash(obj: dict[str, Any]) -> str:
-    """Content hash of a desired object (without the hash annotation itself)."""
-    clean = json.loads(json.dumps(obj))
-    clean.get("metadata", {}).get("annotations", {}).pop(HASH_ANNOTATION, None)
-    return hashlib.sha256(json.dumps(clean, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def applied_hash(obj: dict[str, Any] | None) -> str | None:
-    """The content hash this operator stamped on a child when it wrote it."""
-    return ((obj or {}).get("metadata", {}).get("annotations") or {}).get(HASH_ANNOTATION)
 
 
 def apply_body(obj: dict[str, Any], desired_hash: str) -> dict[str, Any]:

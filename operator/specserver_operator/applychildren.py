@@ -18,7 +18,8 @@ from typing import Any
 from specserver_operator import children, ownstatus
 from specserver_operator.client import ApiError, KubeClient, NotFoundError
 from specserver_operator.desired import Event, Plan, status_of
-from specserver_operator.observe import Observed, observe_children
+from specserver_operator.observe import observe_children
+from specserver_operator.observed import Observed
 from specserver_operator.passcache import PassCache
 
 log = logging.getLogger("specserver.controller")

@@ -17,9 +17,9 @@ from typing import Any
 
 from specserver_advisor.models import SpecServer
 from specserver_operator import bluegreen
-from specserver_operator.apibodies import object_hash
 from specserver_operator.drift import owned_digest, replicas
 from specserver_operator.engineconfig import EngineConfig
+from specserver_operator.hashes import object_hash
 from specserver_operator.names import child_name
 from specserver_operator.reconcile import deployment_state
 from specserver_operator.render import build_blue_green, build_children

@@ -22,9 +22,6 @@ import urllib3
 
 from specserver_advisor.models import KIND
 from specserver_operator import apibodies, apidecode, calldeadline, secretgrants
-from specserver_operator.apibodies import HASH_ANNOTATION as HASH_ANNOTATION
-from specserver_operator.apibodies import applied_hash as applied_hash
-from specserver_operator.apibodies import object_hash as object_hash
 from specserver_operator.apierrors import ApiError as ApiError
 from specserver_operator.apierrors import InvalidNameError as InvalidNameError
 from specserver_operator.apierrors import NotFoundError as NotFoundError
@@ -38,6 +35,7 @@ from specserver_operator.apipaths import (
     webhook_configuration_path,
 )
 from specserver_operator.apipaths import object_path as object_path
+from specserver_operator.hashes import applied_hash, object_hash
 from specserver_operator.kubeconnection import Connection as Connection
 from specserver_operator.kubeconnection import headers, ssl_context
 from specserver_operator.kubeconnection import load_client_cert as load_client_cert

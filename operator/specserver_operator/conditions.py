@@ -30,6 +30,11 @@ PROGRESSING = "Progressing"
 SPECULATION_ACTIVE = "SpeculationActive"
 METRICS_AVAILABLE = "MetricsAvailable"
 AUTOSCALER_PRESENT = "AutoscalerPresent"
+
+#: ConfigValid's reason when no admission review's grant lets the HF token Secret reach a pod
+#: (secretgrants.py)
+SECRET_NOT_APPROVED = "SecretNotApproved"
+
 TYPES = (
     READY,
     CONFIG_VALID,

@@ -23,7 +23,8 @@ from specserver_operator import opmetrics, ownstatus
 from specserver_operator.applychildren import apply_plan
 from specserver_operator.client import KubeClient
 from specserver_operator.desired import Plan, desired
-from specserver_operator.observe import Observed, Settings, observe, read_configs
+from specserver_operator.observe import Settings, observe, read_configs
+from specserver_operator.observed import Observed
 from specserver_operator.passcache import PassCache
 from specserver_operator.signals import SignalCache
 

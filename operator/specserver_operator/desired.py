@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from specserver_advisor.configchain import ModelConfigs
 from specserver_advisor.models import (
     AutoSpeculation,
     Condition,
@@ -28,16 +29,16 @@ from specserver_advisor.models import (
 )
 from specserver_advisor.modelshape import ConfigShapeError
 from specserver_advisor.policy import Observation, PolicyContext
-from specserver_operator import children, secretgrants, speccheck
+from specserver_operator import children, speccheck
 from specserver_operator import conditions as cond
-from specserver_operator.apibodies import applied_hash
 from specserver_operator.autopilot import PAUSE_ANNOTATION, AutoStep, auto_step
-from specserver_operator.configsource import ModelConfigs
 from specserver_operator.drift import drift
 from specserver_operator.drift import replicas as live_replicas
 from specserver_operator.engineconfig import EngineConfig, build_engine_config, policy_context_for
+from specserver_operator.hashes import applied_hash
 from specserver_operator.names import child_name
-from specserver_operator.observe import Observed, Settings
+from specserver_operator.observe import Settings
+from specserver_operator.observed import Observed
 from specserver_operator.passcache import PassCache
 from specserver_operator.reconcile import (
     auto_view,
@@ -157,7 +158,7 @@ def _checked(
         cfg = EngineConfig(False, *problems[-1])
     if observed.unapproved_secret is not None and cfg.valid:
         # Any refusal keeps the Secret out of pods; this one is named when it is the only one.
-        cfg = EngineConfig(False, secretgrants.REASON, observed.unapproved_secret)
+        cfg = EngineConfig(False, cond.SECRET_NOT_APPROVED, observed.unapproved_secret)
     if observed.missing_secret and cfg.valid:
         cfg = dataclasses.replace(cfg, warnings=[*cfg.warnings, observed.missing_secret])
     return cfg

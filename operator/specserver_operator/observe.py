@@ -19,7 +19,6 @@ from typing import Any
 from pydantic import ValidationError
 
 from specserver_advisor.models import SpecServer, SpecServerSpec
-from specserver_advisor.policy import Observation
 from specserver_operator import (
     bluegreen,
     configsource,
@@ -32,6 +31,7 @@ from specserver_operator.autopilot import NO_PROMETHEUS_URL
 from specserver_operator.client import ApiError, KubeClient, NotFoundError
 from specserver_operator.configsource import ConfigSourceError, HfSettings, ModelConfigs
 from specserver_operator.names import child_name
+from specserver_operator.observed import Autoscaler, ChildKey, Observed
 from specserver_operator.passcache import PassCache
 from specserver_operator.render import DEFAULT_PREFLIGHT_IMAGE
 from specserver_operator.signals import SignalCache
@@ -43,9 +43,6 @@ SECRET_RECHECK_S = 60.0
 #: How often a namespace's HPAs and ScaledObjects are listed.
 AUTOSCALER_REFRESH_S = 60.0
 
-Autoscaler = tuple[str, str, str, str]  # (kind, name, target kind, target name)
-ChildKey = tuple[str, str]  # (kind, name)
-
 
 @dataclass
 class Settings:
@@ -56,46 +53,6 @@ class Settings:
     preflight_image: str = os.environ.get("SPECSERVER_ENGINE_IMAGE", DEFAULT_PREFLIGHT_IMAGE)
     #: a secretKeyRef needs an admission review's grant (secretgrants.py)
     require_secret_approval: bool = field(default_factory=secretgrants.required)
-
-
-@dataclass(frozen=True)
-class Observed:
-    """One SpecServer and what the cluster and its signals show, at one instant."""
-
-    body: dict[str, Any]
-    #: the parsed SpecServer (None: invalid, ``invalid`` says why)
-    server: SpecServer | None
-    invalid: str | None
-    #: model configs (None: not read, ``config_error`` says why when a source failed)
-    configs: ModelConfigs | None = None
-    config_error: str | None = None
-    #: every child the SpecServer may own, by (kind, name); None where there is none
-    children: dict[ChildKey, dict[str, Any] | None] = field(default_factory=dict)
-    #: the namespace's autoscalers (None: not listed or not readable)
-    autoscalers: list[Autoscaler] | None = None
-    #: (reason, message) when the HF token Secret the engine reads is missing
-    missing_secret: tuple[str, str] | None = None
-    #: why the HF token Secret may not reach a pod (no grant approves it: secretgrants.py)
-    unapproved_secret: str | None = None
-    #: status.switch / status.policyState as the operator last wrote them (ownstatus.py)
-    own_status: dict[str, Any] | None = None
-    #: the newest Prometheus signals for the engine pods (None: none), and why there are none
-    metrics: Observation | None = None
-    metrics_error: str | None = NO_PROMETHEUS_URL
-    now: str = ""
-    now_ts: float = 0.0
-
-    @property
-    def meta(self) -> dict[str, Any]:
-        return self.body["metadata"]  # type: ignore[no-any-return]
-
-    @property
-    def current(self) -> dict[str, Any]:
-        """The status as stored."""
-        return dict(self.body.get("status") or {})
-
-    def child(self, kind: str, name: str) -> dict[str, Any] | None:
-        return self.children.get((kind, name))
 
 
 def child_keys(name: str) -> list[ChildKey]:

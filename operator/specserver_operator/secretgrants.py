@@ -33,7 +33,6 @@ from specserver_operator.settings import value
 
 log = logging.getLogger("specserver.grants")
 
-REASON = "SecretNotApproved"
 PREFIX = "specserver-grant-"
 LABELS = {
     "app.kubernetes.io/managed-by": "specserver",

@@ -14,7 +14,7 @@ import pytest
 from specserver_advisor.autocycle import COUNT_CAP
 from specserver_advisor.policy import Observation
 from specserver_operator import controller
-from specserver_operator.client import HASH_ANNOTATION, applied_hash, object_hash
+from specserver_operator.hashes import HASH_ANNOTATION, applied_hash, object_hash
 
 SPEC = {
     "apiVersion": "specserver.io/v1alpha1",

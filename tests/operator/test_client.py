@@ -18,12 +18,11 @@ from typing import Any
 import pytest
 
 from specserver_operator.client import (
-    HASH_ANNOTATION,
     Connection,
     KubeClient,
     load_client_cert,
-    object_hash,
 )
+from specserver_operator.hashes import HASH_ANNOTATION, object_hash
 
 
 class Api:

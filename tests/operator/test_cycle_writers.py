@@ -18,8 +18,9 @@ from test_autopilot import SPEC, STEADY, FakeClient, Signals
 from test_faults import RecordingClient, specserver
 
 from specserver_operator import controller
-from specserver_operator.client import HASH_ANNOTATION, ApiError, KubeClient, object_hash
+from specserver_operator.client import ApiError, KubeClient
 from specserver_operator.cycle import Cycle, Rest
+from specserver_operator.hashes import HASH_ANNOTATION, object_hash
 
 STAMP = "2026-01-01T00:16:40Z"
 

@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 
 from specserver_advisor.loaders.configs import bundled
-from specserver_operator.client import HASH_ANNOTATION
 from specserver_operator.configsource import ModelConfigs, from_inline
 from specserver_operator.desired import Plan, desired
-from specserver_operator.observe import Observed, Settings, validated
+from specserver_operator.hashes import HASH_ANNOTATION
+from specserver_operator.observe import Settings, validated
+from specserver_operator.observed import Observed
 from specserver_operator.passcache import PassCache
 from specserver_operator.statusmodel import serialized
 from stack import load_config
