@@ -21,7 +21,7 @@ from typing import Any
 from specserver_operator import conditions as cond
 from specserver_operator import opmetrics, ownstatus
 from specserver_operator.applychildren import apply_plan
-from specserver_operator.client import KubeClient
+from specserver_operator.cachedclient import PassClient
 from specserver_operator.desired import Plan, desired
 from specserver_operator.observe import Observed, Settings, observe, read_configs
 from specserver_operator.passcache import PassCache
@@ -60,7 +60,7 @@ def clear_caches() -> None:
 
 
 def reconcile(
-    client: KubeClient,
+    client: PassClient,
     body: dict[str, Any],
     now: str,
     settings: Settings | None = None,

@@ -38,6 +38,7 @@ from specserver_operator import (
     policystate,
     secretgrants,
 )
+from specserver_operator.cachedclient import CachedClient, PassClient
 from specserver_operator.client import ApiError, KubeClient, NotFoundError
 from specserver_operator.faults import Faults
 from specserver_operator.leader import Elector
@@ -57,93 +58,6 @@ Rest = Callable[[], None]
 
 def now_iso() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-class CachedClient(KubeClient):
-    """A ``KubeClient`` that reads children from the cache (or, ``read_through``, from the API)
-    and puts the answer of every write back into it. Every call goes to ``base`` (so a test's
-    fake of ``KubeClient`` sees all of them)."""
-
-    def __init__(
-        self,
-        base: KubeClient,
-        cache: ObjectCache,
-        read_through: bool = False,
-        grants: secretgrants.Book | None = None,
-    ) -> None:
-        self.__dict__.update(base.__dict__)  # any method not delegated below: the same pool
-        self.base = base
-        self.cache = cache
-        self.read_through = read_through
-        self.grants = grants
-
-    def get_secret_grant(
-        self, namespace: str, uid: str, generation: int | None = None
-    ) -> dict[str, str] | None:
-        """The grant as the cycle last listed it; read fresh (and noted) for a handler's pass,
-        and once for a generation the list did not approve (its grant may have been written
-        after the LIST, before the watch brought that generation: no refusal for a moment)."""
-        if self.grants is not None and not self.read_through:
-            data = self.grants.data(uid)
-            if generation is None or not self.grants.fresh_read_due(uid, generation, data):
-                return data
-        found = self.base.get_secret_grant(namespace, uid, generation)
-        if self.grants is not None:
-            if found is None:
-                self.grants.grants.pop(uid, None)
-            else:
-                self.grants.grants[uid] = (found, time.time())
-        return found
-
-    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-        if self.read_through:
-            found = self.base.get(kind, namespace, name)
-            if found is not None:
-                self.cache.put(kind, found, written=True)
-            return found
-        return self.cache.get(kind, namespace, name)
-
-    def get_specserver(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return self.base.get_specserver(namespace, name)
-
-    def get_configmap_data(self, namespace: str, name: str) -> dict[str, str]:
-        return self.base.get_configmap_data(namespace, name)
-
-    def secret_exists(self, namespace: str, name: str) -> bool:
-        return self.base.secret_exists(namespace, name)
-
-    def list_autoscalers(self, namespace: str) -> list[tuple[str, str, str, str]]:
-        return self.base.list_autoscalers(namespace)
-
-    def apply(
-        self, obj: dict[str, Any], desired_hash: str | None = None, force: bool = False
-    ) -> bool:
-        meta = obj["metadata"]
-        current = None if force else self.get(obj["kind"], meta["namespace"], meta["name"])
-        written = self.apply_over(obj, current, desired_hash)
-        if written is not None:
-            self.cache.put(obj["kind"], written, written=True)
-        return written is not None
-
-    def apply_over(
-        self, obj: dict[str, Any], current: dict[str, Any] | None, desired_hash: str | None = None
-    ) -> dict[str, Any] | None:
-        return self.base.apply_over(obj, current, desired_hash)
-
-    def delete(self, kind: str, namespace: str, name: str) -> None:
-        self.base.delete(kind, namespace, name)
-        self.cache.remove(kind, namespace, name)
-
-    def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
-        answer = self.base.patch_status(namespace, name, status)
-        if answer:
-            self.cache.put(KIND, answer, written=True)
-        return answer
-
-    def post_event(
-        self, involved: dict[str, Any], type_: str, reason: str, message: str, now: str
-    ) -> None:
-        self.base.post_event(involved, type_, reason, message, now)
 
 
 def _refused(exc: ApiError | NotFoundError) -> bool:
@@ -199,7 +113,7 @@ class Cycle:
                 self.signals[url] = SignalCache(url, min_interval_s=self.query_interval_s)
             return self.signals[url]
 
-    def _pass(self, client: KubeClient, body: dict[str, Any], defer: bool = False) -> Rest | None:
+    def _pass(self, client: PassClient, body: dict[str, Any], defer: bool = False) -> Rest | None:
         """One reconcile pass; with ``defer``, a pass that writes returns its writes (and what
         follows them) undone, for a writer thread (None: the pass is complete)."""
         cache = self.signal_cache(prometheus_url(body))
@@ -214,7 +128,7 @@ class Cycle:
         return None
 
     def _report(
-        self, client: KubeClient, body: dict[str, Any], outcome: controller.Outcome, now: str
+        self, client: PassClient, body: dict[str, Any], outcome: controller.Outcome, now: str
     ) -> None:
         """Post a pass's events; log a change of its retry state."""
         meta = body["metadata"]
@@ -228,12 +142,12 @@ class Cycle:
                 log.info("%s/%s: recovered", meta["namespace"], meta["name"])
             self.last_retry[meta["uid"]] = outcome.retry
 
-    def guarded_pass(self, client: KubeClient, body: dict[str, Any]) -> bool:
+    def guarded_pass(self, client: PassClient, body: dict[str, Any]) -> bool:
         """``_pass`` with this object's faults kept its own; True when the pass succeeded."""
         return self._guarded(client, body, lambda: self._pass(client, body))[0]
 
     def _guarded(
-        self, client: KubeClient, body: dict[str, Any], step: Callable[[], Rest | None]
+        self, client: PassClient, body: dict[str, Any], step: Callable[[], Rest | None]
     ) -> tuple[bool, Rest | None]:
         """Run ``step`` (a pass, or the deferred rest of one) with this object's faults kept its
         own: whether it succeeded, and the rest of the pass still to run (a deferred one).
@@ -270,7 +184,7 @@ class Cycle:
         return True, None
 
     def _write_later(
-        self, client: KubeClient, body: dict[str, Any], rest: Rest, decided_at: float
+        self, client: PassClient, body: dict[str, Any], rest: Rest, decided_at: float
     ) -> bool:
         """A writer thread: the deferred writes of a pass, under the object's lock, unless a
         handler's pass wrote after this one decided (its plan is newer) or the lease is lost.
@@ -290,7 +204,7 @@ class Cycle:
             self.pool = ThreadPoolExecutor(self.writers, thread_name_prefix="specserver-write")
         return self.pool
 
-    def _fault(self, client: KubeClient, body: dict[str, Any], exc: Exception) -> None:
+    def _fault(self, client: PassClient, body: dict[str, Any], exc: Exception) -> None:
         meta = body["metadata"]
         ns, name, uid, generation = (
             meta["namespace"],

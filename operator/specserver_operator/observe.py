@@ -1,9 +1,9 @@
 """Everything one reconcile pass reads, in one snapshot taken before anything is decided.
 
-``observe`` reads (through ``client.KubeClient``: the cycle's watch-fed cache, or the API for a
-handler's pass) the children a SpecServer may own, the namespace's autoscalers, the model
-configs (ConfigMap or endpoint, memoised per generation), the HF token Secret's existence, and
-the Prometheus signals the signal thread already fetched; the result is an ``Observed`` the pure
+``observe`` reads (through a ``cachedclient.PassClient``: the cycle's watch-fed cache, or the
+API for a handler's pass) the children a SpecServer may own, the namespace's autoscalers, the
+model configs (ConfigMap or endpoint, memoised per generation), the HF token Secret's existence,
+and the Prometheus signals the signal thread already fetched; the result is an ``Observed`` the pure
 core (desired.py) decides from. Called by controller.reconcile; nothing here writes.
 """
 
@@ -29,7 +29,8 @@ from specserver_operator import (
     speccheck,
 )
 from specserver_operator.autopilot import NO_PROMETHEUS_URL
-from specserver_operator.client import ApiError, KubeClient, NotFoundError
+from specserver_operator.cachedclient import PassClient
+from specserver_operator.client import ApiError, NotFoundError
 from specserver_operator.configsource import ConfigSourceError, HfSettings, ModelConfigs
 from specserver_operator.names import child_name
 from specserver_operator.passcache import PassCache
@@ -109,7 +110,7 @@ def child_keys(name: str) -> list[ChildKey]:
 
 
 def observe_children(
-    client: KubeClient, namespace: str, name: str, now_ts: float, memo: PassCache
+    client: PassClient, namespace: str, name: str, now_ts: float, memo: PassCache
 ) -> tuple[dict[ChildKey, dict[str, Any] | None], list[Autoscaler] | None]:
     """The children (and, when an engine Deployment exists, the namespace's autoscalers)."""
     found = {(kind, child): client.get(kind, namespace, child) for kind, child in child_keys(name)}
@@ -118,7 +119,7 @@ def observe_children(
 
 
 def observe(
-    client: KubeClient,
+    client: PassClient,
     body: dict[str, Any],
     now: str,
     now_ts: float,
@@ -194,7 +195,7 @@ def _parsed(body: dict[str, Any], memo: PassCache) -> SpecServer:
 
 
 def read_configs(
-    client: KubeClient, server: SpecServer, uid: str, settings: Settings, memo: PassCache
+    client: PassClient, server: SpecServer, uid: str, settings: Settings, memo: PassCache
 ) -> ModelConfigs:
     """Model configs from the first source that has them (cached per generation)."""
     key = (uid, server.metadata.generation or 0)
@@ -214,7 +215,7 @@ def read_configs(
 
 
 def _read_configs(
-    client: KubeClient, server: SpecServer, settings: Settings, memo: PassCache
+    client: PassClient, server: SpecServer, settings: Settings, memo: PassCache
 ) -> ModelConfigs:
     ns = server.metadata.namespace or "default"
 
@@ -228,7 +229,7 @@ def _read_configs(
 
 
 def _unapproved_secret(
-    client: KubeClient, server: SpecServer, uid: str, settings: Settings
+    client: PassClient, server: SpecServer, uid: str, settings: Settings
 ) -> str | None:
     """Why no admission review approved the HF token Secret for this generation (None: one
     did, or no Secret is named, or the admin requires no approval)."""
@@ -245,7 +246,7 @@ def _unapproved_secret(
 
 
 def _missing_secret(
-    client: KubeClient, server: SpecServer, uid: str, now_ts: float, memo: PassCache
+    client: PassClient, server: SpecServer, uid: str, now_ts: float, memo: PassCache
 ) -> tuple[str, str] | None:
     """A warning when the HF token Secret the engine pod reads is missing, whatever the config
     source (the pod could not start); checked once a minute per generation, not every pass."""
@@ -274,7 +275,7 @@ def _missing_secret(
 
 
 def autoscalers(
-    client: KubeClient, namespace: str, now_ts: float, memo: PassCache
+    client: PassClient, namespace: str, now_ts: float, memo: PassCache
 ) -> list[Autoscaler] | None:
     """HPAs/ScaledObjects of a namespace, listed at most once a minute (None if unreadable)."""
     cached = memo.autoscalers.get(namespace)
