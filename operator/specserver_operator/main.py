@@ -63,7 +63,13 @@ def main(argv: list[str] | None = None) -> int:
         # kopf logs "Handler ... succeeded." for every watch event of every object (thousands
         # a minute at scale); its warnings and errors still show. Our own lines are specserver.*.
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
-    from specserver_operator import handlers  # registers the handlers
+    from specserver_operator import handlers, kopfpaging  # registers the handlers
+
+    try:
+        kopfpaging.install()  # before kopf lists anything; refuses a kopf it cannot wrap
+    except kopfpaging.UnsupportedKopf as exc:
+        print(f"specserver-operator: {exc}", file=sys.stderr)
+        return 2
 
     handlers.NAMESPACES[:] = namespaces
 
