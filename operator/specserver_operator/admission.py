@@ -87,7 +87,7 @@ class Verdict:
 
 @dataclass(frozen=True)
 class ReviewSettings:
-    """The admin's settings a review needs: the operator's own (observe.Settings)."""
+    """The admin's settings a review needs: the operator's own (settings.Settings)."""
 
     pod_policy: podpolicy.PodPolicy = field(default_factory=podpolicy.PodPolicy)
     hf: HfSettings = field(default_factory=HfSettings)

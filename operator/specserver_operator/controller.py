@@ -23,8 +23,9 @@ from specserver_operator import opmetrics, ownstatus
 from specserver_operator.applychildren import apply_plan
 from specserver_operator.cachedclient import PassClient
 from specserver_operator.desired import Plan, desired
-from specserver_operator.observe import Observed, Settings, observe, read_configs
+from specserver_operator.observe import Observed, observe, read_configs
 from specserver_operator.passcache import PassCache
+from specserver_operator.settings import Settings, read_settings
 from specserver_operator.signals import SignalCache
 
 __all__ = [
@@ -74,7 +75,7 @@ def reconcile(
     ``defer``: when the plan writes anything, write nothing yet and return the writes as
     ``Outcome.rest`` (the caller runs it, under the same per-object lock, on another thread).
     """
-    settings = settings or Settings()
+    settings = read_settings() if settings is None else settings
     memo = DEFAULT if memo is None else memo
     now_ts = time.time() if now_ts is None else now_ts
     observed, restore = _trusted(observe(client, body, now, now_ts, settings, signals, memo))

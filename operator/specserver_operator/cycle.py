@@ -20,7 +20,6 @@ import contextlib
 import datetime
 import functools
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -44,6 +43,7 @@ from specserver_operator.faults import Faults
 from specserver_operator.leader import Elector
 from specserver_operator.objectcache import ObjectCache
 from specserver_operator.passcache import PassCache
+from specserver_operator.settings import Settings, read_settings
 from specserver_operator.signals import SignalCache, refresh_all
 
 log = logging.getLogger("specserver.cycle")
@@ -68,20 +68,22 @@ def _refused(exc: ApiError | NotFoundError) -> bool:
     return exc.status in (400, 403, 404, 413, 422)
 
 
-def prometheus_url(body: dict[str, Any]) -> str | None:
-    """The SpecServer's Prometheus (spec.autoSpeculation.prometheusUrl, else the operator's)."""
+def prometheus_url(body: dict[str, Any], default: str | None) -> str | None:
+    """The SpecServer's Prometheus (spec.autoSpeculation.prometheusUrl, else ``default``: the
+    operator's ``Settings.prometheus_url``)."""
     auto = (body.get("spec") or {}).get("autoSpeculation") or {}
     url = auto.get("prometheusUrl") if isinstance(auto, dict) else None
-    return url or os.environ.get("SPECSERVER_PROMETHEUS_URL") or None
+    return url or default or None
 
 
 @dataclass
 class Cycle:
-    """The operator's loop state: the client, the cache, signal caches, locks."""
+    """The operator's loop state: the client, the settings, the cache, signal caches, locks."""
 
     client: KubeClient
+    #: the operator's settings, read when the cycle is made (handlers.py: at start-up)
+    settings: Settings = field(default_factory=read_settings)
     namespaces: list[str] = field(default_factory=list)
-    query_interval_s: float = 5.0
     cache: ObjectCache = field(default_factory=ObjectCache)
     signals: dict[str, SignalCache] = field(default_factory=dict)
     locks: dict[str, threading.Lock] = field(default_factory=dict)
@@ -110,16 +112,20 @@ class Cycle:
             return None
         with self.guard:
             if url not in self.signals:
-                self.signals[url] = SignalCache(url, min_interval_s=self.query_interval_s)
+                self.signals[url] = SignalCache(
+                    url,
+                    min_interval_s=self.settings.query_interval_s,
+                    window_s=self.settings.signal_window_s,
+                )
             return self.signals[url]
 
     def _pass(self, client: PassClient, body: dict[str, Any], defer: bool = False) -> Rest | None:
         """One reconcile pass; with ``defer``, a pass that writes returns its writes (and what
         follows them) undone, for a writer thread (None: the pass is complete)."""
-        cache = self.signal_cache(prometheus_url(body))
+        cache = self.signal_cache(prometheus_url(body, self.settings.prometheus_url))
         now = now_iso()
         outcome = controller.reconcile(
-            client, body, now, signals=cache, memo=self.memo, defer=defer
+            client, body, now, self.settings, signals=cache, memo=self.memo, defer=defer
         )
         if outcome.rest is not None:
             rest = outcome.rest
@@ -266,7 +272,8 @@ class Cycle:
         bodies = self.cache.specservers()
         self.refresh_grants(bodies)
         client = CachedClient(self.client, self.cache, grants=self.grants)
-        caches = [self.signal_cache(url) for url in {prometheus_url(b) for b in bodies}]
+        urls = {prometheus_url(b, self.settings.prometheus_url) for b in bodies}
+        caches = [self.signal_cache(url) for url in urls]
         refresh_all([c for c in caches if c is not None], SIGNAL_WAIT_S)
         opmetrics.count_query_errors(sum(c.query_errors for c in self.signals.values()))
         done = 0
@@ -308,7 +315,7 @@ class Cycle:
 
     def refresh_grants(self, bodies: list[dict[str, Any]]) -> None:
         """Keep the Secret grants' book (secretgrants.keep; deletions only while leading)."""
-        if secretgrants.required():
+        if self.settings.require_secret_approval:
             secretgrants.keep(self.grants, self.client, bodies, self.namespaces, self.leading())
 
     def healthy(self, interval_s: float, intervals: int = 4) -> bool:

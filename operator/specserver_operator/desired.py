@@ -37,7 +37,7 @@ from specserver_operator.drift import drift
 from specserver_operator.drift import replicas as live_replicas
 from specserver_operator.engineconfig import EngineConfig, build_engine_config, policy_context_for
 from specserver_operator.names import child_name
-from specserver_operator.observe import Observed, Settings
+from specserver_operator.observe import Observed
 from specserver_operator.passcache import PassCache
 from specserver_operator.reconcile import (
     auto_view,
@@ -47,6 +47,7 @@ from specserver_operator.reconcile import (
     speculation_wanted,
     status_events,
 )
+from specserver_operator.settings import Settings
 from specserver_operator.statusmodel import status_plan
 
 #: Status fields of a new switch, written before the engine is touched.

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,17 +23,16 @@ from specserver_operator import (
     bluegreen,
     configsource,
     ownstatus,
-    podpolicy,
     secretgrants,
     speccheck,
 )
 from specserver_operator.autopilot import NO_PROMETHEUS_URL
 from specserver_operator.cachedclient import PassClient
 from specserver_operator.client import ApiError, NotFoundError
-from specserver_operator.configsource import ConfigSourceError, HfSettings, ModelConfigs
+from specserver_operator.configsource import ConfigSourceError, ModelConfigs
 from specserver_operator.names import child_name
 from specserver_operator.passcache import PassCache
-from specserver_operator.render import DEFAULT_PREFLIGHT_IMAGE
+from specserver_operator.settings import Settings
 from specserver_operator.signals import SignalCache
 
 #: Seconds before a config source that failed is read again (for the same generation).
@@ -46,17 +44,6 @@ AUTOSCALER_REFRESH_S = 60.0
 
 Autoscaler = tuple[str, str, str, str]  # (kind, name, target kind, target name)
 ChildKey = tuple[str, str]  # (kind, name)
-
-
-@dataclass
-class Settings:
-    """Operator-wide settings (environment)."""
-
-    hf: HfSettings = field(default_factory=HfSettings.from_env)
-    pod_policy: podpolicy.PodPolicy = field(default_factory=podpolicy.PodPolicy.from_env)
-    preflight_image: str = os.environ.get("SPECSERVER_ENGINE_IMAGE", DEFAULT_PREFLIGHT_IMAGE)
-    #: a secretKeyRef needs an admission review's grant (secretgrants.py)
-    require_secret_approval: bool = field(default_factory=secretgrants.required)
 
 
 @dataclass(frozen=True)

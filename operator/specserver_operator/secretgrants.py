@@ -56,11 +56,6 @@ def grant_namespace() -> str:
     return value("SPECSERVER_GRANT_NAMESPACE")
 
 
-def required() -> bool:
-    """Whether a secretKeyRef needs a grant (``SPECSERVER_REQUIRE_SECRET_APPROVAL``)."""
-    return value("SPECSERVER_REQUIRE_SECRET_APPROVAL").lower() not in ("0", "false", "no")
-
-
 def grant_name(uid: str) -> str:
     """The grant ConfigMap of a SpecServer uid (a uid is 36 characters of [0-9a-f-])."""
     return PREFIX + uid

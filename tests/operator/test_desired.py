@@ -17,8 +17,9 @@ from specserver_advisor.loaders.configs import bundled
 from specserver_operator.client import HASH_ANNOTATION
 from specserver_operator.configsource import ModelConfigs, from_inline
 from specserver_operator.desired import Plan, desired
-from specserver_operator.observe import Observed, Settings, validated
+from specserver_operator.observe import Observed, validated
 from specserver_operator.passcache import PassCache
+from specserver_operator.settings import Settings
 from specserver_operator.statusmodel import serialized
 from stack import load_config
 
