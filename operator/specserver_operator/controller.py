@@ -3,8 +3,8 @@
 Called by cycle.py (each shared cycle, and kopf's create/update handlers). The pass is three
 steps: ``observe.observe`` reads everything (children, autoscalers, model configs, the Secret
 check, the signals the signal thread fetched) into an ``Observed`` snapshot; the pure core
-``desired.desired`` turns it into a ``Plan`` (children to write and delete, typed status and
-its patch, events); ``applychildren.apply_plan`` writes the plan. Returns the events to post
+``desired.desired`` turns it into a ``PassPlan`` (children to write and delete, typed status
+and its patch, events); ``applychildren.apply_plan`` writes the plan. Returns the events to post
 and, when a dependency (a ConfigMap, an endpoint) is not readable yet, why the next pass should
 try again. With ``defer``, a pass whose plan writes anything stops before the first write and
 returns the rest (``Outcome.rest``) for the cycle's writer threads (cycle.py).
@@ -22,7 +22,7 @@ from specserver_operator import conditions as cond
 from specserver_operator import opmetrics, ownstatus
 from specserver_operator.applychildren import apply_plan
 from specserver_operator.cachedclient import PassClient
-from specserver_operator.desired import Plan, desired
+from specserver_operator.desired import PassPlan, desired
 from specserver_operator.observe import Observed, observe, read_configs
 from specserver_operator.passcache import PassCache
 from specserver_operator.settings import Settings, read_settings
@@ -112,7 +112,7 @@ def _trusted(observed: Observed) -> tuple[Observed, dict[str, Any]]:
     return dataclasses.replace(observed, body=body), restore
 
 
-def writes_anything(plan: Plan) -> bool:
+def writes_anything(plan: PassPlan) -> bool:
     """Whether carrying out ``plan`` writes to the API (a child, a status, an event)."""
     return bool(
         plan.restore
@@ -125,7 +125,7 @@ def writes_anything(plan: Plan) -> bool:
     )
 
 
-def _record_metrics(meta: dict[str, Any], plan: Plan) -> None:
+def _record_metrics(meta: dict[str, Any], plan: PassPlan) -> None:
     """The operator's own metrics for this pass (the policy's decision, mode, readiness)."""
     ns, name = meta["namespace"], meta["name"]
     step = plan.decided.step

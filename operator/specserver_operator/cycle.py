@@ -3,10 +3,10 @@
 Started by handlers.py at operator start-up (one thread). Each cycle reads SpecServers and the
 children it manages from the watch-fed cache (objectcache.py; a LIST primes it and resyncs it
 every few minutes), runs the grouped PromQL queries once per Prometheus (signals.py), then
-reconciles each SpecServer: reads cost nothing per object, and an unchanged object costs no
-write. kopf's create/update handlers call ``Cycle.reconcile_one`` for an immediate pass on a
-fresh read; a per-SpecServer lock keeps the two from interleaving, and a cycle skips an object
-a handler reconciled after the cycle took its snapshot.
+runs one pass (``controller.reconcile``) for each SpecServer: reads cost nothing per object, and
+an unchanged object costs no write. kopf's event handlers call ``Cycle.immediate_pass`` for a
+pass on a fresh read; a per-SpecServer lock keeps the two from interleaving, and a cycle skips
+an object a handler's pass wrote after the cycle took its snapshot.
 
 Every pass decides on the cycle thread; a pass that has something to write hands its writes
 to a few writer threads (``WRITERS`` in flight, each call under the client's own timeouts), so
@@ -120,8 +120,8 @@ class Cycle:
             return self.signals[url]
 
     def _pass(self, client: PassClient, body: dict[str, Any], defer: bool = False) -> Rest | None:
-        """One reconcile pass; with ``defer``, a pass that writes returns its writes (and what
-        follows them) undone, for a writer thread (None: the pass is complete)."""
+        """One pass (``controller.reconcile``); with ``defer``, a pass that writes returns its
+        writes (and what follows them) undone, for a writer thread (None: the pass is complete)."""
         cache = self.signal_cache(prometheus_url(body, self.settings.prometheus_url))
         now = now_iso()
         outcome = controller.reconcile(
@@ -239,7 +239,7 @@ class Cycle:
             except (ApiError, NotFoundError) as write_error:
                 log.warning("%s/%s: status not written: %s", ns, name, write_error)
 
-    def reconcile_one(self, namespace: str, name: str, uid: str) -> None:
+    def immediate_pass(self, namespace: str, name: str, uid: str) -> None:
         """An immediate pass for one SpecServer on a fresh read (kopf create/update)."""
         if not self.leading():
             return  # the leader's own handler sees the same change
@@ -263,7 +263,7 @@ class Cycle:
         self.cache.replace(listed)
 
     def run_once(self) -> int:
-        """One cycle over every SpecServer; returns how many were reconciled."""
+        """One cycle over every SpecServer; returns how many passes succeeded."""
         cpu = time.thread_time()
         started = time.perf_counter()
         if self.cache.needs_resync():

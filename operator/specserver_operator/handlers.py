@@ -189,7 +189,7 @@ async def specserver_seen(event: kopf.RawEvent, **_: Any) -> None:
         meta = event["object"]["metadata"]
         if not meta.get("deletionTimestamp"):
             args = (meta["namespace"], meta["name"], meta["uid"])
-            await asyncio.get_running_loop().run_in_executor(None, reconcile, *args)
+            await asyncio.get_running_loop().run_in_executor(None, immediate_pass, *args)
 
 
 @kopf.on.event("apps", "v1", "deployments", labels=MANAGED)
@@ -202,7 +202,7 @@ async def service_seen(event: kopf.RawEvent, **_: Any) -> None:
     CACHE.observe("Service", dict(event))
 
 
-def reconcile(namespace: str, name: str, uid: str) -> None:
+def immediate_pass(namespace: str, name: str, uid: str) -> None:
     """An immediate, level-based pass for a new or changed SpecServer (its faults are the
     pass's own: ``Cycle.guarded_pass``)."""
-    cycle().reconcile_one(namespace, name, uid)
+    cycle().immediate_pass(namespace, name, uid)
