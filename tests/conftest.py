@@ -18,6 +18,7 @@ import pytest
 
 from specserver_engine.ports import free_loopback_port
 from stack import (
+    CLUSTER_FIXTURES,
     REPO,
     TEST_BASE_PORT,
     KubeHandle,
@@ -122,3 +123,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="rewrite tests/golden/*.yaml from the current renderer",
     )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark ``cluster`` every test that uses the control plane or Prometheus, directly or
+    through another fixture (``namespace``, a module's own), so ``-m "not cluster"`` is the
+    fast tier whatever a file declares (each such file also says ``pytestmark``)."""
+    for item in items:
+        if CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.cluster)

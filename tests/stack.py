@@ -20,6 +20,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data"
 TEST_BASE_PORT = int(os.environ.get("SPECSERVER_TEST_BASE_PORT", "26443"))
+#: The fixtures that start the real local control plane or Prometheus (conftest.py): a test that
+#: uses one, directly or through another fixture, is marked ``cluster``; ``-m "not cluster"``
+#: selects the fast tier.
+CLUSTER_FIXTURES = frozenset({"kube", "prom"})
 
 
 def load_script(name: str) -> ModuleType:

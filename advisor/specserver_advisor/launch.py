@@ -56,8 +56,8 @@ __all__ = [
     "OWNED",
     "Configs",
     "EngineConfig",
-    "Launch",
-    "ModelConfigs",
+    "PlannedLaunch",
+    "TargetDraftConfigs",
     "build_engine_config",
     "extra_args_refusal",
     "launch_from_argv",
@@ -68,8 +68,9 @@ __all__ = [
 ]
 
 
-class ModelConfigs(Protocol):
-    """Target and draft HF configs with their weight sizes (the operator's and the CLI's)."""
+class TargetDraftConfigs(Protocol):
+    """Target and draft HF configs with their weight sizes: ``configchain.ModelConfigs`` (the
+    operator's) or ``Configs`` (the CLI's and the engine image's)."""
 
     @property
     def target(self) -> dict[str, Any]: ...
@@ -112,7 +113,7 @@ class EngineConfig:
 
 @dataclass(frozen=True)
 class Configs:
-    """``ModelConfigs`` from what the loaders found (the engine image's and the CLI's)."""
+    """``TargetDraftConfigs`` from what the loaders found (the engine image's and the CLI's)."""
 
     target: dict[str, Any]
     draft: dict[str, Any] | None = None
@@ -132,7 +133,7 @@ class Configs:
 def plan_argv(
     values: dict[str, Any],
     env: dict[str, str],
-    configs: ModelConfigs,
+    configs: TargetDraftConfigs,
     gpu: Gpu,
     *,
     accept_length: float | None = None,
@@ -171,7 +172,7 @@ def plan_argv(
 
 
 @dataclass
-class Launch:
+class PlannedLaunch:
     """One SGLang server launch as the advisor sees it: argv, env, SGLang's view, the plan."""
 
     argv: list[str]
@@ -179,7 +180,7 @@ class Launch:
     parsed: ParsedArgs
     #: None when SGLang's parser refuses the argv (``parsed.issues``).
     plan: Plan | None
-    configs: ModelConfigs | None = field(default=None, compare=False, repr=False)
+    configs: TargetDraftConfigs | None = field(default=None, compare=False, repr=False)
     gpu: Gpu | None = field(default=None, compare=False, repr=False)
 
     def findings(self) -> list[tuple[str, str]]:
@@ -236,18 +237,18 @@ class Launch:
 def launch_from_argv(
     argv: list[str],
     env: dict[str, str],
-    configs: ModelConfigs,
+    configs: TargetDraftConfigs,
     gpu: Gpu,
     *,
     accept_length: float | None = None,
     concurrency: list[int] | None = None,
     clock_scale: float = 1.0,
-) -> Launch:
+) -> PlannedLaunch:
     """Plan ``sglang serve`` argv (``MODEL`` positional or ``--model-path``) as it will run."""
     positional = bool(argv) and not argv[0].startswith("-")
     parsed = parse_server_argv(argv, positional_model=positional)
     if parsed.issues:
-        return Launch(list(argv), dict(env), parsed, None, configs, gpu)
+        return PlannedLaunch(list(argv), dict(env), parsed, None, configs, gpu)
     plan = plan_argv(
         parsed.values,
         env,
@@ -257,12 +258,12 @@ def launch_from_argv(
         concurrency=concurrency,
         clock_scale=clock_scale,
     )
-    return Launch(list(argv), dict(env), parsed, plan, configs, gpu)
+    return PlannedLaunch(list(argv), dict(env), parsed, plan, configs, gpu)
 
 
 def plan_launch(
     spec: SpecServerSpec,
-    configs: ModelConfigs,
+    configs: TargetDraftConfigs,
     gpu: Gpu,
     argv: list[str],
     env: dict[str, str],
@@ -302,7 +303,7 @@ def extra_args_refusal(spec: SpecServerSpec) -> tuple[str, str] | None:
     return None
 
 
-def model_config_refusal(configs: ModelConfigs, speculative: bool) -> str | None:
+def model_config_refusal(configs: TargetDraftConfigs, speculative: bool) -> str | None:
     """Why the configs cannot be read into the model shape (``configcheck.check_configs``: the
     target, and the draft when speculating), naming where they came from and the key; None
     when they can."""
@@ -316,7 +317,7 @@ def model_config_refusal(configs: ModelConfigs, speculative: bool) -> str | None
 
 def build_engine_config(
     spec: SpecServerSpec,
-    configs: ModelConfigs,
+    configs: TargetDraftConfigs,
     speculative: bool,
     env: dict[str, str] | None = None,
 ) -> EngineConfig:
@@ -331,7 +332,7 @@ def build_engine_config(
 
 def _build_engine_config(
     spec: SpecServerSpec,
-    configs: ModelConfigs,
+    configs: TargetDraftConfigs,
     speculative: bool,
     env: dict[str, str] | None,
 ) -> EngineConfig:
@@ -441,7 +442,7 @@ def _choose_cap(cfg: EngineConfig, spec: SpecServerSpec, plan: Plan, speculative
 
 
 def policy_context_for(
-    spec: SpecServerSpec, configs: ModelConfigs, rendered: EngineConfig | None = None
+    spec: SpecServerSpec, configs: TargetDraftConfigs, rendered: EngineConfig | None = None
 ) -> PolicyContext:
     """The performance model's crossover and break-even for this SpecServer (speculation on).
 

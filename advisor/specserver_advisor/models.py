@@ -688,7 +688,7 @@ class ObservedMetrics(ApiModel):
     output_tokens_per_second: float | None = Field(default=None, description="Output throughput.")
 
 
-class Decision(ApiModel):
+class DecisionRecord(ApiModel):
     """One entry of the bounded decision ledger."""
 
     time: str = Field(description="RFC 3339 time of the decision.")
@@ -818,7 +818,7 @@ class SpecServerStatus(ApiModel):
     )
     resolved: ResolvedEngine | None = Field(default=None, description="Resolved engine config.")
     last_metrics: ObservedMetrics | None = Field(default=None, description="Newest metrics.")
-    decisions: list[Decision] = Field(
+    decisions: list[DecisionRecord] = Field(
         default_factory=list,
         max_length=MAX_LEDGER_ENTRIES,
         description=f"The newest {MAX_LEDGER_ENTRIES} speculation decisions, oldest first.",

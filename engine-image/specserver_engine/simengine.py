@@ -35,7 +35,7 @@ from specserver_engine.acceptance import (
 )
 from specserver_engine.simconfig import SimConfig
 from specserver_engine.simmetrics import EngineMetrics
-from specserver_engine.simsteps import Piece, decodes_run, prefill_pieces, step_seconds
+from specserver_engine.simsteps import PrefillPiece, decodes_run, prefill_pieces, step_seconds
 
 LOG_INTERVAL_STEPS = 40  # --decode-log-interval: gauges average over this many steps
 
@@ -200,7 +200,7 @@ class SimEngine:
             )
         return self._step_cache[key]
 
-    def _next_step(self) -> tuple[list[Piece], list[SimRequest], float]:
+    def _next_step(self) -> tuple[list[PrefillPiece], list[SimRequest], float]:
         """This step's prefill pieces (admitting the waiting prompts they start), the decodes
         that advance with them, and its seconds.
         """

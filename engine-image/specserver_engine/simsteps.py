@@ -30,7 +30,7 @@ from specserver_advisor.perfmodel import (
 
 
 @dataclass(frozen=True)
-class Piece:
+class PrefillPiece:
     """Prompt tokens ``start``..``end`` of pending request ``index`` prefilled in one step."""
 
     index: int
@@ -43,7 +43,7 @@ def prefill_pieces(
     chunk: int | None,
     max_prefill: int | None = None,
     mixed_decodes: int = 0,
-) -> list[Piece]:
+) -> list[PrefillPiece]:
     """The prefill batch of one step over ``pending`` (tokens prefilled so far, prompt tokens),
     in order: the prompt in progress first, then the admissible waiting prompts. As SGLang
     0.5.23's ``PrefillAdder`` with ``chunk`` = ``--chunked-prefill-size`` (None: no chunking),
@@ -53,7 +53,7 @@ def prefill_pieces(
     """
     rem_input = None if max_prefill is None else max_prefill - mixed_decodes
     rem_chunk = None if chunk is None else chunk - mixed_decodes
-    pieces: list[Piece] = []
+    pieces: list[PrefillPiece] = []
     for index, (done, prompt) in enumerate(pending):
         # budget_state: a spent budget admits no one, even before the first prompt.
         if (rem_input is not None and rem_input <= 0) or (rem_chunk is not None and rem_chunk <= 0):
@@ -66,7 +66,7 @@ def prefill_pieces(
         if rem_chunk is None and pieces and rem_input is not None and left >= rem_input:
             break
         take = left if rem_chunk is None else min(left, rem_chunk)
-        pieces.append(Piece(index, done, done + take))
+        pieces.append(PrefillPiece(index, done, done + take))
         if rem_input is not None:
             rem_input -= take
         if rem_chunk is not None:
@@ -74,14 +74,14 @@ def prefill_pieces(
     return pieces
 
 
-def decodes_run(pieces: Sequence[Piece], mixed_chunk: bool) -> bool:
+def decodes_run(pieces: Sequence[PrefillPiece], mixed_chunk: bool) -> bool:
     """Whether the running decodes advance in a step with this prefill batch."""
     return not pieces or mixed_chunk
 
 
 def step_seconds(
     scn: Scenario,
-    pieces: Sequence[Piece],
+    pieces: Sequence[PrefillPiece],
     decode_gpu_s: float,
     decoding: int,
     speculative: bool,

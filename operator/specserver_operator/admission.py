@@ -56,8 +56,8 @@ from specserver_operator.secretreview import (
 __all__ = [
     "Caller",
     "ReviewAccess",
+    "ReviewAnswer",
     "ReviewSettings",
-    "Verdict",
     "admission_response",
     "answer_body",
     "refusal",
@@ -74,7 +74,7 @@ DEFAULT_DEADLINE_S = 8.0
 
 
 @dataclass
-class Verdict:
+class ReviewAnswer:
     """What the webhook answers."""
 
     problems: list[str] = field(default_factory=list)
@@ -87,7 +87,7 @@ class Verdict:
 
 @dataclass(frozen=True)
 class ReviewSettings:
-    """The admin's settings a review needs: the operator's own (observe.Settings)."""
+    """The admin's settings a review needs: the operator's own (settings.Settings)."""
 
     pod_policy: podpolicy.PodPolicy = field(default_factory=podpolicy.PodPolicy)
     hf: HfSettings = field(default_factory=HfSettings)
@@ -135,7 +135,7 @@ def review_configs(
 def _lint(
     doc: dict[str, Any],
     configs: ModelConfigs | None,
-    verdict: Verdict,
+    verdict: ReviewAnswer,
     computes_memory: bool,
     seen: set[str],
 ) -> None:
@@ -167,11 +167,11 @@ def review_specserver(
     settings: ReviewSettings | None = None,
     caller: Caller = NOT_VERIFIED,
     deadline: float | None = None,
-) -> Verdict:
+) -> ReviewAnswer:
     """Every reason to refuse this SpecServer (and warnings to show), at once."""
     settings = ReviewSettings() if settings is None else settings
     deadline = time.monotonic() + DEFAULT_DEADLINE_S if deadline is None else deadline
-    verdict = Verdict()
+    verdict = ReviewAnswer()
     doc = {k: v for k, v in obj.items() if k != "status"}
     server, problems = speccheck.parse(doc)
     if server is None:
@@ -266,12 +266,12 @@ def admission_response(
     obj = request.get("object")
     grant = None
     if request.get("operation") not in ("CREATE", "UPDATE") or not isinstance(obj, dict):
-        verdict = Verdict()
+        verdict = ReviewAnswer()
     elif _metadata_only(request):
         # The spec was admitted before (or is ConfigValid's to report): refusing a label or a
         # finalizer's removal because a rule changed since would only leave the object stuck
         # (a foreground delete never ends); nothing new reaches the pod.
-        verdict = Verdict()
+        verdict = ReviewAnswer()
     else:
         verdict = review_specserver(obj, settings, caller, deadline)
         if review_access is not None:

@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specserver_operator import children, ownstatus
-from specserver_operator.client import ApiError, KubeClient, NotFoundError
-from specserver_operator.desired import Event, Plan, status_of
+from specserver_operator.cachedclient import PassClient
+from specserver_operator.client import ApiError, NotFoundError
+from specserver_operator.desired import Event, PassPlan, status_of
 from specserver_operator.observe import observe_children
 from specserver_operator.observed import Observed
 from specserver_operator.passcache import PassCache
@@ -36,8 +37,8 @@ class Applied:
 
 
 def apply_plan(
-    client: KubeClient, observed: Observed, plan: Plan, memo: PassCache
-) -> tuple[Applied, Plan]:
+    client: PassClient, observed: Observed, plan: PassPlan, memo: PassCache
+) -> tuple[Applied, PassPlan]:
     """Write ``plan``; returns what was written and the plan as finally written (its status
     decided again when children changed)."""
     meta = observed.meta

@@ -3,8 +3,8 @@
 Called by cycle.py (each shared cycle, and kopf's create/update handlers). The pass is three
 steps: ``observe.observe`` reads everything (children, autoscalers, model configs, the Secret
 check, the signals the signal thread fetched) into an ``Observed`` snapshot; the pure core
-``desired.desired`` turns it into a ``Plan`` (children to write and delete, typed status and
-its patch, events); ``applychildren.apply_plan`` writes the plan. Returns the events to post
+``desired.desired`` turns it into a ``PassPlan`` (children to write and delete, typed status
+and its patch, events); ``applychildren.apply_plan`` writes the plan. Returns the events to post
 and, when a dependency (a ConfigMap, an endpoint) is not readable yet, why the next pass should
 try again. With ``defer``, a pass whose plan writes anything stops before the first write and
 returns the rest (``Outcome.rest``) for the cycle's writer threads (cycle.py).
@@ -21,11 +21,12 @@ from typing import Any
 from specserver_operator import conditions as cond
 from specserver_operator import opmetrics, ownstatus
 from specserver_operator.applychildren import apply_plan
-from specserver_operator.client import KubeClient
-from specserver_operator.desired import Plan, desired
-from specserver_operator.observe import Settings, observe, read_configs
+from specserver_operator.cachedclient import PassClient
+from specserver_operator.desired import PassPlan, desired
+from specserver_operator.observe import observe, read_configs
 from specserver_operator.observed import Observed
 from specserver_operator.passcache import PassCache
+from specserver_operator.settings import Settings, read_settings
 from specserver_operator.signals import SignalCache
 
 __all__ = [
@@ -61,7 +62,7 @@ def clear_caches() -> None:
 
 
 def reconcile(
-    client: KubeClient,
+    client: PassClient,
     body: dict[str, Any],
     now: str,
     settings: Settings | None = None,
@@ -75,7 +76,7 @@ def reconcile(
     ``defer``: when the plan writes anything, write nothing yet and return the writes as
     ``Outcome.rest`` (the caller runs it, under the same per-object lock, on another thread).
     """
-    settings = settings or Settings()
+    settings = read_settings() if settings is None else settings
     memo = DEFAULT if memo is None else memo
     now_ts = time.time() if now_ts is None else now_ts
     observed, restore = _trusted(observe(client, body, now, now_ts, settings, signals, memo))
@@ -112,7 +113,7 @@ def _trusted(observed: Observed) -> tuple[Observed, dict[str, Any]]:
     return dataclasses.replace(observed, body=body), restore
 
 
-def writes_anything(plan: Plan) -> bool:
+def writes_anything(plan: PassPlan) -> bool:
     """Whether carrying out ``plan`` writes to the API (a child, a status, an event)."""
     return bool(
         plan.restore
@@ -125,7 +126,7 @@ def writes_anything(plan: Plan) -> bool:
     )
 
 
-def _record_metrics(meta: dict[str, Any], plan: Plan) -> None:
+def _record_metrics(meta: dict[str, Any], plan: PassPlan) -> None:
     """The operator's own metrics for this pass (the policy's decision, mode, readiness)."""
     ns, name = meta["namespace"], meta["name"]
     step = plan.decided.step

@@ -3,10 +3,10 @@
 Started by handlers.py at operator start-up (one thread). Each cycle reads SpecServers and the
 children it manages from the watch-fed cache (objectcache.py; a LIST primes it and resyncs it
 every few minutes), runs the grouped PromQL queries once per Prometheus (signals.py), then
-reconciles each SpecServer: reads cost nothing per object, and an unchanged object costs no
-write. kopf's create/update handlers call ``Cycle.reconcile_one`` for an immediate pass on a
-fresh read; a per-SpecServer lock keeps the two from interleaving, and a cycle skips an object
-a handler reconciled after the cycle took its snapshot.
+runs one pass (``controller.reconcile``) for each SpecServer: reads cost nothing per object, and
+an unchanged object costs no write. kopf's event handlers call ``Cycle.immediate_pass`` for a
+pass on a fresh read; a per-SpecServer lock keeps the two from interleaving, and a cycle skips
+an object a handler's pass wrote after the cycle took its snapshot.
 
 Every pass decides on the cycle thread; a pass that has something to write hands its writes
 to a few writer threads (``WRITERS`` in flight, each call under the client's own timeouts), so
@@ -20,7 +20,6 @@ import contextlib
 import datetime
 import functools
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -38,11 +37,13 @@ from specserver_operator import (
     policystate,
     secretgrants,
 )
+from specserver_operator.cachedclient import CachedClient, PassClient
 from specserver_operator.client import ApiError, KubeClient, NotFoundError
 from specserver_operator.faults import Faults
 from specserver_operator.leader import Elector
 from specserver_operator.objectcache import ObjectCache
 from specserver_operator.passcache import PassCache
+from specserver_operator.settings import Settings, read_settings
 from specserver_operator.signals import SignalCache, refresh_all
 
 log = logging.getLogger("specserver.cycle")
@@ -59,93 +60,6 @@ def now_iso() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class CachedClient(KubeClient):
-    """A ``KubeClient`` that reads children from the cache (or, ``read_through``, from the API)
-    and puts the answer of every write back into it. Every call goes to ``base`` (so a test's
-    fake of ``KubeClient`` sees all of them)."""
-
-    def __init__(
-        self,
-        base: KubeClient,
-        cache: ObjectCache,
-        read_through: bool = False,
-        grants: secretgrants.Book | None = None,
-    ) -> None:
-        self.__dict__.update(base.__dict__)  # any method not delegated below: the same pool
-        self.base = base
-        self.cache = cache
-        self.read_through = read_through
-        self.grants = grants
-
-    def get_secret_grant(
-        self, namespace: str, uid: str, generation: int | None = None
-    ) -> dict[str, str] | None:
-        """The grant as the cycle last listed it; read fresh (and noted) for a handler's pass,
-        and once for a generation the list did not approve (its grant may have been written
-        after the LIST, before the watch brought that generation: no refusal for a moment)."""
-        if self.grants is not None and not self.read_through:
-            data = self.grants.data(uid)
-            if generation is None or not self.grants.fresh_read_due(uid, generation, data):
-                return data
-        found = self.base.get_secret_grant(namespace, uid, generation)
-        if self.grants is not None:
-            if found is None:
-                self.grants.grants.pop(uid, None)
-            else:
-                self.grants.grants[uid] = (found, time.time())
-        return found
-
-    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-        if self.read_through:
-            found = self.base.get(kind, namespace, name)
-            if found is not None:
-                self.cache.put(kind, found, written=True)
-            return found
-        return self.cache.get(kind, namespace, name)
-
-    def get_specserver(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return self.base.get_specserver(namespace, name)
-
-    def get_configmap_data(self, namespace: str, name: str) -> dict[str, str]:
-        return self.base.get_configmap_data(namespace, name)
-
-    def secret_exists(self, namespace: str, name: str) -> bool:
-        return self.base.secret_exists(namespace, name)
-
-    def list_autoscalers(self, namespace: str) -> list[tuple[str, str, str, str]]:
-        return self.base.list_autoscalers(namespace)
-
-    def apply(
-        self, obj: dict[str, Any], desired_hash: str | None = None, force: bool = False
-    ) -> bool:
-        meta = obj["metadata"]
-        current = None if force else self.get(obj["kind"], meta["namespace"], meta["name"])
-        written = self.apply_over(obj, current, desired_hash)
-        if written is not None:
-            self.cache.put(obj["kind"], written, written=True)
-        return written is not None
-
-    def apply_over(
-        self, obj: dict[str, Any], current: dict[str, Any] | None, desired_hash: str | None = None
-    ) -> dict[str, Any] | None:
-        return self.base.apply_over(obj, current, desired_hash)
-
-    def delete(self, kind: str, namespace: str, name: str) -> None:
-        self.base.delete(kind, namespace, name)
-        self.cache.remove(kind, namespace, name)
-
-    def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
-        answer = self.base.patch_status(namespace, name, status)
-        if answer:
-            self.cache.put(KIND, answer, written=True)
-        return answer
-
-    def post_event(
-        self, involved: dict[str, Any], type_: str, reason: str, message: str, now: str
-    ) -> None:
-        self.base.post_event(involved, type_, reason, message, now)
-
-
 def _refused(exc: ApiError | NotFoundError) -> bool:
     """The API server refused the request itself (400/403/404/422): retrying the same request
     cannot help, so it is the object's fault, not a transient one."""
@@ -154,20 +68,22 @@ def _refused(exc: ApiError | NotFoundError) -> bool:
     return exc.status in (400, 403, 404, 413, 422)
 
 
-def prometheus_url(body: dict[str, Any]) -> str | None:
-    """The SpecServer's Prometheus (spec.autoSpeculation.prometheusUrl, else the operator's)."""
+def prometheus_url(body: dict[str, Any], default: str | None) -> str | None:
+    """The SpecServer's Prometheus (spec.autoSpeculation.prometheusUrl, else ``default``: the
+    operator's ``Settings.prometheus_url``)."""
     auto = (body.get("spec") or {}).get("autoSpeculation") or {}
     url = auto.get("prometheusUrl") if isinstance(auto, dict) else None
-    return url or os.environ.get("SPECSERVER_PROMETHEUS_URL") or None
+    return url or default or None
 
 
 @dataclass
 class Cycle:
-    """The operator's loop state: the client, the cache, signal caches, locks."""
+    """The operator's loop state: the client, the settings, the cache, signal caches, locks."""
 
     client: KubeClient
+    #: the operator's settings, read when the cycle is made (handlers.py: at start-up)
+    settings: Settings = field(default_factory=read_settings)
     namespaces: list[str] = field(default_factory=list)
-    query_interval_s: float = 5.0
     cache: ObjectCache = field(default_factory=ObjectCache)
     signals: dict[str, SignalCache] = field(default_factory=dict)
     locks: dict[str, threading.Lock] = field(default_factory=dict)
@@ -196,16 +112,20 @@ class Cycle:
             return None
         with self.guard:
             if url not in self.signals:
-                self.signals[url] = SignalCache(url, min_interval_s=self.query_interval_s)
+                self.signals[url] = SignalCache(
+                    url,
+                    min_interval_s=self.settings.query_interval_s,
+                    window_s=self.settings.signal_window_s,
+                )
             return self.signals[url]
 
-    def _pass(self, client: KubeClient, body: dict[str, Any], defer: bool = False) -> Rest | None:
-        """One reconcile pass; with ``defer``, a pass that writes returns its writes (and what
-        follows them) undone, for a writer thread (None: the pass is complete)."""
-        cache = self.signal_cache(prometheus_url(body))
+    def _pass(self, client: PassClient, body: dict[str, Any], defer: bool = False) -> Rest | None:
+        """One pass (``controller.reconcile``); with ``defer``, a pass that writes returns its
+        writes (and what follows them) undone, for a writer thread (None: the pass is complete)."""
+        cache = self.signal_cache(prometheus_url(body, self.settings.prometheus_url))
         now = now_iso()
         outcome = controller.reconcile(
-            client, body, now, signals=cache, memo=self.memo, defer=defer
+            client, body, now, self.settings, signals=cache, memo=self.memo, defer=defer
         )
         if outcome.rest is not None:
             rest = outcome.rest
@@ -214,7 +134,7 @@ class Cycle:
         return None
 
     def _report(
-        self, client: KubeClient, body: dict[str, Any], outcome: controller.Outcome, now: str
+        self, client: PassClient, body: dict[str, Any], outcome: controller.Outcome, now: str
     ) -> None:
         """Post a pass's events; log a change of its retry state."""
         meta = body["metadata"]
@@ -228,12 +148,12 @@ class Cycle:
                 log.info("%s/%s: recovered", meta["namespace"], meta["name"])
             self.last_retry[meta["uid"]] = outcome.retry
 
-    def guarded_pass(self, client: KubeClient, body: dict[str, Any]) -> bool:
+    def guarded_pass(self, client: PassClient, body: dict[str, Any]) -> bool:
         """``_pass`` with this object's faults kept its own; True when the pass succeeded."""
         return self._guarded(client, body, lambda: self._pass(client, body))[0]
 
     def _guarded(
-        self, client: KubeClient, body: dict[str, Any], step: Callable[[], Rest | None]
+        self, client: PassClient, body: dict[str, Any], step: Callable[[], Rest | None]
     ) -> tuple[bool, Rest | None]:
         """Run ``step`` (a pass, or the deferred rest of one) with this object's faults kept its
         own: whether it succeeded, and the rest of the pass still to run (a deferred one).
@@ -270,7 +190,7 @@ class Cycle:
         return True, None
 
     def _write_later(
-        self, client: KubeClient, body: dict[str, Any], rest: Rest, decided_at: float
+        self, client: PassClient, body: dict[str, Any], rest: Rest, decided_at: float
     ) -> bool:
         """A writer thread: the deferred writes of a pass, under the object's lock, unless a
         handler's pass wrote after this one decided (its plan is newer) or the lease is lost.
@@ -290,7 +210,7 @@ class Cycle:
             self.pool = ThreadPoolExecutor(self.writers, thread_name_prefix="specserver-write")
         return self.pool
 
-    def _fault(self, client: KubeClient, body: dict[str, Any], exc: Exception) -> None:
+    def _fault(self, client: PassClient, body: dict[str, Any], exc: Exception) -> None:
         meta = body["metadata"]
         ns, name, uid, generation = (
             meta["namespace"],
@@ -319,7 +239,7 @@ class Cycle:
             except (ApiError, NotFoundError) as write_error:
                 log.warning("%s/%s: status not written: %s", ns, name, write_error)
 
-    def reconcile_one(self, namespace: str, name: str, uid: str) -> None:
+    def immediate_pass(self, namespace: str, name: str, uid: str) -> None:
         """An immediate pass for one SpecServer on a fresh read (kopf create/update)."""
         if not self.leading():
             return  # the leader's own handler sees the same change
@@ -343,7 +263,7 @@ class Cycle:
         self.cache.replace(listed)
 
     def run_once(self) -> int:
-        """One cycle over every SpecServer; returns how many were reconciled."""
+        """One cycle over every SpecServer; returns how many passes succeeded."""
         cpu = time.thread_time()
         started = time.perf_counter()
         if self.cache.needs_resync():
@@ -352,7 +272,8 @@ class Cycle:
         bodies = self.cache.specservers()
         self.refresh_grants(bodies)
         client = CachedClient(self.client, self.cache, grants=self.grants)
-        caches = [self.signal_cache(url) for url in {prometheus_url(b) for b in bodies}]
+        urls = {prometheus_url(b, self.settings.prometheus_url) for b in bodies}
+        caches = [self.signal_cache(url) for url in urls]
         refresh_all([c for c in caches if c is not None], SIGNAL_WAIT_S)
         opmetrics.count_query_errors(sum(c.query_errors for c in self.signals.values()))
         done = 0
@@ -394,7 +315,7 @@ class Cycle:
 
     def refresh_grants(self, bodies: list[dict[str, Any]]) -> None:
         """Keep the Secret grants' book (secretgrants.keep; deletions only while leading)."""
-        if secretgrants.required():
+        if self.settings.require_secret_approval:
             secretgrants.keep(self.grants, self.client, bodies, self.namespaces, self.leading())
 
     def healthy(self, interval_s: float, intervals: int = 4) -> bool:

@@ -2,8 +2,8 @@
 
 ``desired(observed, settings, memo)`` takes one ``Observed`` snapshot (observe.py: the
 SpecServer, its children, autoscalers, model configs, signals, the clock) and returns a
-``Plan``: the switch intent to record first, the children to write (missing, changed, or edited
-by hand in a field the operator owns), the children to delete, the typed status
+``PassPlan``: the switch intent to record first, the children to write (missing, changed, or
+edited by hand in a field the operator owns), the children to delete, the typed status
 (``SpecServerStatus``) and its merge patch, the events, and why the next pass should try again.
 It does no I/O: the thin apply step (applychildren.py) writes the plan. ``memo`` (the cycle's
 ``PassCache``) only memoises renderings, engine configs and which stored status was found
@@ -37,7 +37,6 @@ from specserver_operator.drift import replicas as live_replicas
 from specserver_operator.engineconfig import EngineConfig, build_engine_config, policy_context_for
 from specserver_operator.hashes import applied_hash
 from specserver_operator.names import child_name
-from specserver_operator.observe import Settings
 from specserver_operator.observed import Observed
 from specserver_operator.passcache import PassCache
 from specserver_operator.reconcile import (
@@ -48,6 +47,7 @@ from specserver_operator.reconcile import (
     speculation_wanted,
     status_events,
 )
+from specserver_operator.settings import Settings
 from specserver_operator.statusmodel import status_plan
 
 #: Status fields of a new switch, written before the engine is touched.
@@ -75,7 +75,7 @@ class Decided:
 
 
 @dataclass
-class Plan:
+class PassPlan:
     """What one pass should write, in order: intent, children, deletions, status."""
 
     decided: Decided
@@ -101,7 +101,7 @@ class Plan:
     restore: dict[str, Any] = field(default_factory=dict)
 
 
-def desired(observed: Observed, settings: Settings, memo: PassCache) -> Plan:
+def desired(observed: Observed, settings: Settings, memo: PassCache) -> PassPlan:
     """The plan for one SpecServer (no I/O)."""
     meta, current = observed.meta, observed.current
     uid = meta["uid"]
@@ -129,7 +129,7 @@ def desired(observed: Observed, settings: Settings, memo: PassCache) -> Plan:
         except ConfigShapeError as exc:  # a config the tenant gave that no model has
             decided.cfg = speccheck.shape_refusal(configs, exc)
     step = decided.step
-    plan = Plan(decided, SpecServerStatus(), {}, retry=observed.config_error)
+    plan = PassPlan(decided, SpecServerStatus(), {}, retry=observed.config_error)
     if step is not None:
         plan.evaluated_at = observed.now_ts
         plan.evaluation_s = evaluation_s
@@ -165,7 +165,7 @@ def _checked(
 
 
 def _plan_children(
-    plan: Plan,
+    plan: PassPlan,
     observed: Observed,
     server: SpecServer,
     configs: ModelConfigs,

@@ -14,7 +14,6 @@ SpecServers.
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 from typing import Any
 
@@ -27,7 +26,7 @@ from specserver_operator.cycle import Cycle
 from specserver_operator.leader import Elector
 from specserver_operator.objectcache import ObjectCache
 from specserver_operator.secretgrants import Recorder, grant_namespace
-from specserver_operator.settings import cycle_seconds, value
+from specserver_operator.settings import Settings, read_settings, value
 
 RESOURCE = (GROUP, VERSION, PLURAL)
 #: Namespaces to watch (set by main.py before kopf starts); empty: the whole cluster.
@@ -37,6 +36,8 @@ _STOP = threading.Event()
 _LOGGED_IN = threading.Event()
 _CONNECTION: list[Connection] = []
 _WEBHOOK: list[Any] = []  # the Webhook, once started (webhook.py)
+#: The operator's settings, read on kopf's start-up (``configure``).
+_SETTINGS: list[Settings] = []
 #: Seconds an idle kopf worker lives after its object's last event (``configure``).
 IDLE_WORKER_S = 0.5
 
@@ -52,21 +53,29 @@ def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
     return info
 
 
+def operator_settings() -> Settings:
+    """The settings read at start-up (``configure``; read now if it has not run yet)."""
+    if not _SETTINGS:
+        _SETTINGS.append(read_settings())
+    return _SETTINGS[0]
+
+
+def new_cycle(client: KubeClient, settings: Settings) -> Cycle:
+    """The operator's cycle over ``client`` with the start-up ``settings``."""
+    return Cycle(
+        client,
+        settings,
+        list(NAMESPACES),
+        cache=CACHE,
+        elector=Elector(client) if settings.leader_election else None,
+    )
+
+
 def cycle() -> Cycle:
     """The process-wide cycle (its client is created once kopf has logged in)."""
     if not _CYCLE:
         _LOGGED_IN.wait()
-        client = KubeClient(_CONNECTION[0])
-        elect = os.environ.get("SPECSERVER_LEADER_ELECTION", "true").lower() not in ("0", "false")
-        _CYCLE.append(
-            Cycle(
-                client,
-                list(NAMESPACES),
-                cache=CACHE,
-                query_interval_s=float(os.environ.get("SPECSERVER_QUERY_INTERVAL_SECONDS", "5")),
-                elector=Elector(client) if elect else None,
-            )
-        )
+        _CYCLE.append(new_cycle(KubeClient(_CONNECTION[0]), operator_settings()))
     return _CYCLE[0]
 
 
@@ -109,12 +118,13 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     """Start the metrics and the cycle (kopf itself keeps and posts nothing: no change-detection
     handlers, so no diff-base or progress annotation)."""
     tune(settings)
+    _SETTINGS[:] = [read_settings()]  # the environment as it is now, at start-up
     kopfpaging.install()  # a page whose continue token expired restarts the listing
     kopfdecode.install()  # one object too deep to decode is skipped, not the end of the process
     opmetrics.serve(int(value("SPECSERVER_METRICS_PORT")), value("SPECSERVER_METRICS_ADDRESS"))
     if int(value("SPECSERVER_WEBHOOK_PORT")):
         threading.Thread(target=_run_webhook, name="specserver-webhook-upkeep", daemon=True).start()
-    interval = cycle_seconds()
+    interval = operator_settings().cycle_s
     _STOP.clear()
     threading.Thread(
         target=_run_cycle, args=(interval,), name="specserver-cycle", daemon=True
@@ -124,7 +134,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
 @kopf.on.probe(id="cycle")
 def cycle_is_running(**_: Any) -> str:
     """``/healthz`` fails (HTTP 500) when no cycle completed within a few intervals."""
-    interval = cycle_seconds()
+    interval = operator_settings().cycle_s
     if not _CYCLE:
         return "starting"
     if not _CYCLE[0].healthy(interval):
@@ -179,7 +189,7 @@ async def specserver_seen(event: kopf.RawEvent, **_: Any) -> None:
         meta = event["object"]["metadata"]
         if not meta.get("deletionTimestamp"):
             args = (meta["namespace"], meta["name"], meta["uid"])
-            await asyncio.get_running_loop().run_in_executor(None, reconcile, *args)
+            await asyncio.get_running_loop().run_in_executor(None, immediate_pass, *args)
 
 
 @kopf.on.event("apps", "v1", "deployments", labels=MANAGED)
@@ -192,7 +202,7 @@ async def service_seen(event: kopf.RawEvent, **_: Any) -> None:
     CACHE.observe("Service", dict(event))
 
 
-def reconcile(namespace: str, name: str, uid: str) -> None:
+def immediate_pass(namespace: str, name: str, uid: str) -> None:
     """An immediate, level-based pass for a new or changed SpecServer (its faults are the
     pass's own: ``Cycle.guarded_pass``)."""
-    cycle().reconcile_one(namespace, name, uid)
+    cycle().immediate_pass(namespace, name, uid)

@@ -48,11 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     args = vars(build_parser().parse_args(argv))
     if args.get("SPECSERVER_NAMESPACES") is not None:
         args["SPECSERVER_NAMESPACES"] = ",".join(args["SPECSERVER_NAMESPACES"])
-    # Before the operator's modules are imported: they read these variables.
+    # Where handlers.configure reads them on kopf's start-up.
     os.environ.update(settings.resolve_environ(args, os.environ))
     try:
-        settings.signal_window_seconds()
-        settings.cycle_seconds()
+        settings.read_settings()  # only to refuse a bad value now; handlers read it at start-up
     except ValueError as exc:
         build_parser().error(str(exc))
     value = settings.value
@@ -63,7 +62,13 @@ def main(argv: list[str] | None = None) -> int:
         # kopf logs "Handler ... succeeded." for every watch event of every object (thousands
         # a minute at scale); its warnings and errors still show. Our own lines are specserver.*.
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
-    from specserver_operator import handlers  # registers the handlers
+    from specserver_operator import handlers, kopfpaging  # registers the handlers
+
+    try:
+        kopfpaging.install()  # before kopf lists anything; refuses a kopf it cannot wrap
+    except kopfpaging.UnsupportedKopf as exc:
+        print(f"specserver-operator: {exc}", file=sys.stderr)
+        return 2
 
     handlers.NAMESPACES[:] = namespaces
 

@@ -1,9 +1,9 @@
 """Everything one reconcile pass reads, in one snapshot taken before anything is decided.
 
-``observe`` reads (through ``client.KubeClient``: the cycle's watch-fed cache, or the API for a
-handler's pass) the children a SpecServer may own, the namespace's autoscalers, the model
-configs (ConfigMap or endpoint, memoised per generation), the HF token Secret's existence, and
-the Prometheus signals the signal thread already fetched; the result is an ``Observed`` the pure
+``observe`` reads (through a ``cachedclient.PassClient``: the cycle's watch-fed cache, or the
+API for a handler's pass) the children a SpecServer may own, the namespace's autoscalers, the
+model configs (ConfigMap or endpoint, memoised per generation), the HF token Secret's existence,
+and the Prometheus signals the signal thread already fetched; the result is an ``Observed`` the pure
 core (desired.py) decides from. Called by controller.reconcile; nothing here writes.
 """
 
@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
@@ -23,17 +21,17 @@ from specserver_operator import (
     bluegreen,
     configsource,
     ownstatus,
-    podpolicy,
     secretgrants,
     speccheck,
 )
 from specserver_operator.autopilot import NO_PROMETHEUS_URL
-from specserver_operator.client import ApiError, KubeClient, NotFoundError
-from specserver_operator.configsource import ConfigSourceError, HfSettings, ModelConfigs
+from specserver_operator.cachedclient import PassClient
+from specserver_operator.client import ApiError, NotFoundError
+from specserver_operator.configsource import ConfigSourceError, ModelConfigs
 from specserver_operator.names import child_name
 from specserver_operator.observed import Autoscaler, ChildKey, Observed
 from specserver_operator.passcache import PassCache
-from specserver_operator.render import DEFAULT_PREFLIGHT_IMAGE
+from specserver_operator.settings import Settings
 from specserver_operator.signals import SignalCache
 
 #: Seconds before a config source that failed is read again (for the same generation).
@@ -42,17 +40,6 @@ CONFIG_RETRY_S = 30.0
 SECRET_RECHECK_S = 60.0
 #: How often a namespace's HPAs and ScaledObjects are listed.
 AUTOSCALER_REFRESH_S = 60.0
-
-
-@dataclass
-class Settings:
-    """Operator-wide settings (environment)."""
-
-    hf: HfSettings = field(default_factory=HfSettings.from_env)
-    pod_policy: podpolicy.PodPolicy = field(default_factory=podpolicy.PodPolicy.from_env)
-    preflight_image: str = os.environ.get("SPECSERVER_ENGINE_IMAGE", DEFAULT_PREFLIGHT_IMAGE)
-    #: a secretKeyRef needs an admission review's grant (secretgrants.py)
-    require_secret_approval: bool = field(default_factory=secretgrants.required)
 
 
 def child_keys(name: str) -> list[ChildKey]:
@@ -66,7 +53,7 @@ def child_keys(name: str) -> list[ChildKey]:
 
 
 def observe_children(
-    client: KubeClient, namespace: str, name: str, now_ts: float, memo: PassCache
+    client: PassClient, namespace: str, name: str, now_ts: float, memo: PassCache
 ) -> tuple[dict[ChildKey, dict[str, Any] | None], list[Autoscaler] | None]:
     """The children (and, when an engine Deployment exists, the namespace's autoscalers)."""
     found = {(kind, child): client.get(kind, namespace, child) for kind, child in child_keys(name)}
@@ -75,7 +62,7 @@ def observe_children(
 
 
 def observe(
-    client: KubeClient,
+    client: PassClient,
     body: dict[str, Any],
     now: str,
     now_ts: float,
@@ -151,7 +138,7 @@ def _parsed(body: dict[str, Any], memo: PassCache) -> SpecServer:
 
 
 def read_configs(
-    client: KubeClient, server: SpecServer, uid: str, settings: Settings, memo: PassCache
+    client: PassClient, server: SpecServer, uid: str, settings: Settings, memo: PassCache
 ) -> ModelConfigs:
     """Model configs from the first source that has them (cached per generation)."""
     key = (uid, server.metadata.generation or 0)
@@ -171,7 +158,7 @@ def read_configs(
 
 
 def _read_configs(
-    client: KubeClient, server: SpecServer, settings: Settings, memo: PassCache
+    client: PassClient, server: SpecServer, settings: Settings, memo: PassCache
 ) -> ModelConfigs:
     ns = server.metadata.namespace or "default"
 
@@ -185,7 +172,7 @@ def _read_configs(
 
 
 def _unapproved_secret(
-    client: KubeClient, server: SpecServer, uid: str, settings: Settings
+    client: PassClient, server: SpecServer, uid: str, settings: Settings
 ) -> str | None:
     """Why no admission review approved the HF token Secret for this generation (None: one
     did, or no Secret is named, or the admin requires no approval)."""
@@ -202,7 +189,7 @@ def _unapproved_secret(
 
 
 def _missing_secret(
-    client: KubeClient, server: SpecServer, uid: str, now_ts: float, memo: PassCache
+    client: PassClient, server: SpecServer, uid: str, now_ts: float, memo: PassCache
 ) -> tuple[str, str] | None:
     """A warning when the HF token Secret the engine pod reads is missing, whatever the config
     source (the pod could not start); checked once a minute per generation, not every pass."""
@@ -231,7 +218,7 @@ def _missing_secret(
 
 
 def autoscalers(
-    client: KubeClient, namespace: str, now_ts: float, memo: PassCache
+    client: PassClient, namespace: str, now_ts: float, memo: PassCache
 ) -> list[Autoscaler] | None:
     """HPAs/ScaledObjects of a namespace, listed at most once a minute (None if unreadable)."""
     cached = memo.autoscalers.get(namespace)

@@ -1,4 +1,4 @@
-"""Pure reconcile decisions: which mode to render and what the status should say.
+"""Pure status decisions of a pass: which mode to render and what the status should say.
 
 ``compute_status`` takes everything observed (engine config or why there is none, the engine
 Deployment, the clock as an argument) and returns the status fields it decides (the pure core,

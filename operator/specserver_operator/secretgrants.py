@@ -55,11 +55,6 @@ def grant_namespace() -> str:
     return value("SPECSERVER_GRANT_NAMESPACE")
 
 
-def required() -> bool:
-    """Whether a secretKeyRef needs a grant (``SPECSERVER_REQUIRE_SECRET_APPROVAL``)."""
-    return value("SPECSERVER_REQUIRE_SECRET_APPROVAL").lower() not in ("0", "false", "no")
-
-
 def grant_name(uid: str) -> str:
     """The grant ConfigMap of a SpecServer uid (a uid is 36 characters of [0-9a-f-])."""
     return PREFIX + uid
@@ -198,9 +193,10 @@ def keep(
 ) -> None:
     """The cycle's upkeep of ``book`` (cycle.py, once a cycle): one LIST every ``RELIST_S``
     while a SpecServer names a Secret or grants are held (none otherwise: a new generation's
-    grant is read by its pass, cycle.CachedClient), and, while ``leading``, deleting the grants
-    of SpecServers that are gone. A LIST that fails keeps the last one until the next is due (it
-    can only lack grants: a pass then reads its own, or refuses; it never renders without)."""
+    grant is read by its pass, cachedclient.CachedClient), and, while ``leading``, deleting the
+    grants of SpecServers that are gone. A LIST that fails keeps the last one until the next is
+    due (it can only lack grants: a pass then reads its own, or refuses; it never renders
+    without)."""
     where = grant_namespace()
     due = book.listed_at is None or time.monotonic() - book.listed_at >= RELIST_S
     if due and (book.grants or any(names_secret(b) for b in bodies)):

@@ -9,6 +9,8 @@ import yaml
 
 from stack import REPO, KubeHandle
 
+pytestmark = pytest.mark.cluster
+
 BASE = {
     "apiVersion": "specserver.io/v1alpha1",
     "kind": "SpecServer",

@@ -31,6 +31,8 @@ from specserver_engine.loadgen import Segment, run_segment
 from specserver_engine.ports import free_loopback_port
 from stack import REPO, KubeHandle
 
+pytestmark = pytest.mark.cluster
+
 NAME = "qwen3-8b"
 
 

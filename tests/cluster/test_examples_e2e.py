@@ -8,10 +8,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 import yaml
 from test_operator_e2e import EXAMPLE, Operator, apply, condition, operator, wait_for
 
 from stack import REPO, KubeHandle
+
+pytestmark = pytest.mark.cluster
 
 __all__ = ["operator"]  # the module-scoped operator process, shared with this module
 

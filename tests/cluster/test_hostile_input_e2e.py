@@ -29,6 +29,8 @@ from test_operator_faults_e2e import Operator, named, recreated_after_delete
 from specserver_advisor import crdgen
 from stack import KubeHandle
 
+pytestmark = pytest.mark.cluster
+
 #: The victim's children must be repaired within this (one 5 s cycle, with room for a loaded
 #: 2-core machine).
 REPAIR_S = 30

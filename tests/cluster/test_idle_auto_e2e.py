@@ -15,6 +15,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
+import pytest
 from specdocs import eagle3_auto
 from test_operator_e2e import apply, get, wait_for, written
 from test_operator_faults_e2e import Operator
@@ -22,6 +23,8 @@ from test_operator_faults_e2e import Operator
 from specserver_advisor.promql import signal_queries
 from specserver_engine import loadgen
 from stack import QWEN_EAGLE3, KubeHandle
+
+pytestmark = pytest.mark.cluster
 
 NAME = "idle-auto"
 #: Evaluations every 5 s: the window below spans six of them.

@@ -8,6 +8,8 @@ import pytest
 
 from stack import REPO, KubeHandle
 
+pytestmark = pytest.mark.cluster
+
 
 @pytest.fixture(autouse=True)
 def _no_webhook_left(kube: KubeHandle) -> Iterator[None]:

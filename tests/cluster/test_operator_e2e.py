@@ -17,6 +17,8 @@ import yaml
 from specserver_engine.ports import free_loopback_port
 from stack import REPO, KubeHandle, load_config
 
+pytestmark = pytest.mark.cluster
+
 EXAMPLE = REPO / "manifests" / "examples" / "qwen3-8b-eagle3-l4.yaml"
 
 

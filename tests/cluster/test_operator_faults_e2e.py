@@ -34,6 +34,8 @@ from loopbacktcp import Drip, Tarpit
 from specserver_engine.ports import free_loopback_port
 from stack import KubeHandle, load_config
 
+pytestmark = pytest.mark.cluster
+
 
 class Operator(BaseOperator):
     """A running ``specserver-operator`` with its metrics on a port of its own (stopped as the

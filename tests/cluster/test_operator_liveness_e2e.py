@@ -11,11 +11,14 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import urlparse
 
+import pytest
 from relays import PROMPT, STALL, Relay
 from test_operator_e2e import apply, example, get, wait_for
 from test_operator_faults_e2e import Operator, recreated_after_delete
 
 from stack import KubeHandle
+
+pytestmark = pytest.mark.cluster
 
 
 def relayed_kubeconfig(kube: KubeHandle, relay: Relay, path: Path) -> Path:

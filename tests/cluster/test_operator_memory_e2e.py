@@ -19,6 +19,8 @@ from test_operator_faults_e2e import Operator, named
 from specserver_advisor.models import MAX_INLINE_CONFIG_CHARS
 from stack import REPO, KubeHandle, load_config
 
+pytestmark = pytest.mark.cluster
+
 COUNT = 8
 UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
 

@@ -18,6 +18,8 @@ from test_operator_e2e import Operator, apply, example, get, wait_for
 from specserver_advisor import crdgen
 from stack import KubeHandle
 
+pytestmark = pytest.mark.cluster
+
 
 def previous_crd() -> dict[str, Any]:
     """This CRD as the previous version shipped it: ``status.policyState`` a string."""

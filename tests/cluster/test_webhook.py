@@ -23,6 +23,8 @@ from test_operator_e2e import EXAMPLE, _ok, get, kube_env, wait_for
 from specserver_engine.ports import free_loopback_port
 from stack import REPO, KubeHandle
 
+pytestmark = pytest.mark.cluster
+
 
 def webhook_config(
     name: str,

@@ -26,6 +26,8 @@ import webhookpeers
 from specserver_operator.webhookserver import READ_DEADLINE_S
 from stack import REPO, KubeHandle, load_config
 
+pytestmark = pytest.mark.cluster
+
 #: The apiserver gives the webhook 10 s (webhook_config); every answer must come well before.
 TIMEOUT_S = 10.0
 

@@ -20,7 +20,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from stack import REPO, TEST_BASE_PORT
+
+#: No control-plane fixture, but the demo starts its own control plane and Prometheus.
+pytestmark = pytest.mark.cluster
 
 LOAD_REASONS = {"TTFTSLOBreached", "QueueBuilding", "LoadAboveCrossover", "OtherModeFasterHere"}
 #: Demo ports inside the test's own range, so a demo a developer runs by hand cannot collide.

@@ -6,11 +6,14 @@ import asyncio
 import time
 from typing import Any
 
+import pytest
 from prometheus_api_client import PrometheusConnect
 
 from specserver_advisor.promql import signal_queries
 from specserver_engine import loadgen
 from stack import QWEN_EAGLE3
+
+pytestmark = pytest.mark.cluster
 
 FAST = ["--time-scale", "10", "--sim-startup-seconds", "0", "--enable-metrics"]
 

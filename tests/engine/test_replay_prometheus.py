@@ -14,6 +14,8 @@ from specserver_advisor.cli import main
 from specserver_engine import loadgen
 from stack import QWEN_EAGLE3
 
+pytestmark = pytest.mark.cluster
+
 
 def test_replay_from_prometheus(
     prom: Any, start_simulator: Any, capsys: pytest.CaptureFixture[str]

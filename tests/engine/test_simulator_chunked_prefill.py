@@ -27,7 +27,7 @@ from specserver_advisor.perfmodel import (
     step_time,
 )
 from specserver_engine.simconfig import build_sim_config
-from specserver_engine.simsteps import Piece, decodes_run, prefill_pieces
+from specserver_engine.simsteps import PrefillPiece, decodes_run, prefill_pieces
 
 PLAIN = ["--model-path", "Qwen/Qwen3-8B", "--mem-fraction-static", "0.85"]
 FAST = ["--sim-startup-seconds", "0", "--enable-metrics"]
@@ -152,9 +152,12 @@ def test_without_overlap_every_step_prefill_chunks_included_pays_the_scheduler(
 
 def test_a_step_prefills_at_most_a_chunk_in_admission_order() -> None:
     pieces = prefill_pieces([(512, 1300), (0, 700), (0, 90)], 512)
-    assert pieces == [Piece(0, 512, 1024)]
+    assert pieces == [PrefillPiece(0, 512, 1024)]
     pieces = prefill_pieces([(1024, 1300), (0, 700), (0, 90)], 512)
-    assert pieces == [Piece(0, 1024, 1300), Piece(1, 0, 236)]
-    assert prefill_pieces([(0, 1300), (0, 90)], None) == [Piece(0, 0, 1300), Piece(1, 0, 90)]
+    assert pieces == [PrefillPiece(0, 1024, 1300), PrefillPiece(1, 0, 236)]
+    assert prefill_pieces([(0, 1300), (0, 90)], None) == [
+        PrefillPiece(0, 0, 1300),
+        PrefillPiece(1, 0, 90),
+    ]
     assert not decodes_run(pieces, mixed_chunk=False)
     assert decodes_run(pieces, mixed_chunk=True) and decodes_run([], mixed_chunk=False)

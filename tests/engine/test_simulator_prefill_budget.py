@@ -14,7 +14,7 @@ import asyncio
 
 from specserver_engine.simconfig import build_sim_config
 from specserver_engine.simengine import SimEngine
-from specserver_engine.simsteps import Piece, prefill_pieces
+from specserver_engine.simsteps import PrefillPiece, prefill_pieces
 
 L4 = ["--model-path", "Qwen/Qwen3-8B", "--mem-fraction-static", "0.85", "--sim-gpu", "L4"]
 
@@ -71,11 +71,14 @@ def test_chunked_the_budget_stops_admission_once_spent_without_cutting_the_promp
 
 
 def test_prefill_pieces_charges_both_budgets_and_the_mixed_decodes() -> None:
-    assert prefill_pieces([(0, 600), (0, 600), (0, 300)], None, 1000) == [Piece(0, 0, 600)]
-    assert prefill_pieces([(0, 600), (0, 300)], None, 1000) == [Piece(0, 0, 600), Piece(1, 0, 300)]
+    assert prefill_pieces([(0, 600), (0, 600), (0, 300)], None, 1000) == [PrefillPiece(0, 0, 600)]
+    assert prefill_pieces([(0, 600), (0, 300)], None, 1000) == [
+        PrefillPiece(0, 0, 600),
+        PrefillPiece(1, 0, 300),
+    ]
     # Exactly what is left is refused too (input_tokens >= rem_input_tokens).
-    assert prefill_pieces([(0, 600), (0, 400)], None, 1000) == [Piece(0, 0, 600)]
-    assert prefill_pieces([(0, 3000), (0, 10)], None, 1000) == [Piece(0, 0, 3000)]
+    assert prefill_pieces([(0, 600), (0, 400)], None, 1000) == [PrefillPiece(0, 0, 600)]
+    assert prefill_pieces([(0, 3000), (0, 10)], None, 1000) == [PrefillPiece(0, 0, 3000)]
     # Mixed chunk: 8 decoding requests take 8 tokens of each budget.
-    assert prefill_pieces([(0, 600)], 512, 16384, mixed_decodes=8) == [Piece(0, 0, 504)]
+    assert prefill_pieces([(0, 600)], 512, 16384, mixed_decodes=8) == [PrefillPiece(0, 0, 504)]
     assert prefill_pieces([(0, 600)], 4096, 8, mixed_decodes=8) == []

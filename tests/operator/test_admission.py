@@ -25,13 +25,13 @@ from specserver_operator.admission import (
     review_specserver,
 )
 from specserver_operator.engineconfig import extra_args_refusal
-from specserver_operator.observe import Settings
 from specserver_operator.secretreview import (
     AccessSettings,
     Caller,
     ReviewAccess,
     secret_access_review,
 )
+from specserver_operator.settings import read_settings
 from specserver_operator.webhookcerts import RENEW_BEFORE, VALIDITY, build_bundle, usable
 from stack import REPO
 
@@ -333,7 +333,8 @@ def test_the_webhook_refuses_what_the_pod_policy_refuses_with_the_operators_sett
     # The operator's settings object and the webhook's read the same variables.
     env_vars = {"SPECSERVER_ALLOW_HOST_PATH": "true"}
     assert podpolicy.PodPolicy.from_env(env_vars) == podpolicy.PodPolicy(allow_host_path=True)
-    assert Settings().pod_policy == ReviewSettings.from_env().pod_policy
+    assert read_settings(env_vars).pod_policy == podpolicy.PodPolicy(allow_host_path=True)
+    assert read_settings().pod_policy == ReviewSettings.from_env().pod_policy
 
 
 def test_an_unauthenticated_review_learns_nothing_about_secret_access() -> None:

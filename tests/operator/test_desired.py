@@ -1,4 +1,4 @@
-"""The pure core (desired.py) without any client: feed an ``Observed``, assert the ``Plan``.
+"""The pure core (desired.py) without any client: feed an ``Observed``, assert the plan.
 
 The cluster is what the test writes into the snapshot: the children as the API server would
 hold them after the plan was applied (hash annotation stamped, status Ready), hand edits made
@@ -15,11 +15,12 @@ import pytest
 
 from specserver_advisor.loaders.configs import bundled
 from specserver_operator.configsource import ModelConfigs, from_inline
-from specserver_operator.desired import Plan, desired
+from specserver_operator.desired import PassPlan, desired
 from specserver_operator.hashes import HASH_ANNOTATION
-from specserver_operator.observe import Settings, validated
+from specserver_operator.observe import validated
 from specserver_operator.observed import Observed
 from specserver_operator.passcache import PassCache
+from specserver_operator.settings import Settings
 from specserver_operator.statusmodel import serialized
 from stack import load_config
 
@@ -69,7 +70,7 @@ def observed(
     )
 
 
-def applied(plan: Plan) -> dict[tuple[str, str], dict[str, Any]]:
+def applied(plan: PassPlan) -> dict[tuple[str, str], dict[str, Any]]:
     """The children as the API server holds them once ``plan`` was written and rolled out."""
     out = {}
     assert plan.rendered is not None
@@ -94,7 +95,7 @@ def settled() -> tuple[dict[str, Any], dict[tuple[str, str], dict[str, Any]], Pa
     return body, kids, memo
 
 
-def condition(plan: Plan, type_: str) -> dict[str, Any]:
+def condition(plan: PassPlan, type_: str) -> dict[str, Any]:
     found = [c for c in serialized(plan.status)["conditions"] if c["type"] == type_]
     assert found, type_
     return found[0]

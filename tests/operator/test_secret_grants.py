@@ -262,7 +262,7 @@ def test_a_cycle_lists_grants_rarely_and_deletes_those_of_deleted_specservers() 
 def test_a_generation_the_list_did_not_approve_is_read_once_more() -> None:
     """The grant of a new generation may be written after the cycle's LIST and the generation
     seen (watch) before the pass: one GET, not a refusal; and not one GET every cycle."""
-    from specserver_operator.cycle import CachedClient
+    from specserver_operator.cachedclient import CachedClient
 
     fresh = secretgrants.grant_patch(None, "llm", "x", UID, 2, "hf-token", "alice")
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 import re
 import subprocess
 import sys
+from typing import Any
 
 import pytest
+from test_autopilot import SPEC, FakeClient
 
 from specserver_operator import main, settings
 from stack import REPO
@@ -93,3 +96,47 @@ def test_the_cycle_is_seconds_that_fit_the_lease() -> None:
     for bad in ("0", "0.5", "7.5", "60", "nan", "inf", "5s", "abc", "-5"):
         with pytest.raises(ValueError, match=r"SPECSERVER_CYCLE_SECONDS .* in 1-7 "):
             cycle({"SPECSERVER_CYCLE_SECONDS": bad})
+
+
+class Posting(FakeClient):
+    """test_autopilot's client seam, posting events too."""
+
+    def post_event(self, *args: Any) -> None:
+        pass
+
+
+def test_the_environment_is_read_at_start_up_not_at_import(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operator's modules are imported first (as kopf loads them); variables set after
+    that are what the cycle made at start-up renders and reads from."""
+    from specserver_operator import handlers  # imports cycle, controller, observe, desired
+
+    late = "registry.example/specserver-engine:late"
+    monkeypatch.setenv("SPECSERVER_ENGINE_IMAGE", late)
+    monkeypatch.setenv("SPECSERVER_PROMETHEUS_URL", "http://prometheus.example:9090")
+    monkeypatch.setenv("SPECSERVER_LEADER_ELECTION", "false")
+    monkeypatch.setenv("SPECSERVER_QUERY_INTERVAL_SECONDS", "3")
+    monkeypatch.setattr(handlers, "_SETTINGS", [])  # kopf's start-up has not run yet
+    started = handlers.operator_settings()
+    assert started.preflight_image == late and started.query_interval_s == 3.0
+    client = Posting()
+    cycle = handlers.new_cycle(client, started)  # type: ignore[arg-type]
+    assert cycle.elector is None
+    body = copy.deepcopy(SPEC)
+    body["spec"]["mode"] = "Enabled"
+    assert cycle.guarded_pass(client, body)  # type: ignore[arg-type]
+    assert client.deployment is not None
+    init = client.deployment["spec"]["template"]["spec"]["initContainers"]
+    assert [c["image"] for c in init] == [late]
+    assert list(cycle.signals) == ["http://prometheus.example:9090"]
+    assert cycle.signals["http://prometheus.example:9090"].min_interval_s == 3.0
+    # Read once: a later change of the environment is not seen until the next start-up.
+    monkeypatch.setenv("SPECSERVER_ENGINE_IMAGE", "registry.example/other:1")
+    assert handlers.operator_settings().preflight_image == late
+
+
+def test_settings_name_the_variable_of_a_bad_value() -> None:
+    with pytest.raises(ValueError, match="SPECSERVER_QUERY_INTERVAL_SECONDS must be a number"):
+        settings.read_settings({"SPECSERVER_QUERY_INTERVAL_SECONDS": "5s"})
+    read = settings.read_settings({"SPECSERVER_REQUIRE_SECRET_APPROVAL": "false"})
+    assert not read.require_secret_approval and read.leader_election
+    assert settings.read_settings({}) == settings.Settings()

@@ -20,6 +20,8 @@ from loopbackhttp import Answer, serve, stop
 from specserver_operator import controller, signals
 from specserver_operator.signals import SignalCache
 
+pytestmark = pytest.mark.cluster
+
 
 class FakePrometheus:
     """Answers every instant query with one series for llm/x (value 1.0), or 503 when down."""

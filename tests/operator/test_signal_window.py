@@ -19,6 +19,8 @@ from loopbackhttp import Answer, serve, stop
 from specserver_advisor.promql import signal_queries
 from specserver_operator.signals import SignalCache, query
 
+pytestmark = pytest.mark.cluster
+
 #: Requests per second the exporter counts; the first SLOW_S seconds take 8 s to first token.
 RATE, SLOW_S = 10, 4.0
 

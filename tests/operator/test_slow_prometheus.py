@@ -27,6 +27,8 @@ from specserver_advisor.promql import signal_queries
 from specserver_operator import controller, policystate
 from specserver_operator.signals import SignalCache, refresh_all
 
+pytestmark = pytest.mark.cluster
+
 #: An engine under load far above any crossover, its queue growing: each evaluation a breach.
 EXPOSITION = """\
 # TYPE sglang:num_running_reqs gauge

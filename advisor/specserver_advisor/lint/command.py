@@ -18,7 +18,7 @@ from specserver_advisor.errors import UsageError
 from specserver_advisor.lint.files import DEFAULT_EXCLUDE, STDIN
 from specserver_advisor.lint.model import SEVERITIES
 from specserver_advisor.lint.selection import enabled_codes
-from specserver_advisor.lint.settings import Settings, load_settings, repo_root
+from specserver_advisor.lint.settings import SettingsFile, load_settings, repo_root
 
 
 def add_parsers(sub: Any) -> None:
@@ -67,7 +67,7 @@ def _patterns(values: list[str] | None) -> list[str] | None:
     return [v.strip() for value in values for v in value.split(",") if v.strip()]
 
 
-def build_options(a: argparse.Namespace, settings: Settings) -> Any:
+def build_options(a: argparse.Namespace, settings: SettingsFile) -> Any:
     """The engine options from the arguments over the settings (arguments win)."""
     from specserver_advisor.lint.engine import Options
 

@@ -34,7 +34,7 @@ MAX_SETTINGS_BYTES = 1_000_000
 
 
 @dataclass
-class Settings:
+class SettingsFile:
     """One configuration file's settings (empty when none was found)."""
 
     values: dict[str, Any] = field(default_factory=dict)
@@ -112,16 +112,16 @@ def discover(start: Path) -> Path | None:
     return None
 
 
-def load_settings(explicit: Path | None, start: Path) -> Settings:
-    """Settings from ``--config`` or the discovered file."""
+def load_settings(explicit: Path | None, start: Path) -> SettingsFile:
+    """The settings from ``--config`` or the discovered file."""
     if explicit is not None:
         if not explicit.is_file():
             raise UsageError(f"config file {explicit} not found")
         values = _read(explicit)
         if values is None:
             raise UsageError(f"{explicit}: no [tool.specserver-advisor] table")
-        return Settings(values, explicit)
+        return SettingsFile(values, explicit)
     found = discover(start.resolve())
     if found is None:
-        return Settings()
-    return Settings(_read(found) or {}, found)
+        return SettingsFile()
+    return SettingsFile(_read(found) or {}, found)
