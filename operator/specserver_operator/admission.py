@@ -87,7 +87,7 @@ class ReviewAnswer:
 
 @dataclass(frozen=True)
 class ReviewSettings:
-    """The admin's settings a review needs: the operator's own (settings.Settings)."""
+    """The admin's settings a review needs: the operator's own (runsettings.Settings)."""
 
     pod_policy: podpolicy.PodPolicy = field(default_factory=podpolicy.PodPolicy)
     hf: HfSettings = field(default_factory=HfSettings)

@@ -26,7 +26,7 @@ from specserver_operator.desired import PassPlan, desired
 from specserver_operator.observe import observe, read_configs
 from specserver_operator.observed import Observed
 from specserver_operator.passcache import PassCache
-from specserver_operator.settings import Settings, read_settings
+from specserver_operator.runsettings import Settings, read_settings
 from specserver_operator.signals import SignalCache
 
 __all__ = [

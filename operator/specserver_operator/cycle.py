@@ -43,7 +43,7 @@ from specserver_operator.faults import Faults
 from specserver_operator.leader import Elector
 from specserver_operator.objectcache import ObjectCache
 from specserver_operator.passcache import PassCache
-from specserver_operator.settings import Settings, read_settings
+from specserver_operator.runsettings import Settings, read_settings
 from specserver_operator.signals import SignalCache, refresh_all
 
 log = logging.getLogger("specserver.cycle")

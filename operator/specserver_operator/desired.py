@@ -17,7 +17,7 @@ import dataclasses
 import hashlib
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from specserver_advisor.configchain import ModelConfigs
 from specserver_advisor.models import (
@@ -39,6 +39,7 @@ from specserver_operator.hashes import applied_hash
 from specserver_operator.names import child_name
 from specserver_operator.observed import Observed
 from specserver_operator.passcache import PassCache
+from specserver_operator.podpolicy import PodPolicy
 from specserver_operator.reconcile import (
     auto_view,
     autoscaler_condition,
@@ -47,12 +48,21 @@ from specserver_operator.reconcile import (
     speculation_wanted,
     status_events,
 )
-from specserver_operator.settings import Settings
 from specserver_operator.statusmodel import status_plan
 
 #: Status fields of a new switch, written before the engine is touched.
 INTENT_FIELDS = ("switch", "policyState", "decisions", "lastDecisionReason")
 Event = tuple[str, str, str]  # (type, reason, message)
+
+
+class RenderSettings(Protocol):
+    """What the pure core reads of the operator's settings (``runsettings.Settings`` has it)."""
+
+    @property
+    def pod_policy(self) -> PodPolicy: ...
+
+    @property
+    def preflight_image(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -101,7 +111,7 @@ class PassPlan:
     restore: dict[str, Any] = field(default_factory=dict)
 
 
-def desired(observed: Observed, settings: Settings, memo: PassCache) -> PassPlan:
+def desired(observed: Observed, settings: RenderSettings, memo: PassCache) -> PassPlan:
     """The plan for one SpecServer (no I/O)."""
     meta, current = observed.meta, observed.current
     uid = meta["uid"]
@@ -148,7 +158,7 @@ def desired(observed: Observed, settings: Settings, memo: PassCache) -> PassPlan
 
 
 def _checked(
-    observed: Observed, server: SpecServer, cfg: EngineConfig, settings: Settings
+    observed: Observed, server: SpecServer, cfg: EngineConfig, settings: RenderSettings
 ) -> EngineConfig:
     """``cfg`` unless the context, the pod policy (the admission webhook's own checks:
     speccheck.render_problems) or a Secret no review approved refuse it; with a missing
@@ -170,7 +180,7 @@ def _plan_children(
     server: SpecServer,
     configs: ModelConfigs,
     cfg: EngineConfig,
-    settings: Settings,
+    settings: RenderSettings,
     memo: PassCache,
 ) -> None:
     uid = observed.meta["uid"]

@@ -25,8 +25,9 @@ from specserver_operator.client import LIST_PAGE, Connection, KubeClient
 from specserver_operator.cycle import Cycle
 from specserver_operator.leader import Elector
 from specserver_operator.objectcache import ObjectCache
+from specserver_operator.runsettings import Settings, read_settings
 from specserver_operator.secretgrants import Recorder, grant_namespace
-from specserver_operator.settings import Settings, read_settings, value
+from specserver_operator.settings import value
 
 RESOURCE = (GROUP, VERSION, PLURAL)
 #: Namespaces to watch (set by main.py before kopf starts); empty: the whole cluster.

@@ -15,7 +15,7 @@ for _unused in ("kubernetes", "kubernetes_asyncio", "pykube"):
 
 import kopf  # noqa: E402
 
-from specserver_operator import settings  # noqa: E402
+from specserver_operator import runsettings, settings  # noqa: E402
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     # Where handlers.configure reads them on kopf's start-up.
     os.environ.update(settings.resolve_environ(args, os.environ))
     try:
-        settings.read_settings()  # only to refuse a bad value now; handlers read it at start-up
+        runsettings.read_settings()  # only to refuse a bad value now; handlers read it at start-up
     except ValueError as exc:
         build_parser().error(str(exc))
     value = settings.value

@@ -31,7 +31,7 @@ from specserver_operator.configsource import ConfigSourceError, ModelConfigs
 from specserver_operator.names import child_name
 from specserver_operator.observed import Autoscaler, ChildKey, Observed
 from specserver_operator.passcache import PassCache
-from specserver_operator.settings import Settings
+from specserver_operator.runsettings import Settings
 from specserver_operator.signals import SignalCache
 
 #: Seconds before a config source that failed is read again (for the same generation).

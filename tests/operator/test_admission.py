@@ -25,13 +25,13 @@ from specserver_operator.admission import (
     review_specserver,
 )
 from specserver_operator.engineconfig import extra_args_refusal
+from specserver_operator.runsettings import read_settings
 from specserver_operator.secretreview import (
     AccessSettings,
     Caller,
     ReviewAccess,
     secret_access_review,
 )
-from specserver_operator.settings import read_settings
 from specserver_operator.webhookcerts import RENEW_BEFORE, VALIDITY, build_bundle, usable
 from stack import REPO
 

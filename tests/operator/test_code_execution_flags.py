@@ -10,7 +10,7 @@ from test_autopilot import SPEC, FakeClient
 
 from specserver_advisor.models import SpecServer
 from specserver_operator import controller, podpolicy
-from specserver_operator.settings import Settings
+from specserver_operator.runsettings import Settings
 
 SPELLINGS = [
     "--trust-remote-code",

@@ -20,7 +20,7 @@ from specserver_operator.hashes import HASH_ANNOTATION
 from specserver_operator.observe import validated
 from specserver_operator.observed import Observed
 from specserver_operator.passcache import PassCache
-from specserver_operator.settings import Settings
+from specserver_operator.runsettings import Settings
 from specserver_operator.statusmodel import serialized
 from stack import load_config
 

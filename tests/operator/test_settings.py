@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from test_autopilot import SPEC, FakeClient
 
-from specserver_operator import main, settings
+from specserver_operator import main, runsettings, settings
 from stack import REPO
 
 
@@ -136,7 +136,7 @@ def test_the_environment_is_read_at_start_up_not_at_import(monkeypatch: pytest.M
 
 def test_settings_name_the_variable_of_a_bad_value() -> None:
     with pytest.raises(ValueError, match="SPECSERVER_QUERY_INTERVAL_SECONDS must be a number"):
-        settings.read_settings({"SPECSERVER_QUERY_INTERVAL_SECONDS": "5s"})
-    read = settings.read_settings({"SPECSERVER_REQUIRE_SECRET_APPROVAL": "false"})
+        runsettings.read_settings({"SPECSERVER_QUERY_INTERVAL_SECONDS": "5s"})
+    read = runsettings.read_settings({"SPECSERVER_REQUIRE_SECRET_APPROVAL": "false"})
     assert not read.require_secret_approval and read.leader_election
-    assert settings.read_settings({}) == settings.Settings()
+    assert runsettings.read_settings({}) == runsettings.Settings()
