@@ -26,8 +26,16 @@ from specserver_advisor.loaders.configs import (
     LoadedConfig,
     load_config,
 )
+from specserver_advisor.models import SpecServerSpec
 from specserver_advisor.plan import PlanInputError
 from specserver_advisor.plan_from import Planned
+from specserver_advisor.plan_render import Verdict, verdict, with_changes
+
+#: How many times ``plan`` applies a verdict's fix and plans again (a context fix can uncover
+#: a memory one) before it gives up showing a plan at the fix.
+MAX_FIXES = 3
+#: The SpecServer fields a verdict's flag stands for (the operator renders them).
+SPEC_FIELDS = {"--mem-fraction-static": "mem_fraction_static", "--context-length": "context_length"}
 
 
 def _int_list(text: str) -> list[int]:
@@ -229,8 +237,9 @@ def _load(ref: str | None, revision: str | None, a: argparse.Namespace) -> Loade
     return load_config(ref, revision, dict(os.environ), a.hf_endpoint)
 
 
-def build(a: argparse.Namespace, extra: list[str]) -> Planned:
-    """Load what the plan needs and plan it (UsageError on bad input)."""
+def build(a: argparse.Namespace, extra: list[str], fix: list[str] | None = None) -> Planned:
+    """Load what the plan needs and plan it (UsageError on bad input); ``fix`` (flag, value
+    pairs from a verdict) is set on top of the launch, replacing the same flags."""
     from specserver_advisor import plan_from
     from specserver_advisor.loaders.specserver import configs_for_spec
     from specserver_advisor.sglang.flags import parse_server_argv
@@ -258,7 +267,7 @@ def build(a: argparse.Namespace, extra: list[str]) -> Planned:
             if not 1 <= a.launch <= found:
                 raise UsageError(f"--launch {a.launch}: {a.from_file} holds {found} launches")
             if a.launch <= len(docs):
-                spec = plan_from.specserver_from(docs[a.launch - 1], a.from_file)
+                spec = spec_with(plan_from.specserver_from(docs[a.launch - 1], a.from_file), fix)
                 configs = configs_for_spec(spec, dict(os.environ), a.hf_endpoint)
                 try:
                     check_configs(configs.target, configs.draft)
@@ -274,9 +283,9 @@ def build(a: argparse.Namespace, extra: list[str]) -> Planned:
             # ``sglang serve MODEL``: written as launch_server takes it.
             positional = bool(la.args) and not la.args[0].startswith("-")
             argv = (["--model-path"] if positional else []) + list(la.args)
-            argv += _option_argv(a) + extra
+            argv = with_changes(argv + _option_argv(a) + extra, fix or [])
             values = dict(la.parsed.values)
-            more = parse_server_argv(_option_argv(a) + extra)
+            more = parse_server_argv(with_changes(_option_argv(a) + extra, fix or []))
             values.update(more.values)
             issues = [i.message for i in la.parsed.issues + more.issues]
             env = {**la.env, **env}
@@ -290,7 +299,7 @@ def build(a: argparse.Namespace, extra: list[str]) -> Planned:
                     "EAGLE3" if a.draft else "NEXTN",
                 ]
             )
-            argv = _option_argv(a) + algo + extra
+            argv = with_changes(_option_argv(a) + algo + extra, fix or [])
             parsed = parse_server_argv(argv)
             if parsed.issues:
                 raise UsageError(parsed.issues[0].message)
@@ -315,26 +324,78 @@ def build(a: argparse.Namespace, extra: list[str]) -> Planned:
         raise UsageError(f"{a.from_file}: {exc}" if a.from_file else str(exc)) from exc
 
 
+def spec_with(spec: SpecServerSpec, fix: list[str] | None) -> SpecServerSpec:
+    """The SpecServer with a verdict's flags set in the fields that render them."""
+    updates = {
+        SPEC_FIELDS[fix[k]]: fix[k + 1]
+        for k in range(0, len(fix or []) - 1, 2)
+        if fix and fix[k] in SPEC_FIELDS
+    }
+    if not updates:
+        return spec
+    engine = spec.engine.model_copy(
+        update={name: float(v) if "fraction" in name else int(v) for name, v in updates.items()}
+    )
+    return spec.model_copy(update={"engine": engine})
+
+
+def at_fix(
+    a: argparse.Namespace, extra: list[str], planned: Planned
+) -> tuple[list[str], Planned] | None:
+    """The launch planned with its verdict's fix set (fixes applied in turn, at most
+    ``MAX_FIXES``) with the fix; None when it starts already, no flag fixes it, or the fixes
+    do not."""
+    fix: list[str] = []
+    current, v = planned, verdict(planned)
+    for _ in range(MAX_FIXES):
+        if v.starts or not v.changes or current.plan is None:
+            break
+        fix = with_changes(fix, v.changes)
+        current = build(a, extra, fix)
+        v = verdict(current)
+    if current is planned or not v.starts or current.plan is None:
+        return None
+    return fix, current
+
+
 def run(a: argparse.Namespace, extra: list[str]) -> int:
     """Plan, print, plot; the exit code says whether the launch starts."""
     from specserver_advisor import plan_render
 
     planned = build(a, extra)
-    verdict = plan_render.verdict(planned)
-    if a.plot is not None and not verdict.starts:
+    v = verdict(planned)
+    fixed = None if v.starts else at_fix(a, extra, planned)
+    if a.plot is not None and not v.starts:
         print("specserver-advisor: note: no plot: the launch does not start", file=sys.stderr)
     elif a.plot is not None:
         _plot(a.plot, planned)
     if a.format == "json":
-        data: dict[str, Any] = planned.plan.to_json() if planned.plan else {}
-        data["verdict"] = {"starts": verdict.starts, "message": verdict.line}
-        data["argv"] = plan_render.with_changes(planned.argv, verdict.changes)
-        data["flags"] = planned.flags
-        text = json.dumps(data, indent=2)
+        text = json.dumps(json_output(planned, v, fixed), indent=2)
     else:
-        text = plan_render.render(planned)
+        text = plan_render.render(planned, fixed)
     write_stdout(text)
-    return 0 if verdict.starts else 1
+    return 0 if v.starts else 1
+
+
+def json_output(
+    planned: Planned, v: Verdict, fixed: tuple[list[str], Planned] | None
+) -> dict[str, Any]:
+    """``--format json``: a launch that will not start has no curves and no crossover; its
+    ``at_fix`` is the plan with the fix set (null when no flag change fixes it)."""
+    data: dict[str, Any] = planned.plan.to_json() if planned.plan else {}
+    data["verdict"] = {"starts": v.starts, "message": v.line}
+    data["argv"] = with_changes(planned.argv, v.changes)
+    data["flags"] = planned.flags
+    if not v.starts:
+        data["argv"] = list(planned.argv)
+        if planned.plan is not None:
+            data["curves"] = []
+            data["crossover_concurrency"] = None
+        data["at_fix"] = None
+        if fixed is not None:
+            fix, plan = fixed
+            data["at_fix"] = {"changes": fix, **json_output(plan, verdict(plan), None)}
+    return data
 
 
 def _plot(path: Path, planned: Planned) -> None:

@@ -55,7 +55,7 @@ def verdict(p: Planned) -> Verdict:
             f"{r.get('speculative_eagle_topk')} set --speculative-num-draft-tokens",
         )
     if plan.context.verdict.value == "startup_fails":
-        return Verdict(False, f"won't start: {plan.context.message}")
+        return Verdict(False, f"won't start: {plan.context.message}", _context_fix(plan))
     pool = (
         plan.mem.kv_pool_tokens_with_draft
         if r.speculative
@@ -76,6 +76,15 @@ def verdict(p: Planned) -> Verdict:
     if not changes:
         return Verdict(True, "starts as given; nothing to change")
     return Verdict(True, "starts; set " + " ".join(changes), changes)
+
+
+def _context_fix(plan: Plan) -> list[str]:
+    """The ``--context-length`` SGLang starts with: the shorter model's derived context."""
+    c = plan.context
+    limit = c.draft if c.failing_model == "draft" else c.target
+    if limit is None or limit < 1:
+        return []
+    return ["--context-length", str(limit)]
 
 
 def shape_fields(algorithm: str | None) -> tuple[str, ...]:
@@ -236,26 +245,47 @@ def table(plan: Plan) -> list[str]:
     return lines
 
 
-def render(p: Planned) -> str:
-    """The whole text output."""
+def render(p: Planned, at_fix: tuple[list[str], Planned] | None = None) -> str:
+    """The whole text output. A launch that will not start shows its verdict, the flags as
+    given and why, never predictions; ``at_fix`` (the fix and the same launch planned with
+    it set, by the caller) follows, labelled as the plan at the fix."""
     v = verdict(p)
     lines = [v.line]
     if p.plan is None:
         return "\n".join(lines)
-    plan = p.plan
-    argv = with_changes(p.argv, v.changes)
-    lines += ["", "# flags" + ("" if v.starts else " (as given; they do not start)")]
-    lines += flags_block(argv)
-    if p.env:
-        lines.append(
-            "# environment: " + " ".join(f"{k}={shlex.quote(x)}" for k, x in p.env.items())
-        )
-    if v.starts:
-        lines += ["", "# SpecServer", *specserver_snippet(argv, plan, p.gpu, p.env)]
+    if not v.starts:
+        lines += ["", "# flags as given (they do not start)", *flags_block(p.argv)]
+        lines += [*_environment(p), "", *_sizes(p.plan)]
+        if at_fix is None or at_fix[1].plan is None:
+            lines += [
+                "",
+                "no predictions: the launch does not start, and no plan at a fix: "
+                "the verdict names no flag value that makes it start",
+            ]
+            return "\n".join(lines)
+        fix, fixed = at_fix
+        fv = verdict(fixed)
+        lines += [
+            "",
+            f"# plan at the fix ({' '.join(fix)}): the launch with those flags set",
+            f"at the fix: {fv.line}",
+            *_body(fixed, fv),
+        ]
+        return "\n".join(lines)
+    return "\n".join(lines + _body(p, v))
+
+
+def _environment(p: Planned) -> list[str]:
+    if not p.env:
+        return []
+    return ["# environment: " + " ".join(f"{k}={shlex.quote(x)}" for k, x in p.env.items())]
+
+
+def _sizes(plan: Plan) -> list[str]:
+    """Memory, KV pool and context lines (with the context's warnings)."""
     j = plan.to_json()
     mem, pool, c = j["memory"], j["kv_pool_tokens"], j["context"]
-    lines += [
-        "",
+    lines = [
         f"memory on {plan.scenario.tp_size} x {mem['gpu']}: "
         f"mem-fraction-static {mem['mem_fraction_static']} ({mem['mem_fraction_static_source']}),"
         f" weights {mem['target_weights_gib']} GiB + draft {mem['draft_weights_gib']} GiB per GPU",
@@ -265,8 +295,17 @@ def render(p: Planned) -> str:
         f"+{plan.scenario.output_len} tokens fit",
         f"context: {c['verdict']}: {c['message']}",
     ]
-    lines += [f"  warning: {w}" for w in c["warnings"]]
-    lines += ["", *table(plan)]
+    return lines + [f"  warning: {w}" for w in c["warnings"]]
+
+
+def _body(p: Planned, v: Verdict) -> list[str]:
+    """Everything after the verdict line of a launch that starts."""
+    plan = p.plan
+    assert plan is not None
+    argv = with_changes(p.argv, v.changes)
+    lines = ["", "# flags", *flags_block(argv), *_environment(p)]
+    lines += ["", "# SpecServer", *specserver_snippet(argv, plan, p.gpu, p.env)]
+    lines += ["", *_sizes(plan), "", *table(plan)]
     cross = plan.crossover_concurrency
     lines += [
         "",
@@ -275,7 +314,7 @@ def render(p: Planned) -> str:
     if p.policy is not None and p.spec is not None:
         lines.append(auto_line(p.policy, p.spec))
     lines += [f"note: {n}" for n in plan.notes]
-    return "\n".join(lines)
+    return lines
 
 
 def auto_line(ctx: PolicyContext, spec: SpecServerSpec) -> str:
