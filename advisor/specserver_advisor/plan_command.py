@@ -193,6 +193,12 @@ def add_parser(sub: Any) -> None:
         "--hf-endpoint",
         help="HF-compatible endpoint (default: $HF_ENDPOINT; offline when neither is set)",
     )
+    p.add_argument(
+        "--search-shape",
+        action="store_true",
+        help="search the speculative shapes SGLang accepts (steps, topk, draft tokens, adaptive)"
+        " for the best per concurrency band, the crossover and the --max-running-requests",
+    )
     p.add_argument("--format", choices=["text", "json"], default="text")
     p.add_argument("--plot", type=Path, metavar="FILE.svg", help="draw tok/s and TTFT P99")
 
@@ -237,6 +243,17 @@ def _load(ref: str | None, revision: str | None, a: argparse.Namespace) -> Loade
     return load_config(ref, revision, dict(os.environ), a.hf_endpoint)
 
 
+def plan_options(a: argparse.Namespace, spec: SpecServerSpec | None = None) -> dict[str, Any]:
+    """The workload options ``plan_argv`` takes (a SpecServer's expected lengths for ``spec``)."""
+    return {
+        "accept_length": a.accept_length,
+        "input_len": spec.engine.expected_input_tokens if spec else a.input_len or 512,
+        "output_len": spec.engine.expected_output_tokens if spec else a.output_len,
+        "concurrency": a.concurrency,
+        "prompt_mix": a.prompt_len or (),
+    }
+
+
 def build(a: argparse.Namespace, extra: list[str], fix: list[str] | None = None) -> Planned:
     """Load what the plan needs and plan it (UsageError on bad input); ``fix`` (flag, value
     pairs from a verdict) is set on top of the launch, replacing the same flags."""
@@ -248,13 +265,7 @@ def build(a: argparse.Namespace, extra: list[str], fix: list[str] | None = None)
     if a.input_len is not None and a.prompt_len is not None:
         raise UsageError("--prompt-len replaces --input-len: give one of them")
     mix = a.prompt_len or ()
-    options = {
-        "accept_length": a.accept_length,
-        "input_len": a.input_len or 512,
-        "output_len": a.output_len,
-        "concurrency": a.concurrency,
-        "prompt_mix": mix,
-    }
+    options = plan_options(a)
     try:
         issues: list[str] = []
         if a.from_file is not None:
@@ -363,6 +374,15 @@ def run(a: argparse.Namespace, extra: list[str]) -> int:
     from specserver_advisor import plan_render
 
     planned = build(a, extra)
+    if a.search_shape:
+        fixed = None if verdict(planned).starts else at_fix(a, extra, planned)
+        if fixed is not None:
+            print(
+                f"specserver-advisor: note: the launch does not start; searched at its fix "
+                f"({' '.join(fixed[0])})",
+                file=sys.stderr,
+            )
+        return run_search(a, fixed[1] if fixed else planned)
     v = verdict(planned)
     fixed = None if v.starts else at_fix(a, extra, planned)
     if a.plot is not None and not v.starts:
@@ -375,6 +395,33 @@ def run(a: argparse.Namespace, extra: list[str]) -> int:
         text = plan_render.render(planned, fixed)
     write_stdout(text)
     return 0 if v.starts else 1
+
+
+def run_search(a: argparse.Namespace, planned: Planned) -> int:
+    """``--search-shape``: the search's bands, crossover and choice (exit 0 when a shape
+    starts, 1 when none does). A launch that will not start is searched at its fix."""
+    from specserver_advisor import plan_search
+
+    if planned.plan is None or planned.configs is None or not planned.plan.resolution.speculative:
+        raise UsageError("--search-shape needs a speculative launch the advisor can plan")
+    if a.plot is not None:
+        raise UsageError("--search-shape draws no plot; drop --plot")
+    result = plan_search.search(
+        planned, planned.flags, planned.configs, plan_options(a, planned.spec)
+    )
+    if a.format == "json":
+        text = json.dumps(plan_search_json(planned, result), indent=2)
+    else:
+        text = "\n".join(plan_search.render(result, planned))
+    write_stdout(text)
+    return 0 if result.choice_plan is not None else 1
+
+
+def plan_search_json(planned: Planned, result: Any) -> dict[str, Any]:
+    v = verdict(planned)
+    data: dict[str, Any] = {"verdict": {"starts": v.starts, "message": v.line}}
+    data["search"] = result.to_json()
+    return data
 
 
 def json_output(
