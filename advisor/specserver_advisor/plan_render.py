@@ -8,7 +8,6 @@ what a card can give: a model whose weights do not fit is told the GPUs or quant
 from __future__ import annotations
 
 import json
-import math
 import shlex
 from dataclasses import dataclass, field
 
@@ -318,11 +317,15 @@ def _body(p: Planned, v: Verdict) -> list[str]:
 
 
 def auto_line(ctx: PolicyContext, spec: SpecServerSpec) -> str:
-    """What the operator's policy starts from for this SpecServer (``replay`` uses the same)."""
+    """What the operator's policy starts from for this SpecServer: the crossover at the prior
+    accept length, or why there is none (``plan_auto``), and the accept-length floor."""
+    from specserver_advisor.plan_auto import crossover_at_prior, no_crossover_reason
+
     policy = spec.auto_speculation or AutoSpeculation()
     floor = accept_floor(policy, ctx)
-    cross = ctx.crossover(ctx.prior_accept)
-    where = f"{cross:.0f} users" if math.isfinite(cross) else "none (never off for load)"
+    cross = crossover_at_prior(ctx)
+    reason = no_crossover_reason(ctx, spec)
+    where = f"{cross:.0f} users" if reason is None else f"none: {reason}"
     return (
         f"{POLICY_CROSSOVER} at the accept length {ctx.prior_accept:g}: {where}; mode Auto "
         f"also switches speculation off when the accept length falls below {floor:g}"
