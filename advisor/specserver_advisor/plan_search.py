@@ -392,7 +392,11 @@ def render(result: Search, given: Planned) -> list[str]:
             f"{b.low}-{b.high}: {b.shape.label if b.shape else 'off'}" for b in result.bands
         ),
         "crossover (speculation stops paying, best shape vs off): "
-        + (f"{result.crossover:.1f} users" if result.crossover is not None else "none in range"),
+        + (
+            f"{result.crossover:.1f} users"
+            if result.crossover is not None
+            else _no_crossover(result)
+        ),
     ]
     if result.choice is None or result.choice_plan is None:
         lines.append("no shape to launch: speculation does not pay at any load searched")
@@ -415,3 +419,13 @@ def render(result: Search, given: Planned) -> list[str]:
         *specserver_snippet(argv, result.choice_plan.plan, given.gpu, given.env),
     ]
     return lines
+
+
+def _no_crossover(result: Search) -> str:
+    """Why the search found no crossover in the loads it planned."""
+    first, last = result.bands[0].low, result.bands[-1].high
+    if all(b.shape is None for b in result.bands):
+        return f"none in range: speculation off wins at every load searched ({first}-{last})"
+    if result.bands[-1].shape is not None:
+        return f"none in range: the best shape beats speculation off up to {last} users"
+    return "none in range"

@@ -113,14 +113,11 @@ def test_shapes_sglang_refuses_are_never_chosen(capsys: pytest.CaptureFixture[st
     assert data["crossover_concurrency"] is not None  # chains stop paying at high load
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the performance model prices the MTP draft as the whole target (issue 28, D's "
-    "MTP draft cost): speculation loses at every load, so no band has a shape",
-)
 def test_deepseek_v3_nextn_h200_search_names_a_shape_and_a_crossover(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    """Fails until the performance model prices the MTP draft as SGLang loads it (issue 28's
+    MTP mechanism): priced as the whole target, speculation loses at every load."""
     data, text = search(capsys, *DEEPSEEK)
     assert "crossover (speculation stops paying, best shape vs off): none" not in text
     assert data["bands"][0]["shape"] is not None
