@@ -400,7 +400,7 @@ def run(a: argparse.Namespace, extra: list[str]) -> int:
 def run_search(a: argparse.Namespace, planned: Planned) -> int:
     """``--search-shape``: the search's bands, crossover and choice (exit 0 when a shape
     starts, 1 when none does). A launch that will not start is searched at its fix."""
-    from specserver_advisor import plan_search
+    from specserver_advisor import plan_search, plan_search_render
 
     if planned.plan is None or planned.configs is None or not planned.plan.resolution.speculative:
         raise UsageError("--search-shape needs a speculative launch the advisor can plan")
@@ -412,7 +412,7 @@ def run_search(a: argparse.Namespace, planned: Planned) -> int:
     if a.format == "json":
         text = json.dumps(plan_search_json(planned, result), indent=2)
     else:
-        text = "\n".join(plan_search.render(result, planned))
+        text = "\n".join(plan_search_render.render(result, planned))
     write_stdout(text)
     return 0 if result.choice_plan is not None else 1
 

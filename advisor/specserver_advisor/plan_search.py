@@ -106,6 +106,8 @@ class Search:
     choice_plan: Planned | None
     max_running_requests: int | None
     given: Shape | None
+    #: Which bound sets ``max_running_requests``.
+    cap_reason: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -117,6 +119,7 @@ class Search:
             "crossover_concurrency": None if self.crossover is None else round(self.crossover, 1),
             "choice": self.choice.to_json() if self.choice else None,
             "max_running_requests": self.max_running_requests,
+            "max_running_requests_reason": self.cap_reason,
             "argv": choice_argv(self) if self.choice_plan else None,
         }
 
@@ -166,27 +169,34 @@ def given_shape(plan: Plan) -> Shape | None:
     )
 
 
+def _depth_width(shape: Shape) -> tuple[int, int]:
+    """Draft depth and tree width: token-only algorithms draft a chain of tokens - 1."""
+    if shape.steps is None:
+        return max(0, shape.draft_tokens - 1), 1
+    return shape.steps, max(1, shape.topk or 1)
+
+
 def keep_probability(accept: float, shape: Shape) -> float:
     """The chain keep probability behind an accept length at a shape (the prior's rule)."""
-    if shape.steps is None or shape.steps < 1:
+    depth, width = _depth_width(shape)
+    if depth < 1:
         return 0.0
-    widened = adaptive.keep_probability(accept, shape.steps)
-    return float(1 - (1 - widened) ** (1 / math.sqrt(max(1, shape.topk or 1))))
+    widened = adaptive.keep_probability(accept, depth)
+    return float(1 - (1 - widened) ** (1 / math.sqrt(width)))
 
 
-def accept_at(q: float, shape: Shape, anchor: float) -> float:
+def accept_at(q: float, shape: Shape) -> float:
     """Expected accept length of ``shape`` for chain keep probability ``q``.
 
     The verify pass checks ``draft tokens - 1`` drafted nodes, so a tree reaches depth d at
     width w only when d * w fits in them (d <= steps, w <= topk): the best such allocation
-    counts. Token-only algorithms keep the anchor's accept length, capped by their tokens.
+    counts.
     """
-    if shape.steps is None:
-        return round(min(anchor, float(shape.draft_tokens)), 3)
+    steps, topk = _depth_width(shape)
     budget = max(1, shape.draft_tokens - 1)
     best = 1.0
-    for width in range(1, max(1, shape.topk or 1) + 1):
-        depth = min(shape.steps, budget // width)
+    for width in range(1, topk + 1):
+        depth = min(steps, budget // width)
         if depth < 1:
             break
         widened = 1 - (1 - q) ** math.sqrt(width)
@@ -250,7 +260,7 @@ def search(
         shapes.append(base)
     planned: dict[Shape, Planned] = {}
     for shape in shapes:
-        inputs = dict(options, accept_length=accept_at(q, shape, anchor))
+        inputs = dict(options, accept_length=accept_at(q, shape))
         try:
             plan = plan_argv(with_shape(values, shape), given.env, configs, given.gpu, **inputs)
         except PlanInputError:
@@ -265,14 +275,24 @@ def search(
     bands = _bands(concurrency, table, off, base)
     crossover = _crossover(concurrency, table, off)
     choice = _choose(concurrency, table, off, crossover)
-    choice_plan, cap = None, None
+    choice_plan, cap, why = None, None, ""
     if choice is not None:
         choice_plan = planned[choice]
         assert choice_plan.plan is not None
-        fits = choice_plan.plan.fits_on
-        graph = choice_plan.plan.mem.settings.cuda_graph_max_bs
-        cap = max(1, min(fits, graph, int(crossover) if crossover else fits))
-    return Search(len(shapes), len(planned), bands, crossover, choice, choice_plan, cap, base)
+        cap, why = _cap(choice_plan.plan, crossover)
+    return Search(len(shapes), len(planned), bands, crossover, choice, choice_plan, cap, base, why)
+
+
+def _cap(plan: Plan, crossover: float | None) -> tuple[int, str]:
+    """The ``--max-running-requests`` for the choice and which bound sets it."""
+    bounds = [
+        (plan.fits_on, "the requests its KV pool with the draft holds"),
+        (plan.mem.settings.cuda_graph_max_bs, "the decode CUDA-graph max batch"),
+    ]
+    if crossover is not None:
+        bounds.append((int(crossover), "the crossover; mode Auto runs without speculation above"))
+    value, why = min(bounds, key=lambda b: b[0])
+    return max(1, value), why
 
 
 def _off_curve(given: Planned, planned: dict[Shape, Planned]) -> list[float]:
@@ -362,70 +382,3 @@ def choice_argv(result: Search) -> list[str]:
         else:
             argv += ["--max-running-requests", str(result.max_running_requests)]
     return argv
-
-
-def render(result: Search, given: Planned) -> list[str]:
-    """``plan --search-shape`` as text: the bands, the crossover, the choice and its launch."""
-    from specserver_advisor.plan_render import flags_block, specserver_snippet
-
-    lines = [
-        f"given launch: {verdict(given).line}",
-        f"search: {result.accepted} of {result.tried} shapes start under SGLang 0.5.23 "
-        f"({bound_text()})",
-        "",
-        f"{'concurrency':>11} | {'best shape (steps,topk,tokens)':<31} | {'out tok/s':>9}"
-        f" {'given':>8} {'off':>8}",
-    ]
-    if not result.accepted:
-        return [*lines[:2], "", "no shape SGLang accepts starts on this launch"]
-    lines.append("-" * len(lines[-1]))
-    for band in result.bands:
-        label = band.shape.label if band.shape else "off (no speculation)"
-        for c, best, given_tok_s, off in band.points:
-            shown = f"{given_tok_s:.1f}" if given_tok_s is not None else "-"
-            tok_s = best if band.shape else off
-            lines.append(f"{c:>11} | {label:<31} | {tok_s:>9.1f} {shown:>8} {off:>8.1f}")
-    lines.append("")
-    lines += [
-        "bands: "
-        + "; ".join(
-            f"{b.low}-{b.high}: {b.shape.label if b.shape else 'off'}" for b in result.bands
-        ),
-        "crossover (speculation stops paying, best shape vs off): "
-        + (
-            f"{result.crossover:.1f} users"
-            if result.crossover is not None
-            else _no_crossover(result)
-        ),
-    ]
-    if result.choice is None or result.choice_plan is None:
-        lines.append("no shape to launch: speculation does not pay at any load searched")
-        return lines
-    assert result.choice_plan.plan is not None
-    argv = choice_argv(result)
-    lines += [
-        f"choice: {result.choice.label}, the best over the loads where speculation pays; "
-        f"set --max-running-requests {result.max_running_requests}"
-        + (
-            " (the crossover; mode Auto runs without speculation above it)"
-            if result.crossover
-            else " (the KV pool with the draft)"
-        ),
-        "",
-        "# flags (the choice)",
-        *flags_block(argv),
-        "",
-        "# SpecServer (the choice)",
-        *specserver_snippet(argv, result.choice_plan.plan, given.gpu, given.env),
-    ]
-    return lines
-
-
-def _no_crossover(result: Search) -> str:
-    """Why the search found no crossover in the loads it planned."""
-    first, last = result.bands[0].low, result.bands[-1].high
-    if all(b.shape is None for b in result.bands):
-        return f"none in range: speculation off wins at every load searched ({first}-{last})"
-    if result.bands[-1].shape is not None:
-        return f"none in range: the best shape beats speculation off up to {last} users"
-    return "none in range"

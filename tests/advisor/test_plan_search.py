@@ -123,3 +123,30 @@ def test_deepseek_v3_nextn_h200_search_names_a_shape_and_a_crossover(
     assert data["bands"][0]["shape"] is not None
     assert data["crossover_concurrency"] is not None
     assert data["choice"] is not None
+
+
+def test_a_tree_is_no_deeper_and_wider_than_its_draft_tokens_verify() -> None:
+    """Acceptance per shape: the anchor shape gets its own accept length back; a tree accepts
+    no more than the draft tokens one verify checks allow."""
+    from specserver_advisor.plan_search import Shape, accept_at, keep_probability
+
+    given = Shape(3, 1, 4)
+    q = keep_probability(2.73, given)
+    assert accept_at(q, given) == pytest.approx(2.73, abs=0.01)
+    for tokens in (2, 4, 8, 16, 32, 64):
+        assert accept_at(q, Shape(8, 8, tokens)) <= tokens  # at most tokens - 1 drafts + 1
+    assert accept_at(q, Shape(8, 8, 64)) > accept_at(q, Shape(8, 8, 9))
+    assert accept_at(q, Shape(3, 2, 2)) == accept_at(q, Shape(1, 1, 2))
+
+
+def test_ngram_searches_draft_tokens_only(capsys: pytest.CaptureFixture[str]) -> None:
+    example = "manifests/examples/llama-ngram-a10g.yaml"
+    main(["plan", "--from", example, "--search-shape", "--format", "json"])
+    data = json.loads(capsys.readouterr().out)["search"]
+    assert data["accepted"] >= 2
+    shapes = [b["shape"] for b in data["bands"] if b["shape"]] + [data["choice"]]
+    assert all(s["steps"] is None and s["topk"] is None for s in shapes)
+    values = parse_server_argv(data["argv"]).values
+    r = resolve_launch(values, load_config("llama-3.1-8b"), None)
+    assert not r.errors
+    assert r.get("speculative_num_draft_tokens") == data["choice"]["draft_tokens"]
