@@ -255,6 +255,8 @@ def render(p: Planned, at_fix: tuple[list[str], Planned] | None = None) -> str:
     if not v.starts:
         lines += ["", "# flags as given (they do not start)", *flags_block(p.argv)]
         lines += [*_environment(p), "", *_sizes(p.plan)]
+        if p.plan.mem.error:  # why there is no KV cache, in SGLang's words
+            lines.append(f"note: {p.plan.mem.error}")
         if at_fix is None or at_fix[1].plan is None:
             lines += [
                 "",
