@@ -174,6 +174,8 @@ def specserver_snippet(
             key = keys[name]
             if r.get(name) is not None:
                 shape.append(f"{key}: {r.get(name)}")
+        if r.get("speculative_adaptive"):
+            shape.append("adaptive: true")
         lines.append("  speculative: {" + ", ".join(shape) + "}")
         lines.append("  mode: Auto")
     else:  # the field is required; NGRAM needs no draft, and mode Disabled never runs it

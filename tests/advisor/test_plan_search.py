@@ -150,3 +150,19 @@ def test_ngram_searches_draft_tokens_only(capsys: pytest.CaptureFixture[str]) ->
     r = resolve_launch(values, load_config("llama-3.1-8b"), None)
     assert not r.errors
     assert r.get("speculative_num_draft_tokens") == data["choice"]["draft_tokens"]
+
+
+def test_an_adaptive_shape_is_searched_and_its_snippet_says_adaptive(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from specserver_advisor.plan_search import candidates
+
+    adaptive = [s for s in candidates("EAGLE3") if s.adaptive]
+    assert [s.steps for s in adaptive] == [1, 3, 5, 7]  # SGLang's positive candidate steps
+    assert not [s for s in candidates("STANDALONE") if s.adaptive]  # SGLang runs it fixed
+    given = [x for x in L4 if x not in ("--draft-tokens", "4")] + ["--speculative-adaptive"]
+    data, _ = search(capsys, *given)
+    assert data["given"]["adaptive"] is True
+    assert_invariants(data, L4, [])
+    assert main(["plan", *given]) == 0
+    assert "numDraftTokens: 4, adaptive: true}" in capsys.readouterr().out
