@@ -26,7 +26,7 @@ from specserver_advisor.loaders.configs import (
     LoadedConfig,
     load_config,
 )
-from specserver_advisor.models import SpecServerSpec
+from specserver_advisor.models import Mode, SpecServerSpec
 from specserver_advisor.plan import PlanInputError
 from specserver_advisor.plan_from import Planned
 from specserver_advisor.plan_render import Verdict, verdict, with_changes
@@ -402,8 +402,14 @@ def run_search(a: argparse.Namespace, planned: Planned) -> int:
     starts, 1 when none does). A launch that will not start is searched at its fix."""
     from specserver_advisor import plan_search, plan_search_render
 
+    if planned.spec is not None and planned.spec.mode == Mode.DISABLED:
+        raise UsageError(
+            "--search-shape: spec.mode is Disabled, so the engine runs without speculation; "
+            "set mode Auto or Enabled to search its shape"
+        )
     if planned.plan is None or planned.configs is None or not planned.plan.resolution.speculative:
-        raise UsageError("--search-shape needs a speculative launch the advisor can plan")
+        why = verdict(planned).line if planned.plan is None else "it does not speculate"
+        raise UsageError(f"--search-shape needs a speculative launch the advisor can plan: {why}")
     if a.plot is not None:
         raise UsageError("--search-shape draws no plot; drop --plot")
     result = plan_search.search(

@@ -168,3 +168,16 @@ def test_an_adaptive_shape_is_searched_and_its_snippet_says_adaptive(
     assert_invariants(data, L4, [])
     assert main(["plan", *given]) == 0
     assert "numDraftTokens: 4, adaptive: true}" in capsys.readouterr().out
+
+
+def test_search_shape_on_a_launch_it_cannot_search_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    disabled = "manifests/examples/qwen3-30b-a3b-off.yaml"
+    assert main(["plan", "--from", disabled, "--search-shape"]) == 2
+    assert "spec.mode is Disabled" in capsys.readouterr().err
+    assert main(["plan", *L4, "--search-shape", "--plot", "x.svg"]) == 2
+    assert "--search-shape draws no plot" in capsys.readouterr().err
+    no_draft = ["--model", "Qwen/Qwen3-8B", "--algorithm", "EAGLE3", "--gpu", "L4"]
+    assert main(["plan", *no_draft, "--search-shape"]) == 2
+    assert "needs a draft" in capsys.readouterr().err
