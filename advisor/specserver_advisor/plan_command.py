@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -390,7 +391,7 @@ def run(a: argparse.Namespace, extra: list[str]) -> int:
     elif a.plot is not None:
         _plot(a.plot, planned)
     if a.format == "json":
-        text = json.dumps(json_output(planned, v, fixed), indent=2)
+        text = json.dumps(strict_json(json_output(planned, v, fixed)), indent=2)
     else:
         text = plan_render.render(planned, fixed)
     write_stdout(text)
@@ -416,7 +417,7 @@ def run_search(a: argparse.Namespace, planned: Planned) -> int:
         planned, planned.flags, planned.configs, plan_options(a, planned.spec)
     )
     if a.format == "json":
-        text = json.dumps(plan_search_json(planned, result), indent=2)
+        text = json.dumps(strict_json(plan_search_json(planned, result)), indent=2)
     else:
         text = "\n".join(plan_search_render.render(result, planned))
     write_stdout(text)
@@ -427,6 +428,18 @@ def plan_search_json(planned: Planned, result: Any) -> dict[str, Any]:
     v = verdict(planned)
     data: dict[str, Any] = {"verdict": {"starts": v.starts, "message": v.line}}
     data["search"] = result.to_json()
+    return data
+
+
+def strict_json(data: Any) -> Any:
+    """``data`` with every non-finite float written as text ("nan", "inf"): a value the user
+    gave (``--mem-fraction-static=nan``) is echoed, and the output stays valid JSON."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return str(data)
+    if isinstance(data, dict):
+        return {k: strict_json(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [strict_json(v) for v in data]
     return data
 
 

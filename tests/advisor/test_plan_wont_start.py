@@ -123,3 +123,13 @@ def test_a_launch_that_will_not_start_shows_no_inf_and_the_plan_at_the_fix(
     assert at_fix["curves"] and all(
         pt["on"]["output_tok_s"] > 0 and pt["off"]["output_tok_s"] > 0 for pt in at_fix["curves"]
     )
+
+
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_a_non_finite_flag_is_echoed_as_text_and_the_json_stays_valid(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["plan", *QWEN, f"--mem-fraction-static={value}", "--format", "json"]) == 1
+    data = strict_json(capsys.readouterr().out)
+    assert data["resolved"]["mem_fraction_static"] == value
+    assert data["at_fix"]["verdict"]["starts"] is True
