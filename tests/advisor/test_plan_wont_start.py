@@ -48,9 +48,22 @@ def specserver_file(root: Path) -> list[str]:
     return ["--from", str(path)]
 
 
+def specserver_short_context(root: Path) -> list[str]:
+    model, _, draft, _, _ = short_context_draft(root)[1:]
+    path = root / "short.yaml"
+    path.write_text(
+        SPECSERVER.replace("Qwen/Qwen3-8B", model)
+        .replace("Tengyunw/qwen3_8b_eagle3", draft)
+        .replace("memFractionStatic: 0.5", "contextLength: 8192")
+        .replace("gpuType: L4", "gpuType: H100")
+    )
+    return ["--from", str(path)]
+
+
 #: (case, argv builder, the flags of the fix; None: no flag value is known to fix it)
 CASES: list[tuple[str, Any, list[str] | None]] = [
     ("short-context draft", short_context_draft, ["--context-length", "2048"]),
+    ("SpecServer, short-context draft", specserver_short_context, ["--context-length", "2048"]),
     ("no KV cache", lambda _: [*QWEN, "--mem-fraction-static", "0.5"], ["--mem-fraction-static"]),
     ("SpecServer, no KV cache", specserver_file, ["--mem-fraction-static"]),
     (
