@@ -399,8 +399,9 @@ def run(a: argparse.Namespace, extra: list[str]) -> int:
 
 
 def run_search(a: argparse.Namespace, planned: Planned) -> int:
-    """``--search-shape``: the search's bands, crossover and choice (exit 0 when a shape
-    starts, 1 when none does). A launch that will not start is searched at its fix."""
+    """``--search-shape``: the search's bands, crossover and choice (exit 0 when it chooses a
+    shape, 1 when speculation pays nowhere searched). A launch that will not start is searched
+    at its fix."""
     from specserver_advisor import plan_search, plan_search_render
 
     if planned.spec is not None and planned.spec.mode == Mode.DISABLED:

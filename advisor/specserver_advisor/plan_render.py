@@ -123,8 +123,11 @@ def with_changes(argv: list[str], changes: list[str]) -> list[str]:
     out = list(argv)
     for k in range(0, len(changes), 2):
         flag, value = changes[k], changes[k + 1]
+        written = [i for i, t in enumerate(out) if t.startswith(f"{flag}=")]
         if flag in out:
             out[out.index(flag) + 1] = value
+        elif written:  # --flag=value
+            out[written[0]] = f"{flag}={value}"
         else:
             out += [flag, value]
     return out

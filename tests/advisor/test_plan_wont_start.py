@@ -145,4 +145,23 @@ def test_a_non_finite_flag_is_echoed_as_text_and_the_json_stays_valid(
     assert main(["plan", *QWEN, f"--mem-fraction-static={value}", "--format", "json"]) == 1
     data = strict_json(capsys.readouterr().out)
     assert data["resolved"]["mem_fraction_static"] == value
+    given, fixed = data["argv"], data["at_fix"]["argv"]
+    assert given[given.index("--mem-fraction-static") + 1] == value  # as given
+    assert fixed[fixed.index("--mem-fraction-static") + 1] == "0.9"
+    assert fixed.count("--mem-fraction-static") == 1
     assert data["at_fix"]["verdict"]["starts"] is True
+
+
+def test_the_fix_replaces_a_flag_written_with_equals(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "run.sh"
+    script.write_text(
+        "python -m sglang.launch_server --model-path Qwen/Qwen3-8B --speculative-algorithm "
+        "EAGLE3 --speculative-draft-model-path Tengyunw/qwen3_8b_eagle3 "
+        "--mem-fraction-static=0.5\n"
+    )
+    assert main(["plan", "--from", str(script), "--gpu", "L4", "--format", "json"]) == 1
+    fixed = strict_json(capsys.readouterr().out)["at_fix"]["argv"]
+    assert "--mem-fraction-static=0.9" in fixed
+    assert not [t for t in fixed if t.startswith("--mem-fraction-static") and t.endswith("0.5")]
