@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Protocol
 
 
-class StartupError(Protocol):
+class StartupFailure(Protocol):
     """What this module reads of ``sglang.resolve.StartupError`` (findings sit below ``sglang``)."""
 
     @property
@@ -38,7 +38,7 @@ NO_KV_MEMORY = "SPEC016"
 TOPK_WITHOUT_DRAFT_TOKENS = "SPEC017"
 
 
-def startup_error_code(error: StartupError) -> str:
+def startup_error_code(error: StartupFailure) -> str:
     """The rule code for an error SGLang raises during argument resolution."""
     message = error.message
     if error.exception == "AssertionError":

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -25,8 +26,16 @@ from specserver_advisor.loaders.configs import (
     ConfigUnreadableError,
     load_config,
 )
+from specserver_advisor.models import Mode, SpecServerSpec
 from specserver_advisor.plan import PlanInputError
 from specserver_advisor.plan_from import Planned
+from specserver_advisor.plan_render import Verdict, verdict, with_changes
+
+#: How many times ``plan`` applies a verdict's fix and plans again (a context fix can uncover
+#: a memory one) before it gives up showing a plan at the fix.
+MAX_FIXES = 3
+#: The SpecServer fields a verdict's flag stands for (the operator renders them).
+SPEC_FIELDS = {"--mem-fraction-static": "mem_fraction_static", "--context-length": "context_length"}
 
 
 def _int_list(text: str) -> list[int]:
@@ -184,6 +193,12 @@ def add_parser(sub: Any) -> None:
         "--hf-endpoint",
         help="HF-compatible endpoint (default: $HF_ENDPOINT; offline when neither is set)",
     )
+    p.add_argument(
+        "--search-shape",
+        action="store_true",
+        help="search the speculative shapes SGLang accepts (steps, topk, draft tokens, adaptive)"
+        " for the best per concurrency band, the crossover and the --max-running-requests",
+    )
     p.add_argument("--format", choices=["text", "json"], default="text")
     p.add_argument("--plot", type=Path, metavar="FILE.svg", help="draw tok/s and TTFT P99")
 
@@ -228,8 +243,20 @@ def _load(ref: str | None, revision: str | None, a: argparse.Namespace) -> Loade
     return load_config(ref, revision, dict(os.environ), a.hf_endpoint)
 
 
-def build(a: argparse.Namespace, extra: list[str]) -> Planned:
-    """Load what the plan needs and plan it (UsageError on bad input)."""
+def plan_options(a: argparse.Namespace, spec: SpecServerSpec | None = None) -> dict[str, Any]:
+    """The workload options ``plan_argv`` takes (a SpecServer's expected lengths for ``spec``)."""
+    return {
+        "accept_length": a.accept_length,
+        "input_len": spec.engine.expected_input_tokens if spec else a.input_len or 512,
+        "output_len": spec.engine.expected_output_tokens if spec else a.output_len,
+        "concurrency": a.concurrency,
+        "prompt_mix": a.prompt_len or (),
+    }
+
+
+def build(a: argparse.Namespace, extra: list[str], fix: list[str] | None = None) -> Planned:
+    """Load what the plan needs and plan it (UsageError on bad input); ``fix`` (flag, value
+    pairs from a verdict) is set on top of the launch, replacing the same flags."""
     from specserver_advisor import plan_from
     from specserver_advisor.loaders.specserver import configs_for_spec
     from specserver_advisor.sglang.flags import parse_server_argv
@@ -238,13 +265,7 @@ def build(a: argparse.Namespace, extra: list[str]) -> Planned:
     if a.input_len is not None and a.prompt_len is not None:
         raise UsageError("--prompt-len replaces --input-len: give one of them")
     mix = a.prompt_len or ()
-    options = {
-        "accept_length": a.accept_length,
-        "input_len": a.input_len or 512,
-        "output_len": a.output_len,
-        "concurrency": a.concurrency,
-        "prompt_mix": mix,
-    }
+    options = plan_options(a)
     try:
         issues: list[str] = []
         if a.from_file is not None:
@@ -257,7 +278,7 @@ def build(a: argparse.Namespace, extra: list[str]) -> Planned:
             if not 1 <= a.launch <= found:
                 raise UsageError(f"--launch {a.launch}: {a.from_file} holds {found} launches")
             if a.launch <= len(docs):
-                spec = plan_from.specserver_from(docs[a.launch - 1], a.from_file)
+                spec = spec_with(plan_from.specserver_from(docs[a.launch - 1], a.from_file), fix)
                 configs = configs_for_spec(spec, dict(os.environ), a.hf_endpoint)
                 try:
                     check_configs(configs.target, configs.draft)
@@ -273,9 +294,9 @@ def build(a: argparse.Namespace, extra: list[str]) -> Planned:
             # ``sglang serve MODEL``: written as launch_server takes it.
             positional = bool(la.args) and not la.args[0].startswith("-")
             argv = (["--model-path"] if positional else []) + list(la.args)
-            argv += _option_argv(a) + extra
+            argv = with_changes(argv + _option_argv(a) + extra, fix or [])
             values = dict(la.parsed.values)
-            more = parse_server_argv(_option_argv(a) + extra)
+            more = parse_server_argv(with_changes(_option_argv(a) + extra, fix or []))
             values.update(more.values)
             issues = [i.message for i in la.parsed.issues + more.issues]
             env = {**la.env, **env}
@@ -289,7 +310,7 @@ def build(a: argparse.Namespace, extra: list[str]) -> Planned:
                     "EAGLE3" if a.draft else "NEXTN",
                 ]
             )
-            argv = _option_argv(a) + algo + extra
+            argv = with_changes(_option_argv(a) + algo + extra, fix or [])
             parsed = parse_server_argv(argv)
             if parsed.issues:
                 raise UsageError(parsed.issues[0].message)
@@ -314,26 +335,133 @@ def build(a: argparse.Namespace, extra: list[str]) -> Planned:
         raise UsageError(f"{a.from_file}: {exc}" if a.from_file else str(exc)) from exc
 
 
+def spec_with(spec: SpecServerSpec, fix: list[str] | None) -> SpecServerSpec:
+    """The SpecServer with a verdict's flags set in the fields that render them."""
+    updates = {
+        SPEC_FIELDS[fix[k]]: fix[k + 1]
+        for k in range(0, len(fix or []) - 1, 2)
+        if fix and fix[k] in SPEC_FIELDS
+    }
+    if not updates:
+        return spec
+    engine = spec.engine.model_copy(
+        update={name: float(v) if "fraction" in name else int(v) for name, v in updates.items()}
+    )
+    return spec.model_copy(update={"engine": engine})
+
+
+def at_fix(
+    a: argparse.Namespace, extra: list[str], planned: Planned
+) -> tuple[list[str], Planned] | None:
+    """The launch planned with its verdict's fix set (fixes applied in turn, at most
+    ``MAX_FIXES``) with the fix; None when it starts already, no flag fixes it, or the fixes
+    do not."""
+    fix: list[str] = []
+    current, v = planned, verdict(planned)
+    for _ in range(MAX_FIXES):
+        if v.starts or not v.changes or current.plan is None:
+            break
+        fix = with_changes(fix, v.changes)
+        current = build(a, extra, fix)
+        v = verdict(current)
+    if current is planned or not v.starts or current.plan is None:
+        return None
+    return fix, current
+
+
 def run(a: argparse.Namespace, extra: list[str]) -> int:
     """Plan, print, plot; the exit code says whether the launch starts."""
     from specserver_advisor import plan_render
 
     planned = build(a, extra)
-    verdict = plan_render.verdict(planned)
-    if a.plot is not None and not verdict.starts:
+    if a.search_shape:
+        fixed = None if verdict(planned).starts else at_fix(a, extra, planned)
+        if fixed is not None:
+            print(
+                f"specserver-advisor: note: the launch does not start; searched at its fix "
+                f"({' '.join(fixed[0])})",
+                file=sys.stderr,
+            )
+        return run_search(a, fixed[1] if fixed else planned)
+    v = verdict(planned)
+    fixed = None if v.starts else at_fix(a, extra, planned)
+    if a.plot is not None and not v.starts:
         print("specserver-advisor: note: no plot: the launch does not start", file=sys.stderr)
     elif a.plot is not None:
         _plot(a.plot, planned)
     if a.format == "json":
-        data: dict[str, Any] = planned.plan.to_json() if planned.plan else {}
-        data["verdict"] = {"starts": verdict.starts, "message": verdict.line}
-        data["argv"] = plan_render.with_changes(planned.argv, verdict.changes)
-        data["flags"] = planned.flags
-        text = json.dumps(data, indent=2)
+        text = json.dumps(strict_json(json_output(planned, v, fixed)), indent=2)
     else:
-        text = plan_render.render(planned)
+        text = plan_render.render(planned, fixed)
     write_stdout(text)
-    return 0 if verdict.starts else 1
+    return 0 if v.starts else 1
+
+
+def run_search(a: argparse.Namespace, planned: Planned) -> int:
+    """``--search-shape``: the search's bands, crossover and choice (exit 0 when it chooses a
+    shape, 1 when speculation pays nowhere searched). A launch that will not start is searched
+    at its fix."""
+    from specserver_advisor import plan_search, plan_search_render
+
+    if planned.spec is not None and planned.spec.mode == Mode.DISABLED:
+        raise UsageError(
+            "--search-shape: spec.mode is Disabled, so the engine runs without speculation; "
+            "set mode Auto or Enabled to search its shape"
+        )
+    if planned.plan is None or planned.configs is None or not planned.plan.resolution.speculative:
+        why = verdict(planned).line if planned.plan is None else "it does not speculate"
+        raise UsageError(f"--search-shape needs a speculative launch the advisor can plan: {why}")
+    if a.plot is not None:
+        raise UsageError("--search-shape draws no plot; drop --plot")
+    result = plan_search.search(
+        planned, planned.flags, planned.configs, plan_options(a, planned.spec)
+    )
+    if a.format == "json":
+        text = json.dumps(strict_json(plan_search_json(planned, result)), indent=2)
+    else:
+        text = "\n".join(plan_search_render.render(result, planned))
+    write_stdout(text)
+    return 0 if result.choice_plan is not None else 1
+
+
+def plan_search_json(planned: Planned, result: Any) -> dict[str, Any]:
+    v = verdict(planned)
+    data: dict[str, Any] = {"verdict": {"starts": v.starts, "message": v.line}}
+    data["search"] = result.to_json()
+    return data
+
+
+def strict_json(data: Any) -> Any:
+    """``data`` with every non-finite float written as text ("nan", "inf"): a value the user
+    gave (``--mem-fraction-static=nan``) is echoed, and the output stays valid JSON."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return str(data)
+    if isinstance(data, dict):
+        return {k: strict_json(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [strict_json(v) for v in data]
+    return data
+
+
+def json_output(
+    planned: Planned, v: Verdict, fixed: tuple[list[str], Planned] | None
+) -> dict[str, Any]:
+    """``--format json``: a launch that will not start has no curves and no crossover; its
+    ``at_fix`` is the plan with the fix set (null when no flag change fixes it)."""
+    data: dict[str, Any] = planned.plan.to_json() if planned.plan else {}
+    data["verdict"] = {"starts": v.starts, "message": v.line}
+    data["argv"] = with_changes(planned.argv, v.changes)
+    data["flags"] = planned.flags
+    if not v.starts:
+        data["argv"] = list(planned.argv)
+        if planned.plan is not None:
+            data["curves"] = []
+            data["crossover_concurrency"] = None
+        data["at_fix"] = None
+        if fixed is not None:
+            fix, plan = fixed
+            data["at_fix"] = {"changes": fix, **json_output(plan, verdict(plan), None)}
+    return data
 
 
 def _plot(path: Path, planned: Planned) -> None:

@@ -56,6 +56,8 @@ class Planned:
     engine: EngineConfig | None = None
     #: What the operator's auto-speculation policy starts from (a SpecServer in mode Auto).
     policy: PolicyContext | None = None
+    #: The model configs it was planned with (``plan --search-shape`` plans again with them).
+    configs: Any = field(default=None, compare=False, repr=False)
 
     @property
     def flags(self) -> dict[str, Any]:
@@ -131,7 +133,7 @@ def plan_specserver(
     speculative = spec.mode != Mode.DISABLED
     cfg = build_engine_config(spec, configs, speculative)
     argv = cfg.args or argv_of(specserver_args(spec, speculative))
-    out = Planned(cfg.plan, argv, gpu, spec_env(spec), spec, engine=cfg)
+    out = Planned(cfg.plan, argv, gpu, spec_env(spec), spec, engine=cfg, configs=configs)
     if not cfg.valid and cfg.plan is None:
         out.refused = f"{cfg.reason}: {cfg.message}"
     if cfg.valid:
@@ -161,5 +163,6 @@ def plan_values(
     )
     if refused:
         return Planned(None, argv, gpu, env, refused=refused)
-    plan = plan_argv(values, env, Configs.loaded(target, draft), gpu, **options)
-    return Planned(plan, argv, gpu, env)
+    configs = Configs.loaded(target, draft)
+    plan = plan_argv(values, env, configs, gpu, **options)
+    return Planned(plan, argv, gpu, env, configs=configs)

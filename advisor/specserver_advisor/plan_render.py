@@ -8,7 +8,6 @@ what a card can give: a model whose weights do not fit is told the GPUs or quant
 from __future__ import annotations
 
 import json
-import math
 import shlex
 from dataclasses import dataclass, field
 
@@ -55,7 +54,7 @@ def verdict(p: Planned) -> Verdict:
             f"{r.get('speculative_eagle_topk')} set --speculative-num-draft-tokens",
         )
     if plan.context.verdict.value == "startup_fails":
-        return Verdict(False, f"won't start: {plan.context.message}")
+        return Verdict(False, f"won't start: {plan.context.message}", _context_fix(plan))
     pool = (
         plan.mem.kv_pool_tokens_with_draft
         if r.speculative
@@ -76,6 +75,15 @@ def verdict(p: Planned) -> Verdict:
     if not changes:
         return Verdict(True, "starts as given; nothing to change")
     return Verdict(True, "starts; set " + " ".join(changes), changes)
+
+
+def _context_fix(plan: Plan) -> list[str]:
+    """The ``--context-length`` SGLang starts with: the shorter model's derived context."""
+    c = plan.context
+    limit = c.draft if c.failing_model == "draft" else c.target
+    if limit is None or limit < 1:
+        return []
+    return ["--context-length", str(limit)]
 
 
 def shape_fields(algorithm: str | None) -> tuple[str, ...]:
@@ -115,8 +123,11 @@ def with_changes(argv: list[str], changes: list[str]) -> list[str]:
     out = list(argv)
     for k in range(0, len(changes), 2):
         flag, value = changes[k], changes[k + 1]
+        written = [i for i, t in enumerate(out) if t.startswith(f"{flag}=")]
         if flag in out:
             out[out.index(flag) + 1] = value
+        elif written:  # --flag=value
+            out[written[0]] = f"{flag}={value}"
         else:
             out += [flag, value]
     return out
@@ -166,6 +177,8 @@ def specserver_snippet(
             key = keys[name]
             if r.get(name) is not None:
                 shape.append(f"{key}: {r.get(name)}")
+        if r.get("speculative_adaptive"):
+            shape.append("adaptive: true")
         lines.append("  speculative: {" + ", ".join(shape) + "}")
         lines.append("  mode: Auto")
     else:  # the field is required; NGRAM needs no draft, and mode Disabled never runs it
@@ -236,26 +249,49 @@ def table(plan: Plan) -> list[str]:
     return lines
 
 
-def render(p: Planned) -> str:
-    """The whole text output."""
+def render(p: Planned, at_fix: tuple[list[str], Planned] | None = None) -> str:
+    """The whole text output. A launch that will not start shows its verdict, the flags as
+    given and why, never predictions; ``at_fix`` (the fix and the same launch planned with
+    it set, by the caller) follows, labelled as the plan at the fix."""
     v = verdict(p)
     lines = [v.line]
     if p.plan is None:
         return "\n".join(lines)
-    plan = p.plan
-    argv = with_changes(p.argv, v.changes)
-    lines += ["", "# flags" + ("" if v.starts else " (as given; they do not start)")]
-    lines += flags_block(argv)
-    if p.env:
-        lines.append(
-            "# environment: " + " ".join(f"{k}={shlex.quote(x)}" for k, x in p.env.items())
-        )
-    if v.starts:
-        lines += ["", "# SpecServer", *specserver_snippet(argv, plan, p.gpu, p.env)]
+    if not v.starts:
+        lines += ["", "# flags as given (they do not start)", *flags_block(p.argv)]
+        lines += [*_environment(p), "", *_sizes(p.plan)]
+        if p.plan.mem.error:  # why there is no KV cache, in SGLang's words
+            lines.append(f"note: {p.plan.mem.error}")
+        if at_fix is None or at_fix[1].plan is None:
+            lines += [
+                "",
+                "no predictions: the launch does not start, and no plan at a fix: "
+                "the verdict names no flag value that makes it start",
+            ]
+            return "\n".join(lines)
+        fix, fixed = at_fix
+        fv = verdict(fixed)
+        lines += [
+            "",
+            f"# plan at the fix ({' '.join(fix)}): the launch with those flags set",
+            f"at the fix: {fv.line}",
+            *_body(fixed, fv),
+        ]
+        return "\n".join(lines)
+    return "\n".join(lines + _body(p, v))
+
+
+def _environment(p: Planned) -> list[str]:
+    if not p.env:
+        return []
+    return ["# environment: " + " ".join(f"{k}={shlex.quote(x)}" for k, x in p.env.items())]
+
+
+def _sizes(plan: Plan) -> list[str]:
+    """Memory, KV pool and context lines (with the context's warnings)."""
     j = plan.to_json()
     mem, pool, c = j["memory"], j["kv_pool_tokens"], j["context"]
-    lines += [
-        "",
+    lines = [
         f"memory on {plan.scenario.tp_size} x {mem['gpu']}: "
         f"mem-fraction-static {mem['mem_fraction_static']} ({mem['mem_fraction_static_source']}),"
         f" weights {mem['target_weights_gib']} GiB + draft {mem['draft_weights_gib']} GiB per GPU",
@@ -265,8 +301,17 @@ def render(p: Planned) -> str:
         f"+{plan.scenario.output_len} tokens fit",
         f"context: {c['verdict']}: {c['message']}",
     ]
-    lines += [f"  warning: {w}" for w in c["warnings"]]
-    lines += ["", *table(plan)]
+    return lines + [f"  warning: {w}" for w in c["warnings"]]
+
+
+def _body(p: Planned, v: Verdict) -> list[str]:
+    """Everything after the verdict line of a launch that starts."""
+    plan = p.plan
+    assert plan is not None
+    argv = with_changes(p.argv, v.changes)
+    lines = ["", "# flags", *flags_block(argv), *_environment(p)]
+    lines += ["", "# SpecServer", *specserver_snippet(argv, plan, p.gpu, p.env)]
+    lines += ["", *_sizes(plan), "", *table(plan)]
     cross = plan.crossover_concurrency
     lines += [
         "",
@@ -275,15 +320,19 @@ def render(p: Planned) -> str:
     if p.policy is not None and p.spec is not None:
         lines.append(auto_line(p.policy, p.spec))
     lines += [f"note: {n}" for n in plan.notes]
-    return "\n".join(lines)
+    return lines
 
 
 def auto_line(ctx: PolicyContext, spec: SpecServerSpec) -> str:
-    """What the operator's policy starts from for this SpecServer (``replay`` uses the same)."""
+    """What the operator's policy starts from for this SpecServer: the crossover at the prior
+    accept length, or why there is none (``plan_auto``), and the accept-length floor."""
+    from specserver_advisor.plan_auto import crossover_at_prior, no_crossover_reason
+
     policy = spec.auto_speculation or AutoSpeculation()
     floor = accept_floor(policy, ctx)
-    cross = ctx.crossover(ctx.prior_accept)
-    where = f"{cross:.0f} users" if math.isfinite(cross) else "none (never off for load)"
+    cross = crossover_at_prior(ctx)
+    reason = no_crossover_reason(ctx, spec)
+    where = f"{cross:.0f} users" if reason is None else f"none: {reason}"
     return (
         f"{POLICY_CROSSOVER} at the accept length {ctx.prior_accept:g}: {where}; mode Auto "
         f"also switches speculation off when the accept length falls below {floor:g}"
