@@ -15,7 +15,13 @@ from typing import Any
 from specserver_advisor import memory
 from specserver_advisor.gpus import Gpu
 from specserver_advisor.models import AutoSpeculation
-from specserver_advisor.modelshape import ModelShape, shape_from_config, with_launch_dtype
+from specserver_advisor.modelshape import (
+    ModelShape,
+    mtp_draft_forward_bytes,
+    mtp_draft_shape,
+    shape_from_config,
+    with_launch_dtype,
+)
 from specserver_advisor.perfmodel import (
     DEFAULT_CALIBRATION,
     Calibration,
@@ -188,7 +194,8 @@ def _draft_shape(
         inp.draft_config is None or r.values["speculative_draft_model_path"].source == "derived"
     )
     if mtp:
-        return target, memory.draft_weight_bytes_mtp(target), True
+        # Its nextn decoder layers (what it loads) on the target's shared embedding and head.
+        return mtp_draft_shape(target), memory.draft_weight_bytes_mtp(target), True
     if inp.draft_config is None:
         return None, 0, False
     on_disk = shape_from_config(inp.draft_config)
@@ -309,7 +316,8 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
         target_weight_bytes=t_weight,
         kv_cell_bytes=mem.cell_bytes_target,
         draft=draft,
-        draft_weight_bytes=d_weight,
+        # An MTP draft's forward also reads the target's head it shares (memory counts it once).
+        draft_weight_bytes=mtp_draft_forward_bytes(target, d_weight) if mtp else d_weight,
         draft_kv_cell_bytes=mem.cell_bytes_with_draft - mem.cell_bytes_target,
         spec=SpecShape(
             r.algorithm or "", steps, topk, int(r.get("speculative_num_draft_tokens") or 1)
