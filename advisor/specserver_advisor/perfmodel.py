@@ -24,6 +24,7 @@ from specserver_advisor.modelconstants import DEFAULT_CALIBRATION as DEFAULT_CAL
 from specserver_advisor.modelconstants import UNFITTED as UNFITTED
 from specserver_advisor.modelconstants import Calibration as Calibration
 from specserver_advisor.modelshape import ModelShape
+from specserver_advisor.parallelism import allreduce_s, layer_launch_s
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,8 @@ class Scenario:
     input_len: int = 512
     output_len: int = 128
     tp_size: int = 1
+    #: Nodes the TP group spans (``--nnodes``): its all-reduces cross the inter-node link.
+    nnodes: int = 1
     #: GPU clock relative to boost (a clock-locked card computes slower; memory is unchanged).
     clock_scale: float = 1.0
     #: Request lengths vary (real outputs, or a random range): arrivals are staggered. With
@@ -143,9 +146,8 @@ def forward_time(
     mem_s = bytes_read / (scn.gpu.bandwidth_gbs * 1e9 * cal.bandwidth_efficiency)
     rate = scn.gpu.bf16_tflops * 1e12 * cal.compute_efficiency * scn.clock_scale
     cmp_s = linear / (rate * linear_rate_factor(scn, shape)) + attention / rate
-    launch = (shape.num_layers - shape.moe_layers) * cal.launch_s_per_dense_layer
-    launch += shape.moe_layers * cal.launch_s_per_moe_layer
-    return float(max(mem_s, cmp_s) + launch / scn.clock_scale**0.5)
+    fixed = layer_launch_s(scn, shape, cal) + allreduce_s(scn, shape, tokens, cal)
+    return float(max(mem_s, cmp_s) + fixed)
 
 
 def linear_rate_factor(scn: Scenario, shape: ModelShape) -> float:

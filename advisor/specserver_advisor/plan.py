@@ -328,6 +328,7 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
         input_len=input_len,
         output_len=inp.output_len,
         tp_size=tp,
+        nnodes=max(1, int(inp.args.get("nnodes") or 1)),
         clock_scale=inp.clock_scale,
         # The decode graphs are captured up to the memory tier's max, capped by an explicit
         # --max-running-requests (sglang-oracle.md, finding 6).
