@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specserver_advisor import memory
+from specserver_advisor.acceptcontext import accept_over_mix
 from specserver_advisor.gpus import Gpu
 from specserver_advisor.models import AutoSpeculation
 from specserver_advisor.modelshape import (
@@ -297,6 +298,17 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
         notes.append(
             f"accept length {accept} is a prior for {r.algorithm} ({steps},{topk}); "
             "pass --accept-length with a measured value"
+        )
+    # Past the draft's trained positions (its derived context) acceptance falls (acceptcontext).
+    trained = ctx.draft if draft is not None and not mtp else None
+    in_context = accept
+    accept = accept_over_mix(
+        accept, inp.prompt_mix or ((inp.input_len, 1.0),), inp.output_len, trained
+    )
+    if accept < in_context:
+        notes.append(
+            f"accept length {in_context} falls to {accept} on these prompts: they run past "
+            f"the {trained} positions the draft was trained on"
         )
     pool_on, pool_off = mem.kv_pool_tokens_with_draft, mem.kv_pool_tokens_without_draft
     user_mrr = inp.args.get("max_running_requests")

@@ -139,3 +139,62 @@ def test_an_all_reduce_across_nodes_is_bound_by_the_inter_node_link() -> None:
     ratio = allreduce_s(across, target, big, cal) / allreduce_s(inside, target, big, cal)
     assert ratio > 5
     assert across.gpu.link_gbs / cal.internode_gbs >= 5
+
+
+def eagle3_70b(prompt: int, draft: dict[str, Any] | None = None) -> Plan:
+    """The field lesson's launch: a 70B FP8 target, an EAGLE-3 draft of 2,048 positions and
+    no rope scaling, started with the override variable, on 4 x H100 at ``prompt`` tokens."""
+    argv = ["--tp-size", "4", "--speculative-algorithm", "EAGLE3", "--speculative-num-steps"]
+    argv += ["3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
+    argv += ["--speculative-draft-model-path", "draft"]
+    values = parse_server_argv(["--model-path", "m", *argv]).values
+    inputs = PlanInputs(
+        values,
+        LLAMA_70B_FP8,
+        draft or calibration.field_config("eagle3-2048-positions"),
+        lookup_gpu("H100"),
+        env={"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1"},
+        input_len=prompt,
+        concurrency=[1],
+    )
+    return make_plan(inputs)
+
+
+def test_acceptance_at_five_times_the_drafts_context_is_below_acceptance_at_half() -> None:
+    half, five = eagle3_70b(1024), eagle3_70b(10240)
+    assert five.scenario.accept_length < half.scenario.accept_length
+    # The field's verdict: paying at 1k-token prompts, slower than none at 10k (the model
+    # before said 4.3x and 3.6x on the same prior acceptance).
+    assert gain(half) > 1.5
+    assert gain(five) < 1.0
+    assert any("trained on" in note for note in five.notes)
+
+
+def test_the_targets_rope_scaling_on_the_draft_keeps_its_acceptance() -> None:
+    fixed = dict(calibration.field_config("eagle3-2048-positions"))
+    fixed["max_position_embeddings"] = 131072
+    fixed["rope_scaling"] = {
+        "rope_type": "llama3",
+        "factor": 8.0,
+        "original_max_position_embeddings": 8192,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+    }
+    assert eagle3_70b(10240, fixed).scenario.accept_length == eagle3_70b(1024).accept_length
+
+
+def test_plan_and_the_simulated_engine_price_position_alike() -> None:
+    from specserver_advisor.acceptcontext import accept_at_prompt, mean_retained
+    from specserver_engine.acceptance import long_context_factor
+
+    for position in (1024, 2048, 4096, 10240):
+        assert long_context_factor(position, 2048) == mean_retained(position, position, 2048)
+    # Within the trained context nothing changes; past it the accept length falls towards 1.
+    assert accept_at_prompt(2.7, 1024, 128, 2048) == 2.7
+    assert 1.0 < accept_at_prompt(2.7, 10240, 128, 2048) < 1.2
+    assert accept_at_prompt(2.7, 10240, 128, None) == 2.7
+
+
+def gain(plan: Plan) -> float:
+    point = plan.curves[0]
+    return float(point["on"]["output_tok_s"] / point["off"]["output_tok_s"])
