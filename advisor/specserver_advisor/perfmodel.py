@@ -19,6 +19,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from specserver_advisor.cudagraphs import replayed_batch
 from specserver_advisor.gpus import Gpu
 from specserver_advisor.modelconstants import DEFAULT_CALIBRATION as DEFAULT_CALIBRATION
 from specserver_advisor.modelconstants import UNFITTED as UNFITTED
@@ -125,9 +126,15 @@ def forward_time(
     context: float,
     cal: Calibration,
 ) -> float:
-    """Seconds for one forward over ``batch`` requests x ``positions`` tokens each."""
+    """Seconds for one forward over ``batch`` requests x ``positions`` tokens each.
+
+    Under a CUDA graph the batch pads to the captured size that holds it: the padding rows'
+    positions run the linear layers too (``cudagraphs.replayed_batch``), which a verify of
+    many draft tokens per request pays in compute.
+    """
     tp = scn.tp_size
     tokens = batch * positions
+    computed = replayed_batch(batch, scn.cuda_graph_max_bs) * positions
     # Embedding rows are looked up, not streamed; the LM head (tied or not) is read in full.
     weights = float(weight_bytes)
     if not shape.tie_embeddings:
@@ -140,7 +147,7 @@ def forward_time(
         weights += routed_bytes * (touched / shape.num_experts - 1)
     kv = batch * context * cell_bytes * tp  # cell is per GPU; total across the TP group
     bytes_read = (weights + kv) / tp
-    linear = 2 * shape.active_params_per_token() * tokens / tp
+    linear = 2 * shape.active_params_per_token() * computed / tp
     # Attention score/value FLOPs grow with context: 4 * layers * heads * head_dim per position.
     attention = 4 * shape.num_layers * shape.num_heads * shape.head_dim * context * tokens / tp
     mem_s = bytes_read / (scn.gpu.bandwidth_gbs * 1e9 * cal.bandwidth_efficiency)

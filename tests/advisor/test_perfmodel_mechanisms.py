@@ -6,6 +6,7 @@ Each test fails on the model before these mechanisms (the issue's blind checks).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from specserver_advisor import calibration
@@ -198,3 +199,43 @@ def test_plan_and_the_simulated_engine_price_position_alike() -> None:
 def gain(plan: Plan) -> float:
     point = plan.curves[0]
     return float(point["on"]["output_tok_s"] / point["off"]["output_tok_s"])
+
+
+def wide_tree_a6000(*extra: str) -> Plan:
+    """The workstation case: Qwen3-8B + EAGLE-3 at (5,8,32) on an A6000, at 1 and 20 users."""
+    argv = ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "5"]
+    argv += ["--speculative-eagle-topk", "8", "--speculative-num-draft-tokens", "32"]
+    argv += ["--speculative-draft-model-path", "draft", *extra]
+    values = parse_server_argv(["--model-path", "m", *argv]).values
+    inputs = PlanInputs(
+        values,
+        calibration.field_config("qwen3-8b"),
+        calibration.field_config("qwen3-8b-eagle3"),
+        lookup_gpu("A6000"),
+        concurrency=[1, 20],
+    )
+    return make_plan(inputs)
+
+
+def test_a_verify_computes_the_captured_batch_it_pads_to() -> None:
+    scn = wide_tree_a6000().scenario
+    assert scn.cuda_graph_max_bs == 32
+    cal = DEFAULT_CALIBRATION
+    # 17..24 requests replay the 24 graph: 24 x 32 verify positions of compute each time.
+    verify = [
+        forward_time(scn, scn.target, scn.target_weight_bytes, scn.kv_cell_bytes, b, 32, 576, cal)
+        for b in (17, 20, 24)
+    ]
+    assert verify[0] > 0.95 * verify[2] and verify[1] > 0.97 * verify[2]
+    # Above the captured max the batch runs eagerly, unpadded.
+    eager = replace(scn, cuda_graph_max_bs=16)
+    assert forward_time(
+        eager, scn.target, scn.target_weight_bytes, scn.kv_cell_bytes, 20, 32, 576, cal
+    ) < forward_time(scn, scn.target, scn.target_weight_bytes, scn.kv_cell_bytes, 20, 32, 576, cal)
+
+
+def test_the_wide_tree_pays_at_batch_one_and_loses_at_twenty_users() -> None:
+    plan = wide_tree_a6000()
+    one, twenty = plan.curves
+    assert one["on"]["output_tok_s"] > 2 * one["off"]["output_tok_s"]
+    assert twenty["on"]["output_tok_s"] < 0.9 * twenty["off"]["output_tok_s"]
