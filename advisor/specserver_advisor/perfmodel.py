@@ -3,7 +3,8 @@
 A forward pass reads the weights it touches (for MoE: the experts the batch routes to) and the
 KV of every running request, in the launch's weight and KV dtypes, and does ~2 FLOPs per active
 parameter per token processed (FP8 GEMMs at twice the BF16 rate where the card has them); its
-time is the slower of memory and compute plus a per-layer launch cost. Speculation adds draft
+time is the slower of memory and compute plus its layers' fixed costs (``parallelism``: small
+kernels at the card's rate, tensor parallelism's all-reduces). Speculation adds draft
 forwards and one verify pass over (draft tokens) positions per request, and commits the accept
 length per request per step. The scheduler's CPU work hides behind the GPU step under the
 overlap scheduler and adds to it without. The KV pool caps how many requests run; the rest
