@@ -21,6 +21,7 @@ import bisect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from specserver_advisor.cudagraphs import graph_batch_sizes as graph_batch_sizes
 from specserver_advisor.perfmodel import (
     DEFAULT_CALIBRATION,
     Calibration,
@@ -222,15 +223,6 @@ def keep_probability(accept_length: float, depth: int) -> float:
         q = (lo + hi) / 2
         lo, hi = (q, hi) if sum(q**i for i in range(depth + 1)) < target else (lo, q)
     return (lo + hi) / 2
-
-
-def graph_batch_sizes(max_bs: int | None) -> list[int] | None:
-    """SGLang's captured decode batch sizes up to ``max_bs`` (1, 2, 4, 8, 12, then every 8)."""
-    if max_bs is None:
-        return None
-    sizes = [b for b in (1, 2, 4, 8, 12) if b <= max_bs]
-    sizes += list(range(16, max_bs + 1, 8))
-    return sizes or [max_bs]
 
 
 def predict_adaptive(

@@ -51,7 +51,9 @@ def field_config(name: str) -> dict[str, Any]:
 
 
 def field_plan(case: str, concurrency: list[int], cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
-    """The plan of one field case: ``l4``, ``l4-locked`` (900 MHz) or ``gb10``."""
+    """The plan of one field case: ``l4``, ``l4-locked`` (900 MHz), ``gb10`` or ``h200``."""
+    if case == "h200":
+        return make_plan(h200_inputs(concurrency), cal)
     if case.startswith("l4"):
         argv = ["--model-path", "Qwen/Qwen3-8B", *EAGLE3_314, "--mem-fraction-static", L4_FIELD_MFS]
         inp = PlanInputs(
@@ -78,6 +80,24 @@ def field_plan(case: str, concurrency: list[int], cal: Calibration = DEFAULT_CAL
             concurrency=concurrency,
         )
     return make_plan(inp, cal)
+
+
+def h200_inputs(concurrency: list[int]) -> PlanInputs:
+    """The published H200 deployment: Qwen3-32B BF16 + an EAGLE-3 head on 2 x H200 (vLLM).
+
+    The report does not state the layout; tensor parallelism over both GPUs is the only one
+    its 13.2 ms TPOT allows (one H200 takes 13.6 ms just to stream the 65.5 GB of weights).
+    It reports no acceptance, so the prior's; the EAGLE-3 head is one layer of the target's
+    widths with the usual 32,000-token draft vocabulary (``qwen3-32b-eagle3``).
+    """
+    argv = ["--model-path", "Qwen/Qwen3-32B", *EAGLE3_314, "--tp-size", "2"]
+    return PlanInputs(
+        parse_server_argv(argv).values,
+        field_config("qwen3-32b"),
+        field_config("qwen3-32b-eagle3"),
+        lookup_gpu("H200"),
+        concurrency=concurrency,
+    )
 
 
 def _curve(plan: Plan, c: int, mode: str, key: str) -> float:
@@ -151,13 +171,28 @@ TARGETS: list[Target] = [
     Target("gb10", "GB10 output tok/s c=64 on (48 cap)", 276.32, _value(64, "on", "output_tok_s")),
     Target("gb10", "GB10 output tok/s c=64 off", 235.38, _value(64, "off", "output_tok_s")),
     Target("gb10", "GB10 median TTFT c=64 on (ms; 16 queued)", 7772, _value(64, "on", "ttft_ms")),
+    # A blind check, not fitted: vLLM, not SGLang, with its layout and acceptance unreported.
+    Target(
+        "h200",
+        "H200 x2 Qwen3-32B TPOT c=1 off (ms; vLLM, TP 2 assumed)",
+        13.2,
+        _value(1, "off", "tpot_ms"),
+        fitted=False,
+    ),
+    Target(
+        "h200",
+        "H200 x2 Qwen3-32B TPOT c=1 on (ms; vLLM, prior acceptance)",
+        9.7,
+        _value(1, "on", "tpot_ms"),
+        fitted=False,
+    ),
 ]
 CONCURRENCY = [1, 8, 32, 64]
 
 
 def evaluate(cal: Calibration = DEFAULT_CALIBRATION) -> list[tuple[Target, float]]:
     """Model value for every target."""
-    cases = ("l4", "l4-locked", "l4-gsm8k", "gb10")
+    cases = ("l4", "l4-locked", "l4-gsm8k", "gb10", "h200")
     plans = {case: field_plan(case, CONCURRENCY, cal) for case in cases}
     return [(t, t.compute(plans[t.case])) for t in TARGETS]
 

@@ -24,6 +24,9 @@ class Gpu:
     capability: tuple[int, int] = (8, 0)
     context_overhead_gib: float = 0.8
     unified_memory: bool = False
+    #: GPU-to-GPU bandwidth inside a node, one direction, GB/s: NVLink where the card has it
+    #: (data sheet: total NVLink bandwidth / 2), else PCIe 4.0 x16 (~25 GB/s achievable).
+    link_gbs: float = 25.0
 
     @property
     def sm(self) -> int:
@@ -43,13 +46,13 @@ GPUS: dict[str, Gpu] = {
         Gpu("A10", 23028, 600, 125, (8, 6)),
         Gpu("A6000", 48676, 768, 155, (8, 6)),
         Gpu("L40S", 46068, 864, 362, (8, 9)),
-        Gpu("A100-40G", 40536, 1555, 312, (8, 0)),
-        Gpu("A100-80G", 81051, 2039, 312, (8, 0)),
-        Gpu("H20", 97871, 4000, 148, (9, 0)),
-        Gpu("H100", 81559, 3350, 989, (9, 0)),
-        Gpu("H200", 143771, 4800, 989, (9, 0)),
-        Gpu("B200", 183359, 8000, 2250, (10, 0)),
-        Gpu("GH200", 97871, 4000, 989, (9, 0)),
+        Gpu("A100-40G", 40536, 1555, 312, (8, 0), link_gbs=300),
+        Gpu("A100-80G", 81051, 2039, 312, (8, 0), link_gbs=300),
+        Gpu("H20", 97871, 4000, 148, (9, 0), link_gbs=450),
+        Gpu("H100", 81559, 3350, 989, (9, 0), link_gbs=450),
+        Gpu("H200", 143771, 4800, 989, (9, 0), link_gbs=450),
+        Gpu("B200", 183359, 8000, 2250, (10, 0), link_gbs=900),
+        Gpu("GH200", 97871, 4000, 989, (9, 0), link_gbs=450),
         # DGX Spark: 128 GB LPDDR5x shared with the CPU; the runtime sees most of it.
         Gpu("GB10", 122572, 273, 62, (12, 1), context_overhead_gib=2.0, unified_memory=True),
     )

@@ -14,13 +14,15 @@ class Calibration:
 
     bandwidth_efficiency: float = 0.956
     compute_efficiency: float = 0.601
-    launch_s_per_dense_layer: float = 0.000228
-    launch_s_per_moe_layer: float = 0.000143
-    spec_step_overhead_s: float = 0.000616
+    #: A layer's small kernels under CUDA graphs on a card of ``parallelism.REFERENCE_TFLOPS``
+    #: dense BF16 (scaled by the card's rate): fitted, dense on the L4, MoE on the GB10.
+    launch_s_per_dense_layer: float = 0.000281
+    launch_s_per_moe_layer: float = 0.0001015
+    spec_step_overhead_s: float = 0.000551
     #: Work per request per speculative step beyond its forwards (tree build, accept,
     #: bookkeeping, and whatever else grows with the batch): the L4's figures alone fit
     #: 0.27 ms, the GB10's 1.33 ms (docs/advisor.md, host cost); applied on every card.
-    spec_s_per_request: float = 0.000595
+    spec_s_per_request: float = 0.000563
     #: Fraction of a request's extra verify positions that route like independent tokens.
     moe_routing_independence: float = 0.418
     prefill_efficiency: float = 0.488
@@ -34,10 +36,30 @@ class Calibration:
     #: every field figure ran with overlap on and GPU steps of 20 ms or more, which hide it.
     schedule_s_per_step: float = 0.0005
     schedule_s_per_request: float = 0.00002
+    #: The shortest a kernel takes in a CUDA graph replay (launch gap and ramp, ~2 us on any
+    #: card): the floor under a layer's small kernels on fast cards. First-principles, not
+    #: fitted: on the field's cards the layers' fitted cost is far above it.
+    kernel_floor_s: float = 0.000002
+    #: One tensor-parallel all-reduce's latency inside a node (SGLang's custom one-shot
+    #: all-reduce: a peer write and a flag round trip, a few us). First-principles, not
+    #: fitted: every field figure ran on one GPU.
+    allreduce_latency_s: float = 0.000004
+    #: Across nodes: the NIC's extra latency and its bandwidth per GPU (400 Gb/s InfiniBand or
+    #: RoCE, ~50 GB/s: an order of magnitude below NVLink). First-principles, not fitted.
+    internode_latency_s: float = 0.00001
+    internode_gbs: float = 50.0
 
 
 #: Constants the fit leaves alone (no field figure constrains them).
-UNFITTED = ("eager_s_per_layer", "schedule_s_per_step", "schedule_s_per_request")
+UNFITTED = (
+    "eager_s_per_layer",
+    "schedule_s_per_step",
+    "schedule_s_per_request",
+    "kernel_floor_s",
+    "allreduce_latency_s",
+    "internode_latency_s",
+    "internode_gbs",
+)
 
 
 DEFAULT_CALIBRATION = Calibration()

@@ -216,3 +216,26 @@ def with_launch_dtype(shape: ModelShape, dtype: str | None) -> ModelShape:
     loaded = launch_dtype_bytes(shape, dtype)
     weights = shape.dtype_bytes if shape.checkpoint_fp8 else loaded
     return replace(shape, dtype_bytes=weights, model_dtype_bytes=loaded)
+
+
+def mtp_draft_shape(target: ModelShape) -> ModelShape:
+    """The draft SGLang loads for NEXTN/EAGLE on an MTP checkpoint, as one forward sees it.
+
+    ``DeepseekV3ForCausalLMNextN`` (and its kin) builds ``num_nextn_predict_layers`` decoder
+    layers (at least one), each placed after the target's layers: past ``first_k_dense_replace``,
+    so an MoE target's MTP layer is an MoE layer routed like the target's. The embedding and LM
+    head are the target's (``set_embed_and_head``), so a draft step still reads the full head.
+    """
+    return replace(
+        target,
+        num_layers=max(1, target.nextn_layers),
+        dense_layers=0,
+        draft_vocab_size=0,
+    )
+
+
+def mtp_draft_forward_bytes(target: ModelShape, layer_bytes: int) -> int:
+    """Bytes a forward of the MTP draft counts as its weights: its own layers (``layer_bytes``,
+    what it loads) and the target's embedding and head it shares (the head is read every step;
+    ``perfmodel.forward_time`` drops the embedding rows, which are looked up, not streamed)."""
+    return layer_bytes + target.embedding_params() * target.dtype_bytes

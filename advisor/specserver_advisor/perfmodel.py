@@ -3,7 +3,8 @@
 A forward pass reads the weights it touches (for MoE: the experts the batch routes to) and the
 KV of every running request, in the launch's weight and KV dtypes, and does ~2 FLOPs per active
 parameter per token processed (FP8 GEMMs at twice the BF16 rate where the card has them); its
-time is the slower of memory and compute plus a per-layer launch cost. Speculation adds draft
+time is the slower of memory and compute plus its layers' fixed costs (``parallelism``: small
+kernels at the card's rate, tensor parallelism's all-reduces). Speculation adds draft
 forwards and one verify pass over (draft tokens) positions per request, and commits the accept
 length per request per step. The scheduler's CPU work hides behind the GPU step under the
 overlap scheduler and adds to it without. The KV pool caps how many requests run; the rest
@@ -19,11 +20,13 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from specserver_advisor.cudagraphs import replayed_batch
 from specserver_advisor.gpus import Gpu
 from specserver_advisor.modelconstants import DEFAULT_CALIBRATION as DEFAULT_CALIBRATION
 from specserver_advisor.modelconstants import UNFITTED as UNFITTED
 from specserver_advisor.modelconstants import Calibration as Calibration
 from specserver_advisor.modelshape import ModelShape
+from specserver_advisor.parallelism import allreduce_s, layer_launch_s
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,8 @@ class Scenario:
     input_len: int = 512
     output_len: int = 128
     tp_size: int = 1
+    #: Nodes the TP group spans (``--nnodes``): its all-reduces cross the inter-node link.
+    nnodes: int = 1
     #: GPU clock relative to boost (a clock-locked card computes slower; memory is unchanged).
     clock_scale: float = 1.0
     #: Request lengths vary (real outputs, or a random range): arrivals are staggered. With
@@ -122,9 +127,15 @@ def forward_time(
     context: float,
     cal: Calibration,
 ) -> float:
-    """Seconds for one forward over ``batch`` requests x ``positions`` tokens each."""
+    """Seconds for one forward over ``batch`` requests x ``positions`` tokens each.
+
+    Under a CUDA graph the batch pads to the captured size that holds it: the padding rows'
+    positions run the linear layers too (``cudagraphs.replayed_batch``), which a verify of
+    many draft tokens per request pays in compute.
+    """
     tp = scn.tp_size
     tokens = batch * positions
+    computed = replayed_batch(batch, scn.cuda_graph_max_bs) * positions
     # Embedding rows are looked up, not streamed; the LM head (tied or not) is read in full.
     weights = float(weight_bytes)
     if not shape.tie_embeddings:
@@ -137,15 +148,14 @@ def forward_time(
         weights += routed_bytes * (touched / shape.num_experts - 1)
     kv = batch * context * cell_bytes * tp  # cell is per GPU; total across the TP group
     bytes_read = (weights + kv) / tp
-    linear = 2 * shape.active_params_per_token() * tokens / tp
+    linear = 2 * shape.active_params_per_token() * computed / tp
     # Attention score/value FLOPs grow with context: 4 * layers * heads * head_dim per position.
     attention = 4 * shape.num_layers * shape.num_heads * shape.head_dim * context * tokens / tp
     mem_s = bytes_read / (scn.gpu.bandwidth_gbs * 1e9 * cal.bandwidth_efficiency)
     rate = scn.gpu.bf16_tflops * 1e12 * cal.compute_efficiency * scn.clock_scale
     cmp_s = linear / (rate * linear_rate_factor(scn, shape)) + attention / rate
-    launch = (shape.num_layers - shape.moe_layers) * cal.launch_s_per_dense_layer
-    launch += shape.moe_layers * cal.launch_s_per_moe_layer
-    return float(max(mem_s, cmp_s) + launch / scn.clock_scale**0.5)
+    fixed = layer_launch_s(scn, shape, cal) + allreduce_s(scn, shape, tokens, cal)
+    return float(max(mem_s, cmp_s) + fixed)
 
 
 def linear_rate_factor(scn: Scenario, shape: ModelShape) -> float:

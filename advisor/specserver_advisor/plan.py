@@ -13,9 +13,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specserver_advisor import memory
+from specserver_advisor.acceptcontext import accept_over_mix
 from specserver_advisor.gpus import Gpu
 from specserver_advisor.models import AutoSpeculation
-from specserver_advisor.modelshape import ModelShape, shape_from_config, with_launch_dtype
+from specserver_advisor.modelshape import (
+    ModelShape,
+    mtp_draft_forward_bytes,
+    mtp_draft_shape,
+    shape_from_config,
+    with_launch_dtype,
+)
 from specserver_advisor.perfmodel import (
     DEFAULT_CALIBRATION,
     Calibration,
@@ -188,7 +195,8 @@ def _draft_shape(
         inp.draft_config is None or r.values["speculative_draft_model_path"].source == "derived"
     )
     if mtp:
-        return target, memory.draft_weight_bytes_mtp(target), True
+        # Its nextn decoder layers (what it loads) on the target's shared embedding and head.
+        return mtp_draft_shape(target), memory.draft_weight_bytes_mtp(target), True
     if inp.draft_config is None:
         return None, 0, False
     on_disk = shape_from_config(inp.draft_config)
@@ -291,6 +299,17 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
             f"accept length {accept} is a prior for {r.algorithm} ({steps},{topk}); "
             "pass --accept-length with a measured value"
         )
+    # Past the draft's trained positions (its derived context) acceptance falls (acceptcontext).
+    trained = ctx.draft if draft is not None and not mtp else None
+    in_context = accept
+    accept = accept_over_mix(
+        accept, inp.prompt_mix or ((inp.input_len, 1.0),), inp.output_len, trained
+    )
+    if accept < in_context:
+        notes.append(
+            f"accept length {in_context} falls to {accept} on these prompts: they run past "
+            f"the {trained} positions the draft was trained on"
+        )
     pool_on, pool_off = mem.kv_pool_tokens_with_draft, mem.kv_pool_tokens_without_draft
     user_mrr = inp.args.get("max_running_requests")
     input_len = mean_prompt(inp.prompt_mix) if inp.prompt_mix else inp.input_len
@@ -309,7 +328,8 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
         target_weight_bytes=t_weight,
         kv_cell_bytes=mem.cell_bytes_target,
         draft=draft,
-        draft_weight_bytes=d_weight,
+        # An MTP draft's forward also reads the target's head it shares (memory counts it once).
+        draft_weight_bytes=mtp_draft_forward_bytes(target, d_weight) if mtp else d_weight,
         draft_kv_cell_bytes=mem.cell_bytes_with_draft - mem.cell_bytes_target,
         spec=SpecShape(
             r.algorithm or "", steps, topk, int(r.get("speculative_num_draft_tokens") or 1)
@@ -320,6 +340,7 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
         input_len=input_len,
         output_len=inp.output_len,
         tp_size=tp,
+        nnodes=max(1, int(inp.args.get("nnodes") or 1)),
         clock_scale=inp.clock_scale,
         # The decode graphs are captured up to the memory tier's max, capped by an explicit
         # --max-running-requests (sglang-oracle.md, finding 6).

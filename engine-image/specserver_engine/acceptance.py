@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 
+from specserver_advisor.acceptcontext import retained
 from specserver_advisor.plan import prior_accept_length
 
 KINDS = ("code", "math", "chat", "random")
@@ -47,10 +48,9 @@ def continuation_probability(mean: float, depth: int) -> float:
 
 
 def long_context_factor(position: int, draft_context: int | None) -> float:
-    """Acceptance retained at ``position`` by a draft trained on ``draft_context`` tokens."""
-    if not draft_context or position <= draft_context:
-        return 1.0
-    return float(0.5 ** ((position - draft_context) / draft_context))
+    """Acceptance retained at ``position`` by a draft trained on ``draft_context`` tokens: the
+    advisor's mechanism (``acceptcontext.retained``), the one ``plan`` prices prompts with."""
+    return retained(position, draft_context)
 
 
 def draw_commit(rng: random.Random, q: float, depth: int) -> tuple[int, int]:
