@@ -21,7 +21,7 @@ import bisect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from specserver_advisor.cudagraphs import graph_batch_sizes as graph_batch_sizes
+from specserver_advisor.cudagraphs import graph_batch_sizes
 from specserver_advisor.perfmodel import (
     DEFAULT_CALIBRATION,
     Calibration,

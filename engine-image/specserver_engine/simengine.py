@@ -25,7 +25,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from specserver_advisor import adaptive
+from specserver_advisor import adaptive, cudagraphs
 from specserver_advisor.perfmodel import chunk_tokens, gpu_step_time
 from specserver_engine.acceptance import (
     continuation_probability,
@@ -407,7 +407,7 @@ def _adaptive_controller(cfg: SimConfig) -> adaptive.AdaptiveController | None:
     dp = bool(args.get("enable_dp_attention"))
     if adaptive.unsupported_reason(r.algorithm, int(topk) if topk else None, dp):
         return None
-    graphs = adaptive.graph_batch_sizes(cfg.plan.scenario.cuda_graph_max_bs)
+    graphs = cudagraphs.graph_batch_sizes(cfg.plan.scenario.cuda_graph_max_bs)
     steps = int(r.get("speculative_num_steps") or adaptive.initial_steps())
     return adaptive.AdaptiveController(launch_steps=steps, graph_sizes=graphs)
 

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from specserver_advisor import adaptive, calibration
+from specserver_advisor import adaptive, calibration, cudagraphs
 from specserver_advisor.adaptive import DEFAULT_TIERS, AdaptiveController, Slot, Tier
 from specserver_advisor.perfmodel import predict, step_time
 
@@ -37,7 +37,7 @@ def test_routing_pads_to_the_captured_graph_then_takes_the_lower_bound() -> None
     assert adaptive.tier_index(8) == 1
     assert adaptive.tier_index(31) == 1
     assert adaptive.tier_index(100) == 3
-    graphs = adaptive.graph_batch_sizes(48)
+    graphs = cudagraphs.graph_batch_sizes(48)
     assert graphs == [1, 2, 4, 8, 12, 16, 24, 32, 40, 48]
     assert adaptive.tier_index(7, graph_sizes=graphs) == 1  # 7 runs in the graph of 8
     assert adaptive.tier_index(30, graph_sizes=graphs) == 2  # 30 pads to 32
