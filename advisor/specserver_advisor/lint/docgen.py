@@ -64,6 +64,33 @@ def input_limits() -> list[str]:
     ]
 
 
+def values_section() -> list[str]:
+    """The "What is decided without values" section: what a variable hides and what not."""
+    return [
+        "",
+        "## What is decided without values",
+        "",
+        "Launch scripts and benchmark harnesses put a variable the file never sets in almost "
+        "every value (`--cuda-graph-max-bs $CONC`). Only what such a variable supplies is "
+        "unknowable, not the flag names around it, so every argv is parsed for names whatever "
+        "its values hold:",
+        "",
+        "- Decided without values (reported even when the values are variables): option names, "
+        "unique prefixes, ambiguous prefixes, flags 0.5.23 no longer has and unknown flags "
+        "(SPEC015), including `--flag=$V`, `--flag=$(VAR)` and keys of a `--config` file; "
+        "which flags are present at all (SPEC001 when `--max-running-requests` is absent, "
+        "SPEC011, SPEC012, SPEC007's draft path given or missing, SPEC005's shape).",
+        "- Waiting for values (not checked, said once per variable as INFO002 naming the "
+        "options it gives a value to): a value's type and choices, the numbers the rules "
+        "compare (the cap, the speculative shape, sizes and GPUs per pod), the model paths "
+        "whose configs the context and memory rules read.",
+        "- Unknown as a whole: a word that is only an unquoted variable (`$EXTRA_ARGS`) may be "
+        "any number of arguments; it is left out, and a bare word right after it is not "
+        "reported (it may be a value of a flag in it). An option name built from a variable "
+        "(`--$KNOB`) is not checked.",
+    ]
+
+
 def render() -> str:
     """The whole rules document: a table, then one section per code (rules and engine codes)."""
     docs = documentation()
@@ -82,6 +109,7 @@ def render() -> str:
     for code, doc in docs.items():
         lines += ["", f"## {code} {doc.name}", "", f"Severity: {doc.severity}.", ""]
         lines += ["```text", doc.doc, "```", "", f"Fix: {doc.fix}"]
+    lines += values_section()
     lines += input_limits()
     return "\n".join(lines) + "\n"
 

@@ -286,17 +286,23 @@ def _incomplete(launch: Launch) -> list[Diagnostic]:
 
 
 def _unresolved(launch: Launch) -> list[Diagnostic]:
-    """INFO002 for each shell variable (or command output) the launch uses that is unknown."""
+    """INFO002 for each shell variable (or command output) the launch uses that is unknown:
+    what it supplies (whole arguments, or only the values of named options) is not checked."""
     out = []
     for name, pos in launch.unresolved.items():
         if name.startswith("{"):
             fix = "Lint the rendered output (helm template ... | specserver-advisor lint -)."
-            message = f"{name} is a template expression: the arguments it supplies are not checked"
+            message = f"{name} is a template expression"
         elif name.startswith("$"):
             fix = "Write the value in the script, or set a variable to it."
-            message = f"the output of {name} is unknown: the arguments it supplies are not checked"
+            message = f"the output of {name} is unknown"
         else:
             fix = f"Set {name} in the script (or give a default: ${{{name}:-value}})."
-            message = f"${name} is not set in this file: the arguments it supplies are not checked"
+            message = f"${name} is not set in this file"
+        options = ", ".join(dict.fromkeys(launch.unresolved_flags.get(name, [])))
+        if options:  # it supplies values only: the option names around it are decided
+            message += f": the value it gives {options} is not checked (flag names are)"
+        else:
+            message += ": the arguments it supplies are not checked"
         out.append(engine_diag("INFO002", launch.path, pos.line, pos.column, message, fix))
     return out

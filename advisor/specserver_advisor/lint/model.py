@@ -79,6 +79,8 @@ class Launch:
     document_suppressions: dict[str, str] = field(default_factory=dict)
     #: Shell variables (or command outputs) the launch uses that the file never sets.
     unresolved: dict[str, Position] = field(default_factory=dict)
+    #: Such a variable -> the options whose value it supplies (it supplies no option names).
+    unresolved_flags: dict[str, list[str]] = field(default_factory=dict)
     #: SGLang fields whose value comes from such a variable (not checked; numbers left out).
     unresolved_fields: set[str] = field(default_factory=set)
     #: Why the launch was not fully evaluated (a shell budget or argv limit reached), or None.

@@ -53,7 +53,7 @@ from specserver_advisor.lint.shellparse import (
     parse,
 )
 from specserver_advisor.lint.shellwords import Lit, Part, Var, Word, tokenize
-from specserver_advisor.sglang.flags import match_option
+from specserver_advisor.sglang.flags import ArgvIssue, match_option
 
 MAX_WORLDS = 16
 MAX_CALL_DEPTH = 8
@@ -329,6 +329,9 @@ def to_launch(path: str, found: Found, where: Relocate | None, in_container: boo
     positions: list[Position] = []
     unresolved: dict[str, Position] = {}
     unresolved_fields: set[int] = set()
+    named: set[int] = set()
+    gaps: set[int] = set()
+    flags: dict[str, list[str]] = {}  # variable -> the options whose value it supplies
     for f in found.fields[first:]:
         for name in f.unknown:
             if not name.startswith(OVER):  # INFO004 says why, not INFO002
@@ -336,9 +339,17 @@ def to_launch(path: str, found: Found, where: Relocate | None, in_container: boo
         if f.only_unknown and not (
             args and _takes_value(args[-1]) and len(args) - 1 not in unresolved_fields
         ):
+            gaps.add(len(args))  # any number of words may stand here
             continue
         if f.unknown:
             unresolved_fields.add(len(args))
+            option = args[-1] if args and not f.text.startswith("-") else None
+            if name_decided(f.text, f.decided):
+                named.add(len(args))
+                option = f.text.split("=", 1)[0]
+            for name in f.unknown:
+                if option:
+                    flags.setdefault(name, []).append(option)
         args.append(f.text)
         positions.append(where(f.position) if where else f.position)
     start = found.fields[0].position if found.fields else Position()
@@ -352,27 +363,56 @@ def to_launch(path: str, found: Found, where: Relocate | None, in_container: boo
     launch.env_positions = {} if where else found.env_positions
     launch.call_lines = [] if where else found.call_lines
     launch.unresolved = unresolved
+    launch.unresolved_flags = {n: v for n, v in flags.items() if n in unresolved}
     if found.cut:
         launch.incomplete = (
             f"the launch line has more than {MAX_ARGS:,} arguments ({found.cut:,} more were "
             f"read); only the first {MAX_ARGS:,} are checked"
         )
-    forget_unresolved(launch, unresolved_fields)
+    forget_unresolved(launch, unresolved_fields, named, gaps)
     return launch
 
 
-def forget_unresolved(launch: Launch, indexes: set[int]) -> None:
-    """Issues and values that come from unknown words are not findings: drop them."""
-    if not indexes:
+def name_decided(text: str, decided: int | None) -> bool:
+    """Whether an argv item that holds an unknown value still names its option: the unknown
+    part comes after ``--name=`` (``--cuda-graph-max-bs=$BS``)."""
+    return decided is not None and text.startswith("-") and "=" in text[:decided]
+
+
+def forget_unresolved(
+    launch: Launch,
+    indexes: set[int],
+    named: set[int] | None = None,
+    gaps: set[int] | None = None,
+) -> None:
+    """Issues and values that come from unknown words are not findings: drop them.
+
+    Only values wait for the variables: an option's name is decided whatever its value holds
+    (argparse matches names, prefixes and ambiguity before it reads a value), so issues about
+    the name stay. ``indexes`` are the argv items holding an unknown part, ``named`` those of
+    them whose option name is literal (``--flag=$V``), ``gaps`` the items that follow a dropped
+    unknown word (which may have been any number of words: an option taking them as values).
+    """
+    named = named or set()
+    gaps = gaps or set()
+    if not indexes and not gaps:
         return
     parsed = launch.parsed
-    near = indexes | {i - 1 for i in indexes}
     texts = {repr(launch.args[i]) for i in indexes}
-    parsed.issues = [
-        iss
-        for iss in parsed.issues
-        if iss.index not in near and not any(t in iss.message for t in texts)
-    ]
+
+    def waits(iss: ArgvIssue) -> bool:
+        if iss.kind == "value":  # a value, a count of values, a type: all from the variable
+            return (
+                iss.index in indexes
+                or iss.index + 1 in indexes
+                or iss.index + 1 in gaps
+                or any(t in iss.message for t in texts)
+            )
+        if iss.token.startswith("-"):  # a name: decided unless the name itself is unknown
+            return iss.index in indexes and iss.index not in named
+        return iss.index in indexes or iss.index in gaps  # a bare word: maybe a value
+
+    parsed.issues = [iss for iss in parsed.issues if not waits(iss)]
     for name, at in list(parsed.positions.items()):
         valued_by_next = at + 1 in indexes and _takes_value(launch.args[at])
         if at in indexes or valued_by_next:

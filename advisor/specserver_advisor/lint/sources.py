@@ -16,7 +16,7 @@ from specserver_advisor.lint import yamlnodes
 from specserver_advisor.lint.argv import detect
 from specserver_advisor.lint.argv import make_launch as make_launch
 from specserver_advisor.lint.model import Launch, Position, Workload
-from specserver_advisor.lint.shell import Relocate, forget_unresolved, from_shell
+from specserver_advisor.lint.shell import Relocate, forget_unresolved, from_shell, name_decided
 from specserver_advisor.lint.shellbudget import Budget
 from specserver_advisor.lint.shellwords import ShellSyntaxError
 from specserver_advisor.loaders.bounded import InputLimitError
@@ -171,6 +171,12 @@ def _literal_env(raw_env: Any) -> dict[str, str]:
     return out
 
 
+def _first_ref(item: str) -> int | None:
+    """Where the first unresolved reference (``$(VAR)`` or a template) starts in an item."""
+    starts = [m.start() for m in (KUBE_REF.search(item), TEMPLATE.search(item)) if m]
+    return min(starts) if starts else None
+
+
 def kube_expand(items: list[str], env: dict[str, str]) -> tuple[list[str], dict[int, list[str]]]:
     """Kubernetes ``$(VAR)`` references in command/args replaced from the container's env
     (``$$(VAR)`` is a literal ``$(VAR)``); the names it could not resolve, by item index."""
@@ -268,7 +274,11 @@ def _container_launches(
             for index, names in unknown.items():
                 for name in names:
                     launch.unresolved.setdefault(name, positions[index])
-            forget_unresolved(launch, {i - first for i in unknown if i >= first})
+            held = {i - first for i in unknown if i >= first}
+            named = {
+                i for i in held if name_decided(items[i + first], _first_ref(items[i + first]))
+            }
+            forget_unresolved(launch, held, named)
             out.append(launch)
     for la in out:
         la.env_positions = env_pos

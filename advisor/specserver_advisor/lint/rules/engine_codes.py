@@ -43,15 +43,18 @@ DOCS = {
         ),
     ),
     "INFO002": (
-        "A shell variable the file never sets: the arguments it supplies are not checked.",
+        "A shell variable the file never sets: the values it supplies are not checked.",
         "Set the variable in the script, or give a default with ${NAME:-value}.",
         _doc(
-            "Reports a value a launch uses that the file does not determine: a shell variable "
-            "the script does not set (e.g. one exported by the caller), a command's output, a "
-            "Kubernetes $(VAR) whose env comes from a Secret or ConfigMap, or a quoted template "
-            "expression such as {{ .Values.tp }}.",
-            "The linter does not guess: a word that is only that variable is left out of the "
-            "argv and a flag value from it is not checked, so mistakes in it can pass.",
+            "Reports, once per variable, a value a launch uses that the file does not "
+            "determine: a shell variable the script does not set (e.g. one exported by the "
+            "caller), a command's output, a Kubernetes $(VAR) whose env comes from a Secret or "
+            "ConfigMap, or a quoted template expression such as {{ .Values.tp }}. It names the "
+            "options whose value the variable gives.",
+            "The linter does not guess values: a word that is only that variable is left out of "
+            "the argv and a flag value from it is not checked (its type, SPEC001's cap, the "
+            "memory rules), so mistakes in it can pass. Flag names are decided without values "
+            "and stay checked: `--cuda-graph-max-bs $BS` is still SPEC015.",
             'python -m sglang.launch_server --model-path "$MODEL" $EXTRA_ARGS',
             'MODEL="${MODEL:-Qwen/Qwen3-8B}" (a default the linter can read)',
         ),

@@ -3,6 +3,8 @@
 What it does:
     Flags arguments SGLang 0.5.23's parser rejects: flags it no longer has, ambiguous prefixes
     (e.g. ``--cuda-graph-max-bs``, now ``-decode``/``-prefill``), unknown flags and bad values.
+    Decided from the option names alone: a name is checked even when its value is a variable
+    the file never sets (``--cuda-graph-max-bs $CONC``), as argparse matches names before values.
 Why it matters:
     argparse exits at startup; an ambiguous prefix that once worked now fails after an upgrade.
 Example (fails):
