@@ -35,9 +35,13 @@ DOCS = {
         "Model configs not found: the context and memory rules did not run for a launch.",
         "Pass --model-dir DIR, populate the HF cache, or use --fetch-configs.",
         _doc(
-            "Reports, once per launch, that the target or draft config.json was not found.",
-            "SPEC002, SPEC009, SPEC014 and SPEC016 need the configs; without them they are "
-            "skipped, not passed.",
+            "Reports, once per launch, that the target's or the draft's config.json was not "
+            "found, naming the model and the rules that did not run (a draft path SGLang "
+            "ignores, beside an MTP target, needs no config). A model at an absolute path in "
+            "the container (/models/org/name) is found with --model-dir PATH=DIR (or the "
+            "settings' model-dirs), DIR being the local folder for PATH.",
+            "SPEC002, SPEC009, SPEC014 and SPEC016 need the target's config, SPEC002 and SPEC014 "
+            "the draft's too; without them they are skipped, not passed.",
             "--model-path org/private-model (not in the HF cache, no --model-dir)",
             "specserver-advisor lint --model-dir /models ...",
         ),
@@ -86,6 +90,18 @@ DOCS = {
             'for a in $L; do for b in $L; do ... python3 -m sglang.launch_server "$a" ... '
             "(six loops deep)",
             "build the launch line from a few variables; lint what the loop generates",
+        ),
+    ),
+    "INFO005": (
+        "A GPU type the memory rules do not know: SPEC009 and SPEC016 did not run.",
+        "Pass --gpu (or the SpecServer's gpuType) as one of the names the message lists.",
+        _doc(
+            "Reports, once per launch, that the GPU type given by --gpu, the settings or a "
+            "SpecServer's resources.gpuType is not in the GPU table, listing the valid names.",
+            "The KV-pool and memory rules need the GPU's memory; with a mistyped or unknown "
+            "name they are skipped, not passed.",
+            "specserver-advisor lint --gpu L4x serve.sh",
+            "specserver-advisor lint --gpu L4 serve.sh",
         ),
     ),
     "SUPP001": (
