@@ -45,7 +45,7 @@ def make_launch(
         if kind != "bench"
         else _bench_parse(args)
     )
-    return Launch(
+    launch = Launch(
         path,
         kind,
         args,
@@ -57,7 +57,9 @@ def make_launch(
         in_container,
         first_line=start.line,
         last_line=last_line or start.line,
+        positional=positional and kind == "server",
     )
+    return launch
 
 
 def _bench_parse(args: list[str]) -> Any:

@@ -84,6 +84,13 @@ def values_section() -> list[str]:
         "options it gives a value to): a value's type and choices, the numbers the rules "
         "compare (the cap, the speculative shape, sizes and GPUs per pod), the model paths "
         "whose configs the context and memory rules read.",
+        "- A `--config FILE` is merged as SGLang 0.5.23 merges it (only for the exact item "
+        "`--config`): each key becomes `--KEY` as written (a true store_true key the bare flag, "
+        "any other bool `--KEY true|false`, a list its items, a mapping its JSON), placed before "
+        "the command line, whose flags win; a key SGLang cannot write (e.g. a deprecated "
+        "switch) is its `Unsupported config option` error. The file is looked up relative to "
+        "the launch file, beside it, or as a ConfigMap key of its base name in the same file; "
+        "findings from its keys point at `--config` and name the key and its line.",
         "- Unknown as a whole: a word that is only an unquoted variable (`$EXTRA_ARGS`) may be "
         "any number of arguments; it is left out, and a bare word right after it is not "
         "reported (it may be a value of a flag in it). An option name built from a variable "

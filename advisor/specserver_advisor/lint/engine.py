@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from specserver_advisor.lint import suppress
+from specserver_advisor.lint.configsource import merge_configs
 from specserver_advisor.lint.files import DEFAULT_EXCLUDE, STDIN, YAML_EXT, select_files
 from specserver_advisor.lint.model import Context, Diagnostic, Launch
 from specserver_advisor.lint.rules import ENGINE_CODES, RULES
@@ -168,6 +169,7 @@ def read_launches(path: Path, options: Options) -> tuple[list[Launch], list[Diag
     if text is None:
         return [], problems, ""
     launches, problems = launches_in_text(name, text)
+    merge_configs(launches, name)
     return launches, problems, text
 
 
@@ -299,7 +301,9 @@ def run(paths: list[Path], options: Options) -> Report:
     unique = {(d.path, d.line, d.column, d.code, d.message): d for d in diagnostics}
     ordered = sorted(unique.values(), key=lambda d: (d.path, d.line, d.column, d.code))
     spoken = {la.path for la in launches} | {d.path for d in ordered}
-    quiet = [name for name in texts if name not in spoken]
+    spoken |= {la.config_from for la in launches if la.config_from}  # merged into a launch
+    said = {os.path.normpath(name) for name in spoken}
+    quiet = [name for name in texts if os.path.normpath(name) not in said]
     return Report(ordered, len(selection.files), len(launches), len(selection.excluded), quiet)
 
 

@@ -89,6 +89,20 @@ class Launch:
     workload: Workload | None = None
     #: Configs found for the context rules (target, draft), or why not.
     configs: dict[str, Any] = field(default_factory=dict)
+    #: The ``sglang serve MODEL`` form (the first argument is the model path).
+    positional: bool = False
+    #: The argv items holding an unknown part, those of them naming their option, and the
+    #: items after a dropped unknown word (``shell.forget_unresolved``), kept for a re-parse.
+    held: tuple[set[int], set[int], set[int]] = field(default_factory=lambda: (set(), set(), set()))
+    #: The ``--config`` file merged into the argv (``configfile``), and per argv item from it
+    #: where it was written ("'key' of FILE, line N"); keys SGLang refuses, with its message.
+    config_from: str | None = None
+    config_keys: dict[int, str] = field(default_factory=dict)
+    config_refused: list[str] = field(default_factory=list)
+    config_at: Position | None = None
+    #: Files a ConfigMap in the launch's own file holds: data key -> (text, line of its first
+    #: line in the file, what to call it), where a ``--config`` path may point.
+    embedded_files: dict[str, tuple[str, int, str]] = field(default_factory=dict)
     #: The validated spec of a SpecServer launch (the operator renders from it).
     specserver: SpecServerSpec | None = None
 

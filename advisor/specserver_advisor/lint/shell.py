@@ -395,6 +395,7 @@ def forget_unresolved(
     """
     named = named or set()
     gaps = gaps or set()
+    launch.held = (indexes, named, gaps)
     if not indexes and not gaps:
         return
     parsed = launch.parsed

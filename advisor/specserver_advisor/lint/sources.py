@@ -15,12 +15,13 @@ from typing import Any
 from specserver_advisor.lint import yamlnodes
 from specserver_advisor.lint.argv import detect
 from specserver_advisor.lint.argv import make_launch as make_launch
+from specserver_advisor.lint.configfile import config_argv
 from specserver_advisor.lint.model import Launch, Position, Workload
 from specserver_advisor.lint.shell import Relocate, forget_unresolved, from_shell, name_decided
 from specserver_advisor.lint.shellbudget import Budget
 from specserver_advisor.lint.shellwords import ShellSyntaxError
 from specserver_advisor.loaders.bounded import InputLimitError
-from specserver_advisor.sglang.flags import flag_table, values_from_config
+from specserver_advisor.sglang.flags import flag_table
 
 WORKLOAD_KINDS = {
     "Deployment",
@@ -309,6 +310,7 @@ def from_yaml(path: str, text: str) -> tuple[list[Launch], list[Any]]:
     specservers: list[Any] = []
     lines = text.splitlines()
     budget = Budget()  # one shell budget for every command in the file
+    files: dict[str, tuple[str, int, str]] = {}
     for doc in load_yaml_documents(text, path):
         if not isinstance(doc, dict):
             continue
@@ -339,9 +341,32 @@ def from_yaml(path: str, text: str) -> tuple[list[Launch], list[Any]]:
                 )
                 _scope(found, service, Workload("compose", doc, service, service))
                 launches += found
+        elif kind == "ConfigMap":
+            files.update(_configmap_files(doc, lines))
         elif _looks_like_config(doc):
             launches.append(_from_config(path, doc))
+    for la in launches:
+        la.embedded_files = files
     return launches, specservers
+
+
+def _configmap_files(doc: Any, lines: list[str]) -> dict[str, tuple[str, int, str]]:
+    """The files a ConfigMap holds (its ``data``), each with the line its text starts on: the
+    line after a block scalar's ``|``, else the value's own line."""
+    data = doc.get("data")
+    meta = doc.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    out: dict[str, tuple[str, int, str]] = {}
+    if not isinstance(data, dict):
+        return out
+    for key, value in data.items():
+        if not isinstance(value, str):
+            continue
+        at = _pos(data, key=key)
+        text = lines[at.line - 1][at.column - 1 :] if 0 < at.line <= len(lines) else ""
+        first = at.line + 1 if text[:1] in ("|", ">") else at.line
+        out[str(key)] = (value, first, f"ConfigMap {name or '?'} key {key}")
+    return out
 
 
 def _looks_like_config(doc: dict[str, Any]) -> bool:
@@ -350,21 +375,11 @@ def _looks_like_config(doc: dict[str, Any]) -> bool:
 
 
 def _from_config(path: str, doc: Any) -> Launch:
-    """An SGLang ``--config`` YAML: its keys are flags."""
-    args: list[str] = []
-    positions: list[Position] = []
-    values = values_from_config(dict(doc))
-    for key in doc:
-        name = str(key).lstrip("-").replace("-", "_")
-        if name not in values:
-            continue
-        value = doc[key]
-        flag = flag_table()[name]
-        if flag.is_bool:
-            if value:
-                args.append(flag.cli)
-                positions.append(_pos(doc, key=key))
-            continue
-        args += [flag.cli, str(value)]
-        positions += [_pos(doc, key=key)] * 2
-    return make_launch(path, "server", args, positions, _pos(doc), {}, False)
+    """An SGLang ``--config`` YAML linted on its own (``sglang serve --config FILE``): its keys
+    become flags as SGLang writes them (``configfile``), each at its key's line."""
+    from_file = config_argv(doc)
+    positions = [_pos(doc, key=key) for key in from_file.keys]
+    launch = make_launch(path, "server", from_file.args, positions, _pos(doc), {}, False)
+    launch.config_refused = [msg for _, msg in from_file.refused]
+    launch.config_at = _pos(doc, key=from_file.refused[0][0]) if from_file.refused else None
+    return launch

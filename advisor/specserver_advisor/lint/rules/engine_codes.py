@@ -82,8 +82,11 @@ DOCS = {
             "Reports, once per launch, that the file's shell evaluation reached a limit: its "
             "budget of steps (loops, branches, function calls), words and arguments, or "
             "characters of variable values; a variable's value too large to keep; blocks "
-            "nested too deep; or a launch line with more arguments than are linted. The "
-            "message names the limit. The flags already decided are still checked.",
+            "nested too deep; a launch line with more arguments than are linted; or a "
+            "`--config` file that was not found (relative to the launch file, beside it, or "
+            "as a ConfigMap key of its base name in the same file) or whose path is a "
+            "variable. The message names the limit or the file. The flags already decided "
+            "are still checked.",
             "Past the limit the script is evaluated along one path (one value per loop, one "
             "call per function) and over-large values are unknown, so a mistake on another "
             "path or in the arguments left out can pass.",
