@@ -386,3 +386,29 @@ def test_topk_without_draft_tokens_is_refused_by_plan(
     assert first.startswith("won't start: SGLang raises TypeError") and (
         "--speculative-num-draft-tokens" in first
     )
+
+
+@pytest.mark.parametrize(
+    ("words", "option", "variable"),
+    [
+        ("--model-path $MODEL", "--model-path", "$MODEL"),
+        (
+            '--model-path Qwen/Qwen3-8B --speculative-draft-model-path "${DRAFT}"',
+            "--speculative-draft-model-path",
+            "$DRAFT",
+        ),
+    ],
+)
+def test_plan_from_names_the_unset_variable_a_model_path_comes_from(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], words: str, option: str, variable: str
+) -> None:
+    """Not "no config.json for '$MODEL'": the file never sets the variable, and plan says so."""
+    script = tmp_path / "serve.sh"
+    script.write_text(
+        f"#!/bin/bash\npython3 -m sglang.launch_server {words} --speculative-algorithm EAGLE3 "
+        "--tp $TP\n"
+    )
+    assert main(["plan", "--from", str(script), "--gpu", "H100"]) == 2
+    err = capsys.readouterr().err
+    assert f"{option} comes from {variable}, which the file never sets" in err
+    assert "no config.json" not in err and "Traceback" not in err
