@@ -21,7 +21,12 @@ from stack import REPO
 
 CORPUS = REPO / "tests" / "advisor" / "corpus"
 #: The files that use a flag SGLang 0.5.23 rejects on purpose (each says which in a comment).
-WRONG_FLAGS = {"glm-bench-sweep.sh", "serve-with-config.sh"}
+WRONG_FLAGS = {
+    "glm-bench-sweep.sh",
+    "serve-with-config.sh",
+    "dynamo-graph-config.yaml",
+    "docker-exec-dynamo.sh",
+}
 MODELS = ["--model-dir", str(REPO / "tests" / "advisor" / "fixtures" / "models")]
 
 

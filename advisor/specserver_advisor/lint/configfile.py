@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+from specserver_advisor.lint.argv import sglang_decides
 from specserver_advisor.lint.model import Launch
 from specserver_advisor.lint.shell import forget_unresolved
 from specserver_advisor.sglang.flags import CONFIG_FLAG, Flag, option_strings, parse_server_argv
@@ -133,6 +134,8 @@ def apply_config(launch: Launch, name: str, doc: Any, first_line: int = 1) -> bo
     launch.args, launch.positions = args, positions
     launch.config_at = here
     launch.parsed = parse_server_argv(args)
+    if launch.launcher is not None:  # a wrapper's own flags are not SGLang's to reject
+        launch.parsed.issues = [i for i in launch.parsed.issues if sglang_decides(i.kind, i.token)]
     launch.positional = False
     held, named, gaps = launch.held
     launch.held = (set(), set(), set())

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from specserver_advisor.lint import shellbudget as sb
+from specserver_advisor.lint.argv import WRAPPERS
 from specserver_advisor.lint.render import anchor
 from specserver_advisor.lint.rules import documentation
 from specserver_advisor.lint.shellexpand import MAX_ARITH
@@ -98,6 +99,31 @@ def values_section() -> list[str]:
     ]
 
 
+def launchers_section() -> list[str]:
+    """The "Launchers and resources" section: what the linter reads a launch from."""
+    wrappers = ", ".join(f"`python -m {m}`" for m in WRAPPERS)
+    return [
+        "",
+        "## Launchers and resources",
+        "",
+        "A launch is `python -m sglang.launch_server` or `sglang serve`, or a wrapper that "
+        f"hands its argv to SGLang's ServerArgs after taking its own flags out ({wrappers}): "
+        "SGLang's parsing and resolution apply to the rest, so a wrapper launch gets the same "
+        "rules, except that an unknown flag name may be the wrapper's and is not reported "
+        "(ambiguous prefixes and flags 0.5.23 removed still are). It is found in shell scripts "
+        "(including `bash -c '...'` run by `docker exec`/`docker run`/`kubectl exec`, whose "
+        "single-quoted variables are the container's: unknown), docker-compose services, "
+        "Kubernetes workloads (Deployment, StatefulSet, DaemonSet, Job, CronJob, ReplicaSet, "
+        "Pod, LeaderWorkerSet leader and worker templates), OME ServingRuntime and "
+        "ClusterServingRuntime (`engineConfig`/`decoderConfig` runners, leader and worker), "
+        "NVIDIA Dynamo DynamoGraphDeployment services (`extraPodSpec.mainContainer`, the "
+        "service's `resources` as its GPUs), SpecServers and SGLang `--config` YAML files.",
+        "",
+        "A process that serves no SGLang HTTP API (a LeaderWorkerSet worker, an OME worker "
+        "runner, a Dynamo worker, whose frontend serves) gets neither SPEC011 nor SPEC012.",
+    ]
+
+
 def render() -> str:
     """The whole rules document: a table, then one section per code (rules and engine codes)."""
     docs = documentation()
@@ -117,6 +143,7 @@ def render() -> str:
         lines += ["", f"## {code} {doc.name}", "", f"Severity: {doc.severity}.", ""]
         lines += ["```text", doc.doc, "```", "", f"Fix: {doc.fix}"]
     lines += values_section()
+    lines += launchers_section()
     lines += input_limits()
     return "\n".join(lines) + "\n"
 

@@ -89,6 +89,10 @@ class Launch:
     workload: Workload | None = None
     #: Configs found for the context rules (target, draft), or why not.
     configs: dict[str, Any] = field(default_factory=dict)
+    #: The wrapper module that hands the argv to SGLang (``argv.WRAPPERS``), or None.
+    launcher: str | None = None
+    #: Whether this process serves SGLang's HTTP API (not a Dynamo worker, not an LWS worker).
+    serves_http: bool = True
     #: The ``sglang serve MODEL`` form (the first argument is the model path).
     positional: bool = False
     #: The argv items holding an unknown part, those of them naming their option, and the

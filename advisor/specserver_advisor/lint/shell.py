@@ -20,7 +20,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from specserver_advisor.lint.argv import detect, make_launch
+from specserver_advisor.lint.argv import detect, launcher_of, make_launch
 from specserver_advisor.lint.model import Launch, Position
 from specserver_advisor.lint.shellbudget import (
     FOUND_COST,
@@ -52,7 +52,7 @@ from specserver_advisor.lint.shellparse import (
     Node,
     parse,
 )
-from specserver_advisor.lint.shellwords import Lit, Part, Var, Word, tokenize
+from specserver_advisor.lint.shellwords import Lit, Part, ShellSyntaxError, Var, Word, tokenize
 from specserver_advisor.sglang.flags import ArgvIssue, match_option
 
 MAX_WORLDS = 16
@@ -77,6 +77,8 @@ class Found:
     call_lines: list[int] = field(default_factory=list)
     #: Arguments past ``MAX_ARGS`` on the launch line, not expanded (0: none).
     cut: int = 0
+    #: Run by ``docker run/exec`` or ``kubectl exec`` (``bash -c``): in a container.
+    remote: bool = False
 
 
 class Evaluator:
@@ -207,6 +209,9 @@ class Evaluator:
                 del fields[MAX_ARGS:]
                 break
         texts = [f.text for f in fields]
+        if not detect(texts) and (inner := shell_string(texts)) is not None:
+            self.nested(fields[inner], _remote(texts[:inner]), world)
+            return [world]
         if detect(texts):
             prefix = self.copy(world)
             for k, word in assigns:
@@ -230,6 +235,24 @@ class Evaluator:
                 found = Found(fields, env, positions, cmd.first_line, cmd.last_line, calls, cut)
                 self.found.append(found)
         return [world]
+
+    def nested(self, script: Field, remote: bool, world: World) -> None:
+        """Run the command string of ``bash -c STRING`` (in a container's fresh environment
+        when ``remote``); the launches it holds are the file's, at the string's place."""
+        before = len(self.found)
+        try:
+            nodes = parse(tokenize(script.text, self.budget))
+        except ShellSyntaxError:
+            return
+        self.body(nodes, [World() if remote else self.copy(world)])
+        at = script.position
+        for found in self.found[before:]:
+            found.remote = found.remote or remote
+            for f in found.fields:
+                p = f.position
+                column = at.column + p.column - 1 if p.line == 1 else p.column
+                f.position = Position(at.line + p.line - 1, column)
+            found.first_line = found.last_line = at.line
 
     def may_enter(self, name: str) -> bool:
         """Whether to run a function's body: always, or once each in the cheap mode."""
@@ -297,6 +320,29 @@ class Evaluator:
         return any(self.may_launch(p, world) for p in part.arg)
 
 
+SHELLS = ("bash", "sh", "zsh", "dash", "ash")
+#: Commands that run their arguments in a container (``docker run/exec``, ``kubectl exec``).
+CONTAINER_RUNNERS = ("docker", "podman", "nerdctl", "kubectl", "oc")
+
+
+def shell_string(texts: list[str]) -> int | None:
+    """The index of STRING in ``... bash [-l] -c STRING ...`` (a wrapper's shell), or None."""
+    for i, text in enumerate(texts[:-2]):
+        if text.rsplit("/", 1)[-1] not in SHELLS:
+            continue
+        for j in range(i + 1, min(i + 4, len(texts) - 1)):
+            opt = texts[j]
+            if re.fullmatch(r"-[a-z]*c[a-z]*", opt):
+                return j + 1
+            if not opt.startswith("-"):
+                break
+    return None
+
+
+def _remote(texts: list[str]) -> bool:
+    return any(t.rsplit("/", 1)[-1] in CONTAINER_RUNNERS for t in texts)
+
+
 def _as_value(f: Field) -> Value:
     """A field stored as a value (an array item, a function argument)."""
     unknown = f.unknown[0] if f.unknown else None
@@ -354,7 +400,17 @@ def to_launch(path: str, found: Found, where: Relocate | None, in_container: boo
         positions.append(where(f.position) if where else f.position)
     start = found.fields[0].position if found.fields else Position()
     start = where(start) if where else start
-    launch = make_launch(path, kind, args, positions, start, found.env, in_container, positional)
+    launch = make_launch(
+        path,
+        kind,
+        args,
+        positions,
+        start,
+        found.env,
+        in_container or found.remote,
+        positional,
+        launcher=launcher_of(texts, first),
+    )
     launch.first_line, launch.last_line = (
         (where(Position(found.first_line, 1)).line, where(Position(found.last_line, 1)).line)
         if where

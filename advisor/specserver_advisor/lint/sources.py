@@ -1,7 +1,8 @@
 """Find SGLang launches and benchmark commands in files, with line and column of every argument.
 
 Inputs: SpecServer YAML; Kubernetes workloads (Deployment, StatefulSet, DaemonSet, Job, Pod,
-LeaderWorkerSet; multi-document, Helm-rendered), including ``bash -c "..."`` strings;
+LeaderWorkerSet; multi-document, Helm-rendered), OME ServingRuntime/ClusterServingRuntime and
+Dynamo DynamoGraphDeployment (``servingkinds``), including ``bash -c "..."`` strings;
 docker-compose files; SGLang ``--config`` YAML; shell scripts and one-line commands. Reading the
 files is this module's only I/O; unreadable input raises ``InputError`` with a clear reason.
 """
@@ -12,8 +13,8 @@ import re
 import shlex
 from typing import Any
 
-from specserver_advisor.lint import yamlnodes
-from specserver_advisor.lint.argv import detect
+from specserver_advisor.lint import servingkinds, yamlnodes
+from specserver_advisor.lint.argv import detect, launcher_of
 from specserver_advisor.lint.argv import make_launch as make_launch
 from specserver_advisor.lint.configfile import config_argv
 from specserver_advisor.lint.model import Launch, Position, Workload
@@ -135,7 +136,18 @@ def _injected_env(doc: Any) -> dict[str, str]:
     return out
 
 
-def _pod_specs(doc: Any) -> list[Any]:
+def _pods(doc: Any) -> list[servingkinds.Pod]:
+    """(pod spec, its init and main containers, whether they serve SGLang's HTTP API)."""
+    if doc.get("kind") in servingkinds.KINDS:
+        return servingkinds.serving_pods(doc)
+    out: list[servingkinds.Pod] = []
+    for pod, serves_http in _pod_specs(doc):
+        containers = [c for key in ("initContainers", "containers") for c in pod.get(key) or []]
+        out.append((pod, containers, serves_http))
+    return out
+
+
+def _pod_specs(doc: Any) -> list[tuple[Any, bool]]:
     kind = doc.get("kind")
     spec = doc.get("spec") or {}
     if not isinstance(spec, dict):
@@ -149,15 +161,17 @@ def _pod_specs(doc: Any) -> list[Any]:
         ]
     elif kind == "LeaderWorkerSet":
         tmpl = spec.get("leaderWorkerTemplate") or {}
-        found = [
-            tmpl[key].get("spec")
+        return [
+            (tmpl[key].get("spec"), servingkinds.lws_serves_http(key))
             for key in ("leaderTemplate", "workerTemplate")
-            if isinstance(tmpl, dict) and isinstance(tmpl.get(key), dict)
+            if isinstance(tmpl, dict)
+            and isinstance(tmpl.get(key), dict)
+            and isinstance(tmpl[key].get("spec"), dict)
         ]
     else:
         template = spec.get("template") or {}
         found = [template.get("spec")] if isinstance(template, dict) else []
-    return [p for p in found if isinstance(p, dict)]
+    return [(p, True) for p in found if isinstance(p, dict)]
 
 
 KUBE_REF = re.compile(r"\$(\$?)\(([A-Za-z_][A-Za-z0-9_]*)\)")
@@ -271,6 +285,7 @@ def _container_launches(
                 env,
                 in_container,
                 positional,
+                launcher=launcher_of(items, first),
             )
             for index, names in unknown.items():
                 for name in names:
@@ -318,22 +333,23 @@ def from_yaml(path: str, text: str) -> tuple[list[Launch], list[Any]]:
         kind = doc.get("kind")
         if kind == "SpecServer":
             specservers.append(doc)
-        elif kind in WORKLOAD_KINDS:
+        elif kind in WORKLOAD_KINDS or kind in servingkinds.KINDS:
             injected = _injected_env(doc)
-            for pod in _pod_specs(doc):
-                for key in ("initContainers", "containers"):
-                    for container in pod.get(key) or []:
-                        found = _container_launches(
-                            path,
-                            container,
-                            True,
-                            doc_suppress,
-                            lines=lines,
-                            injected=injected,
-                            budget=budget,
-                        )
-                        _scope(found, doc, Workload(str(kind), doc, pod, container))
-                        launches += found
+            for pod, containers, serves_http in _pods(doc):
+                for container in containers:
+                    found = _container_launches(
+                        path,
+                        container,
+                        True,
+                        doc_suppress,
+                        lines=lines,
+                        injected=injected,
+                        budget=budget,
+                    )
+                    _scope(found, doc, Workload(str(kind), doc, pod, container))
+                    for la in found:
+                        la.serves_http = la.serves_http and serves_http
+                    launches += found
         elif isinstance(doc.get("services"), dict):  # docker-compose
             for service in doc["services"].values():
                 found = _container_launches(
