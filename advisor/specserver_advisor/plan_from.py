@@ -26,6 +26,7 @@ from specserver_advisor.launch import (
     policy_context_for,
 )
 from specserver_advisor.launch_args import argv_of, draftless_error, spec_env, specserver_args
+from specserver_advisor.lint.configsource import merge_configs
 from specserver_advisor.lint.engine import MAX_BYTES, decode, is_yaml
 from specserver_advisor.lint.model import Launch
 from specserver_advisor.lint.shell import from_shell
@@ -87,6 +88,7 @@ def read_file(path: Path) -> tuple[list[Launch], list[Any]]:
         raise UsageError(f"{path}: {exc}") from exc
     except (RecursionError, ValueError, TypeError, AttributeError) as exc:
         raise UsageError(f"{path}: cannot interpret this file: {exc}") from exc
+    merge_configs(launches, name)  # a --config file is part of the launch, as for lint
     return [la for la in launches if la.kind == "server"], docs
 
 
