@@ -112,6 +112,13 @@ def test_a_config_file_not_found_is_said(tmp_path: Path) -> None:
     (diag,) = lint(launch)
     assert diag.code == "INFO004"
     assert "its --config file /etc/sglang/missing.yaml was not found" in diag.message
+    # What the unread file may set is unknown: no rule that reads values or absent flags runs
+    # (here SPEC001 would otherwise claim the cap is unset), names still are checked.
+    launch.write_text(
+        "sglang serve Qwen/Qwen3-8B --speculative-algorithm EAGLE3 --config /etc/sglang/x.yaml"
+        " --cuda-graph-max-bs 4\n"
+    )
+    assert [d.code for d in lint(launch)] == ["INFO004", "SPEC015"]
 
 
 def test_a_config_in_a_configmap_of_the_same_file(tmp_path: Path) -> None:

@@ -57,7 +57,8 @@ def merge_configs(launches: list[Launch], path: str) -> None:
 
 
 def _unknown(launch: Launch, why: str) -> None:
-    note = f"{why}: the flags it sets are not checked"
+    launch.config_unknown = True
+    note = f"{why}, so the flags it sets are unknown: only flag names and the pod spec are checked"
     launch.incomplete = "; ".join(filter(None, [launch.incomplete, note]))
 
 

@@ -68,6 +68,10 @@ class Report:
     no_launch: list[str] = field(default_factory=list)
 
 
+#: The server rules decided by the flag names alone (they run when a --config is unread).
+NAME_RULES = frozenset({"SPEC015"})
+
+
 def engine_diag(code: str, path: str, line: int, column: int, message: str, fix: str) -> Diagnostic:
     """A diagnostic for one of the engine's own codes."""
     name, severity = ENGINE_CODES[code]
@@ -291,6 +295,12 @@ def run(paths: list[Path], options: Options) -> Report:
                 continue
             if launch.kind == "specserver" and "specserver" not in module.APPLIES_TO:
                 continue
+            if (
+                launch.config_unknown
+                and module.CODE.startswith("SPEC")
+                and module.CODE not in NAME_RULES
+            ):
+                continue  # any flag may come from the unread --config file
             found += list(module.check(launch, ctx))
         for d in found:
             d.origin = index
@@ -338,7 +348,9 @@ def _incomplete(launch: Launch) -> list[Diagnostic]:
     """INFO004 once for a launch the shell evaluator did not fully evaluate (and why)."""
     if launch.incomplete is None:
         return []
-    message = f"not fully evaluated: {launch.incomplete}; the flags it decided are checked"
+    message = f"not fully evaluated: {launch.incomplete}"
+    if not launch.config_unknown:
+        message += "; the flags it decided are checked"
     fix = "Simplify the script around the launch, or lint the command it runs."
     at = launch.start
     return [engine_diag("INFO004", launch.path, at.line, at.column, message, fix)]

@@ -104,6 +104,9 @@ class Launch:
     config_keys: dict[int, str] = field(default_factory=dict)
     config_refused: list[str] = field(default_factory=list)
     config_at: Position | None = None
+    #: Its ``--config`` file could not be read here: the flags it sets are unknown, so only the
+    #: rules decided by names and the pod spec run (``engine.NAME_RULES``, POD*).
+    config_unknown: bool = False
     #: Files a ConfigMap in the launch's own file holds: data key -> (text, line of its first
     #: line in the file, what to call it), where a ``--config`` path may point.
     embedded_files: dict[str, tuple[str, int, str]] = field(default_factory=dict)

@@ -85,8 +85,9 @@ DOCS = {
             "nested too deep; a launch line with more arguments than are linted; or a "
             "`--config` file that was not found (relative to the launch file, beside it, or "
             "as a ConfigMap key of its base name in the same file) or whose path is a "
-            "variable. The message names the limit or the file. The flags already decided "
-            "are still checked.",
+            "variable (then only SPEC015, decided by flag names, and the pod-spec rules run "
+            "for that launch). The message names the limit or the file. The flags already "
+            "decided are still checked.",
             "Past the limit the script is evaluated along one path (one value per loop, one "
             "call per function) and over-large values are unknown, so a mistake on another "
             "path or in the arguments left out can pass.",
