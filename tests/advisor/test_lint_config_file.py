@@ -140,3 +140,20 @@ def test_a_config_in_a_configmap_of_the_same_file(tmp_path: Path) -> None:
     assert "(key 'cuda-graph-max-bs' of ConfigMap sglang-config key config.yaml, line 13)" in (
         diags[0].message
     )
+
+
+def test_a_config_file_sglang_never_reads_or_refuses(tmp_path: Path) -> None:
+    """Only the exact item ``--config`` is merged (``"--config" in argv``): ``--config=FILE``
+    and ``--conf FILE`` are parsed and the file ignored; two ``--config`` are refused."""
+    (tmp_path / "spec.yaml").write_text(SPEC)
+    launch = tmp_path / "serve.sh"
+    launch.write_text(
+        "sglang serve Qwen/Qwen3-8B --config=spec.yaml --max-running-requests 8\n"
+        "sglang serve Qwen/Qwen3-8B --conf spec.yaml --max-running-requests 8\n"
+        "sglang serve Qwen/Qwen3-8B --config spec.yaml --config spec.yaml\n"
+    )
+    diags = lint(launch)
+    assert found(diags) == [("serve.sh", n, "SPEC015") for n in (1, 2, 3)]
+    assert diags[0].message.startswith("--config=spec.yaml: SGLang 0.5.23 merges a config file")
+    assert diags[1].message.startswith("--conf: SGLang 0.5.23 merges a config file")
+    assert diags[2].message == "Multiple config files specified! Only one allowed."

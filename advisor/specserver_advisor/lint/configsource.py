@@ -17,6 +17,7 @@ from specserver_advisor.lint.configfile import apply_config, config_index
 from specserver_advisor.lint.model import Launch
 from specserver_advisor.loaders.bounded import InputLimitError
 from specserver_advisor.loaders.reading import MAX_FILE_BYTES, decode_utf8, read_bytes
+from specserver_advisor.sglang.flags import CONFIG_FLAG
 
 
 def merge_configs(launches: list[Launch], path: str) -> None:
@@ -26,6 +27,7 @@ def merge_configs(launches: list[Launch], path: str) -> None:
             continue
         at = config_index(launch.args)
         if at is None:
+            _not_merged(launch)
             continue
         ref = launch.args[at + 1]
         launch.config_at = launch.positions[at] if at < len(launch.positions) else launch.start
@@ -54,6 +56,24 @@ def merge_configs(launches: list[Launch], path: str) -> None:
             ]
             continue
         apply_config(launch, shown, doc, first_line)
+
+
+def _not_merged(launch: Launch) -> None:
+    """SGLang's refusal of several ``--config`` items, and a config file it never reads: only
+    the exact item ``--config`` followed by the path is merged (``"--config" in argv``), so
+    ``--config=FILE`` or an abbreviation is parsed as a plain option and the file ignored."""
+    exact = [i for i, a in enumerate(launch.args) if a == CONFIG_FLAG]
+    index = exact[0] if exact else launch.parsed.positions.get("config")
+    if index is None:
+        return
+    launch.config_at = launch.positions[index] if index < len(launch.positions) else launch.start
+    if len(exact) > 1:
+        launch.config_refused = ["Multiple config files specified! Only one allowed."]
+    elif not exact:
+        launch.config_refused = [
+            f"{launch.args[index]}: SGLang 0.5.23 merges a config file only when written "
+            "`--config FILE`; this spelling is parsed as a plain option and the file is ignored"
+        ]
 
 
 def _unknown(launch: Launch, why: str) -> None:

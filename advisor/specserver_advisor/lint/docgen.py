@@ -85,8 +85,10 @@ def values_section() -> list[str]:
         "options it gives a value to): a value's type and choices, the numbers the rules "
         "compare (the cap, the speculative shape, sizes and GPUs per pod), the model paths "
         "whose configs the context and memory rules read.",
-        "- A `--config FILE` is merged as SGLang 0.5.23 merges it (only for the exact item "
-        "`--config`): each key becomes `--KEY` as written (a true store_true key the bare flag, "
+        "- A `--config FILE` is merged as SGLang 0.5.23 merges it, only for the exact item "
+        "`--config` (`--config=FILE` or an abbreviation is parsed and the file ignored, and "
+        "two `--config` are refused: SPEC015): each key becomes `--KEY` as written (a true "
+        "store_true key the bare flag, "
         "any other bool `--KEY true|false`, a list its items, a mapping its JSON), placed before "
         "the command line, whose flags win; a key SGLang cannot write (e.g. a deprecated "
         "switch) is its `Unsupported config option` error. The file is looked up relative to "
