@@ -4,11 +4,18 @@ the launch, relative to it, or a ConfigMap in the same multi-document file (issu
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import subprocess
+import sys
 from pathlib import Path
 
-from specserver_advisor.lint.configfile import config_argv
+import pytest
+
+from specserver_advisor.lint.configfile import _key_kinds, config_argv
 from specserver_advisor.lint.engine import Options, run
 from specserver_advisor.lint.model import Diagnostic
+from stack import REPO
 
 SPEC = (
     "speculative-algorithm: EAGLE3\nspeculative-draft-model-path: Tengyunw/qwen3_8b_eagle3\n"
@@ -157,3 +164,38 @@ def test_a_config_file_sglang_never_reads_or_refuses(tmp_path: Path) -> None:
     assert diags[0].message.startswith("--config=spec.yaml: SGLang 0.5.23 merges a config file")
     assert diags[1].message.startswith("--conf: SGLang 0.5.23 merges a config file")
     assert diags[2].message == "Multiple config files specified! Only one allowed."
+
+
+ORACLE_KEYS = """
+import argparse, json
+from sglang.srt.server_args import ServerArgs
+from sglang.srt.utils.server_args_config_parser import ConfigArgumentMerger
+parser = argparse.ArgumentParser(prog="sglang serve")
+ServerArgs.add_cli_args(parser)
+merger = ConfigArgumentMerger(parser)
+print(json.dumps({"store_true": sorted(set(merger.store_true_actions)),
+                  "refused": {k: type(a).__name__ for k, a in merger.unsupported_actions.items()}}))
+"""
+
+
+def test_the_key_kinds_are_sglangs_own() -> None:
+    """Which keys are bare switches and which SGLang refuses, from its ConfigArgumentMerger
+    over its real parser (the cached 0.5.23 environment; skipped where it is not built)."""
+    spec = importlib.util.spec_from_file_location("oracleenv", REPO / "scripts" / "oracleenv.py")
+    assert spec is not None and spec.loader is not None
+    env = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("oracleenv", env)
+    spec.loader.exec_module(env)
+    if not env.ready():
+        pytest.skip(f"the SGLang oracle environment {env.ENV_DIR} is not built")
+    out = subprocess.run(
+        [str(env.ENV_DIR / "bin" / "python"), "-c", ORACLE_KEYS],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    ).stdout
+    sglang = json.loads(out.strip().splitlines()[-1])
+    store_true, refused = _key_kinds()
+    assert set(sglang["store_true"]) == set(store_true)
+    assert sglang["refused"] == refused
