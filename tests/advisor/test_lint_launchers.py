@@ -87,3 +87,15 @@ def test_a_dynamo_graph_worker_gets_its_gpus_from_the_service(tmp_path: Path) ->
     # tp 2 on the service's one GPU: POD001 (the service's resources are the container's), and
     # two GPUs without a memory-backed /dev/shm: POD002; no SPEC011/SPEC012 (a Dynamo worker).
     assert codes(diags) == [(10, "POD002"), (11, "POD001")]
+
+
+def test_docker_run_is_a_launch_in_a_container(tmp_path: Path) -> None:
+    diags = lint(
+        tmp_path / "run.sh",
+        "docker run --gpus all -p 30000:30000 lmsysorg/sglang:v0.5.23-cu129 \\\n"
+        "  sglang serve Qwen/Qwen3-8B --max-running-requests 8\n"
+        "python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B\n",
+    )
+    # The published port reaches nothing while SGLang binds 127.0.0.1 in the container; the
+    # same launch on the host is not in a container.
+    assert codes(diags) == [(1, "SPEC012")]

@@ -233,6 +233,8 @@ class Evaluator:
                 self.seen.add(key)
                 calls = [n for a, b in self.call_sites for n in range(a, b + 1)]
                 found = Found(fields, env, positions, cmd.first_line, cmd.last_line, calls, cut)
+                detected = detect(texts)
+                found.remote = detected is not None and _remote(texts[: detected[1]])
                 self.found.append(found)
         return [world]
 
