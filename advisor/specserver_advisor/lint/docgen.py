@@ -93,11 +93,14 @@ def values_section() -> list[str]:
         "the command line, whose flags win; a key SGLang cannot write (e.g. a deprecated "
         "switch) is its `Unsupported config option` error. The file is looked up relative to "
         "the launch file, beside it, or as a ConfigMap key of its base name in the same file; "
-        "findings from its keys point at `--config` and name the key and its line.",
+        "findings from its keys point at `--config` and name the key and its line. A file not "
+        "found (or a path from a variable) leaves every flag unknown: INFO004 says so, and only "
+        "SPEC015 and the pod-spec rules run for that launch.",
         "- Unknown as a whole: a word that is only an unquoted variable (`$EXTRA_ARGS`) may be "
         "any number of arguments; it is left out, and a bare word right after it is not "
-        "reported (it may be a value of a flag in it). An option name built from a variable "
-        "(`--$KNOB`) is not checked.",
+        "reported (it may be a value of a flag in it). Findings about flags absent from the "
+        "argv still stand: a caller's extra arguments are not assumed to supply them. An "
+        "option name built from a variable (`--$KNOB`) is not checked.",
     ]
 
 
