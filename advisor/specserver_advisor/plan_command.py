@@ -291,6 +291,8 @@ def build(a: argparse.Namespace, extra: list[str], fix: list[str] | None = None)
                     spec, configs, a.gpu, extra, a.accept_length, a.concurrency, mix
                 )
             la = launches[a.launch - len(docs) - 1]
+            if unset := plan_from.unset_variables(la, a.from_file):
+                raise UsageError(unset)
             # ``sglang serve MODEL``: written as launch_server takes it.
             positional = bool(la.args) and not la.args[0].startswith("-")
             argv = (["--model-path"] if positional else []) + list(la.args)

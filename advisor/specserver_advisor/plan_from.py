@@ -27,6 +27,7 @@ from specserver_advisor.launch import (
     policy_context_for,
 )
 from specserver_advisor.launch_args import argv_of, draftless_error, spec_env, specserver_args
+from specserver_advisor.lint.configsource import merge_configs
 from specserver_advisor.lint.engine import MAX_BYTES, decode, is_yaml
 from specserver_advisor.lint.model import Launch
 from specserver_advisor.lint.shell import from_shell
@@ -89,6 +90,7 @@ def read_file(path: Path) -> tuple[list[Launch], list[Any]]:
         raise UsageError(f"{path}: {exc}") from exc
     except (RecursionError, ValueError, TypeError, AttributeError) as exc:
         raise UsageError(f"{path}: cannot interpret this file: {exc}") from exc
+    merge_configs(launches, name)  # a --config file is part of the launch, as for lint
     return [la for la in launches if la.kind == "server"], docs
 
 
@@ -144,6 +146,33 @@ def plan_specserver(
         if spec.mode == Mode.AUTO:
             out.policy = policy_context_for(spec, configs)
     return out
+
+
+#: The fields a plan reads a model config for (the unset variable that gives one is named).
+MODEL_FIELDS = ("model_path", "speculative_draft_model_path")
+
+
+def unset_variables(launch: Launch, where: Path) -> str | None:
+    """Why a launch cannot be planned from its file: a model path comes from a variable the
+    file never sets (the linter's INFO002), named rather than looked up as a model."""
+    from specserver_advisor.sglang.flags import cli_name, match_option
+
+    for name in MODEL_FIELDS:
+        if name not in launch.unresolved_fields:
+            continue
+        by_option = [
+            var
+            for var, options in launch.unresolved_flags.items()
+            if any(getattr(match_option(o)[0], "field", None) == name for o in options)
+        ]
+        names = by_option or list(launch.unresolved)
+        shown = ", ".join(n if n.startswith(("{", "$")) else f"${n}" for n in names) or "?"
+        first = names[0] if names and names[0].isidentifier() else "VAR"
+        return (
+            f"{where}: {cli_name(name)} comes from {shown}, which the file never sets: set it "
+            f"in the file or give a default (${{{first}:-org/model}}) to plan this launch"
+        )
+    return None
 
 
 def plan_values(

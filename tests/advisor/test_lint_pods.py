@@ -153,3 +153,21 @@ def test_gpu_counts_from_unknown_variables_are_not_guessed(tmp_path: Path) -> No
     tp = {"name": "TP", "valueFrom": {"configMapKeyRef": {"key": "tp"}}}
     dep = deployment(container([*LAUNCH, "--tp-size", "$(TP)"], 1, env=[tp]))
     assert pod_codes(tmp_path, [dep]) == []
+
+
+def test_a_kubernetes_variable_value_hides_only_the_value(tmp_path: Path) -> None:
+    """``--cuda-graph-max-bs=$(BS)`` with BS from a ConfigMap: the name is still ambiguous."""
+    path = tmp_path / "deploy.yaml"
+    path.write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\nspec:\n  template:\n"
+        "    spec:\n      containers:\n        - name: s\n"
+        "          image: lmsysorg/sglang:v0.5.23-cu129\n"
+        "          env:\n            - name: BS\n"
+        "              valueFrom: {configMapKeyRef: {name: c, key: bs}}\n"
+        "          args: [python3, -m, sglang.launch_server, --model-path, Qwen/Qwen3-8B,\n"
+        "                 --host, 0.0.0.0, --cuda-graph-max-bs=$(BS), --tp, $(BS)]\n"
+        "          resources: {limits: {nvidia.com/gpu: 1}}\n"
+    )
+    diags = run([path], Options(env={})).diagnostics
+    assert [(d.line, d.code) for d in diags] == [(14, "INFO002"), (14, "SPEC015")]
+    assert "ambiguous option: --cuda-graph-max-bs=$(BS)" in diags[1].message

@@ -255,3 +255,38 @@ def test_model_paths_that_break_path_expansion_are_info(tmp_path: Path) -> None:
         f"--max-running-requests 8 {GOOD_SPEC}\n",
     )
     assert [d.code for d in diags] == ["INFO001"]
+
+
+def test_flag_names_are_decided_when_their_values_are_variables(tmp_path: Path) -> None:
+    """argparse matches option names (prefixes, ambiguity, unknown names) before it reads a
+    value: a variable value hides only the value, never the flag name around it."""
+    script = (
+        f"python3 -m sglang.launch_server {QWEN} {GOOD_SPEC} --host 0.0.0.0 --enable-metrics \\\n"
+        "  --cuda-graph-max-bs $CONC --max-running-requests $CONC \\\n"
+        "  --speculative-skip-dp-mlp-sync=$SKIP --tp $TP\n"
+    )
+    diags = lint_text(tmp_path, script)
+    found = [(d.line, d.code, d.message) for d in diags if d.code == "SPEC015"]
+    assert [(line, code) for line, code, _ in found] == [(2, "SPEC015"), (3, "SPEC015")]
+    assert "ambiguous option: --cuda-graph-max-bs could match" in found[0][2]
+    assert "unrecognized arguments: --speculative-skip-dp-mlp-sync" in found[1][2]
+    info = {d.message.split()[0]: d.message for d in diags if d.code == "INFO002"}
+    # Said once per variable, naming what waits for it: the values, not the names.
+    assert info["$CONC"].endswith(
+        "the value it gives --cuda-graph-max-bs, --max-running-requests is not checked "
+        "(flag names are)"
+    )
+    assert "--tp" in info["$TP"] and "--speculative-skip-dp-mlp-sync" in info["$SKIP"]
+
+
+def test_what_a_variable_may_be_is_still_not_guessed(tmp_path: Path) -> None:
+    """Only names are decided: a value's type, a name built from a variable and a bare word
+    after a variable that may be any number of words stay unchecked."""
+    script = (
+        f"python3 -m sglang.launch_server {QWEN} {GOOD_SPEC} --host 0.0.0.0 --enable-metrics \\\n"
+        '  --max-running-requests 64 --tp $TP --$KNOB 8 $EXTRA 5 "--${NAME}-decode=4"\n'
+    )
+    diags = lint_text(tmp_path, script)
+    assert [d.code for d in diags if d.code != "INFO002"] == []
+    extra = next(d for d in diags if d.message.startswith("$EXTRA"))
+    assert extra.message.endswith("the arguments it supplies are not checked")

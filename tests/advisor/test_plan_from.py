@@ -386,3 +386,45 @@ def test_topk_without_draft_tokens_is_refused_by_plan(
     assert first.startswith("won't start: SGLang raises TypeError") and (
         "--speculative-num-draft-tokens" in first
     )
+
+
+@pytest.mark.parametrize(
+    ("words", "option", "variable"),
+    [
+        ("--model-path $MODEL", "--model-path", "$MODEL"),
+        (
+            '--model-path Qwen/Qwen3-8B --speculative-draft-model-path "${DRAFT}"',
+            "--speculative-draft-model-path",
+            "$DRAFT",
+        ),
+    ],
+)
+def test_plan_from_names_the_unset_variable_a_model_path_comes_from(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], words: str, option: str, variable: str
+) -> None:
+    """Not "no config.json for '$MODEL'": the file never sets the variable, and plan says so."""
+    script = tmp_path / "serve.sh"
+    script.write_text(
+        f"#!/bin/bash\npython3 -m sglang.launch_server {words} --speculative-algorithm EAGLE3 "
+        "--tp $TP\n"
+    )
+    assert main(["plan", "--from", str(script), "--gpu", "H100"]) == 2
+    err = capsys.readouterr().err
+    assert f"{option} comes from {variable}, which the file never sets" in err
+    assert "no config.json" not in err and "Traceback" not in err
+
+
+def test_plan_from_a_launch_whose_options_are_in_its_config_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``sglang serve MODEL --config FILE``: the file's keys are the launch's flags (SGLang
+    merges them before parsing), so the plan is of the speculative server they describe."""
+    (tmp_path / "spec.yaml").write_text(
+        "speculative-algorithm: EAGLE3\nspeculative-draft-model-path: Tengyunw/qwen3_8b_eagle3\n"
+        "speculative-num-steps: 3\nspeculative-eagle-topk: 1\nspeculative-num-draft-tokens: 4\n"
+    )
+    script = tmp_path / "serve.sh"
+    script.write_text("sglang serve Qwen/Qwen3-8B --config spec.yaml --port 30000\n")
+    assert main(["plan", "--from", str(script), "--gpu", "H100"]) == 0
+    out = capsys.readouterr().out
+    assert "--speculative-algorithm EAGLE3" in out and "--model-path Qwen/Qwen3-8B" in out

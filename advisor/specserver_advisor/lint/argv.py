@@ -7,9 +7,15 @@ from __future__ import annotations
 from typing import Any
 
 from specserver_advisor.lint.model import Launch, Position
-from specserver_advisor.sglang.flags import parse_server_argv
+from specserver_advisor.sglang.flags import REMOVED_FLAGS, parse_server_argv
 
 BENCH_MODULES = ("sglang.bench_serving", "sglang.benchmark.serving")
+#: Launchers that hand their argv to SGLang's ServerArgs parser after taking their own flags
+#: out, so SGLang's parsing and resolution apply to the rest: module -> whether the SGLang
+#: server it starts serves SGLang's own HTTP API (Dynamo's worker does not: its frontend does).
+#: Their own flags are theirs, so only the issues SGLang decides on its names alone that no
+#: wrapper flag can be are reported for them (ambiguous prefixes, flags 0.5.23 removed, values).
+WRAPPERS = {"dynamo.sglang": False, "sglang_router.launch_server": True}
 
 
 def detect(tokens: list[str]) -> tuple[str, int] | None:
@@ -19,7 +25,7 @@ def detect(tokens: list[str]) -> tuple[str, int] | None:
         nxt = tokens[i + 1] if i + 1 < len(tokens) else ""
         if base.startswith("python") and nxt == "-m" and i + 2 < len(tokens):
             module = tokens[i + 2]
-            if module == "sglang.launch_server":
+            if module == "sglang.launch_server" or module in WRAPPERS:
                 return "server", i + 3
             if module in BENCH_MODULES:
                 return "bench", i + 3
@@ -38,14 +44,16 @@ def make_launch(
     in_container: bool,
     positional: bool = False,
     last_line: int | None = None,
+    launcher: str | None = None,
 ) -> Launch:
-    """A Launch with its argv parsed (bench argv is kept raw)."""
+    """A Launch with its argv parsed (bench argv is kept raw); ``launcher`` is the module that
+    takes the argv (a ``WRAPPERS`` one keeps its own flags: unknown names are not reported)."""
     parsed = (
         parse_server_argv(args, positional_model=positional)
         if kind != "bench"
         else _bench_parse(args)
     )
-    return Launch(
+    launch = Launch(
         path,
         kind,
         args,
@@ -57,7 +65,23 @@ def make_launch(
         in_container,
         first_line=start.line,
         last_line=last_line or start.line,
+        positional=positional and kind == "server",
     )
+    if launcher in WRAPPERS:
+        launch.launcher = launcher
+        launch.serves_http = WRAPPERS[launcher]
+        parsed.issues = [i for i in parsed.issues if sglang_decides(i.kind, i.token)]
+    return launch
+
+
+def launcher_of(tokens: list[str], first: int) -> str | None:
+    """The ``python -m`` module before argument ``first`` (None for ``sglang serve``)."""
+    return tokens[first - 1] if first >= 3 and tokens[first - 2] == "-m" else None
+
+
+def sglang_decides(kind: str, token: str) -> bool:
+    """Whether SGLang rejects an argv item whatever flags a wrapper takes out first."""
+    return kind != "unknown" or token.split("=", 1)[0] in REMOVED_FLAGS
 
 
 def _bench_parse(args: list[str]) -> Any:

@@ -49,8 +49,8 @@ def add_parsers(sub: Any) -> None:
         "--model-dir",
         action="append",
         default=[],
-        type=Path,
-        help="directory to look up model configs in (repeatable)",
+        help="directory to look up model configs in, or PATH=DIR: a model at or under the "
+        "absolute (container) path PATH is looked up under DIR (repeatable)",
     )
     p.add_argument(
         "--fetch-configs", action="store_true", help="allow fetching configs from $HF_ENDPOINT"
@@ -80,16 +80,43 @@ def build_options(a: argparse.Namespace, settings: SettingsFile) -> Any:
     exclude = _patterns(a.exclude) or settings.items("exclude") or list(DEFAULT_EXCLUDE)
     exclude += [*(settings.items("extend-exclude") or []), *(_patterns(a.extend_exclude) or [])]
     gpu = a.gpu or settings.values.get("gpu")
+    dirs, maps = model_dirs(a.model_dir, Path(), "--model-dir")
+    base = settings.path.parent if settings.path else Path()
+    settings_dirs, settings_maps = model_dirs(
+        settings.items("model-dirs") or [], base, "model-dirs"
+    )
     stdin = _read_stdin(a.stdin_filename or "-") if STDIN in a.paths else None
     return Options(
         enabled=enabled,
         exclude=exclude,
-        model_dirs=list(a.model_dir) + settings.paths("model-dirs"),
+        model_dirs=[*dirs, *settings_dirs],
+        model_maps=[*maps, *settings_maps],
         fetch_configs=a.fetch_configs,
         gpu=str(gpu) if gpu else None,
         stdin=stdin,
         stdin_name=a.stdin_filename or "-",
     )
+
+
+def model_dirs(
+    values: list[str], base: Path, where: str
+) -> tuple[list[Path], list[tuple[str, Path]]]:
+    """Folders (relative to ``base``) and ``PATH=DIR`` pairs from ``--model-dir`` values or the
+    settings' ``model-dirs``; a pair's PATH must be absolute (the path in the container)."""
+    dirs: list[Path] = []
+    maps: list[tuple[str, Path]] = []
+    for value in values:
+        path, eq, local = str(value).partition("=")
+        if not eq:
+            dirs.append(base / value)
+        elif path.startswith("/") and local:
+            maps.append((path, base / local))
+        else:
+            raise UsageError(
+                f"{where} {value!r}: a PATH=DIR pair needs an absolute PATH (the model path "
+                "the launch uses) and a local DIR"
+            )
+    return dirs, maps
 
 
 def _read_stdin(name: str) -> bytes:

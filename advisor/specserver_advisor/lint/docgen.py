@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from specserver_advisor.lint import shellbudget as sb
+from specserver_advisor.lint.argv import WRAPPERS
 from specserver_advisor.lint.render import anchor
 from specserver_advisor.lint.rules import documentation
 from specserver_advisor.lint.shellexpand import MAX_ARITH
@@ -64,6 +65,70 @@ def input_limits() -> list[str]:
     ]
 
 
+def values_section() -> list[str]:
+    """The "What is decided without values" section: what a variable hides and what not."""
+    return [
+        "",
+        "## What is decided without values",
+        "",
+        "Launch scripts and benchmark harnesses put a variable the file never sets in almost "
+        "every value (`--cuda-graph-max-bs $CONC`). Only what such a variable supplies is "
+        "unknowable, not the flag names around it, so every argv is parsed for names whatever "
+        "its values hold:",
+        "",
+        "- Decided without values (reported even when the values are variables): option names, "
+        "unique prefixes, ambiguous prefixes, flags 0.5.23 no longer has and unknown flags "
+        "(SPEC015), including `--flag=$V`, `--flag=$(VAR)` and keys of a `--config` file; "
+        "which flags are present at all (SPEC001 when `--max-running-requests` is absent, "
+        "SPEC011, SPEC012, SPEC007's draft path given or missing, SPEC005's shape).",
+        "- Waiting for values (not checked, said once per variable as INFO002 naming the "
+        "options it gives a value to): a value's type and choices, the numbers the rules "
+        "compare (the cap, the speculative shape, sizes and GPUs per pod), the model paths "
+        "whose configs the context and memory rules read.",
+        "- A `--config FILE` is merged as SGLang 0.5.23 merges it, only for the exact item "
+        "`--config` (`--config=FILE` or an abbreviation is parsed and the file ignored, and "
+        "two `--config` are refused: SPEC015): each key becomes `--KEY` as written (a true "
+        "store_true key the bare flag, "
+        "any other bool `--KEY true|false`, a list its items, a mapping its JSON), placed before "
+        "the command line, whose flags win; a key SGLang cannot write (e.g. a deprecated "
+        "switch) is its `Unsupported config option` error. The file is looked up relative to "
+        "the launch file, beside it, or as a ConfigMap key of its base name in the same file; "
+        "findings from its keys point at `--config` and name the key and its line. A file not "
+        "found (or a path from a variable) leaves every flag unknown: INFO004 says so, and only "
+        "SPEC015 and the pod-spec rules run for that launch.",
+        "- Unknown as a whole: a word that is only an unquoted variable (`$EXTRA_ARGS`) may be "
+        "any number of arguments; it is left out, and a bare word right after it is not "
+        "reported (it may be a value of a flag in it). Findings about flags absent from the "
+        "argv still stand: a caller's extra arguments are not assumed to supply them. An "
+        "option name built from a variable (`--$KNOB`) is not checked.",
+    ]
+
+
+def launchers_section() -> list[str]:
+    """The "Launchers and resources" section: what the linter reads a launch from."""
+    wrappers = ", ".join(f"`python -m {m}`" for m in WRAPPERS)
+    return [
+        "",
+        "## Launchers and resources",
+        "",
+        "A launch is `python -m sglang.launch_server` or `sglang serve`, or a wrapper that "
+        f"hands its argv to SGLang's ServerArgs after taking its own flags out ({wrappers}): "
+        "SGLang's parsing and resolution apply to the rest, so a wrapper launch gets the same "
+        "rules, except that an unknown flag name may be the wrapper's and is not reported "
+        "(ambiguous prefixes and flags 0.5.23 removed still are). It is found in shell scripts "
+        "(including `bash -c '...'` run by `docker exec`/`docker run`/`kubectl exec`, whose "
+        "single-quoted variables are the container's: unknown), docker-compose services, "
+        "Kubernetes workloads (Deployment, StatefulSet, DaemonSet, Job, CronJob, ReplicaSet, "
+        "Pod, LeaderWorkerSet leader and worker templates), OME ServingRuntime and "
+        "ClusterServingRuntime (`engineConfig`/`decoderConfig` runners, leader and worker), "
+        "NVIDIA Dynamo DynamoGraphDeployment services (`extraPodSpec.mainContainer`, the "
+        "service's `resources` as its GPUs), SpecServers and SGLang `--config` YAML files.",
+        "",
+        "A process that serves no SGLang HTTP API (a LeaderWorkerSet worker, an OME worker "
+        "runner, a Dynamo worker, whose frontend serves) gets neither SPEC011 nor SPEC012.",
+    ]
+
+
 def render() -> str:
     """The whole rules document: a table, then one section per code (rules and engine codes)."""
     docs = documentation()
@@ -82,6 +147,8 @@ def render() -> str:
     for code, doc in docs.items():
         lines += ["", f"## {code} {doc.name}", "", f"Severity: {doc.severity}.", ""]
         lines += ["```text", doc.doc, "```", "", f"Fix: {doc.fix}"]
+    lines += values_section()
+    lines += launchers_section()
     lines += input_limits()
     return "\n".join(lines) + "\n"
 

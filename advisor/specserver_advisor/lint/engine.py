@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from specserver_advisor.lint import suppress
+from specserver_advisor.lint.configsource import merge_configs
 from specserver_advisor.lint.files import DEFAULT_EXCLUDE, STDIN, YAML_EXT, select_files
 from specserver_advisor.lint.model import Context, Diagnostic, Launch
 from specserver_advisor.lint.rules import ENGINE_CODES, RULES
+from specserver_advisor.lint.rules._base import draft_path_ignored
 from specserver_advisor.lint.selection import known_codes
 from specserver_advisor.lint.shell import from_shell
 from specserver_advisor.lint.shellwords import ShellSyntaxError
@@ -39,6 +41,9 @@ class Options:
     enabled: frozenset[str] | None = None
     exclude: list[str] = field(default_factory=lambda: list(DEFAULT_EXCLUDE))
     model_dirs: list[Path] = field(default_factory=list)
+    #: ``PATH=DIR`` pairs: a model reference at or under the absolute container path PATH
+    #: is looked up under the local folder DIR (``/models/org/name=./org-name``).
+    model_maps: list[tuple[str, Path]] = field(default_factory=list)
     fetch_configs: bool = False
     gpu: str | None = None
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
@@ -59,6 +64,12 @@ class Report:
     files: int
     launches: int
     excluded: int
+    #: Files read in which nothing was found: no launch, no finding (named in the summary).
+    no_launch: list[str] = field(default_factory=list)
+
+
+#: The server rules decided by the flag names alone (they run when a --config is unread).
+NAME_RULES = frozenset({"SPEC015"})
 
 
 def engine_diag(code: str, path: str, line: int, column: int, message: str, fix: str) -> Diagnostic:
@@ -162,6 +173,7 @@ def read_launches(path: Path, options: Options) -> tuple[list[Launch], list[Diag
     if text is None:
         return [], problems, ""
     launches, problems = launches_in_text(name, text)
+    merge_configs(launches, name)
     return launches, problems, text
 
 
@@ -188,7 +200,11 @@ class ConfigFinder:
         if not self.options.fetch_configs:
             env.pop("HF_ENDPOINT", None)
         result: tuple[dict[str, Any] | None, str | None] = (None, f"no config for {ref}")
-        candidates = [str(d / ref) for d in self.options.model_dirs] + [ref]
+        candidates = [
+            *(str(local) for local in mapped(ref, self.options.model_maps)),
+            *(str(d / ref) for d in self.options.model_dirs),
+            ref,
+        ]
         for candidate in candidates:
             try:
                 result = (load_config(candidate, env=env).config, None)
@@ -227,11 +243,27 @@ class ConfigFinder:
             if ref("speculative_draft_model_path") is not None:
                 draft, why_d = given.draft, None
         launch.configs.update({"target": target, "draft": draft})
-        missing = why if target is None else (why_d if draft is None and why_d else None)
-        if missing:
-            launch.configs["missing"] = missing
+        if target is None and why:
+            launch.configs.update(
+                missing=why, missing_model="target", missing_ref=ref("model_path")
+            )
+        elif draft is None and why_d and not draft_path_ignored(target):  # the draft's rules
+            draft_ref = ref("speculative_draft_model_path")
+            launch.configs.update(missing=why_d, missing_model="draft", missing_ref=draft_ref)
         if launch.gpu_type is None:
             launch.gpu_type = self.options.gpu
+
+
+def mapped(ref: str, maps: list[tuple[str, Path]]) -> list[Path]:
+    """Local folders for a model reference under the absolute paths of ``PATH=DIR`` pairs."""
+    out = []
+    for prefix, local in maps:
+        root = prefix.rstrip("/") or "/"
+        if ref == root:
+            out.append(local)
+        elif ref.startswith(root.rstrip("/") + "/"):
+            out.append(local / ref[len(root) :].lstrip("/"))
+    return out
 
 
 def lint(paths: list[Path], options: Options) -> tuple[list[Diagnostic], int]:
@@ -256,13 +288,19 @@ def run(paths: list[Path], options: Options) -> Report:
         finder.attach(launch)
     ctx = Context(launches)
     for index, launch in enumerate(launches):
-        found = [*_unresolved(launch), *_incomplete(launch)]
+        found = [*_unresolved(launch), *_incomplete(launch), *_unknown_gpu(launch)]
         applies = "server" if launch.kind == "specserver" else launch.kind
         for module in RULES.values():
             if launch.kind not in module.APPLIES_TO and applies not in module.APPLIES_TO:
                 continue
             if launch.kind == "specserver" and "specserver" not in module.APPLIES_TO:
                 continue
+            if (
+                launch.config_unknown
+                and module.CODE.startswith("SPEC")
+                and module.CODE not in NAME_RULES
+            ):
+                continue  # any flag may come from the unread --config file
             found += list(module.check(launch, ctx))
         for d in found:
             d.origin = index
@@ -272,31 +310,70 @@ def run(paths: list[Path], options: Options) -> Report:
     diagnostics = suppress.apply(diagnostics, launches, texts, enabled)
     unique = {(d.path, d.line, d.column, d.code, d.message): d for d in diagnostics}
     ordered = sorted(unique.values(), key=lambda d: (d.path, d.line, d.column, d.code))
-    return Report(ordered, len(selection.files), len(launches), len(selection.excluded))
+    spoken = {la.path for la in launches} | {d.path for d in ordered}
+    spoken |= {la.config_from for la in launches if la.config_from}  # merged into a launch
+    said = {os.path.normpath(name) for name in spoken}
+    quiet = [name for name in texts if os.path.normpath(name) not in said]
+    return Report(ordered, len(selection.files), len(launches), len(selection.excluded), quiet)
+
+
+def _unknown_gpu(launch: Launch) -> list[Diagnostic]:
+    """INFO005 once for a server launch whose GPU type the memory rules do not know."""
+    from specserver_advisor.gpus import GPUS, UnknownGpuError, lookup_gpu
+
+    if launch.kind == "bench" or not launch.gpu_type:
+        return []
+    try:
+        lookup_gpu(launch.gpu_type)
+        return []
+    except UnknownGpuError:
+        pass
+    message = (
+        f"unknown GPU {launch.gpu_type!r}, so SPEC009 and SPEC016 (KV pool, memory) did not "
+        f"run; valid names: {', '.join(GPUS)} (any case; aliases: {', '.join(gpu_aliases())})"
+    )
+    fix = "Pass --gpu (or the SpecServer's gpuType) as one of the valid names."
+    at = launch.start
+    return [engine_diag("INFO005", launch.path, at.line, at.column, message, fix)]
+
+
+def gpu_aliases() -> list[str]:
+    """The other spellings ``gpus.lookup_gpu`` accepts."""
+    from specserver_advisor.gpus import _ALIASES
+
+    return sorted(_ALIASES)
 
 
 def _incomplete(launch: Launch) -> list[Diagnostic]:
     """INFO004 once for a launch the shell evaluator did not fully evaluate (and why)."""
     if launch.incomplete is None:
         return []
-    message = f"not fully evaluated: {launch.incomplete}; the flags it decided are checked"
+    message = f"not fully evaluated: {launch.incomplete}"
+    if not launch.config_unknown:
+        message += "; the flags it decided are checked"
     fix = "Simplify the script around the launch, or lint the command it runs."
     at = launch.start
     return [engine_diag("INFO004", launch.path, at.line, at.column, message, fix)]
 
 
 def _unresolved(launch: Launch) -> list[Diagnostic]:
-    """INFO002 for each shell variable (or command output) the launch uses that is unknown."""
+    """INFO002 for each shell variable (or command output) the launch uses that is unknown:
+    what it supplies (whole arguments, or only the values of named options) is not checked."""
     out = []
     for name, pos in launch.unresolved.items():
         if name.startswith("{"):
             fix = "Lint the rendered output (helm template ... | specserver-advisor lint -)."
-            message = f"{name} is a template expression: the arguments it supplies are not checked"
+            message = f"{name} is a template expression"
         elif name.startswith("$"):
             fix = "Write the value in the script, or set a variable to it."
-            message = f"the output of {name} is unknown: the arguments it supplies are not checked"
+            message = f"the output of {name} is unknown"
         else:
             fix = f"Set {name} in the script (or give a default: ${{{name}:-value}})."
-            message = f"${name} is not set in this file: the arguments it supplies are not checked"
+            message = f"${name} is not set in this file"
+        options = ", ".join(dict.fromkeys(launch.unresolved_flags.get(name, [])))
+        if options:  # it supplies values only: the option names around it are decided
+            message += f": the value it gives {options} is not checked (flag names are)"
+        else:
+            message += ": the arguments it supplies are not checked"
         out.append(engine_diag("INFO002", launch.path, pos.line, pos.column, message, fix))
     return out

@@ -79,6 +79,8 @@ class Launch:
     document_suppressions: dict[str, str] = field(default_factory=dict)
     #: Shell variables (or command outputs) the launch uses that the file never sets.
     unresolved: dict[str, Position] = field(default_factory=dict)
+    #: Such a variable -> the options whose value it supplies (it supplies no option names).
+    unresolved_flags: dict[str, list[str]] = field(default_factory=dict)
     #: SGLang fields whose value comes from such a variable (not checked; numbers left out).
     unresolved_fields: set[str] = field(default_factory=set)
     #: Why the launch was not fully evaluated (a shell budget or argv limit reached), or None.
@@ -87,6 +89,27 @@ class Launch:
     workload: Workload | None = None
     #: Configs found for the context rules (target, draft), or why not.
     configs: dict[str, Any] = field(default_factory=dict)
+    #: The wrapper module that hands the argv to SGLang (``argv.WRAPPERS``), or None.
+    launcher: str | None = None
+    #: Whether this process serves SGLang's HTTP API (not a Dynamo worker, not an LWS worker).
+    serves_http: bool = True
+    #: The ``sglang serve MODEL`` form (the first argument is the model path).
+    positional: bool = False
+    #: The argv items holding an unknown part, those of them naming their option, and the
+    #: items after a dropped unknown word (``shell.forget_unresolved``), kept for a re-parse.
+    held: tuple[set[int], set[int], set[int]] = field(default_factory=lambda: (set(), set(), set()))
+    #: The ``--config`` file merged into the argv (``configfile``), and per argv item from it
+    #: where it was written ("'key' of FILE, line N"); keys SGLang refuses, with its message.
+    config_from: str | None = None
+    config_keys: dict[int, str] = field(default_factory=dict)
+    config_refused: list[str] = field(default_factory=list)
+    config_at: Position | None = None
+    #: Its ``--config`` file could not be read here: the flags it sets are unknown, so only the
+    #: rules decided by names and the pod spec run (``engine.NAME_RULES``, POD*).
+    config_unknown: bool = False
+    #: Files a ConfigMap in the launch's own file holds: data key -> (text, line of its first
+    #: line in the file, what to call it), where a ``--config`` path may point.
+    embedded_files: dict[str, tuple[str, int, str]] = field(default_factory=dict)
     #: The validated spec of a SpecServer launch (the operator renders from it).
     specserver: SpecServerSpec | None = None
 

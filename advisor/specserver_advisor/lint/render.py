@@ -80,12 +80,32 @@ def summary(report: ReportLike) -> str:
     return f"Found {_plural(len(report.diagnostics), 'finding')} ({parts}) in {looked}."
 
 
+#: Files named in the no-launch line (the rest are counted).
+NO_LAUNCH_NAMED = 10
+
+
+def no_launch_line(report: ReportLike) -> str | None:
+    """The files read where nothing was found (no launch, no finding), when several were read:
+    a directory run names them instead of only counting launches."""
+    names: list[str] = list(getattr(report, "no_launch", []))
+    if not names or report.files < 2:
+        return None
+    shown = ", ".join(names[:NO_LAUNCH_NAMED])
+    more = len(names) - NO_LAUNCH_NAMED
+    rest = f" and {more} more" if more > 0 else ""
+    what = "SGLang launch, benchmark command or SpecServer"
+    return f"No {what} found in {_plural(len(names), 'file')}: {shown}{rest}."
+
+
 def text(report: ReportLike) -> str:
     lines = []
     for d in report.diagnostics:
         lines.append(f"{d.path}:{d.line}:{d.column}: {d.code} [{d.severity}] {d.rule}: {d.message}")
         lines.append(f"  fix: {d.fix}")
     lines.append(summary(report))
+    quiet = no_launch_line(report)
+    if quiet:
+        lines.append(quiet)
     return "\n".join(lines)
 
 

@@ -20,7 +20,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from specserver_advisor.lint.argv import detect, make_launch
+from specserver_advisor.lint.argv import detect, launcher_of, make_launch
 from specserver_advisor.lint.model import Launch, Position
 from specserver_advisor.lint.shellbudget import (
     FOUND_COST,
@@ -52,8 +52,8 @@ from specserver_advisor.lint.shellparse import (
     Node,
     parse,
 )
-from specserver_advisor.lint.shellwords import Lit, Part, Var, Word, tokenize
-from specserver_advisor.sglang.flags import match_option
+from specserver_advisor.lint.shellwords import Lit, Part, ShellSyntaxError, Var, Word, tokenize
+from specserver_advisor.sglang.flags import ArgvIssue, match_option
 
 MAX_WORLDS = 16
 MAX_CALL_DEPTH = 8
@@ -77,6 +77,8 @@ class Found:
     call_lines: list[int] = field(default_factory=list)
     #: Arguments past ``MAX_ARGS`` on the launch line, not expanded (0: none).
     cut: int = 0
+    #: Run by ``docker run/exec`` or ``kubectl exec`` (``bash -c``): in a container.
+    remote: bool = False
 
 
 class Evaluator:
@@ -207,6 +209,9 @@ class Evaluator:
                 del fields[MAX_ARGS:]
                 break
         texts = [f.text for f in fields]
+        if not detect(texts) and (inner := shell_string(texts)) is not None:
+            self.nested(fields[inner], _remote(texts[:inner]), world)
+            return [world]
         if detect(texts):
             prefix = self.copy(world)
             for k, word in assigns:
@@ -228,8 +233,28 @@ class Evaluator:
                 self.seen.add(key)
                 calls = [n for a, b in self.call_sites for n in range(a, b + 1)]
                 found = Found(fields, env, positions, cmd.first_line, cmd.last_line, calls, cut)
+                detected = detect(texts)
+                found.remote = detected is not None and _remote(texts[: detected[1]])
                 self.found.append(found)
         return [world]
+
+    def nested(self, script: Field, remote: bool, world: World) -> None:
+        """Run the command string of ``bash -c STRING`` (in a container's fresh environment
+        when ``remote``); the launches it holds are the file's, at the string's place."""
+        before = len(self.found)
+        try:
+            nodes = parse(tokenize(script.text, self.budget))
+        except ShellSyntaxError:
+            return
+        self.body(nodes, [World() if remote else self.copy(world)])
+        at = script.position
+        for found in self.found[before:]:
+            found.remote = found.remote or remote
+            for f in found.fields:
+                p = f.position
+                column = at.column + p.column - 1 if p.line == 1 else p.column
+                f.position = Position(at.line + p.line - 1, column)
+            found.first_line = found.last_line = at.line
 
     def may_enter(self, name: str) -> bool:
         """Whether to run a function's body: always, or once each in the cheap mode."""
@@ -297,6 +322,29 @@ class Evaluator:
         return any(self.may_launch(p, world) for p in part.arg)
 
 
+SHELLS = ("bash", "sh", "zsh", "dash", "ash")
+#: Commands that run their arguments in a container (``docker run/exec``, ``kubectl exec``).
+CONTAINER_RUNNERS = ("docker", "podman", "nerdctl", "kubectl", "oc")
+
+
+def shell_string(texts: list[str]) -> int | None:
+    """The index of STRING in ``... bash [-l] -c STRING ...`` (a wrapper's shell), or None."""
+    for i, text in enumerate(texts[:-2]):
+        if text.rsplit("/", 1)[-1] not in SHELLS:
+            continue
+        for j in range(i + 1, min(i + 4, len(texts) - 1)):
+            opt = texts[j]
+            if re.fullmatch(r"-[a-z]*c[a-z]*", opt):
+                return j + 1
+            if not opt.startswith("-"):
+                break
+    return None
+
+
+def _remote(texts: list[str]) -> bool:
+    return any(t.rsplit("/", 1)[-1] in CONTAINER_RUNNERS for t in texts)
+
+
 def _as_value(f: Field) -> Value:
     """A field stored as a value (an array item, a function argument)."""
     unknown = f.unknown[0] if f.unknown else None
@@ -329,6 +377,9 @@ def to_launch(path: str, found: Found, where: Relocate | None, in_container: boo
     positions: list[Position] = []
     unresolved: dict[str, Position] = {}
     unresolved_fields: set[int] = set()
+    named: set[int] = set()
+    gaps: set[int] = set()
+    flags: dict[str, list[str]] = {}  # variable -> the options whose value it supplies
     for f in found.fields[first:]:
         for name in f.unknown:
             if not name.startswith(OVER):  # INFO004 says why, not INFO002
@@ -336,14 +387,32 @@ def to_launch(path: str, found: Found, where: Relocate | None, in_container: boo
         if f.only_unknown and not (
             args and _takes_value(args[-1]) and len(args) - 1 not in unresolved_fields
         ):
+            gaps.add(len(args))  # any number of words may stand here
             continue
         if f.unknown:
             unresolved_fields.add(len(args))
+            option = args[-1] if args and not f.text.startswith("-") else None
+            if name_decided(f.text, f.decided):
+                named.add(len(args))
+                option = f.text.split("=", 1)[0]
+            for name in f.unknown:
+                if option:
+                    flags.setdefault(name, []).append(option)
         args.append(f.text)
         positions.append(where(f.position) if where else f.position)
     start = found.fields[0].position if found.fields else Position()
     start = where(start) if where else start
-    launch = make_launch(path, kind, args, positions, start, found.env, in_container, positional)
+    launch = make_launch(
+        path,
+        kind,
+        args,
+        positions,
+        start,
+        found.env,
+        in_container or found.remote,
+        positional,
+        launcher=launcher_of(texts, first),
+    )
     launch.first_line, launch.last_line = (
         (where(Position(found.first_line, 1)).line, where(Position(found.last_line, 1)).line)
         if where
@@ -352,27 +421,57 @@ def to_launch(path: str, found: Found, where: Relocate | None, in_container: boo
     launch.env_positions = {} if where else found.env_positions
     launch.call_lines = [] if where else found.call_lines
     launch.unresolved = unresolved
+    launch.unresolved_flags = {n: v for n, v in flags.items() if n in unresolved}
     if found.cut:
         launch.incomplete = (
             f"the launch line has more than {MAX_ARGS:,} arguments ({found.cut:,} more were "
             f"read); only the first {MAX_ARGS:,} are checked"
         )
-    forget_unresolved(launch, unresolved_fields)
+    forget_unresolved(launch, unresolved_fields, named, gaps)
     return launch
 
 
-def forget_unresolved(launch: Launch, indexes: set[int]) -> None:
-    """Issues and values that come from unknown words are not findings: drop them."""
-    if not indexes:
+def name_decided(text: str, decided: int | None) -> bool:
+    """Whether an argv item that holds an unknown value still names its option: the unknown
+    part comes after ``--name=`` (``--cuda-graph-max-bs=$BS``)."""
+    return decided is not None and text.startswith("-") and "=" in text[:decided]
+
+
+def forget_unresolved(
+    launch: Launch,
+    indexes: set[int],
+    named: set[int] | None = None,
+    gaps: set[int] | None = None,
+) -> None:
+    """Issues and values that come from unknown words are not findings: drop them.
+
+    Only values wait for the variables: an option's name is decided whatever its value holds
+    (argparse matches names, prefixes and ambiguity before it reads a value), so issues about
+    the name stay. ``indexes`` are the argv items holding an unknown part, ``named`` those of
+    them whose option name is literal (``--flag=$V``), ``gaps`` the items that follow a dropped
+    unknown word (which may have been any number of words: an option taking them as values).
+    """
+    named = named or set()
+    gaps = gaps or set()
+    launch.held = (indexes, named, gaps)
+    if not indexes and not gaps:
         return
     parsed = launch.parsed
-    near = indexes | {i - 1 for i in indexes}
     texts = {repr(launch.args[i]) for i in indexes}
-    parsed.issues = [
-        iss
-        for iss in parsed.issues
-        if iss.index not in near and not any(t in iss.message for t in texts)
-    ]
+
+    def waits(iss: ArgvIssue) -> bool:
+        if iss.kind == "value":  # a value, a count of values, a type: all from the variable
+            return (
+                iss.index in indexes
+                or iss.index + 1 in indexes
+                or iss.index + 1 in gaps
+                or any(t in iss.message for t in texts)
+            )
+        if iss.token.startswith("-"):  # a name: decided unless the name itself is unknown
+            return iss.index in indexes and iss.index not in named
+        return iss.index in indexes or iss.index in gaps  # a bare word: maybe a value
+
+    parsed.issues = [iss for iss in parsed.issues if not waits(iss)]
     for name, at in list(parsed.positions.items()):
         valued_by_next = at + 1 in indexes and _takes_value(launch.args[at])
         if at in indexes or valued_by_next:

@@ -68,6 +68,9 @@ class Field:
     unknown: list[str] = field(default_factory=list)
     #: Nothing but unknown, unquoted expansions: may stand for any number of words.
     only_unknown: bool = False
+    #: Characters of ``text`` before the first unknown piece (None: no unknown piece), so
+    #: ``--flag=$V`` is known to name ``--flag`` whatever ``$V`` holds.
+    decided: int | None = None
 
 
 def text_of(value: Value) -> str:
@@ -252,7 +255,9 @@ def split_fields(segments: list[list[Piece]]) -> list[Field]:
         if seg and not any(p.split for p in seg):  # quoted or literal only: one field
             unknown = [p.unknown for p in seg if p.unknown is not None]
             text = "".join(p.text for p in seg)
-            out.append(Field(text, Position(seg[0].line, seg[0].column), unknown))
+            first = next((k for k, p in enumerate(seg) if p.unknown is not None), None)
+            decided = None if first is None else sum(len(p.text) for p in seg[:first])
+            out.append(Field(text, Position(seg[0].line, seg[0].column), unknown, False, decided))
             continue
         current: Field | None = None
         quoted_seen = False
@@ -273,6 +278,8 @@ def split_fields(segments: list[list[Piece]]) -> list[Field]:
                     continue
                 if current is None:
                     current = Field("", at, only_unknown=True)
+                if piece.unknown is not None and current.decided is None:
+                    current.decided = len(current.text)
                 current.text += chunk
                 if piece.unknown is not None:
                     current.unknown.append(piece.unknown)

@@ -1,7 +1,8 @@
 """Find SGLang launches and benchmark commands in files, with line and column of every argument.
 
 Inputs: SpecServer YAML; Kubernetes workloads (Deployment, StatefulSet, DaemonSet, Job, Pod,
-LeaderWorkerSet; multi-document, Helm-rendered), including ``bash -c "..."`` strings;
+LeaderWorkerSet; multi-document, Helm-rendered), OME ServingRuntime/ClusterServingRuntime and
+Dynamo DynamoGraphDeployment (``servingkinds``), including ``bash -c "..."`` strings;
 docker-compose files; SGLang ``--config`` YAML; shell scripts and one-line commands. Reading the
 files is this module's only I/O; unreadable input raises ``InputError`` with a clear reason.
 """
@@ -12,15 +13,16 @@ import re
 import shlex
 from typing import Any
 
-from specserver_advisor.lint import yamlnodes
-from specserver_advisor.lint.argv import detect
+from specserver_advisor.lint import servingkinds, yamlnodes
+from specserver_advisor.lint.argv import detect, launcher_of
 from specserver_advisor.lint.argv import make_launch as make_launch
+from specserver_advisor.lint.configfile import config_argv
 from specserver_advisor.lint.model import Launch, Position, Workload
-from specserver_advisor.lint.shell import Relocate, forget_unresolved, from_shell
+from specserver_advisor.lint.shell import Relocate, forget_unresolved, from_shell, name_decided
 from specserver_advisor.lint.shellbudget import Budget
 from specserver_advisor.lint.shellwords import ShellSyntaxError
 from specserver_advisor.loaders.bounded import InputLimitError
-from specserver_advisor.sglang.flags import flag_table, values_from_config
+from specserver_advisor.sglang.flags import flag_table
 
 WORKLOAD_KINDS = {
     "Deployment",
@@ -134,7 +136,18 @@ def _injected_env(doc: Any) -> dict[str, str]:
     return out
 
 
-def _pod_specs(doc: Any) -> list[Any]:
+def _pods(doc: Any) -> list[servingkinds.Pod]:
+    """(pod spec, its init and main containers, whether they serve SGLang's HTTP API)."""
+    if doc.get("kind") in servingkinds.KINDS:
+        return servingkinds.serving_pods(doc)
+    out: list[servingkinds.Pod] = []
+    for pod, serves_http in _pod_specs(doc):
+        containers = [c for key in ("initContainers", "containers") for c in pod.get(key) or []]
+        out.append((pod, containers, serves_http))
+    return out
+
+
+def _pod_specs(doc: Any) -> list[tuple[Any, bool]]:
     kind = doc.get("kind")
     spec = doc.get("spec") or {}
     if not isinstance(spec, dict):
@@ -148,15 +161,17 @@ def _pod_specs(doc: Any) -> list[Any]:
         ]
     elif kind == "LeaderWorkerSet":
         tmpl = spec.get("leaderWorkerTemplate") or {}
-        found = [
-            tmpl[key].get("spec")
+        return [
+            (tmpl[key].get("spec"), servingkinds.lws_serves_http(key))
             for key in ("leaderTemplate", "workerTemplate")
-            if isinstance(tmpl, dict) and isinstance(tmpl.get(key), dict)
+            if isinstance(tmpl, dict)
+            and isinstance(tmpl.get(key), dict)
+            and isinstance(tmpl[key].get("spec"), dict)
         ]
     else:
         template = spec.get("template") or {}
         found = [template.get("spec")] if isinstance(template, dict) else []
-    return [p for p in found if isinstance(p, dict)]
+    return [(p, True) for p in found if isinstance(p, dict)]
 
 
 KUBE_REF = re.compile(r"\$(\$?)\(([A-Za-z_][A-Za-z0-9_]*)\)")
@@ -169,6 +184,12 @@ def _literal_env(raw_env: Any) -> dict[str, str]:
         if isinstance(item, dict) and "name" in item and item.get("value") is not None:
             out[str(item["name"])] = str(item["value"])
     return out
+
+
+def _first_ref(item: str) -> int | None:
+    """Where the first unresolved reference (``$(VAR)`` or a template) starts in an item."""
+    starts = [m.start() for m in (KUBE_REF.search(item), TEMPLATE.search(item)) if m]
+    return min(starts) if starts else None
 
 
 def kube_expand(items: list[str], env: dict[str, str]) -> tuple[list[str], dict[int, list[str]]]:
@@ -264,11 +285,16 @@ def _container_launches(
                 env,
                 in_container,
                 positional,
+                launcher=launcher_of(items, first),
             )
             for index, names in unknown.items():
                 for name in names:
                     launch.unresolved.setdefault(name, positions[index])
-            forget_unresolved(launch, {i - first for i in unknown if i >= first})
+            held = {i - first for i in unknown if i >= first}
+            named = {
+                i for i in held if name_decided(items[i + first], _first_ref(items[i + first]))
+            }
+            forget_unresolved(launch, held, named)
             out.append(launch)
     for la in out:
         la.env_positions = env_pos
@@ -299,6 +325,7 @@ def from_yaml(path: str, text: str) -> tuple[list[Launch], list[Any]]:
     specservers: list[Any] = []
     lines = text.splitlines()
     budget = Budget()  # one shell budget for every command in the file
+    files: dict[str, tuple[str, int, str]] = {}
     for doc in load_yaml_documents(text, path):
         if not isinstance(doc, dict):
             continue
@@ -306,22 +333,23 @@ def from_yaml(path: str, text: str) -> tuple[list[Launch], list[Any]]:
         kind = doc.get("kind")
         if kind == "SpecServer":
             specservers.append(doc)
-        elif kind in WORKLOAD_KINDS:
+        elif kind in WORKLOAD_KINDS or kind in servingkinds.KINDS:
             injected = _injected_env(doc)
-            for pod in _pod_specs(doc):
-                for key in ("initContainers", "containers"):
-                    for container in pod.get(key) or []:
-                        found = _container_launches(
-                            path,
-                            container,
-                            True,
-                            doc_suppress,
-                            lines=lines,
-                            injected=injected,
-                            budget=budget,
-                        )
-                        _scope(found, doc, Workload(str(kind), doc, pod, container))
-                        launches += found
+            for pod, containers, serves_http in _pods(doc):
+                for container in containers:
+                    found = _container_launches(
+                        path,
+                        container,
+                        True,
+                        doc_suppress,
+                        lines=lines,
+                        injected=injected,
+                        budget=budget,
+                    )
+                    _scope(found, doc, Workload(str(kind), doc, pod, container))
+                    for la in found:
+                        la.serves_http = la.serves_http and serves_http
+                    launches += found
         elif isinstance(doc.get("services"), dict):  # docker-compose
             for service in doc["services"].values():
                 found = _container_launches(
@@ -329,9 +357,32 @@ def from_yaml(path: str, text: str) -> tuple[list[Launch], list[Any]]:
                 )
                 _scope(found, service, Workload("compose", doc, service, service))
                 launches += found
+        elif kind == "ConfigMap":
+            files.update(_configmap_files(doc, lines))
         elif _looks_like_config(doc):
             launches.append(_from_config(path, doc))
+    for la in launches:
+        la.embedded_files = files
     return launches, specservers
+
+
+def _configmap_files(doc: Any, lines: list[str]) -> dict[str, tuple[str, int, str]]:
+    """The files a ConfigMap holds (its ``data``), each with the line its text starts on: the
+    line after a block scalar's ``|``, else the value's own line."""
+    data = doc.get("data")
+    meta = doc.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    out: dict[str, tuple[str, int, str]] = {}
+    if not isinstance(data, dict):
+        return out
+    for key, value in data.items():
+        if not isinstance(value, str):
+            continue
+        at = _pos(data, key=key)
+        text = lines[at.line - 1][at.column - 1 :] if 0 < at.line <= len(lines) else ""
+        first = at.line + 1 if text[:1] in ("|", ">") else at.line
+        out[str(key)] = (value, first, f"ConfigMap {name or '?'} key {key}")
+    return out
 
 
 def _looks_like_config(doc: dict[str, Any]) -> bool:
@@ -340,21 +391,11 @@ def _looks_like_config(doc: dict[str, Any]) -> bool:
 
 
 def _from_config(path: str, doc: Any) -> Launch:
-    """An SGLang ``--config`` YAML: its keys are flags."""
-    args: list[str] = []
-    positions: list[Position] = []
-    values = values_from_config(dict(doc))
-    for key in doc:
-        name = str(key).lstrip("-").replace("-", "_")
-        if name not in values:
-            continue
-        value = doc[key]
-        flag = flag_table()[name]
-        if flag.is_bool:
-            if value:
-                args.append(flag.cli)
-                positions.append(_pos(doc, key=key))
-            continue
-        args += [flag.cli, str(value)]
-        positions += [_pos(doc, key=key)] * 2
-    return make_launch(path, "server", args, positions, _pos(doc), {}, False)
+    """An SGLang ``--config`` YAML linted on its own (``sglang serve --config FILE``): its keys
+    become flags as SGLang writes them (``configfile``), each at its key's line."""
+    from_file = config_argv(doc)
+    positions = [_pos(doc, key=key) for key in from_file.keys]
+    launch = make_launch(path, "server", from_file.args, positions, _pos(doc), {}, False)
+    launch.config_refused = [msg for _, msg in from_file.refused]
+    launch.config_at = _pos(doc, key=from_file.refused[0][0]) if from_file.refused else None
+    return launch

@@ -88,6 +88,7 @@ ENGINE_CODES = {
     "INFO002": ("unresolved-variable", "info"),
     "INFO003": ("template-skipped", "info"),
     "INFO004": ("not-fully-evaluated", "info"),
+    "INFO005": ("gpu-unknown", "info"),
     "SUPP001": ("unused-suppression", "warning"),
 }
 

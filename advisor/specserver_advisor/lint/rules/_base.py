@@ -125,12 +125,40 @@ def env_is_true(launch: Launch, name: str) -> bool:
     return env_true(launch.env, name)
 
 
+def draft_path_ignored(target: dict[str, Any] | None) -> bool:
+    """A target that carries its MTP layers: SGLang ignores a draft path given with it (so
+    the draft's config is not needed)."""
+    from specserver_advisor import configvalues
+    from specserver_advisor.sglang.resolve import MTP_TARGETS
+
+    arch = configvalues.architecture(target or {})
+    return arch in MTP_TARGETS and arch not in (
+        "MistralLarge3ForCausalLM",
+        "PixtralForConditionalGeneration",
+    )
+
+
+#: The rules each missing config switches off (INFO001 names them).
+NEEDS = {
+    "target": "SPEC002, SPEC009, SPEC014 and SPEC016 (context, KV pool, rope scaling, memory)",
+    "draft": "SPEC002 and SPEC014 (the draft's context and rope scaling)",
+}
+
+
 def missing_config(rule: ModuleType, launch: Launch) -> list[Diagnostic]:
-    """The once-per-launch info that a config-needing rule could not run."""
+    """The once-per-launch info that config-needing rules could not run: which config (the
+    target's or the draft's, by its reference), which rules, why, and how to supply it."""
     why = launch.configs.get("missing")
     if not why or launch.configs.get("_missing_reported"):
         return []
     launch.configs["_missing_reported"] = True
+    model = launch.configs.get("missing_model", "target")
+    ref = launch.configs.get("missing_ref") or "?"
+    if str(ref).startswith("/"):  # a path in the container: map it to a local folder
+        fix = f"Pass --model-dir {ref}=DIR (DIR holding its config.json), or --fetch-configs."
+    else:
+        fix = "Pass --model-dir DIR, populate the HF cache, or use --fetch-configs."
+    message = f"the {model}'s config ({ref}) was not found, so {NEEDS[model]} did not run: {why}"
     return [
         Diagnostic(
             launch.path,
@@ -139,8 +167,8 @@ def missing_config(rule: ModuleType, launch: Launch) -> list[Diagnostic]:
             "INFO001",
             "config-not-found",
             "info",
-            f"model configs not found, context rules skipped: {why}",
-            "Pass --model-dir DIR, populate the HF cache, or use --fetch-configs.",
+            message,
+            fix,
         )
     ]
 

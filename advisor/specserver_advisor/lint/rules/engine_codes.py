@@ -35,23 +35,30 @@ DOCS = {
         "Model configs not found: the context and memory rules did not run for a launch.",
         "Pass --model-dir DIR, populate the HF cache, or use --fetch-configs.",
         _doc(
-            "Reports, once per launch, that the target or draft config.json was not found.",
-            "SPEC002, SPEC009, SPEC014 and SPEC016 need the configs; without them they are "
-            "skipped, not passed.",
+            "Reports, once per launch, that the target's or the draft's config.json was not "
+            "found, naming the model and the rules that did not run (a draft path SGLang "
+            "ignores, beside an MTP target, needs no config). A model at an absolute path in "
+            "the container (/models/org/name) is found with --model-dir PATH=DIR (or the "
+            "settings' model-dirs), DIR being the local folder for PATH.",
+            "SPEC002, SPEC009, SPEC014 and SPEC016 need the target's config, SPEC002 and SPEC014 "
+            "the draft's too; without them they are skipped, not passed.",
             "--model-path org/private-model (not in the HF cache, no --model-dir)",
             "specserver-advisor lint --model-dir /models ...",
         ),
     ),
     "INFO002": (
-        "A shell variable the file never sets: the arguments it supplies are not checked.",
+        "A shell variable the file never sets: the values it supplies are not checked.",
         "Set the variable in the script, or give a default with ${NAME:-value}.",
         _doc(
-            "Reports a value a launch uses that the file does not determine: a shell variable "
-            "the script does not set (e.g. one exported by the caller), a command's output, a "
-            "Kubernetes $(VAR) whose env comes from a Secret or ConfigMap, or a quoted template "
-            "expression such as {{ .Values.tp }}.",
-            "The linter does not guess: a word that is only that variable is left out of the "
-            "argv and a flag value from it is not checked, so mistakes in it can pass.",
+            "Reports, once per variable, a value a launch uses that the file does not "
+            "determine: a shell variable the script does not set (e.g. one exported by the "
+            "caller), a command's output, a Kubernetes $(VAR) whose env comes from a Secret or "
+            "ConfigMap, or a quoted template expression such as {{ .Values.tp }}. It names the "
+            "options whose value the variable gives.",
+            "The linter does not guess values: a word that is only that variable is left out of "
+            "the argv and a flag value from it is not checked (its type, SPEC001's cap, the "
+            "memory rules), so mistakes in it can pass. Flag names are decided without values "
+            "and stay checked: `--cuda-graph-max-bs $BS` is still SPEC015.",
             'python -m sglang.launch_server --model-path "$MODEL" $EXTRA_ARGS',
             'MODEL="${MODEL:-Qwen/Qwen3-8B}" (a default the linter can read)',
         ),
@@ -75,14 +82,30 @@ DOCS = {
             "Reports, once per launch, that the file's shell evaluation reached a limit: its "
             "budget of steps (loops, branches, function calls), words and arguments, or "
             "characters of variable values; a variable's value too large to keep; blocks "
-            "nested too deep; or a launch line with more arguments than are linted. The "
-            "message names the limit. The flags already decided are still checked.",
+            "nested too deep; a launch line with more arguments than are linted; or a "
+            "`--config` file that was not found (relative to the launch file, beside it, or "
+            "as a ConfigMap key of its base name in the same file) or whose path is a "
+            "variable (then only SPEC015, decided by flag names, and the pod-spec rules run "
+            "for that launch). The message names the limit or the file. The flags already "
+            "decided are still checked.",
             "Past the limit the script is evaluated along one path (one value per loop, one "
             "call per function) and over-large values are unknown, so a mistake on another "
             "path or in the arguments left out can pass.",
             'for a in $L; do for b in $L; do ... python3 -m sglang.launch_server "$a" ... '
             "(six loops deep)",
             "build the launch line from a few variables; lint what the loop generates",
+        ),
+    ),
+    "INFO005": (
+        "A GPU type the memory rules do not know: SPEC009 and SPEC016 did not run.",
+        "Pass --gpu (or the SpecServer's gpuType) as one of the names the message lists.",
+        _doc(
+            "Reports, once per launch, that the GPU type given by --gpu, the settings or a "
+            "SpecServer's resources.gpuType is not in the GPU table, listing the valid names.",
+            "The KV-pool and memory rules need the GPU's memory; with a mistyped or unknown "
+            "name they are skipped, not passed.",
+            "specserver-advisor lint --gpu L4x serve.sh",
+            "specserver-advisor lint --gpu L4 serve.sh",
         ),
     ),
     "SUPP001": (

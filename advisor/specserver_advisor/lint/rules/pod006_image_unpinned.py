@@ -1,7 +1,8 @@
 """POD006 image-unpinned.
 
 What it does:
-    Flags an engine image without a tag or with ``:latest`` (a digest pins it).
+    Flags an engine image without a tag or with ``:latest`` (a digest pins it). A compose
+    service with ``build:`` builds that image locally (its tag names the build): not flagged.
 Why it matters:
     SGLang changes flags, defaults and speculative behaviour between releases; an unpinned
     image runs a different SGLang after the next pull than the one these rules (0.5.23) and
@@ -41,6 +42,8 @@ def check(launch: Launch, ctx: Context) -> Iterable[Diagnostic]:
     w = launch.workload
     if w is None or not isinstance(w.container, dict):
         return []
+    if w.kind == "compose" and w.container.get("build") is not None:
+        return []  # compose builds this image here and tags it: nothing is pulled
     image = w.container.get("image")
     if not isinstance(image, str) or not image or not unpinned(image):
         return []

@@ -40,4 +40,4 @@ def check(launch: Launch, ctx: Context) -> Iterable[Diagnostic]:
             "context_length" if check_.failing_model == "target" else "speculative_draft_model_path"
         )
         return [diag(sys.modules[__name__], launch, launch.position_of(where), check_.message)]
-    return []
+    return missing_config(sys.modules[__name__], launch)  # the draft's config, if not found

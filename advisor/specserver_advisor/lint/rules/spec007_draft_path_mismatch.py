@@ -21,8 +21,7 @@ from collections.abc import Iterable
 from specserver_advisor import configvalues
 from specserver_advisor.drafts import missing_draft
 from specserver_advisor.lint.model import Context, Diagnostic, Launch
-from specserver_advisor.lint.rules._base import diag, speculative, values
-from specserver_advisor.sglang.resolve import MTP_TARGETS
+from specserver_advisor.lint.rules._base import diag, draft_path_ignored, speculative, values
 
 CODE = "SPEC007"
 NAME = "draft-path-mismatch"
@@ -44,11 +43,7 @@ def check(launch: Launch, ctx: Context) -> Iterable[Diagnostic]:
     missing = missing_draft(algo, launch.configs.get("target"), has_draft)
     if missing:
         return [diag(rule, launch, launch.position_of("speculative_algorithm"), missing)]
-    if (
-        has_draft
-        and arch in MTP_TARGETS
-        and arch not in ("MistralLarge3ForCausalLM", "PixtralForConditionalGeneration")
-    ):
+    if has_draft and draft_path_ignored(target):
         return [
             diag(
                 rule,

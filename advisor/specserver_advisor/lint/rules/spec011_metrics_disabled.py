@@ -1,7 +1,8 @@
 """SPEC011 metrics-disabled.
 
 What it does:
-    Flags a speculative server launched without ``--enable-metrics``.
+    Flags a speculative server launched without ``--enable-metrics`` (not a process that
+    serves no SGLang HTTP API: an LWS worker, a Dynamo worker).
 Why it matters:
     Without ``/metrics`` the accept length, TTFT and queue are invisible: nobody (and no
     operator) can tell whether speculation pays.
@@ -29,6 +30,8 @@ APPLIES_TO = ("server",)
 
 def check(launch: Launch, ctx: Context) -> Iterable[Diagnostic]:
     if not speculative(launch) or launch.parsed.values.get("enable_metrics"):
+        return []
+    if not launch.serves_http:  # no SGLang HTTP server here: its /metrics is not served
         return []
     return [
         diag(

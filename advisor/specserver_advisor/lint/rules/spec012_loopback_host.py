@@ -1,8 +1,8 @@
 """SPEC012 loopback-host.
 
 What it does:
-    Flags an SGLang server in a container (Kubernetes, docker-compose) without
-    ``--host 0.0.0.0``.
+    Flags an SGLang server in a container (Kubernetes, docker-compose, ``docker run/exec``)
+    without ``--host 0.0.0.0``; not a process that serves no HTTP (an LWS or Dynamo worker).
 Why it matters:
     SGLang binds 127.0.0.1 by default: probes, Services and Prometheus cannot reach it.
 Example (fails):
@@ -29,6 +29,8 @@ APPLIES_TO = ("server",)
 
 def check(launch: Launch, ctx: Context) -> Iterable[Diagnostic]:
     host = launch.parsed.values.get("host")
+    if not launch.serves_http:  # an LWS or Dynamo worker: it binds no SGLang HTTP server
+        return []
     if not launch.in_container or host in ("0.0.0.0", "::", "[::]"):
         return []
     if "host" in launch.unresolved_fields:

@@ -35,8 +35,8 @@ def check(launch: Launch, ctx: Context) -> Iterable[Diagnostic]:
     target, draft = launch.configs.get("target"), launch.configs.get("draft")
     if target is None:
         return missing_config(sys.modules[__name__], launch)
-    if draft is None:
-        return []
+    if draft is None:  # INFO001 when a draft path was given and its config not found
+        return missing_config(sys.modules[__name__], launch)
     message = rope_scaling_missing(target, draft)
     if not message:
         return []

@@ -3,6 +3,8 @@
 What it does:
     Flags arguments SGLang 0.5.23's parser rejects: flags it no longer has, ambiguous prefixes
     (e.g. ``--cuda-graph-max-bs``, now ``-decode``/``-prefill``), unknown flags and bad values.
+    Decided from the option names alone: a name is checked even when its value is a variable
+    the file never sets (``--cuda-graph-max-bs $CONC``), as argparse matches names before values.
 Why it matters:
     argparse exits at startup; an ambiguous prefix that once worked now fails after an upgrade.
 Example (fails):
@@ -28,8 +30,13 @@ APPLIES_TO = ("server", "specserver")
 
 
 def check(launch: Launch, ctx: Context) -> Iterable[Diagnostic]:
+    rule = sys.modules[__name__]
     out = []
     for issue in launch.parsed.issues:
         pos = launch.positions[issue.index] if issue.index < len(launch.positions) else launch.start
-        out.append(diag(sys.modules[__name__], launch, pos, issue.message))
+        where = launch.config_keys.get(issue.index)  # an item SGLang wrote from --config
+        message = f"{issue.message} ({where})" if where else issue.message
+        out.append(diag(rule, launch, pos, message))
+    for message in launch.config_refused:  # SGLang raises before parsing
+        out.append(diag(rule, launch, launch.config_at or launch.start, message))
     return out
