@@ -43,7 +43,7 @@ from specserver_advisor.plan import (
     policy_context,
 )
 from specserver_advisor.policy import PolicyContext
-from specserver_advisor.replay import NEUTRAL_CONTEXT
+from specserver_advisor.policy_model import NEUTRAL_CONTEXT
 from specserver_advisor.sglang.flags import ParsedArgs, parse_server_argv
 
 #: The reason of an EngineConfig whose model config has a value of the wrong type.

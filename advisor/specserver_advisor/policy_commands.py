@@ -16,6 +16,7 @@ from typing import Any
 from specserver_advisor.errors import UsageError
 from specserver_advisor.models import AutoSpeculation, ModelRef, SpecServerSpec, SwitchStrategy
 from specserver_advisor.policy import PolicyContext
+from specserver_advisor.policy_model import NEUTRAL_CONTEXT
 
 
 def add_parsers(sub: Any) -> None:
@@ -58,7 +59,6 @@ def _context(args: argparse.Namespace, spec: SpecServerSpec | None) -> PolicyCon
     from specserver_advisor.launch import policy_context_for
     from specserver_advisor.loaders.configs import ConfigNotFoundError
     from specserver_advisor.loaders.specserver import configs_for_spec
-    from specserver_advisor.replay import NEUTRAL_CONTEXT
 
     spec = _with_overrides(args, spec)
     if spec is None:

@@ -18,7 +18,7 @@ from specserver_advisor.launch import build_engine_config, launch_from_argv, pol
 from specserver_advisor.launch_args import spec_env
 from specserver_advisor.loaders.specserver import configs_for_spec
 from specserver_advisor.models import Mode, SpecServer
-from specserver_advisor.replay import NEUTRAL_CONTEXT
+from specserver_advisor.policy_model import NEUTRAL_CONTEXT
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((REPO / "manifests" / "examples").glob("*.yaml"))
