@@ -16,8 +16,10 @@ from typing import Any
 from specserver_advisor.launch import EngineConfig, Launch, ModelConfigs, settle
 from specserver_advisor.lint.model import Context, Position
 from specserver_advisor.lint.rules import RULES
+from specserver_advisor.lint.rules._base import use_plan
 from specserver_advisor.lint.sources import make_launch
 from specserver_advisor.models import SpecServerSpec
+from specserver_advisor.plan import Plan
 
 
 def build_engine_config(
@@ -35,6 +37,7 @@ def build_engine_config(
             configs.target,
             configs.draft if speculative else None,
             spec.resources.gpu_type,
+            cfg.plan,
         )
     return cfg
 
@@ -44,7 +47,9 @@ def launch_findings(launch: Launch) -> list[tuple[str, str]]:
     if launch.configs is None or launch.gpu is None:
         return []
     draft = launch.configs.draft if launch.speculative else None
-    return rule_findings(launch.argv, launch.env, launch.configs.target, draft, launch.gpu.name)
+    return rule_findings(
+        launch.argv, launch.env, launch.configs.target, draft, launch.gpu.name, launch.plan
+    )
 
 
 def rule_findings(
@@ -53,13 +58,18 @@ def rule_findings(
     target: dict[str, Any],
     draft: dict[str, Any] | None,
     gpu_type: str,
+    plan: Plan | None = None,
 ) -> list[tuple[str, str]]:
-    """(code, message) of every warning or error the lint rules find in this server launch."""
+    """(code, message) of every warning or error the lint rules find in this server launch;
+    ``plan``: the launch model's plan of this argv, which the memory rules then read (SPEC009
+    judges the cap at the request lengths it was sized for) instead of planning it again."""
     launch = make_launch(
         "<specserver>", "server", argv, [Position()] * len(argv), Position(), env, True
     )
     launch.configs.update({"target": target, "draft": draft})
     launch.gpu_type = gpu_type
+    if plan is not None:
+        use_plan(launch, plan)
     ctx = Context([launch])
     out = []
     for module in RULES.values():

@@ -1,8 +1,9 @@
 """One pass from spec to engine: a SpecServer pass renders its argv once and plans it once.
 
-The seams counted are the launch model's own: ``launch_args.render_spec`` (a SpecServer becomes
-SGLang flags) and ``launch.plan_argv`` (one launch planned), wrapped with counters. The
-operator's desired-state path (engine config and Auto's policy context) and the advisor's
+The seams counted are our own: ``launch_args.render_spec`` (a SpecServer becomes SGLang flags)
+and ``plan.make_plan`` (one launch planned), wrapped with counters wherever the pass can reach
+them (the launch model, and the lint rules the operator's warnings come from). The operator's
+desired-state path (engine config, its lint warnings, Auto's policy context) and the advisor's
 ``plan --from`` on a SpecServer both go through ``launch.settle``; neither renders nor plans the
 spec again. (Before settle, on a80971e, the operator's Auto pass rendered this spec 3 times and
 planned it 3 times: the spec's flags, the rendering with the cap, the policy context's own;
@@ -18,10 +19,11 @@ from typing import Any
 import pytest
 import yaml
 
-from specserver_advisor import launch, launch_args, plan_from
+from specserver_advisor import launch, launch_args
 from specserver_advisor.cli import main
 from specserver_advisor.launch import MAX_PLANS, launch_from_argv, plan_launch, settle
 from specserver_advisor.launch_args import argv_of, spec_env, specserver_args
+from specserver_advisor.lint.rules import _base as rules_base
 from specserver_advisor.loaders.configs import bundled
 from specserver_advisor.models import SpecServer
 from specserver_advisor.plan import policy_context
@@ -61,7 +63,7 @@ class Counts:
 def counts(monkeypatch: pytest.MonkeyPatch) -> Counts:
     """Counters around the render and the plan, wherever the launch model's callers reach them."""
     seen = Counts()
-    render, plan = launch_args.render_spec, launch.plan_argv
+    render, plan = launch_args.render_spec, launch.make_plan
 
     def counted_render(*args: Any, **kwargs: Any) -> Any:
         seen.renders += 1
@@ -73,8 +75,8 @@ def counts(monkeypatch: pytest.MonkeyPatch) -> Counts:
 
     for module in (launch_args, launch):
         monkeypatch.setattr(module, "render_spec", counted_render)
-    for module in (launch, plan_from):
-        monkeypatch.setattr(module, "plan_argv", counted_plan)
+    for module in (launch, rules_base):
+        monkeypatch.setattr(module, "make_plan", counted_plan)
     return seen
 
 
