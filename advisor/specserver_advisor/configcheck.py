@@ -8,7 +8,7 @@ nesting; a bad value is a :class:`ConfigShapeError` (a ValueError) naming the co
 key path, e.g. ``target config: text_config.num_attention_heads: 0 is out of range``.
 
 Callers: ``loaders.configs`` (every config.json from a directory, the HF cache or an endpoint),
-``launch.build_engine_config`` and ``launch.plan_argv`` (so the operator's ConfigValid, ``plan``
+``launch.settle`` and ``launch.plan_argv`` (so the operator's ConfigValid, ``plan``
 and ``replay`` check inline and ConfigMap configs too), lint's config finder, and the operator's
 admission webhook through ``check_configs``. Pure.
 """

@@ -1,11 +1,13 @@
 """One launch model: a SpecServer, or SGLang argv + env, with its model configs and GPU, planned.
 
-Everyone plans launches here. The operator renders engines with ``build_engine_config`` (the
-flags from ``launch_args.specserver_args``, the one SpecServer -> argv) and starts its policy
-from ``policy_context_for``; ``lint``, ``plan --from`` and ``replay --policy`` plan the same
-launch; the engine's preflight and simulated engine plan their argv with ``launch_from_argv``,
-so their resolved view and memory plan are the objects the operator and lint see. Pure:
-configs are given, nothing is read or fetched here.
+Everyone plans launches here. ``settle`` is the one pass from a SpecServer to its engine: the
+spec rendered once (``launch_args.render_spec``), the memory fraction and cap decided, the argv
+filled in and planned once per decision until nothing changes; its ``EngineConfig`` carries
+the argv, the plan, the resolved summary and Auto's policy context. The operator (through
+``launchlint``, which adds the lint rules' view), ``lint``, ``plan --from`` and ``replay
+--policy`` all call it; the engine's preflight and simulated engine plan their argv with
+``launch_from_argv``, so their resolved view and memory plan are the objects the operator sees.
+Pure: configs are given, nothing is read or fetched here; the linter is never run here.
 
 Every speculative flag is rendered explicitly, auto-chosen values included, and always an
 explicit ``--max-running-requests``: the spec's, or the recommendation for the KV pool of the mode
@@ -14,6 +16,7 @@ being rendered (with the draft when speculating, without it otherwise).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -26,12 +29,15 @@ from specserver_advisor.launch_args import (
     OWNED,
     argv_of,
     draftless_error,
+    fill,
     is_mtp_target,
     owned_in_extra,
+    render_spec,
+    settled_values,
     spec_env,
-    specserver_args,
 )
 from specserver_advisor.launch_fraction import computed_fraction, given_fraction_message
+from specserver_advisor.memfraction import FractionChoice
 from specserver_advisor.models import AutoSpeculation, SpecServerSpec
 from specserver_advisor.plan import (
     DEFAULT_CONCURRENCY,
@@ -42,7 +48,7 @@ from specserver_advisor.plan import (
     policy_context,
 )
 from specserver_advisor.policy import PolicyContext
-from specserver_advisor.replay import NEUTRAL_CONTEXT
+from specserver_advisor.policy_model import NEUTRAL_CONTEXT
 from specserver_advisor.sglang.flags import ParsedArgs, parse_server_argv
 
 #: The reason of an EngineConfig whose model config has a value of the wrong type.
@@ -58,13 +64,13 @@ __all__ = [
     "EngineConfig",
     "PlannedLaunch",
     "TargetDraftConfigs",
-    "build_engine_config",
     "extra_args_refusal",
     "launch_from_argv",
     "model_config_refusal",
     "plan_argv",
     "plan_launch",
     "policy_context_for",
+    "settle",
 ]
 
 
@@ -109,6 +115,16 @@ class EngineConfig:
     mem_fraction_static_reason: str = ""
     #: The plan behind the rendering (None when the spec was refused before planning).
     plan: Plan | None = field(default=None, compare=False, repr=False)
+    #: What ``policy`` is made from (None: speculation off, or refused before planning).
+    policy_basis: _PolicyBasis | None = field(default=None, compare=False, repr=False)
+
+    @functools.cached_property
+    def policy(self) -> PolicyContext:
+        """Where Auto starts from on this SpecServer: the performance model's crossover and
+        break-even on the speculative launch with the spec's own cap (the neutral context, no
+        load-based decisions, when it has no KV pool to reason on or was not planned)."""
+        basis = self.policy_basis
+        return NEUTRAL_CONTEXT if basis is None else basis.context()
 
 
 @dataclass(frozen=True)
@@ -182,15 +198,6 @@ class PlannedLaunch:
     plan: Plan | None
     configs: TargetDraftConfigs | None = field(default=None, compare=False, repr=False)
     gpu: Gpu | None = field(default=None, compare=False, repr=False)
-
-    def findings(self) -> list[tuple[str, str]]:
-        """(code, message) of every warning or error the lint rule registry finds in it."""
-        if self.configs is None or self.gpu is None:
-            return []
-        draft = self.configs.draft if self.speculative else None
-        return launch_findings.rule_findings(
-            self.argv, self.env, self.configs.target, draft, self.gpu.name
-        )
 
     def policy_context(
         self, policy: AutoSpeculation | None = None, input_len: int = 512, output_len: int = 128
@@ -315,116 +322,161 @@ def model_config_refusal(configs: TargetDraftConfigs, speculative: bool) -> str 
     return None
 
 
-def build_engine_config(
+#: How many plans ``settle`` can need: the spec's launch, then at most one more for each of the
+#: two values it decides (a computed fraction, a computed cap), each decided once.
+MAX_PLANS = 3
+
+
+def settle(
     spec: SpecServerSpec,
     configs: TargetDraftConfigs,
     speculative: bool,
     env: dict[str, str] | None = None,
 ) -> EngineConfig:
-    """Validate and render; an invalid result carries the rule code as ``reason`` (a flag the
-    plan cannot compute with, e.g. speculative.numSteps 10**13 or maxRunningRequests 10**30:
-    the CRD bounds neither, is ``InvalidSpec`` naming it, a verdict and no exception)."""
+    """Validate, settle and render one SpecServer mode: the one pass from spec to engine.
+
+    The spec is rendered once (``launch_args.render_spec``); the values the launch model
+    decides fill its slots: the memory fraction (computed when the spec leaves it to SGLang and
+    SGLang's heuristic leaves no KV cache without a cap), then the cap (the spec's, else
+    computed from the KV pool and the crossover), then the resolved draft shape. Each launch
+    filled in is planned once, and the loop stops at the first plan made with every value
+    decided, whose resolution no decision would change (a fixed point): that plan is the
+    rendered launch's own (the draft shape rendered explicitly resolves the same). A spec
+    that gives its fraction and cap is planned once; one that leaves them to the operator at
+    most ``MAX_PLANS`` times. It terminates because each pass either decides a value not
+    decided before (the fraction in the first pass only, the cap at most once, neither ever
+    revised) or stops.
+
+    The result carries the argv, the plan, the resolved summary and Auto's policy context
+    (``EngineConfig.policy``, from the plan with the spec's own cap), so no caller renders or
+    plans the spec again. An invalid result carries the rule code as ``reason`` (a flag the plan
+    cannot compute with, e.g. speculative.numSteps 10**13 or maxRunningRequests 10**30: the CRD
+    bounds neither, is ``InvalidSpec`` naming it, a verdict and no exception). The lint
+    warnings are not here: the composition one floor up (``launchlint``) adds them.
+    """
     try:
-        return _build_engine_config(spec, configs, speculative, env)
+        return _settle(spec, configs, speculative, spec_env(spec) if env is None else env)
     except PlanInputError as exc:
         return EngineConfig(False, "InvalidSpec", str(exc))
 
 
-def _build_engine_config(
-    spec: SpecServerSpec,
-    configs: TargetDraftConfigs,
-    speculative: bool,
-    env: dict[str, str] | None,
+def policy_context_for(spec: SpecServerSpec, configs: TargetDraftConfigs) -> PolicyContext:
+    """The performance model's crossover and break-even for this SpecServer, speculation on
+    (``settle(spec, configs, True).policy``: the neutral context when it cannot be planned)."""
+    return settle(spec, configs, True).policy
+
+
+def _settle(
+    spec: SpecServerSpec, configs: TargetDraftConfigs, speculative: bool, env: dict[str, str]
 ) -> EngineConfig:
-    env = spec_env(spec) if env is None else env
-    extra_refused = extra_args_refusal(spec)
-    if extra_refused is not None:
-        return EngineConfig(False, *extra_refused)
-    try:
-        gpu = lookup_gpu(spec.resources.gpu_type)
-    except UnknownGpuError as exc:
-        return EngineConfig(False, "UnknownGPU", f"resources.gpuType: {exc}")
-    bad_config = model_config_refusal(configs, speculative)
-    if bad_config is not None:
-        return EngineConfig(False, INVALID_MODEL_CONFIG, bad_config)
+    refused = _unplannable(spec, configs, speculative)
+    if refused is not None:
+        return EngineConfig(False, *refused)
+    gpu = lookup_gpu(spec.resources.gpu_type)
     mtp = is_mtp_target(configs.target)
-    if speculative:
-        algorithm = spec.speculative.algorithm.value
-        refused = draftless_error(algorithm, bool(spec.draft), configs.target)
-        if refused:
-            return EngineConfig(False, findings.DRAFT_PATH_MISMATCH, refused)
-    plan = plan_launch(spec, configs, gpu, argv_of(specserver_args(spec, speculative, mtp)), env)
-    cannot = launch_findings.refusal(plan, speculative)
-    computed = None
-    if cannot and cannot[0] == findings.NO_KV_MEMORY:
-        computed = computed_fraction(spec, plan, speculative, gpu.name)
-    mem_fraction = computed.fraction if computed else None
-    if computed is not None and mem_fraction is None:
-        return EngineConfig(False, findings.NO_KV_MEMORY, computed.message, plan=plan)
-    if mem_fraction is not None:
-        argv = argv_of(specserver_args(spec, speculative, mtp, mem_fraction=mem_fraction))
-        plan = plan_launch(spec, configs, gpu, argv, env)
+    rendered = render_spec(spec, speculative, mtp)
+    cfg = EngineConfig(True, "Valid", "the advisor finds nothing that stops SGLang starting")
+    given_cap = spec.engine.max_running_requests
+    fraction: FractionChoice | None = None
+    # The fraction is decided first, on SGLang's heuristic for the launch without a cap
+    # (memfraction.py): a spec that leaves it to SGLang has its own cap filled in after that.
+    fraction_open = not spec.engine.mem_fraction_static
+    cap = None if fraction_open else given_cap
+    for _ in range(MAX_PLANS):
+        settled = settled_values(spec, None, cap, fraction.fraction if fraction else None)
+        plan = plan_launch(spec, configs, gpu, argv_of(fill(rendered, settled)), env)
+        cfg.plan = plan
         cannot = launch_findings.refusal(plan, speculative)
-    if cannot and cannot[0] == findings.NO_KV_MEMORY and spec.engine.mem_fraction_static:
-        message = given_fraction_message(spec, plan, speculative)
-        return EngineConfig(False, findings.NO_KV_MEMORY, message, plan=plan)
-    if cannot:
-        return EngineConfig(False, cannot[0], cannot[1], plan=plan)
-    cfg = EngineConfig(
-        True,
-        "Valid",
-        "the advisor finds nothing that stops SGLang starting",
-        speculative=speculative,
-        env=dict(env),
-        plan=plan,
-        mem_fraction_static=plan.mem.settings.mem_fraction_static,
-        mem_fraction_static_source=(
-            "Spec" if spec.engine.mem_fraction_static else "Computed" if computed else "Heuristic"
-        ),
-        mem_fraction_static_reason=(
-            computed.message
-            if computed
-            else "given in spec.engine.memFractionStatic"
-            if spec.engine.mem_fraction_static
-            else "SGLang's heuristic for this GPU leaves room for the KV cache"
-        ),
-    )
-    _choose_cap(cfg, spec, plan, speculative)
+        if fraction_open:
+            fraction_open = False
+            if cannot and cannot[0] == findings.NO_KV_MEMORY:
+                fraction = computed_fraction(spec, plan, speculative, gpu.name)
+                if fraction is not None and fraction.fraction is None:
+                    return _refused(cfg, findings.NO_KV_MEMORY, fraction.message)
+            stopped = cannot is not None and cannot[0] != findings.NO_KV_MEMORY
+            if not stopped and (fraction is not None or given_cap is not None):
+                cap = given_cap
+                continue  # decided: the fraction; the launch with it and the spec's cap
+        if speculative and cap == given_cap:
+            cfg.policy_basis = _PolicyBasis(plan, spec.auto_speculation, spec.speculative.adaptive)
+        if cannot and cannot[0] == findings.NO_KV_MEMORY and spec.engine.mem_fraction_static:
+            message = given_fraction_message(spec, plan, speculative)
+            return _refused(cfg, findings.NO_KV_MEMORY, message)
+        if cannot:
+            return _refused(cfg, *cannot)
+        if cap is None:
+            cap = _choose_cap(cfg, spec, plan, speculative)
+            continue  # decided: the cap, which cuts SGLang's decode-graph reserve
+        break
+    else:  # pragma: no cover - each pass decides a value not decided before, or stops
+        raise AssertionError(f"settle: no fixed point in {MAX_PLANS} plans")
+    if spec.engine.max_running_requests:
+        _spec_cap(cfg, spec.engine.max_running_requests)
     cfg.args = argv_of(
-        specserver_args(
-            spec,
-            speculative,
-            mtp,
-            plan.resolution if speculative else None,
-            cfg.max_running_requests,
-            mem_fraction,
+        fill(
+            rendered,
+            settled_values(
+                spec,
+                plan.resolution if speculative else None,
+                cfg.max_running_requests,
+                fraction.fraction if fraction else None,
+            ),
         )
     )
     final = parse_server_argv(cfg.args)
     assert not final.issues, final.issues  # rendered from validated parts
-    if final.values.get("max_running_requests") != plan.resolution.get("max_running_requests"):
-        # The rendered cap cuts SGLang's decode-graph reserve (and so its heuristic fraction):
-        # status, the engine and the simulator all see the launch as rendered.
-        plan = plan_launch(spec, configs, gpu, cfg.args, env)
-        cfg.plan = plan
+    cfg.speculative = speculative
+    cfg.env = dict(env)
+    cfg.mem_fraction_static = plan.mem.settings.mem_fraction_static
+    cfg.mem_fraction_static_source, cfg.mem_fraction_static_reason = (
+        ("Spec", "given in spec.engine.memFractionStatic")
+        if spec.engine.mem_fraction_static
+        else ("Computed", fraction.message)
+        if fraction
+        else ("Heuristic", "SGLang's heuristic for this GPU leaves room for the KV cache")
+    )
     cfg.resolved = launch_findings.summary(plan, speculative)
     cfg.weight_gib = plan.mem.target_weight_gib + (plan.mem.draft_weight_gib if speculative else 0)
-    cfg.warnings = launch_findings.rule_findings(
-        cfg.args,
-        env,
-        configs.target,
-        configs.draft if speculative else None,
-        spec.resources.gpu_type,
-    )
     return cfg
 
 
-def _choose_cap(cfg: EngineConfig, spec: SpecServerSpec, plan: Plan, speculative: bool) -> None:
-    if spec.engine.max_running_requests:
-        cfg.max_running_requests = spec.engine.max_running_requests
-        cfg.max_running_requests_source = "Spec"
-        cfg.max_running_requests_reason = "given in spec.engine.maxRunningRequests"
-        return
+def _unplannable(
+    spec: SpecServerSpec, configs: TargetDraftConfigs, speculative: bool
+) -> tuple[str, str] | None:
+    """Why the spec is refused before any plan: its extraArgs, GPU type, model configs, or a
+    draft-model algorithm without a draft."""
+    extra_refused = extra_args_refusal(spec)
+    if extra_refused is not None:
+        return extra_refused
+    try:
+        lookup_gpu(spec.resources.gpu_type)
+    except UnknownGpuError as exc:
+        return "UnknownGPU", f"resources.gpuType: {exc}"
+    bad_config = model_config_refusal(configs, speculative)
+    if bad_config is not None:
+        return INVALID_MODEL_CONFIG, bad_config
+    if speculative:
+        algorithm = spec.speculative.algorithm.value
+        refused = draftless_error(algorithm, bool(spec.draft), configs.target)
+        if refused:
+            return findings.DRAFT_PATH_MISMATCH, refused
+    return None
+
+
+def _refused(cfg: EngineConfig, reason: str, message: str) -> EngineConfig:
+    """``cfg`` as a refusal (its plan and policy basis kept: status and Auto still read them)."""
+    cfg.valid, cfg.reason, cfg.message = False, reason, message
+    return cfg
+
+
+def _spec_cap(cfg: EngineConfig, cap: int) -> None:
+    cfg.max_running_requests = cap
+    cfg.max_running_requests_source = "Spec"
+    cfg.max_running_requests_reason = "given in spec.engine.maxRunningRequests"
+
+
+def _choose_cap(cfg: EngineConfig, spec: SpecServerSpec, plan: Plan, speculative: bool) -> int:
+    """The cap computed from ``plan``'s KV pool and crossover (recorded in ``cfg``)."""
     fits = plan.fits_on if speculative else plan.fits_off
     graph = plan.mem.settings.cuda_graph_max_bs
     cfg.max_running_requests = max(1, min(plan.recommended_mrr if speculative else fits, graph))
@@ -439,38 +491,19 @@ def _choose_cap(cfg: EngineConfig, spec: SpecServerSpec, plan: Plan, speculative
             else ""
         )
     )
+    return cfg.max_running_requests
 
 
-def policy_context_for(
-    spec: SpecServerSpec, configs: TargetDraftConfigs, rendered: EngineConfig | None = None
-) -> PolicyContext:
-    """The performance model's crossover and break-even for this SpecServer (speculation on).
+@dataclass(frozen=True)
+class _PolicyBasis:
+    """What Auto's policy context is made from: the plan of the speculative launch with the
+    spec's own cap (a computed cap is sized for the mode rendered; the Off engine's differs)."""
 
-    Plans the launch the spec renders when speculating (memFractionStatic or the computed one,
-    the spec's maxRunningRequests, extraArgs, env and KV dtype included); the neutral context
-    (no load-based decisions) when it cannot be planned. A computed cap is left out: it is
-    sized for the mode being rendered, and the Off engine's would differ. ``rendered`` is
-    ``build_engine_config(spec, configs, True)`` where the caller already has it (the
-    operator memoises it per generation); else it is rendered here.
-    """
-    try:
-        gpu = lookup_gpu(spec.resources.gpu_type)
-    except UnknownGpuError:
-        return NEUTRAL_CONTEXT
-    # The engine as rendered: the spec's cap (it binds both modes) and a computed fraction.
-    cfg = build_engine_config(spec, configs, True) if rendered is None else rendered
-    fraction = cfg.mem_fraction_static if cfg.mem_fraction_static_source == "Computed" else None
-    mtp = is_mtp_target(configs.target)
-    cap = spec.engine.max_running_requests
-    argv = argv_of(specserver_args(spec, True, mtp, None, cap, fraction))
-    if parse_server_argv(argv).issues:
-        return NEUTRAL_CONTEXT
-    try:
-        plan = plan_launch(spec, configs, gpu, argv, spec_env(spec))
-    except PlanInputError:  # a flag out of any launch's range: it cannot be planned
-        return NEUTRAL_CONTEXT
-    if plan.resolution.errors or plan.mem.kv_pool_tokens_with_draft <= 0:
-        return NEUTRAL_CONTEXT
-    return policy_context(
-        plan, spec.auto_speculation, engine_adapts_steps=spec.speculative.adaptive
-    )
+    plan: Plan
+    policy: AutoSpeculation | None
+    adapts: bool
+
+    def context(self) -> PolicyContext:
+        if self.plan.resolution.errors or self.plan.mem.kv_pool_tokens_with_draft <= 0:
+            return NEUTRAL_CONTEXT
+        return policy_context(self.plan, self.policy, engine_adapts_steps=self.adapts)

@@ -1,14 +1,17 @@
 """SpecServer -> SGLang argv: the one rendering, each flag with the spec field that set it.
 
-``specserver_args`` is the only place a SpecServer becomes SGLang flags (the operator's engine
-config, ``lint`` on SpecServers, ``plan --from`` and ``replay --policy`` all call it through
-``launch``); ``owned_in_extra`` refuses extraArgs that would set what the operator owns, and
-``draftless_error`` a draft-model algorithm without a draft on a target without MTP layers.
+``render_spec`` is the only place a SpecServer becomes SGLang flags: the flags the launch model
+settles itself (the memory fraction, the cap, the resolved draft shape: ``SETTLED``) are slots
+that ``fill`` completes, so ``launch.settle`` renders a spec once and fills it as it settles.
+``specserver_args`` is the render filled in one call (``lint`` on SpecServers, ``plan --from``'s
+refused launches). ``owned_in_extra`` refuses extraArgs that would set what the operator owns,
+and ``draftless_error`` a draft-model algorithm without a draft on a target without MTP layers.
 Pure.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +44,20 @@ class Arg:
     flag: str
     value: str | None
     source: str  # "model", "engine", "speculative", "draft", "resources", "engine.extraArgs.K"
+    #: The field this flag's value is settled in (one of ``SETTLED``; "": the spec's alone). A
+    #: slot's ``value`` is the spec's own, None when the spec leaves it (then ``fill`` decides).
+    slot: str = ""
+
+
+#: The flags whose values the launch model settles (``launch.settle``), not the spec alone.
+FRACTION, CAP = "mem_fraction_static", "max_running_requests"
+SHAPE = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
+SETTLED = (FRACTION, CAP, *SHAPE)
+_SHAPE_FLAGS = (
+    "--speculative-num-steps",
+    "--speculative-eagle-topk",
+    "--speculative-num-draft-tokens",
+)
 
 
 def is_mtp_target(target_config: dict[str, Any] | None) -> bool:
@@ -82,11 +99,39 @@ def specserver_args(
     (None: the spec's own values). ``max_running_requests``: the cap to render (None: none).
     ``mem_fraction``: the operator's computed fraction when the spec gives none.
     """
+    return fill(
+        render_spec(spec, speculative, mtp_target),
+        settled_values(spec, resolution, max_running_requests, mem_fraction),
+    )
+
+
+def settled_values(
+    spec: SpecServerSpec,
+    resolution: Resolution | None = None,
+    max_running_requests: int | None = None,
+    mem_fraction: float | None = None,
+) -> dict[str, Any]:
+    """What ``fill`` puts in the slots: the cap when given, the fraction when the spec gives
+    none, and the resolution's draft shape (a shape value it leaves unset is left out)."""
+    out: dict[str, Any] = {}
+    if max_running_requests is not None:
+        out[CAP] = max_running_requests
+    if mem_fraction is not None and not spec.engine.mem_fraction_static:
+        out[FRACTION] = mem_fraction
+    if resolution is not None:
+        out.update({name: resolution.get(name) for name in SHAPE})
+    return out
+
+
+def render_spec(spec: SpecServerSpec, speculative: bool, mtp_target: bool = False) -> list[Arg]:
+    """The SpecServer's flags in order, the ones in ``SETTLED`` as slots (``fill``)."""
     out: list[Arg] = []
 
-    def add(flag: str, value: Any, source: str) -> None:
-        if value is not None:
-            out.append(Arg(flag, None if value is True else str(value), source))
+    def add(flag: str, value: Any, source: str, slot: str = "") -> None:
+        if value is not None or slot:
+            out.append(
+                Arg(flag, None if value is True or value is None else str(value), source, slot)
+            )
 
     e = spec.engine
     add("--model-path", spec.model.path, "model")
@@ -96,35 +141,48 @@ def specserver_args(
     add("--enable-metrics", True, "engine")
     add("--tp-size", spec.resources.gpus, "resources")
     add("--context-length", e.context_length or None, "engine")
-    add("--mem-fraction-static", e.mem_fraction_static or mem_fraction, "engine")
-    add("--max-running-requests", max_running_requests, "engine")
+    add("--mem-fraction-static", e.mem_fraction_static or None, "engine", FRACTION)
+    add("--max-running-requests", None, "engine", CAP)
     if speculative:
-        out += _speculative_args(spec, mtp_target, resolution)
+        out += _speculative_args(spec, mtp_target)
     for k, item in enumerate(e.extra_args):
         out.append(Arg(item, None, f"engine.extraArgs.{k}"))
     return out
 
 
-def argv_of(args: list[Arg]) -> list[str]:
-    """Flatten ``specserver_args`` into argv (extraArgs items stay single tokens)."""
-    argv: list[str] = []
+def fill(args: list[Arg], settled: Mapping[str, Any]) -> list[Arg]:
+    """``args`` with each slot ``settled`` names set to that value (None: left out); a slot it
+    does not name keeps the spec's value, and is left out when the spec has none."""
+    out: list[Arg] = []
     for a in args:
+        if not a.slot:
+            out.append(a)
+            continue
+        value = settled.get(a.slot, a.value)
+        if value is not None:
+            out.append(Arg(a.flag, str(value), a.source))
+    return out
+
+
+def argv_of(args: list[Arg]) -> list[str]:
+    """Flatten ``specserver_args`` into argv (extraArgs items stay single tokens; a slot left
+    unfilled is left out)."""
+    argv: list[str] = []
+    for a in fill(args, {}):
         argv.append(a.flag)
         if a.value is not None:
             argv.append(a.value)
     return argv
 
 
-def _speculative_args(spec: SpecServerSpec, mtp_target: bool, r: Resolution | None) -> list[Arg]:
+def _speculative_args(spec: SpecServerSpec, mtp_target: bool) -> list[Arg]:
     s = spec.speculative
     out = [Arg("--speculative-algorithm", s.algorithm.value, "speculative")]
     if spec.draft and not mtp_target:
         out.append(Arg("--speculative-draft-model-path", spec.draft.path, "draft"))
         if spec.draft.revision:
             out.append(Arg("--speculative-draft-model-revision", spec.draft.revision, "draft"))
-    steps = r.get("speculative_num_steps") if r else s.num_steps
-    topk = r.get("speculative_eagle_topk") if r else s.eagle_topk
-    ndt = r.get("speculative_num_draft_tokens") if r else s.num_draft_tokens
+    steps, topk, ndt = s.num_steps, s.eagle_topk, s.num_draft_tokens
     pairs: list[tuple[str, Any]]
     if s.algorithm == Algorithm.NGRAM:
         n = s.ngram
@@ -149,7 +207,12 @@ def _speculative_args(spec: SpecServerSpec, mtp_target: bool, r: Resolution | No
         ("--speculative-accept-threshold-acc", s.accept_threshold_acc or 1.0),
         ("--speculative-draft-kv-cache-dtype", s.draft_kv_cache_dtype),
     ]
-    out += [Arg(f, str(v), "speculative") for f, v in pairs if v is not None]
+    slots = dict(zip(_SHAPE_FLAGS, SHAPE, strict=True))
+    for f, v in pairs:
+        if f in slots:
+            out.append(Arg(f, None if v is None else str(v), "speculative", slots[f]))
+        elif v is not None:
+            out.append(Arg(f, str(v), "speculative"))
     if s.adaptive:
         out.append(Arg("--speculative-adaptive", None, "speculative"))
     return out

@@ -1,8 +1,8 @@
-"""What the advisor finds in one rendered launch: why it cannot start, and the lint rules' view.
+"""What the advisor finds in one planned launch: why it cannot start, and its resolved summary.
 
-Used by ``launch.build_engine_config`` (the operator's ConfigValid and its warning events). The
-warnings are the rule registry's own findings on the exact argv the operator renders (the same
-rules ``lint`` runs), not messages matched by substring. Pure.
+Used by ``launch.settle`` (the operator's ConfigValid and ``status.resolved``). The lint rules'
+view of the rendered argv is one floor up, in ``launchlint`` (the launch model never runs the
+linter). Pure.
 """
 
 from __future__ import annotations
@@ -86,31 +86,3 @@ def summary(plan: Plan, speculative: bool) -> dict[str, Any]:
         else plan.mem.kv_pool_tokens_without_draft,
         "notes": notes[:10],
     }
-
-
-def rule_findings(
-    argv: list[str],
-    env: dict[str, str],
-    target: dict[str, Any],
-    draft: dict[str, Any] | None,
-    gpu_type: str,
-) -> list[tuple[str, str]]:
-    """(code, message) of every warning or error the lint rules find in this server launch."""
-    from specserver_advisor.lint.model import Context, Position
-    from specserver_advisor.lint.rules import RULES
-    from specserver_advisor.lint.sources import make_launch
-
-    launch = make_launch(
-        "<specserver>", "server", argv, [Position()] * len(argv), Position(), env, True
-    )
-    launch.configs.update({"target": target, "draft": draft})
-    launch.gpu_type = gpu_type
-    ctx = Context([launch])
-    out = []
-    for module in RULES.values():
-        if "server" not in module.APPLIES_TO:
-            continue
-        for d in module.check(launch, ctx):
-            if d.severity in ("warning", "error"):
-                out.append((d.code, d.message))
-    return out

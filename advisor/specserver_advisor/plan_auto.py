@@ -15,7 +15,7 @@ import math
 from specserver_advisor.models import AutoSpeculation, SpecServerSpec
 from specserver_advisor.plan import policy_context
 from specserver_advisor.policy import PolicyContext, accept_floor
-from specserver_advisor.replay import NEUTRAL_CONTEXT
+from specserver_advisor.policy_model import NEUTRAL_CONTEXT
 
 #: The highest load the context is planned at (``plan.policy_context``'s concurrencies).
 PLANNED_LOADS: tuple[int, ...] = (

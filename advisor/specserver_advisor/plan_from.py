@@ -1,10 +1,10 @@
 """``plan --from FILE``: the exact launch a file describes, planned as it will run.
 
-Reads a SpecServer (planned through ``launch.build_engine_config``, as the operator renders
-it), a Deployment/Pod/StatefulSet/LeaderWorkerSet, a docker-compose service, a shell script or
-an SGLang ``--config`` YAML (their SGLang server command, found by the linter's readers). The
-other CLI options (``--gpu``, ``--concurrency``, further SGLang flags) apply on top. I/O: reads
-the file and the model configs; everything else is the pure planner.
+Reads a SpecServer (settled through ``launchlint.build_engine_config``, as the operator
+renders it), a Deployment/Pod/StatefulSet/LeaderWorkerSet, a docker-compose service, a shell
+script or an SGLang ``--config`` YAML (their SGLang server command, found by the linter's
+readers). The other CLI options (``--gpu``, ``--concurrency``, further SGLang flags) apply on
+top. I/O: reads the file and the model configs; everything else is the pure planner.
 """
 
 from __future__ import annotations
@@ -18,15 +18,9 @@ from pydantic import ValidationError
 from specserver_advisor.configcheck import LoadedConfig
 from specserver_advisor.errors import UsageError
 from specserver_advisor.gpus import Gpu, UnknownGpuError, lookup_gpu
-from specserver_advisor.launch import (
-    Configs,
-    EngineConfig,
-    build_engine_config,
-    plan_argv,
-    plan_launch,
-    policy_context_for,
-)
+from specserver_advisor.launch import Configs, EngineConfig, plan_argv, plan_launch
 from specserver_advisor.launch_args import argv_of, draftless_error, spec_env, specserver_args
+from specserver_advisor.launchlint import build_engine_config
 from specserver_advisor.lint.configsource import merge_configs
 from specserver_advisor.lint.engine import MAX_BYTES, decode, is_yaml
 from specserver_advisor.lint.model import Launch
@@ -36,7 +30,7 @@ from specserver_advisor.lint.sources import InputError, from_yaml
 from specserver_advisor.loaders.bounded import InputLimitError
 from specserver_advisor.loaders.reading import read_bytes
 from specserver_advisor.models import Mode, SpecServer, SpecServerSpec
-from specserver_advisor.plan import Plan
+from specserver_advisor.plan import DEFAULT_CONCURRENCY, Plan
 from specserver_advisor.policy import PolicyContext
 from specserver_advisor.sglang.flags import parse_server_argv
 
@@ -134,17 +128,20 @@ def plan_specserver(
     gpu = gpu_named(spec.resources.gpu_type, "spec.resources.gpuType")
     speculative = spec.mode != Mode.DISABLED
     cfg = build_engine_config(spec, configs, speculative)
+    # A refused spec has no rendered argv: the spec's own flags are shown.
     argv = cfg.args or argv_of(specserver_args(spec, speculative))
     out = Planned(cfg.plan, argv, gpu, spec_env(spec), spec, engine=cfg, configs=configs)
     if not cfg.valid and cfg.plan is None:
         out.refused = f"{cfg.reason}: {cfg.message}"
     if cfg.valid:
-        # The rendered launch, cap included, at the asked concurrency and accept length.
-        out.plan = plan_launch(
-            spec, configs, gpu, argv, spec_env(spec), concurrency, accept_length, prompt_mix
-        )
         if spec.mode == Mode.AUTO:
-            out.policy = policy_context_for(spec, configs)
+            out.policy = cfg.policy
+        if (list(concurrency), accept_length, prompt_mix) != (DEFAULT_CONCURRENCY, None, ()):
+            # The rendered launch, cap included, at the asked concurrency and accept length
+            # (the settled plan is the operator's, at its defaults).
+            out.plan = plan_launch(
+                spec, configs, gpu, argv, spec_env(spec), concurrency, accept_length, prompt_mix
+            )
     return out
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from specserver_advisor.errors import UsageError
 from specserver_advisor.models import AutoSpeculation, ModelRef, SpecServerSpec, SwitchStrategy
 from specserver_advisor.policy import PolicyContext
+from specserver_advisor.policy_model import NEUTRAL_CONTEXT
 
 
 def add_parsers(sub: Any) -> None:
@@ -55,10 +56,9 @@ def _context(args: argparse.Namespace, spec: SpecServerSpec | None) -> PolicyCon
     """The operator's policy context for the SpecServer (or --model/--draft/--gpu) replayed."""
     from specserver_advisor.configchain import ConfigSourceError
     from specserver_advisor.configcheck import ConfigShapeError, check_configs
-    from specserver_advisor.launch import policy_context_for
+    from specserver_advisor.launch import settle
     from specserver_advisor.loaders.configs import ConfigNotFoundError
     from specserver_advisor.loaders.specserver import configs_for_spec
-    from specserver_advisor.replay import NEUTRAL_CONTEXT
 
     spec = _with_overrides(args, spec)
     if spec is None:
@@ -70,7 +70,7 @@ def _context(args: argparse.Namespace, spec: SpecServerSpec | None) -> PolicyCon
         except ConfigShapeError as exc:
             where = args.policy or "--model/--draft"
             raise UsageError(f"{where}: {configs.source} model config: {exc}") from exc
-        return policy_context_for(spec, configs)
+        return settle(spec, configs, True).policy
     except ConfigShapeError as exc:  # a config that is there but broken: refused, naming the key
         raise UsageError(str(exc)) from exc
     except (ConfigNotFoundError, ConfigSourceError) as exc:

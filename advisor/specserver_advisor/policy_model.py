@@ -101,6 +101,11 @@ class PolicyContext:
         return table[-1][1]
 
 
+#: The context with no load-based decisions (crossover at infinity): where Auto starts when
+#: the launch cannot be planned or has no KV pool to reason on (the launch model, replay).
+NEUTRAL_CONTEXT = PolicyContext([(1.0, math.inf)], break_even_accept=1.0, prior_accept=2.5)
+
+
 @dataclass
 class PolicyState:
     """Everything the policy remembers between cycles (JSON round-trippable)."""

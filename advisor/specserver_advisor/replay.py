@@ -8,7 +8,6 @@ Deterministic for the same input.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from specserver_advisor.loaders.bounded import InputLimitError, json_object
 from specserver_advisor.loaders.reading import read_text
 from specserver_advisor.models import AutoSpeculation, SpecServerSpec
 from specserver_advisor.policy import Decision, Observation, PolicyContext
+from specserver_advisor.policy_model import NEUTRAL_CONTEXT
 
 
 class ReplayInputError(ValueError):
@@ -82,9 +82,6 @@ def read_policy(path: Path) -> tuple[AutoSpeculation, SpecServerSpec | None]:
         where = ".".join(str(p) for p in err["loc"])
         prefix = "spec." if is_server else ""
         raise ReplayInputError(f"{path}: {prefix}{where}: {err['msg']}") from exc
-
-
-NEUTRAL_CONTEXT = PolicyContext([(1.0, math.inf)], break_even_accept=1.0, prior_accept=2.5)
 
 
 def replay(

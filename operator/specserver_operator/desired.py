@@ -34,7 +34,7 @@ from specserver_operator import conditions as cond
 from specserver_operator.autopilot import PAUSE_ANNOTATION, AutoStep, auto_step
 from specserver_operator.drift import drift
 from specserver_operator.drift import replicas as live_replicas
-from specserver_operator.engineconfig import EngineConfig, build_engine_config, policy_context_for
+from specserver_operator.engineconfig import EngineConfig, build_engine_config
 from specserver_operator.hashes import applied_hash
 from specserver_operator.names import child_name
 from specserver_operator.observed import Observed
@@ -337,7 +337,8 @@ def engine_config(
 def policy_ctx(
     server: SpecServer, uid: str, configs: ModelConfigs, memo: PassCache
 ) -> PolicyContext:
-    """What the performance model predicts for this SpecServer (memoised per generation)."""
+    """What the performance model predicts for this SpecServer (memoised per generation): the
+    speculative engine config's own (``launch.settle`` made it from the plan it already has)."""
     key = (uid, server.metadata.generation or 0)
     if key not in memo.policy_contexts:
         memo.policy_contexts[key] = _shared(
@@ -345,9 +346,7 @@ def policy_ctx(
             server,
             configs,
             "policy",
-            lambda: policy_context_for(
-                server.spec, configs, engine_config(server, uid, configs, True, memo)
-            ),
+            lambda: engine_config(server, uid, configs, True, memo).policy,
         )
     return memo.policy_contexts[key]  # type: ignore[no-any-return]
 

@@ -17,7 +17,8 @@ import pytest
 
 from cliprocess import advisor, clean_refusal
 from specserver_advisor.configcheck import ConfigShapeError, check_model_config
-from specserver_advisor.launch import INVALID_MODEL_CONFIG, Configs, build_engine_config
+from specserver_advisor.launch import INVALID_MODEL_CONFIG, Configs
+from specserver_advisor.launchlint import build_engine_config
 from specserver_advisor.models import SpecServerSpec
 from stack import load_config
 

@@ -14,11 +14,12 @@ import pytest
 import yaml
 
 from specserver_advisor.gpus import lookup_gpu
-from specserver_advisor.launch import build_engine_config, launch_from_argv, policy_context_for
+from specserver_advisor.launch import launch_from_argv, policy_context_for
 from specserver_advisor.launch_args import spec_env
+from specserver_advisor.launchlint import build_engine_config, launch_findings
 from specserver_advisor.loaders.specserver import configs_for_spec
 from specserver_advisor.models import Mode, SpecServer
-from specserver_advisor.replay import NEUTRAL_CONTEXT
+from specserver_advisor.policy_model import NEUTRAL_CONTEXT
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((REPO / "manifests" / "examples").glob("*.yaml"))
@@ -35,7 +36,7 @@ def test_an_argv_launch_has_the_operators_findings_and_policy_context(example: P
     gpu = lookup_gpu(spec.resources.gpu_type)
     launch = launch_from_argv(cfg.args, spec_env(spec), configs, gpu)
     assert launch.failure() is None
-    assert launch.findings() == cfg.warnings
+    assert launch_findings(launch) == cfg.warnings
     assert launch.speculative == speculative
     if speculative:
         # A computed cap is sized for the mode rendered; Auto's context compares both modes

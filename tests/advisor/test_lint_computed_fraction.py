@@ -16,7 +16,7 @@ import yaml
 
 from specserver_advisor import findings
 from specserver_advisor.cli import main
-from specserver_advisor.launch import build_engine_config
+from specserver_advisor.launchlint import build_engine_config
 from specserver_advisor.loaders.specserver import configs_for_spec
 from specserver_advisor.models import Mode, SpecServer
 

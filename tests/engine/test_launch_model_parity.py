@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specserver_advisor.launch import build_engine_config
+from specserver_advisor.launchlint import build_engine_config
 from specserver_advisor.loaders.specserver import configs_for_spec
 from specserver_advisor.models import Mode, SpecServer
 from specserver_engine import preflight

@@ -270,16 +270,16 @@ def test_a_switch_left_in_status_does_not_outlive_auto() -> None:
 def test_an_auto_generation_renders_each_mode_once_policy_context_included(
     monkeypatch: Any,
 ) -> None:
-    from specserver_advisor import launch
+    from specserver_advisor import launch, launchlint
 
     calls: list[bool] = []
-    real = launch.build_engine_config
+    real = launchlint.build_engine_config
 
     def counted(spec: Any, configs: Any, speculative: bool, env: Any = None) -> Any:
         calls.append(speculative)
         return real(spec, configs, speculative, env)
 
-    monkeypatch.setattr(launch, "build_engine_config", counted)
+    monkeypatch.setattr(launchlint, "build_engine_config", counted)
     monkeypatch.setattr("specserver_operator.desired.build_engine_config", counted)
     body = copy.deepcopy(BODY)
     body["spec"]["mode"] = "Auto"
@@ -287,9 +287,9 @@ def test_an_auto_generation_renders_each_mode_once_policy_context_included(
     plan = desired(observed(body), SETTINGS, PassCache())
     assert plan.decided.step is not None  # the policy was evaluated: its context was built
     assert calls.count(True) == 1, calls
-    ctx = launch.policy_context_for(plan_spec(body), bundled_configs())
+    # The context is the speculative engine config's own: what replay and plan --from start from.
     rendered = real(plan_spec(body), bundled_configs(), True)
-    assert launch.policy_context_for(plan_spec(body), bundled_configs(), rendered) == ctx
+    assert rendered.policy == launch.policy_context_for(plan_spec(body), bundled_configs())
 
 
 def plan_spec(body: dict[str, Any]) -> Any:

@@ -1,6 +1,6 @@
 """SpecServer documents as launches: the SGLang flags the operator will render from them.
 
-The flags come from ``specserver_advisor.launch.specserver_args`` (the operator's own), each
+The flags come from ``specserver_advisor.launch_args.specserver_args`` (the operator's own), each
 placed at the spec field that set it. Called by the lint engine; pure apart from what
 ``sources`` already read.
 """

@@ -6,11 +6,12 @@ import contextlib
 from types import ModuleType
 from typing import Any
 
+from specserver_advisor.findings import NO_KV_MEMORY
 from specserver_advisor.gpus import Gpu, UnknownGpuError, lookup_gpu
-from specserver_advisor.launch_fraction import computed_fraction, given_fraction_message
+from specserver_advisor.launch import Configs, settle
 from specserver_advisor.lint.model import Diagnostic, Launch, Position
 from specserver_advisor.lint.specservers import COMPUTED_CAP
-from specserver_advisor.models import SpecServerSpec
+from specserver_advisor.models import Mode, SpecServerSpec
 from specserver_advisor.modelshape import ConfigShapeError
 from specserver_advisor.plan import Plan, PlanInputError, PlanInputs, make_plan
 from specserver_advisor.sglang.context import ContextCheck, check_context, env_true
@@ -43,9 +44,9 @@ def server_args(launch: Launch) -> dict[str, Any]:
 def memory_plan(launch: Launch) -> Plan | None:
     """The advisor's plan on the launch's GPU type (None without a GPU type or configs).
 
-    A SpecServer is planned as the operator renders it: when the spec leaves
-    memFractionStatic to SGLang and the heuristic leaves no KV cache, with the operator's
-    computed fraction (``launch_fraction.computed_fraction``).
+    A SpecServer is planned as the operator renders it (``launch.settle``: with the fraction
+    the operator computes when the spec leaves it to SGLang and the heuristic leaves no KV
+    cache, and the cap it renders).
     """
     cache = launch.configs
     if "_plan" not in cache:
@@ -53,13 +54,18 @@ def memory_plan(launch: Launch) -> Plan | None:
         if launch.gpu_type and cache.get("target") is not None:
             with contextlib.suppress(UnknownGpuError, ConfigShapeError, PlanInputError):
                 gpu = lookup_gpu(launch.gpu_type)
-                args = server_args(launch)
-                plan = _plan(launch, args, gpu)
                 if launch.specserver is not None:
-                    plan = _as_operator_renders(launch, launch.specserver, plan, args, gpu)
-                cache["_plan"] = plan
+                    cache["_plan"] = _as_operator_renders(launch, launch.specserver)
+                else:
+                    cache["_plan"] = _plan(launch, server_args(launch), gpu)
     plan_: Plan | None = cache["_plan"]
     return plan_
+
+
+def use_plan(launch: Launch, plan: Plan | None) -> None:
+    """Make ``plan`` the launch's memory plan (the caller planned this exact launch already:
+    ``launchlint`` with the plan ``launch.settle`` made), so no rule plans it again."""
+    launch.configs["_plan"] = plan
 
 
 def no_kv_message(launch: Launch) -> str | None:
@@ -75,21 +81,15 @@ def _plan(launch: Launch, args: dict[str, Any], gpu: Gpu) -> Plan:
     )
 
 
-def _as_operator_renders(
-    launch: Launch, spec: SpecServerSpec, plan: Plan, args: dict[str, Any], gpu: Gpu
-) -> Plan:
-    speculative = bool(args.get("speculative_algorithm"))
-    if spec.engine.mem_fraction_static:
-        if plan.mem.error:
-            launch.configs["_no_kv"] = given_fraction_message(spec, plan, speculative)
-        return plan
-    choice = computed_fraction(spec, plan, speculative, gpu.name)
-    if choice is None:
-        return plan
-    if choice.fraction is None:
-        launch.configs["_no_kv"] = choice.message
-        return plan
-    return _plan(launch, {**args, "mem_fraction_static": choice.fraction}, gpu)
+def _as_operator_renders(launch: Launch, spec: SpecServerSpec) -> Plan | None:
+    """The operator's own plan of the SpecServer (``launch.settle``: its fraction and cap, at
+    the spec's request lengths); its SPEC016 words when the render leaves no KV cache."""
+    cache = launch.configs
+    configs = Configs(cache["target"], cache.get("draft"))
+    cfg = settle(spec, configs, spec.mode != Mode.DISABLED, launch.env)
+    if cfg.reason == NO_KV_MEMORY and cfg.plan is not None and cfg.message != cfg.plan.mem.error:
+        cache["_no_kv"] = cfg.message
+    return cfg.plan
 
 
 def context_check(launch: Launch) -> ContextCheck | None:
