@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from specserver_advisor import findings, launch_findings
+from specserver_advisor import draftcontext, findings, launch_findings
 from specserver_advisor.configcheck import ConfigShapeError, check_configs
 from specserver_advisor.gpus import Gpu, UnknownGpuError, lookup_gpu
 from specserver_advisor.launch_args import (
@@ -151,6 +151,7 @@ def plan_argv(
         ConfigShapeError: a config value the plan reads has the wrong type (``configcheck``).
     """
     speculative = bool(values.get("speculative_algorithm"))
+    configs = draftcontext.sglang_configs(values, configs)
     check_configs(configs.target, configs.draft if speculative else None)
     return make_plan(
         PlanInputs(
@@ -348,12 +349,17 @@ def _build_engine_config(
     if bad_config is not None:
         return EngineConfig(False, INVALID_MODEL_CONFIG, bad_config)
     mtp = is_mtp_target(configs.target)
+    override: str | None = None
     if speculative:
         algorithm = spec.speculative.algorithm.value
         refused = draftless_error(algorithm, bool(spec.draft), configs.target)
         if refused:
             return EngineConfig(False, findings.DRAFT_PATH_MISMATCH, refused)
-    plan = plan_launch(spec, configs, gpu, argv_of(specserver_args(spec, speculative, mtp)), env)
+        override, refused = draft_override(spec, configs)
+        if refused:
+            return EngineConfig(False, "InvalidSpec", refused)
+    argv = argv_of(specserver_args(spec, speculative, mtp, model_override=override))
+    plan = plan_launch(spec, configs, gpu, argv, env)
     cannot = launch_findings.refusal(plan, speculative)
     computed = None
     if cannot and cannot[0] == findings.NO_KV_MEMORY:
@@ -362,7 +368,11 @@ def _build_engine_config(
     if computed is not None and mem_fraction is None:
         return EngineConfig(False, findings.NO_KV_MEMORY, computed.message, plan=plan)
     if mem_fraction is not None:
-        argv = argv_of(specserver_args(spec, speculative, mtp, mem_fraction=mem_fraction))
+        argv = argv_of(
+            specserver_args(
+                spec, speculative, mtp, mem_fraction=mem_fraction, model_override=override
+            )
+        )
         plan = plan_launch(spec, configs, gpu, argv, env)
         cannot = launch_findings.refusal(plan, speculative)
     if cannot and cannot[0] == findings.NO_KV_MEMORY and spec.engine.mem_fraction_static:
@@ -398,6 +408,7 @@ def _build_engine_config(
             plan.resolution if speculative else None,
             cfg.max_running_requests,
             mem_fraction,
+            override,
         )
     )
     final = parse_server_argv(cfg.args)
@@ -409,14 +420,32 @@ def _build_engine_config(
         cfg.plan = plan
     cfg.resolved = launch_findings.summary(plan, speculative)
     cfg.weight_gib = plan.mem.target_weight_gib + (plan.mem.draft_weight_gib if speculative else 0)
+    seen = draftcontext.sglang_configs(final.values, configs)  # as SGLang reads them
     cfg.warnings = launch_findings.rule_findings(
         cfg.args,
         env,
-        configs.target,
-        configs.draft if speculative else None,
+        seen.target,
+        seen.draft if speculative else None,
         spec.resources.gpu_type,
     )
     return cfg
+
+
+def draft_override(spec: SpecServerSpec, configs: ModelConfigs) -> tuple[str | None, str | None]:
+    """(``--json-model-override-args`` value, None) for a speculating spec with
+    ``speculative.draftContextFromTarget`` (the target's own rope scaling and positions,
+    ``draftcontext``); (None, why) when the field cannot apply; (None, None) when unset."""
+    if not spec.speculative.draft_context_from_target:
+        return None, None
+    refused = draftcontext.refusal(
+        spec.speculative.algorithm.value,
+        spec.draft is not None,
+        is_mtp_target(configs.target),
+        configs.target,
+    )
+    if refused:
+        return None, refused
+    return draftcontext.override_json(configs.target), None
 
 
 def _choose_cap(cfg: EngineConfig, spec: SpecServerSpec, plan: Plan, speculative: bool) -> None:
@@ -462,7 +491,10 @@ def policy_context_for(
     fraction = cfg.mem_fraction_static if cfg.mem_fraction_static_source == "Computed" else None
     mtp = is_mtp_target(configs.target)
     cap = spec.engine.max_running_requests
-    argv = argv_of(specserver_args(spec, True, mtp, None, cap, fraction))
+    override, refused = draft_override(spec, configs)
+    if refused:
+        return NEUTRAL_CONTEXT
+    argv = argv_of(specserver_args(spec, True, mtp, None, cap, fraction, override))
     if parse_server_argv(argv).issues:
         return NEUTRAL_CONTEXT
     try:

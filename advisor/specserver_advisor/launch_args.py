@@ -75,12 +75,15 @@ def specserver_args(
     resolution: Resolution | None = None,
     max_running_requests: int | None = None,
     mem_fraction: float | None = None,
+    model_override: str | None = None,
 ) -> list[Arg]:
     """The SGLang flags a SpecServer renders to, in order, each with the field that set it.
 
     ``resolution``: SGLang's resolved view, whose auto-chosen shape is then rendered explicitly
     (None: the spec's own values). ``max_running_requests``: the cap to render (None: none).
     ``mem_fraction``: the operator's computed fraction when the spec gives none.
+    ``model_override``: ``--json-model-override-args`` (speculating only): the target's own
+    context for the draft, ``speculative.draftContextFromTarget`` (``launch.draft_override``).
     """
     out: list[Arg] = []
 
@@ -100,6 +103,7 @@ def specserver_args(
     add("--max-running-requests", max_running_requests, "engine")
     if speculative:
         out += _speculative_args(spec, mtp_target, resolution)
+        add("--json-model-override-args", model_override, "speculative")
     for k, item in enumerate(e.extra_args):
         out.append(Arg(item, None, f"engine.extraArgs.{k}"))
     return out

@@ -238,6 +238,18 @@ class Speculative(ApiModel):
     ngram: NgramOptions | None = Field(
         default=None, description="NGRAM options; ignored for other algorithms."
     )
+    draft_context_from_target: bool = Field(
+        default=False,
+        description=(
+            "Give the draft the target's own rope scaling and max_position_embeddings: the "
+            "operator reads them from the target's config and renders them as "
+            "--json-model-override-args, which SGLang 0.5.23 applies to the draft and the "
+            "target alike (for the target they are its own values, a no-op). The fix for a "
+            "draft config trained at a shorter context than the target (SPEC002, SPEC014). "
+            "Needs a separate draft (spec.draft); the operator owns the flag, extraArgs may not "
+            "set it."
+        ),
+    )
 
     @field_validator("adaptive")
     @classmethod
