@@ -14,10 +14,11 @@ being rendered (with the draft when speculating, without it otherwise).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from specserver_advisor import draftcontext, findings, launch_findings
+from specserver_advisor import draftcontext, findings, launch_findings, zerosteps
 from specserver_advisor.configcheck import ConfigShapeError, check_configs
 from specserver_advisor.gpus import Gpu, UnknownGpuError, lookup_gpu
 from specserver_advisor.launch_args import (
@@ -211,7 +212,10 @@ class Launch:
         if not plan.resolution.speculative or plan.mem.kv_pool_tokens_with_draft <= 0:
             return NEUTRAL_CONTEXT
         adapts = bool(plan.resolution.get("speculative_adaptive"))
-        return policy_context(plan, policy, engine_adapts_steps=adapts)
+        ctx = policy_context(plan, policy, engine_adapts_steps=adapts)
+        if adapts:
+            ctx.zero_step_batch = zero_step_batch(plan, plan.resolution.get("max_running_requests"))
+        return ctx
 
     @property
     def speculative(self) -> bool:
@@ -503,6 +507,17 @@ def policy_context_for(
         return NEUTRAL_CONTEXT
     if plan.resolution.errors or plan.mem.kv_pool_tokens_with_draft <= 0:
         return NEUTRAL_CONTEXT
-    return policy_context(
-        plan, spec.auto_speculation, engine_adapts_steps=spec.speculative.adaptive
-    )
+    ctx = policy_context(plan, spec.auto_speculation, engine_adapts_steps=spec.speculative.adaptive)
+    if spec.speculative.adaptive:
+        cap = cfg.max_running_requests or plan.resolution.get("max_running_requests")
+        ctx.zero_step_batch = zero_step_batch(plan, cap)
+    return ctx
+
+
+def zero_step_batch(plan: Plan, cap: Any) -> float:
+    """The smallest running batch an adaptive launch's tiers may run zero steps at under
+    ``cap`` (``zerosteps``), inf when none is reachable."""
+    if not isinstance(cap, int) or isinstance(cap, bool):
+        return math.inf
+    found = zerosteps.zero_step_batch(cap, plan.scenario.cuda_graph_max_bs)
+    return math.inf if found is None else float(found)

@@ -698,6 +698,13 @@ class ObservedMetrics(ApiModel):
     running_requests: float | None = Field(default=None, description="Requests decoding now.")
     queued_requests: float | None = Field(default=None, description="Requests waiting.")
     output_tokens_per_second: float | None = Field(default=None, description="Output throughput.")
+    spec_num_steps: float | None = Field(
+        default=None,
+        description=(
+            "The most draft steps SGLang reported over the signal window "
+            "(sglang:spec_num_steps): 0 on an adaptive On engine is its zero-step tier."
+        ),
+    )
 
 
 class Decision(ApiModel):
@@ -794,7 +801,11 @@ class SpecServerStatus(ApiModel):
     conditions: list[Condition] = Field(
         default_factory=list,
         max_length=MAX_CONDITIONS,
-        description="Ready, ConfigValid, Progressing, SpeculationActive.",
+        description=(
+            "Ready, ConfigValid, Progressing, SpeculationActive; in mode Auto MetricsAvailable "
+            "and EngineZeroSteps (True: SGLang's adaptive tier ran zero draft steps, the engine "
+            "acted and Auto does not score those readings); AutoscalerPresent."
+        ),
     )
     speculation_mode: SpeculationState | None = Field(
         default=None,
