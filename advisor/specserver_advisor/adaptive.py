@@ -225,12 +225,20 @@ def keep_probability(accept_length: float, depth: int) -> float:
 
 
 def graph_batch_sizes(max_bs: int | None) -> list[int] | None:
-    """SGLang's captured decode batch sizes up to ``max_bs`` (1, 2, 4, 8, 12, then every 8)."""
+    """SGLang 0.5.23's captured decode batch sizes up to ``max_bs`` for a speculative launch
+    (``generate_decode_cuda_graph_batch_sizes``, the list the adaptive tiers pad to: 1-8, then
+    every 2 to 32, every 4 to 64, every 8 to 256, every 16 beyond; ``max_bs`` itself always)."""
     if max_bs is None:
         return None
-    sizes = [b for b in (1, 2, 4, 8, 12) if b <= max_bs]
-    sizes += list(range(16, max_bs + 1, 8))
-    return sizes or [max_bs]
+    sizes = [
+        *range(1, 9),
+        *range(10, 33, 2),
+        *range(40, 65, 4),
+        *range(72, 257, 8),
+        *range(272, max_bs + 1, 16),
+    ]
+    sizes = [b for b in sizes if b <= max_bs]
+    return sizes if max_bs in sizes else [*sizes, max_bs]
 
 
 def predict_adaptive(

@@ -18,7 +18,7 @@ from specserver_advisor.policy import ON, Observation, PolicyContext, PolicyStat
 POLICY = AutoSpeculation(min_dwell_seconds=0, disable_after_breaches=1)
 
 
-def context(zero_from: float = 5.0, crossover: float = 24.0) -> PolicyContext:
+def context(zero_from: float = 8.0, crossover: float = 24.0) -> PolicyContext:
     return PolicyContext(
         [(1.2, crossover), (4.0, crossover)], 1.3, 2.5, True, zero_step_batch=zero_from
     )
@@ -39,14 +39,15 @@ def run(cycles: list[Observation], ctx: PolicyContext) -> tuple[list[str], Polic
 
 
 def test_the_tiers_reach_zero_steps_only_under_a_cap_above_them() -> None:
-    # Padded to the captured graphs (…, 48, 56, 64): 57 routes to the 64 tier, only 0 steps.
-    assert zerosteps.always_zero_batch(96, 96) == 57
+    # Padded to SGLang's speculative capture sizes (…, 56, 60, 64, 72): 61 routes to the 64
+    # tier (only 0 steps), 57 to 60 and so to the 32 tier.
+    assert zerosteps.always_zero_batch(96, 96) == 61
     graphs = graph_batch_sizes(96)
-    assert DEFAULT_TIERS[tier_index(57, DEFAULT_TIERS, graphs)].candidate_steps == (0,)
-    assert DEFAULT_TIERS[tier_index(56, DEFAULT_TIERS, graphs)].candidate_steps == (0, 1)
+    assert DEFAULT_TIERS[tier_index(61, DEFAULT_TIERS, graphs)].candidate_steps == (0,)
+    assert DEFAULT_TIERS[tier_index(57, DEFAULT_TIERS, graphs)].candidate_steps == (0, 1)
     # SGLang's silent 48 cap: the all-zero tier is out of reach; the 8 tier may still run 0.
     assert zerosteps.always_zero_batch(48, 48) is None
-    assert zerosteps.zero_step_batch(48, 48) == 5
+    assert zerosteps.zero_step_batch(48, 48) == 8
     assert zerosteps.zero_step_batch(4, 4) is None
     assert zerosteps.overlap_message(4, 4) is None
 
@@ -68,7 +69,7 @@ def test_the_decision_shows_the_reading_it_set_aside() -> None:
     d, _ = decide(obs(5, 80, 0), PolicyState(mode=ON), POLICY, context())
     assert d.reason == zerosteps.REASON
     assert d.inputs["spec_num_steps"] == 0 and d.inputs["accept_length"] is None
-    assert d.thresholds["zero_step_batch"] == 5.0
+    assert d.thresholds["zero_step_batch"] == 8.0
 
 
 def test_a_queue_past_the_slo_still_unloads_the_draft() -> None:

@@ -59,7 +59,7 @@ def reading(running: float, steps: float) -> Observation:
 
 def test_the_policy_context_knows_the_tiers_it_rendered() -> None:
     s = server()
-    assert policy_context_for(s.spec, QWEN).zero_step_batch == 5
+    assert policy_context_for(s.spec, QWEN).zero_step_batch == 8
     assert math.isinf(policy_context_for(server(adaptive=False).spec, QWEN).zero_step_batch)
     # The rendered engine warns about the overlap (lint's SPEC018 on the operator's argv).
     warnings = dict(build_engine_config(s.spec, QWEN, True).warnings)

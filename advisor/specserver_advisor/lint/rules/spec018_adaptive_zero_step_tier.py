@@ -3,7 +3,7 @@
 What it does:
     Flags ``--speculative-adaptive`` (EAGLE/EAGLE3, topk 1, as SGLang runs it) with a
     ``--max-running-requests`` that lets the running batch reach SGLang 0.5.23's zero-step tier:
-    its default tiers run only 0 draft steps from a batch of 64 (57 and up once padded to the
+    its default tiers run only 0 draft steps from a batch of 64 (61 and up once padded to the
     CUDA graph of 64), and may run 0 from 8 and 32.
 Why it matters:
     There, SGLang switches speculation off inside the engine while the draft stays loaded (its
