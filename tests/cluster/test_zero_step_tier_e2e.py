@@ -2,10 +2,11 @@
 
 The operator as a process, the real apiserver, a real Prometheus scraping a simulated SGLang
 engine launched as the SpecServer's On engine renders it (``--speculative-adaptive``, cap 96,
-H100). Eighty users keep the running batch in SGLang's 64 tier, whose only candidate is 0 draft
-steps: the engine reports ``sglang:spec_num_steps`` 0 and an accept length of 1.0. The load is
-far above the model's crossover (about 40 at the draft's typical acceptance), so an Auto that
-scored those readings as speculation's would unload the draft (``LoadAboveCrossover`` at an
+H100). Ninety users (output lengths drawn, so they do not finish in waves) keep the running
+batch at 61 or more, SGLang's 64 tier once padded to its CUDA graph, whose only candidate is 0
+draft steps: the engine reports ``sglang:spec_num_steps`` 0 and an accept length of 1.0. The
+load is far above the model's crossover (about 40 at the draft's typical acceptance), so an Auto
+that scored those readings as speculation's would unload the draft (``LoadAboveCrossover`` at an
 accept length of 1.0); instead the status says SGLang ran zero steps (``EngineZeroSteps``) and
 every decision in that band keeps, with ``EngineRanZeroSteps``.
 """
@@ -30,7 +31,7 @@ pytestmark = pytest.mark.cluster
 
 NAME = "zero-step-tier"
 CAP = 96
-USERS = 80
+USERS = 90
 
 
 def adaptive_spec() -> dict[str, Any]:
@@ -76,7 +77,9 @@ def test_the_zero_step_tier_is_the_engines_decision_and_auto_says_so(
     )
     load = threading.Thread(
         target=lambda: asyncio.run(
-            loadgen.run_segment(sim.url, loadgen.Segment(USERS, 75.0, None, "chat"), 256, 512, True)
+            loadgen.run_segment(
+                sim.url, loadgen.Segment(USERS, 75.0, None, "chat"), 256, 512, False
+            )
         ),
         daemon=True,
     )
@@ -119,7 +122,7 @@ def test_the_zero_step_tier_is_the_engines_decision_and_auto_says_so(
         assert zerosteps.REASON in seen and "SpeculationDisabled" not in seen, seen
         state = final["status"].get("policyState") or {}
         scored = {band for band, modes in (state.get("bands") or {}).items() if "on" in modes}
-        assert not [b for b in scored if float(b.split("@")[0]) >= 57], state
+        assert not [b for b in scored if float(b.split("@")[0]) >= 61], state
     finally:
         operator.stop()
         prom.write_targets([])
