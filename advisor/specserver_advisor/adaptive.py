@@ -248,7 +248,7 @@ def predict_adaptive(
         running,
         lambda s: chain_correct_drafts(q, s),
         tiers,
-        graph_sizes=graph_batch_sizes(scn.cuda_graph_max_bs),
+        graph_sizes=graph_batch_sizes(scn.cuda_graph_max_bs, speculative=True),
     )
     step = accept = 0.0
     for steps, share in shares.items():

@@ -17,10 +17,11 @@ being rendered (with the draft when speculating, without it otherwise).
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from specserver_advisor import findings, launch_findings
+from specserver_advisor import draftcontext, findings, launch_findings, zerosteps
 from specserver_advisor.configcheck import ConfigShapeError, LoadedConfig, check_configs
 from specserver_advisor.gpus import Gpu, UnknownGpuError, lookup_gpu
 from specserver_advisor.launch_args import (
@@ -167,6 +168,7 @@ def plan_argv(
         ConfigShapeError: a config value the plan reads has the wrong type (``configcheck``).
     """
     speculative = bool(values.get("speculative_algorithm"))
+    configs = draftcontext.sglang_configs(values, configs)
     check_configs(configs.target, configs.draft if speculative else None)
     return make_plan(
         PlanInputs(
@@ -217,7 +219,10 @@ class PlannedLaunch:
         if not plan.resolution.speculative or plan.mem.kv_pool_tokens_with_draft <= 0:
             return NEUTRAL_CONTEXT
         adapts = bool(plan.resolution.get("speculative_adaptive"))
-        return policy_context(plan, policy, engine_adapts_steps=adapts)
+        ctx = policy_context(plan, policy, engine_adapts_steps=adapts)
+        if adapts:
+            ctx.zero_step_batch = zero_step_batch(plan, plan.resolution.get("max_running_requests"))
+        return ctx
 
     @property
     def speculative(self) -> bool:
@@ -374,7 +379,8 @@ def _settle(
         return EngineConfig(False, *refused)
     gpu = lookup_gpu(spec.resources.gpu_type)
     mtp = is_mtp_target(configs.target)
-    rendered = render_spec(spec, speculative, mtp)
+    override = draft_override(spec, configs)[0] if speculative else None
+    rendered = render_spec(spec, speculative, mtp, override)
     cfg = EngineConfig(True, "Valid", "the advisor finds nothing that stops SGLang starting")
     given_cap = spec.engine.max_running_requests
     fraction: FractionChoice | None = None
@@ -435,6 +441,10 @@ def _settle(
         if fraction
         else ("Heuristic", "SGLang's heuristic for this GPU leaves room for the KV cache")
     )
+    if cfg.policy_basis is not None and spec.speculative.adaptive:
+        # the cap the On engine runs with decides which adaptive tiers it reaches
+        cap_run = cfg.max_running_requests or plan.resolution.get("max_running_requests")
+        cfg.policy_basis = replace(cfg.policy_basis, cap=cap_run)
     cfg.resolved = launch_findings.summary(plan, speculative)
     cfg.weight_gib = plan.mem.target_weight_gib + (plan.mem.draft_weight_gib if speculative else 0)
     return cfg
@@ -460,6 +470,9 @@ def _unplannable(
         refused = draftless_error(algorithm, bool(spec.draft), configs.target)
         if refused:
             return findings.DRAFT_PATH_MISMATCH, refused
+        refused = draft_override(spec, configs)[1]
+        if refused:
+            return "InvalidSpec", refused
     return None
 
 
@@ -502,8 +515,41 @@ class _PolicyBasis:
     plan: Plan
     policy: AutoSpeculation | None
     adapts: bool
+    #: the cap the On engine runs with (an adaptive launch's zero-step tier depends on it)
+    cap: Any = None
 
     def context(self) -> PolicyContext:
         if self.plan.resolution.errors or self.plan.mem.kv_pool_tokens_with_draft <= 0:
             return NEUTRAL_CONTEXT
-        return policy_context(self.plan, self.policy, engine_adapts_steps=self.adapts)
+        ctx = policy_context(self.plan, self.policy, engine_adapts_steps=self.adapts)
+        if self.adapts:
+            ctx.zero_step_batch = zero_step_batch(self.plan, self.cap)
+        return ctx
+
+
+def draft_override(
+    spec: SpecServerSpec, configs: TargetDraftConfigs
+) -> tuple[str | None, str | None]:
+    """(``--json-model-override-args`` value, None) for a speculating spec with
+    ``speculative.draftContextFromTarget`` (the target's own rope scaling and positions,
+    ``draftcontext``); (None, why) when the field cannot apply; (None, None) when unset."""
+    if not spec.speculative.draft_context_from_target:
+        return None, None
+    refused = draftcontext.refusal(
+        spec.speculative.algorithm.value,
+        spec.draft is not None,
+        is_mtp_target(configs.target),
+        configs.target,
+    )
+    if refused:
+        return None, refused
+    return draftcontext.override_json(configs.target), None
+
+
+def zero_step_batch(plan: Plan, cap: Any) -> float:
+    """The smallest running batch an adaptive launch's tiers may run zero steps at under
+    ``cap`` (``zerosteps``), inf when none is reachable."""
+    if not isinstance(cap, int) or isinstance(cap, bool):
+        return math.inf
+    found = zerosteps.zero_step_batch(cap, plan.scenario.cuda_graph_max_bs)
+    return math.inf if found is None else float(found)

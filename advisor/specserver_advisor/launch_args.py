@@ -92,15 +92,18 @@ def specserver_args(
     resolution: Resolution | None = None,
     max_running_requests: int | None = None,
     mem_fraction: float | None = None,
+    model_override: str | None = None,
 ) -> list[Arg]:
     """The SGLang flags a SpecServer renders to, in order, each with the field that set it.
 
     ``resolution``: SGLang's resolved view, whose auto-chosen shape is then rendered explicitly
     (None: the spec's own values). ``max_running_requests``: the cap to render (None: none).
     ``mem_fraction``: the operator's computed fraction when the spec gives none.
+    ``model_override``: ``--json-model-override-args`` (speculating only): the target's own
+    context for the draft, ``speculative.draftContextFromTarget`` (``launch.draft_override``).
     """
     return fill(
-        render_spec(spec, speculative, mtp_target),
+        render_spec(spec, speculative, mtp_target, model_override),
         settled_values(spec, resolution, max_running_requests, mem_fraction),
     )
 
@@ -123,8 +126,14 @@ def settled_values(
     return out
 
 
-def render_spec(spec: SpecServerSpec, speculative: bool, mtp_target: bool = False) -> list[Arg]:
-    """The SpecServer's flags in order, the ones in ``SETTLED`` as slots (``fill``)."""
+def render_spec(
+    spec: SpecServerSpec,
+    speculative: bool,
+    mtp_target: bool = False,
+    model_override: str | None = None,
+) -> list[Arg]:
+    """The SpecServer's flags in order, the ones in ``SETTLED`` as slots (``fill``);
+    ``model_override`` as in ``specserver_args``."""
     out: list[Arg] = []
 
     def add(flag: str, value: Any, source: str, slot: str = "") -> None:
@@ -145,6 +154,7 @@ def render_spec(spec: SpecServerSpec, speculative: bool, mtp_target: bool = Fals
     add("--max-running-requests", None, "engine", CAP)
     if speculative:
         out += _speculative_args(spec, mtp_target)
+        add("--json-model-override-args", model_override, "speculative")
     for k, item in enumerate(e.extra_args):
         out.append(Arg(item, None, f"engine.extraArgs.{k}"))
     return out

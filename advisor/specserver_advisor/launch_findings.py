@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from specserver_advisor import findings
+from specserver_advisor import draftcontext, findings
 from specserver_advisor.plan import Plan
 
 
@@ -52,9 +52,10 @@ def context_message(plan: Plan) -> str:
         return (
             f"the draft supports {ctx.draft} tokens of context, fewer than the {ctx.effective} "
             "the target runs with: SGLang refuses to start. Set engine.contextLength to "
-            f"{ctx.draft} or less, or use a draft trained for the longer context "
-            "(SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 in engine.env starts it anyway, with "
-            f"wrong drafts past {ctx.draft} tokens)"
+            f"{ctx.draft} or less, set {draftcontext.FIELD}: true (the operator gives the "
+            "draft the target's own rope scaling and max_position_embeddings), or use a draft "
+            "trained for the longer context (SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 in "
+            f"engine.env starts it anyway, with wrong drafts past {ctx.draft} tokens)"
         )
     if ctx.failing_model == "target":
         return (

@@ -238,6 +238,18 @@ class Speculative(ApiModel):
     ngram: NgramOptions | None = Field(
         default=None, description="NGRAM options; ignored for other algorithms."
     )
+    draft_context_from_target: bool = Field(
+        default=False,
+        description=(
+            "Give the draft the target's own rope scaling and max_position_embeddings: the "
+            "operator reads them from the target's config and renders them as "
+            "--json-model-override-args, which SGLang 0.5.23 applies to the draft and the "
+            "target alike (for the target they are its own values, a no-op). The fix for a "
+            "draft config trained at a shorter context than the target (SPEC002, SPEC014). "
+            "Needs a separate draft (spec.draft); the operator owns the flag, extraArgs may not "
+            "set it."
+        ),
+    )
 
     @field_validator("adaptive")
     @classmethod
@@ -686,6 +698,13 @@ class ObservedMetrics(ApiModel):
     running_requests: float | None = Field(default=None, description="Requests decoding now.")
     queued_requests: float | None = Field(default=None, description="Requests waiting.")
     output_tokens_per_second: float | None = Field(default=None, description="Output throughput.")
+    spec_num_steps: float | None = Field(
+        default=None,
+        description=(
+            "The most draft steps SGLang reported over the signal window "
+            "(sglang:spec_num_steps): 0 on an adaptive On engine is its zero-step tier."
+        ),
+    )
 
 
 class DecisionRecord(ApiModel):
@@ -782,7 +801,11 @@ class SpecServerStatus(ApiModel):
     conditions: list[Condition] = Field(
         default_factory=list,
         max_length=MAX_CONDITIONS,
-        description="Ready, ConfigValid, Progressing, SpeculationActive.",
+        description=(
+            "Ready, ConfigValid, Progressing, SpeculationActive; in mode Auto MetricsAvailable "
+            "and EngineZeroSteps (True: SGLang's adaptive tier ran zero draft steps, the engine "
+            "acted and Auto does not score those readings); AutoscalerPresent."
+        ),
     )
     speculation_mode: SpeculationState | None = Field(
         default=None,

@@ -126,8 +126,10 @@ def forward_time(
     positions: int,
     context: float,
     cal: Calibration,
+    speculative: bool = False,
 ) -> float:
-    """Seconds for one forward over ``batch`` requests x ``positions`` tokens each.
+    """Seconds for one forward over ``batch`` requests x ``positions`` tokens each (in a
+    speculative launch: its graphs are captured at SGLang's finer speculative list).
 
     Under a CUDA graph the batch pads to the captured size that holds it: the padding rows'
     positions run the linear layers too (``cudagraphs.replayed_batch``), which a verify of
@@ -135,7 +137,7 @@ def forward_time(
     """
     tp = scn.tp_size
     tokens = batch * positions
-    computed = replayed_batch(batch, scn.cuda_graph_max_bs) * positions
+    computed = replayed_batch(batch, scn.cuda_graph_max_bs, speculative) * positions
     # Embedding rows are looked up, not streamed; the LM head (tied or not) is read in full.
     weights = float(weight_bytes)
     if not shape.tie_embeddings:
@@ -235,6 +237,7 @@ def gpu_step_time(
             spec.topk,
             context,
             cal,
+            True,
         )
         # num_steps draft forwards, plus the draft extend over the accepted tokens.
         extend = forward_time(
@@ -246,11 +249,20 @@ def gpu_step_time(
             max(1, round(accept)),
             context,
             cal,
+            True,
         )
         draft_s = spec.num_steps * (one + draft_eager) + extend + draft_eager
     if steps == 0:
         plain = forward_time(
-            scn, scn.target, scn.target_weight_bytes, scn.kv_cell_bytes, batch, 1, context, cal
+            scn,
+            scn.target,
+            scn.target_weight_bytes,
+            scn.kv_cell_bytes,
+            batch,
+            1,
+            context,
+            cal,
+            True,
         )
         return plain + target_eager + draft_s
     verify = forward_time(
@@ -262,6 +274,7 @@ def gpu_step_time(
         spec.num_draft_tokens,
         context,
         cal,
+        True,
     )
     # An EAGLE-family tree (topk > 1) is built, sorted and masked per request; NGRAM's trie is
     # built from the request's own text and priced by the fitted per-request cost as it was.

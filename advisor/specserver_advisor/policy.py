@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from specserver_advisor import zerosteps
 from specserver_advisor.models import AutoSpeculation
 from specserver_advisor.policy_model import (
     EWMA,
@@ -187,6 +188,13 @@ def decide(
     if inputs["accept_length"] is not None and inputs["accept_length"] < 1:
         # SGLang's gauge reads 0 when no verify step ran in the interval (an idle engine).
         inputs["accept_length"] = None
+    zero_steps = zerosteps.ran_zero_steps(obs, state.mode, ctx)
+    if zero_steps:
+        # SGLang's adaptive tier ran no drafts: its accept length counts trivial verifies and
+        # the throughput is a plain decode's; neither is speculation's (zerosteps.py).
+        inputs["spec_num_steps"] = 0
+        inputs["accept_length"] = None
+        thresholds["zero_step_batch"] = ctx.zero_step_batch
     accept = inputs["accept_length"] if state.mode == ON else None
     if accept:
         state.last_accept = accept
@@ -194,7 +202,8 @@ def decide(
     band = band_of(load, expected_accept)
     state.band_streak = state.band_streak + 1 if band == state.last_band else 1
     state.last_band = band
-    if inputs["output_tok_s"] is not None and (obs.mode or state.mode) == state.mode:
+    measured = (obs.mode or state.mode) == state.mode and not zero_steps
+    if inputs["output_tok_s"] is not None and measured:
         value = score(inputs["output_tok_s"], inputs["ttft_p99_s"], policy.ttft_p99_slo_seconds)
         learn_band(state, band, state.mode, value, now)
     crossover = ctx.crossover(expected_accept)
@@ -213,9 +222,14 @@ def decide(
         }
     )
     if state.mode == ON:
-        reason = disable_reason(inputs, state, policy, floor, crossover, learned, ctx)
+        if zero_steps:  # one controller per decision: the engine's, unless memory says
+            reason = zerosteps.memory_reason(inputs, state, policy)
+        else:
+            reason = disable_reason(inputs, state, policy, floor, crossover, learned, ctx)
         state.enable_passes = 0
         state.disable_breaches = state.disable_breaches + 1 if reason else 0
+        if not reason and zero_steps:
+            return cycle.finish("keep", zerosteps.REASON)
         if not reason:
             return cycle.explore(band, crossover, crossover_prior) or cycle.finish(
                 "keep", "WithinThresholds"

@@ -39,6 +39,9 @@ class Observation:
     kv_usage: float | None = None
     max_running_requests: float | None = None
     age_s: float | None = None
+    #: The most draft steps SGLang reported over the window (``sglang:spec_num_steps``): 0
+    #: on an adaptive On engine means its tier ran no drafts (``zerosteps``).
+    spec_num_steps: float | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Observation:
@@ -85,6 +88,9 @@ class PolicyContext:
     #: steps when acceptance is low, so low acceptance alone is no reason to restart without
     #: the draft (the policy still unloads it for load, queueing and measured losses).
     engine_adapts_steps: bool = False
+    #: The smallest running batch the On engine's adaptive tiers may run zero draft steps at,
+    #: under its cap (``zerosteps.zero_step_batch``); inf: none reachable or not adaptive.
+    zero_step_batch: float = math.inf
 
     def crossover(self, accept: float) -> float:
         """Predicted crossover concurrency at an accept length (linear interpolation)."""

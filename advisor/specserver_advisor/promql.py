@@ -44,6 +44,10 @@ def signal_queries(matchers: dict[str, str] | None = None, window: str = "1m") -
         f"[{quarter}]))",
         "queued": f"sum by ({by}) ({selector('num_queue_reqs', matchers)})",
         "kv_usage": f"max by ({by}) ({selector('token_usage', matchers)})",
+        # Set at each decode report from the draft worker's active steps (0 with speculation
+        # off): the window's maximum is 0 only when every report said no drafts ran.
+        "spec_num_steps": f"max by ({by}) (max_over_time({selector('spec_num_steps', matchers)}"
+        f"[{window}]))",
         "output_tok_s": f"sum by ({by}) (rate({selector('generation_tokens_total', matchers)}"
         f"[{window}]))",
         "ttft_p99_s": quantile(0.99, "time_to_first_token_seconds"),

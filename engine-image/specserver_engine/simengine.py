@@ -7,8 +7,10 @@ step takes the performance model's time for its chunks, batch and context (the s
 in series with ``--disable-overlap-schedule``), and a decode step commits one token per request
 (or, speculating, a number drawn from the prompt kind's acceptance). With
 ``--speculative-adaptive`` the draft steps of each batch come from SGLang's adaptive tiers
-(``specserver_advisor.adaptive``), fed with every verify's accepted drafts, and
-``sglang:spec_num_steps`` follows them. The load gauges (running, queued, KV usage) are set
+(``specserver_advisor.adaptive``), fed with every verify's accepted drafts; a zero-step batch
+still verifies (one token, counted in the accept length, as SGLang's trivial verify is), and
+``sglang:spec_num_steps`` reads the active steps at each decode report (0 before the first, as
+SGLang's scheduler stats start). The load gauges (running, queued, KV usage) are set
 where SGLang's scheduler metrics set them (``_report_load``), not every step. Time runs
 ``--time-scale`` times faster than the modelled GPU; everything reported (metrics, meta_info)
 is in modelled seconds.
@@ -115,12 +117,9 @@ class SimEngine:
         self.adaptive = _adaptive_controller(cfg)
         self.active_steps = self.spec_shape[0]
         if metrics:
-            metrics.set_static(
-                cfg.pool_tokens,
-                cfg.context_len,
-                self.spec_shape[0],
-                int(r.get("speculative_num_draft_tokens") or 0),
-            )
+            # SGLang's scheduler stats start at 0 steps / 0 draft tokens; the first decode
+            # report sets the gauges (``_report_load``).
+            metrics.set_static(cfg.pool_tokens, cfg.context_len, 0, 0)
 
     # -- time ------------------------------------------------------------------------------
     def now(self) -> float:
@@ -186,11 +185,8 @@ class SimEngine:
         if not batch:
             return 0.0
         steps = self.adaptive.steps_for_batch(len(batch)) if self.adaptive else None
-        if steps is not None and steps != self.active_steps:
-            self.active_steps = steps
-            if self.metrics:
-                self.metrics.spec_num_steps.labels(**self.metrics.sched).set(steps)
-                self.metrics.spec_num_draft_tokens.labels(**self.metrics.sched).set(steps + 1)
+        if steps is not None:
+            self.active_steps = steps  # the gauges read it at the next decode report
         ctx = sum(r.prompt_tokens + r.generated for r in batch) // len(batch)
         key = (len(batch), ctx // 64, -1 if steps is None else steps)
         if key not in self._step_cache:
@@ -268,17 +264,25 @@ class SimEngine:
             else:
                 self.decode_batches += 1
                 if self.decode_batches % self.log_interval == 0:
-                    self._report_load(len(decoding))
+                    self._report_load(len(decoding), decode=True)
             self._update_gauges()
 
     def _decode(self, batch: list[SimRequest], now: float, step_s: float) -> None:
         committed = verifies = correct = proposed = 0
         algo = self.cfg.plan.resolution.algorithm or ""
-        # Adaptive: this batch drafts the tier's steps (0: a plain decode, no verify).
+        # Adaptive: this batch drafts the tier's steps. At 0 SGLang still verifies (a 1-node
+        # tree rooted at the bonus token: ``_build_trivial_verify_input``): one token, no
+        # correct draft, and the verify counts in the accept length and verify counts.
         steps = self.active_steps if self.adaptive else self.cfg.depth
         accepted_per_request: list[int] = []
         for r in batch:
-            if self.cfg.speculative and steps > 0:
+            if self.cfg.speculative and steps == 0:
+                tokens = 1
+                accepted_per_request.append(0)
+                r.verify_ct += 1
+                r.accept_histogram.append(0)
+                verifies += 1
+            elif self.cfg.speculative and steps > 0:
                 mean = mean_accept(algo, *self.spec_shape, r.kind, self.cfg.accept_override)
                 mean = 1 + (mean - 1) * long_context_factor(
                     r.prompt_tokens + r.generated, self.draft_context
@@ -364,7 +368,12 @@ class SimEngine:
                 m.spec_verify_calls.labels(**m.tok).inc(r.verify_ct)
         return meta
 
-    def _report_load(self, running: int) -> None:
+    def _draft_tokens(self) -> int:
+        if self.adaptive:
+            return self.active_steps + 1
+        return int(self.cfg.plan.resolution.get("speculative_num_draft_tokens") or 0)
+
+    def _report_load(self, running: int, decode: bool = False) -> None:
         """Set the load gauges where SGLang 0.5.23's scheduler metrics do (metrics_reporter):
         each prefill batch's report (``report_prefill_stats``: the running batch as it was when
         the prefill batch was built, which excludes the prompts it prefills), every
@@ -377,6 +386,11 @@ class SimEngine:
         if not m:
             return
         s = m.sched
+        if decode and self.cfg.speculative:
+            # ``report_decode_stats``: the draft worker's active steps (``spec_num_steps``,
+            # with ``spec_num_draft_tokens`` = steps + 1 at topk 1), held between reports.
+            m.spec_num_steps.labels(**s).set(self.active_steps)
+            m.spec_num_draft_tokens.labels(**s).set(self._draft_tokens())
         m.num_running_reqs.labels(**s).set(running)
         m.num_queue_reqs.labels(**s).set(len(self.waiting))
         m.num_used_tokens.labels(**s).set(self.used_tokens)
@@ -407,7 +421,7 @@ def _adaptive_controller(cfg: SimConfig) -> adaptive.AdaptiveController | None:
     dp = bool(args.get("enable_dp_attention"))
     if adaptive.unsupported_reason(r.algorithm, int(topk) if topk else None, dp):
         return None
-    graphs = cudagraphs.graph_batch_sizes(cfg.plan.scenario.cuda_graph_max_bs)
+    graphs = cudagraphs.graph_batch_sizes(cfg.plan.scenario.cuda_graph_max_bs, speculative=True)
     steps = int(r.get("speculative_num_steps") or adaptive.initial_steps())
     return adaptive.AdaptiveController(launch_steps=steps, graph_sizes=graphs)
 

@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from specserver_advisor import zerosteps
 from specserver_advisor.autocycle import evaluate, load_state, persisted, reconsider
 from specserver_advisor.autocycle import round_significant as _round
 from specserver_advisor.models import MAX_LEDGER_ENTRIES, AutoSpeculation, SpecServerSpec
@@ -39,6 +40,8 @@ class AutoStep:
     switch_result: str | None = None  # "completed" | "failed" | "cancelled"
     #: (status, reason, message) of MetricsAvailable; None while a switch is followed.
     metrics_condition: tuple[str, str, str] | None = None
+    #: (status, reason, message) of EngineZeroSteps (zerosteps.py); None: not applicable.
+    steps_condition: tuple[str, str, str] | None = None
 
 
 def parse_time(text: str) -> float:
@@ -63,6 +66,7 @@ def last_metrics(obs: Observation, now: float) -> dict[str, Any]:
         "runningRequests": _round(obs.running),
         "queuedRequests": _round(obs.queued),
         "outputTokensPerSecond": _round(obs.output_tok_s),
+        "specNumSteps": _round(obs.spec_num_steps),
     }
     return {k: v for k, v in out.items() if v is not None}
 
@@ -172,6 +176,7 @@ def auto_step(
         else ("False", why[0], why[1] or "")
     )
     step.status["policyState"] = policystate.to_status(stored)
+    step.steps_condition = steps_condition(decision, state.mode, ctx, metrics_ok)
     if metrics_ok and obs is not None:
         fresh = last_metrics(obs, now)
         old = {k: v for k, v in (status.get("lastMetrics") or {}).items() if k != "observedAt"}
@@ -206,6 +211,29 @@ def auto_step(
         )
     step.status["lastDecisionReason"] = decision.reason
     return step
+
+
+def steps_condition(
+    decision: Decision, mode: str, ctx: PolicyContext, metrics_ok: bool
+) -> tuple[str, str, str] | None:
+    """EngineZeroSteps: which level acted on this cycle (None: the On engine does not adapt,
+    or its cap keeps every zero-step tier out of reach)."""
+    if not ctx.engine_adapts_steps or math.isinf(ctx.zero_step_batch):
+        return None
+    if mode == OFF:
+        return ("False", "DraftUnloaded", "Auto runs the engine without the draft")
+    if decision.inputs.get("spec_num_steps") == 0:
+        return (
+            "True",
+            zerosteps.REASON,
+            "SGLang's --speculative-adaptive ran 0 draft steps over the signal window (its "
+            f"tiers may from a running batch of {ctx.zero_step_batch:.0f}): speculation is off "
+            "inside the engine with the draft still loaded; Auto does not score these readings "
+            "as speculation",
+        )
+    if not metrics_ok:
+        return ("Unknown", "NoFreshSignals", "no fresh sglang:spec_num_steps reading")
+    return ("False", "DraftStepsRunning", "SGLang's adaptive tier runs draft steps")
 
 
 def _follow_switch(

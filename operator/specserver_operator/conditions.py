@@ -12,6 +12,12 @@ Condition types (``status.conditions``, a list keyed by ``type``):
 - ``MetricsAvailable`` (mode Auto): True when fresh signals were read; False (reason
   NoPrometheusURL, PrometheusUnavailable, NoSeries or Stale) when the policy holds the mode
   for lack of them.
+- ``EngineZeroSteps`` (mode Auto, an On engine with ``speculative.adaptive`` whose cap reaches
+  a zero-step tier): which level acted. True (reason ``EngineRanZeroSteps``) when SGLang's
+  adaptive tier ran zero draft steps over the signal window (``sglang:spec_num_steps`` 0 at a
+  batch its tiers route to a zero-capable tier): speculation is off inside the engine, the draft
+  still loaded, and Auto does not score those readings; False with ``DraftStepsRunning`` (the
+  engine drafts) or ``DraftUnloaded`` (Auto runs the engine without the draft).
 - ``AutoscalerPresent``: True when an HPA or KEDA ScaledObject targets the engine Deployment
   (they coexist, but replica changes and speculation switches interact; the message says how).
 """
@@ -29,6 +35,7 @@ CONFIG_VALID = "ConfigValid"
 PROGRESSING = "Progressing"
 SPECULATION_ACTIVE = "SpeculationActive"
 METRICS_AVAILABLE = "MetricsAvailable"
+ENGINE_ZERO_STEPS = "EngineZeroSteps"
 AUTOSCALER_PRESENT = "AutoscalerPresent"
 
 #: ConfigValid's reason when no admission review's grant lets the HF token Secret reach a pod
@@ -41,6 +48,7 @@ TYPES = (
     PROGRESSING,
     SPECULATION_ACTIVE,
     METRICS_AVAILABLE,
+    ENGINE_ZERO_STEPS,
     AUTOSCALER_PRESENT,
 )
 #: Written on the first visit; MetricsAvailable only exists in mode Auto.

@@ -265,9 +265,14 @@ def status_of(
         fields.update(step.status)
         if step.metrics_condition is not None:
             conds = put(conds, cond.METRICS_AVAILABLE, step.metrics_condition)
+        if step.steps_condition is not None:
+            conds = put(conds, cond.ENGINE_ZERO_STEPS, step.steps_condition)
+        elif step.decision is not None:  # the On engine does not adapt (any more)
+            conds = [c for c in conds if c.type != cond.ENGINE_ZERO_STEPS]
     elif server is not None and server.spec.mode != Mode.AUTO:
         fields["switch"] = None  # a switch Auto left unfinished ends with Auto
-        conds = [c for c in conds if c.type != cond.METRICS_AVAILABLE]
+        auto_only = (cond.METRICS_AVAILABLE, cond.ENGINE_ZERO_STEPS)
+        conds = [c for c in conds if c.type not in auto_only]
     if server is not None and deployment is not None and observed.autoscalers is not None:
         found = autoscaler_condition(child_name(meta["name"]), observed.autoscalers)
         conds = put(conds, cond.AUTOSCALER_PRESENT, found)

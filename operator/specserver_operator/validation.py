@@ -12,6 +12,7 @@ from __future__ import annotations
 import posixpath
 import re
 
+from specserver_advisor import draftcontext
 from specserver_advisor.models import SpecServer
 from specserver_advisor.sglang.flags import match_option
 
@@ -74,6 +75,11 @@ def _bounded(out: list[str], path: str, value: int | None, upper: int) -> None:
 def spec_problems(server: SpecServer) -> list[str]:
     """Every problem of ``server`` the schema let through, each naming its field."""
     spec, out = server.spec, list[str]()
+    if spec.speculative.draft_context_from_target:
+        algorithm = spec.speculative.algorithm.value
+        refused = draftcontext.refusal(algorithm, spec.draft is not None, False, None)
+        if refused:
+            out.append(refused)
     refs = [("spec.model", spec.model)] + ([("spec.draft", spec.draft)] if spec.draft else [])
     for where, model in refs:
         for field, value in (("path", model.path), ("revision", model.revision)):

@@ -37,10 +37,13 @@ def test_routing_pads_to_the_captured_graph_then_takes_the_lower_bound() -> None
     assert adaptive.tier_index(8) == 1
     assert adaptive.tier_index(31) == 1
     assert adaptive.tier_index(100) == 3
-    graphs = cudagraphs.graph_batch_sizes(48)
-    assert graphs == [1, 2, 4, 8, 12, 16, 24, 32, 40, 48]
-    assert adaptive.tier_index(7, graph_sizes=graphs) == 1  # 7 runs in the graph of 8
-    assert adaptive.tier_index(30, graph_sizes=graphs) == 2  # 30 pads to 32
+    # SGLang's speculative capture sizes (tests/oracle/test_adaptive_tiers.py holds them).
+    graphs = cudagraphs.graph_batch_sizes(48, speculative=True)
+    assert graphs == [*range(1, 9), *range(10, 33, 2), 40, 44, 48]
+    assert adaptive.tier_index(7, graph_sizes=graphs) == 0  # 7 has a graph of its own
+    assert adaptive.tier_index(31, graph_sizes=graphs) == 2  # 31 pads to 32
+    to_96 = cudagraphs.graph_batch_sizes(96, speculative=True)
+    assert adaptive.tier_index(62, graph_sizes=to_96) == 3  # 62 pads to 64
 
 
 def test_slot_starts_at_launch_steps_or_the_middle_candidate() -> None:

@@ -221,12 +221,22 @@ def test_a_verify_computes_the_captured_batch_it_pads_to() -> None:
     scn = wide_tree_a6000().scenario
     assert scn.cuda_graph_max_bs == 32
     cal = DEFAULT_CALIBRATION
-    # 17..24 requests replay the 24 graph: 24 x 32 verify positions of compute each time.
+    # A speculative launch captures SGLang's finer list (every 4 from 32 to 64): 33..40
+    # requests replay the 40 graph, 40 x 32 verify positions of compute each time.
+    spec64 = replace(scn, cuda_graph_max_bs=64)
     verify = [
-        forward_time(scn, scn.target, scn.target_weight_bytes, scn.kv_cell_bytes, b, 32, 576, cal)
-        for b in (17, 20, 24)
+        forward_time(
+            spec64, scn.target, scn.target_weight_bytes, scn.kv_cell_bytes, b, 32, 576, cal, True
+        )
+        for b in (33, 40)
     ]
-    assert verify[0] > 0.95 * verify[2] and verify[1] > 0.97 * verify[2]
+    assert verify[0] > 0.95 * verify[1]
+    # The plain engine's list is coarser (12, 16, 24, ...): 17..24 requests replay the 24 graph.
+    plain = [
+        forward_time(scn, scn.target, scn.target_weight_bytes, scn.kv_cell_bytes, b, 32, 576, cal)
+        for b in (17, 24)
+    ]
+    assert plain[0] > 0.95 * plain[1]
     # Above the captured max the batch runs eagerly, unpadded.
     eager = replace(scn, cuda_graph_max_bs=16)
     assert forward_time(
@@ -238,4 +248,5 @@ def test_the_wide_tree_pays_at_batch_one_and_loses_at_twenty_users() -> None:
     plan = wide_tree_a6000()
     one, twenty = plan.curves
     assert one["on"]["output_tok_s"] > 2 * one["off"]["output_tok_s"]
-    assert twenty["on"]["output_tok_s"] < 0.9 * twenty["off"]["output_tok_s"]
+    # the field measured a loss at 20 users (field-measurements.md)
+    assert twenty["on"]["output_tok_s"] < twenty["off"]["output_tok_s"]

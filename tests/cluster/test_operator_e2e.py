@@ -228,6 +228,58 @@ def test_short_draft_is_refused_then_fixed(
     assert fixed["status"]["observedGeneration"] == fixed["metadata"]["generation"]
 
 
+def test_short_draft_is_refused_naming_the_field_and_deploys_with_it(
+    kube: KubeHandle, namespace: str, operator: Operator
+) -> None:
+    """spec.speculative.draftContextFromTarget: the refusal names it; set, the engine renders
+    the target's own rope scaling and positions for the draft and the SpecServer deploys."""
+    target = load_config("llama-3.1-8b")
+    doc = example(maxRunningRequests=None, extraArgs=None)
+    doc["metadata"]["name"] = "llama-draft-context"
+    doc["spec"]["model"] = {"path": "meta-llama/Llama-3.1-8B-Instruct"}
+    doc["spec"]["draft"] = {"path": "org/eagle3-2048"}
+    doc["spec"]["resources"]["gpuType"] = "H100"
+    inline = {
+        "targetConfig": json.dumps(target),
+        "draftConfig": json.dumps(load_config("eagle3-2048-positions")),
+    }
+    doc["spec"]["modelSource"] = {"inline": inline}
+    apply(kube, namespace, doc)
+    refused = wait_for(
+        lambda: (
+            (o := get(kube, "sps", namespace, "llama-draft-context"))
+            and (c := condition(o, "ConfigValid"))
+            and c["status"] == "False"
+            and c
+        ),
+        60,
+        "ConfigValid=False",
+    )
+    assert refused["reason"] == "SPEC002"
+    assert "spec.speculative.draftContextFromTarget: true" in refused["message"]
+    doc["spec"]["speculative"]["draftContextFromTarget"] = True
+    apply(kube, namespace, doc)
+    dep = wait_for(
+        lambda: get(kube, "deployment", namespace, "llama-draft-context"), 60, "Deployment"
+    )
+    args = engine_args(dep)
+    rendered = json.loads(args[args.index("--json-model-override-args") + 1])
+    assert rendered == {
+        "max_position_embeddings": target["max_position_embeddings"],
+        "rope_scaling": target["rope_scaling"],
+    }
+    fixed = wait_for(
+        lambda: (
+            (o := get(kube, "sps", namespace, "llama-draft-context"))
+            and condition(o, "ConfigValid")["status"] == "True"  # type: ignore[index]
+            and o
+        ),
+        60,
+        "ConfigValid=True",
+    )
+    assert fixed["status"]["resolved"]["contextLength"] == 40960
+
+
 def test_mode_disabled_renders_no_speculative_flags(
     kube: KubeHandle, namespace: str, operator: Operator
 ) -> None:

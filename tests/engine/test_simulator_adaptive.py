@@ -73,9 +73,11 @@ def test_a_single_request_keeps_drafting_and_may_climb() -> None:
 
 
 def test_without_the_flag_the_steps_never_move() -> None:
-    engine, metrics, out = serve([*BASE, "--max-running-requests", "64"], users=48, out_tokens=80)
+    engine, metrics, out = serve([*BASE, "--max-running-requests", "64"], users=48, out_tokens=400)
     assert engine.adaptive is None
+    assert engine.decode_batches >= engine.log_interval  # a decode report set the gauges
     assert gauge(metrics, "sglang:spec_num_steps") == 3.0
+    assert gauge(metrics, "sglang:spec_num_draft_tokens") == 4.0
     meta = out["metas"][0]
     assert meta["spec_num_proposed_drafts"] == 3 * meta["spec_verify_ct"]
 
@@ -93,3 +95,26 @@ def test_topk_above_one_turns_adaptive_off_like_sglang() -> None:
     ]
     cfg = build_sim_config(argv, env={})
     assert SimEngine(cfg, None).adaptive is None
+
+
+def test_the_steps_gauge_reads_zero_until_the_first_decode_report() -> None:
+    """SGLang's scheduler stats start at 0 steps; ``report_decode_stats`` sets them."""
+    engine, metrics, _ = serve([*BASE, "--max-running-requests", "64"], users=48, out_tokens=20)
+    assert engine.decode_batches < engine.log_interval
+    assert gauge(metrics, "sglang:spec_num_steps") == 0.0
+
+
+def test_the_zero_step_tier_verifies_one_token_and_the_gauges_say_so() -> None:
+    """64 running route to SGLang's 64 tier (candidates [0]): every verify commits the bonus
+    token only, the accept length reads 1.0 (as SGLang's trivial verify counts) and
+    ``spec_num_steps`` reads 0 at the decode reports."""
+    argv = [*BASE, "--speculative-adaptive", "--max-running-requests", "96"]
+    engine, metrics, out = serve(argv, users=80, out_tokens=600)
+    assert engine.adaptive is not None and engine.adaptive.steps_for_batch(80) == 0
+    assert out["steps_while_full"] == 0.0
+    assert gauge(metrics, "sglang:spec_num_draft_tokens") == 1.0
+    assert gauge(metrics, "sglang:spec_accept_length") == 1.0
+    late = out["metas"][-1]
+    # Each request ran a few verifies at the launch's 3 steps before the tier took over.
+    assert late["spec_verify_ct"] >= 0.9 * late["completion_tokens"] - 40
+    assert late["spec_num_correct_drafts"] <= 3 * 10

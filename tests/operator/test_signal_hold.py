@@ -73,7 +73,7 @@ def test_prometheus_is_asked_to_stop_when_the_refresh_budget_ends(prom: FakeProm
     thousand SpecServers), and Prometheus stops evaluating when we stop waiting."""
     cache = SignalCache(prom.url, min_interval_s=0, allowed=(prom.url,))
     cache.refresh()
-    assert len(prom.timeouts) == 10 and signals.QUERY_BUDGET_S >= 20
+    assert len(prom.timeouts) == 11 and signals.QUERY_BUDGET_S >= 20  # one per signal
     assert prom.timeouts[0] == f"{signals.QUERY_BUDGET_S:.0f}s"
     assert all(1 <= int(t.rstrip("s")) <= signals.QUERY_BUDGET_S for t in prom.timeouts)
 
@@ -141,7 +141,8 @@ def test_the_rates_span_the_operator_wide_signal_window(
     (the quantiles and output tokens/s), and a quarter of it the running gauge's maximum; 60 s
     when unset."""
     SignalCache(prom.url, min_interval_s=0, allowed=(prom.url,)).refresh()
-    assert sum("[60s]" in q for q in prom.queries) == 5
+    # the five rates and the draft steps' maximum (sglang:spec_num_steps over the window)
+    assert sum("[60s]" in q for q in prom.queries) == 6
     assert sum("max_over_time(" in q and "[15s]" in q for q in prom.queries) == 1
     prom.queries.clear()
     monkeypatch.setenv("SPECSERVER_SIGNAL_WINDOW_SECONDS", "20")
@@ -150,3 +151,4 @@ def test_the_rates_span_the_operator_wide_signal_window(
     assert len(rates) == 5 and all("[20s]" in q for q in rates)
     assert sum("max_over_time(" in q and "[5s]" in q for q in prom.queries) == 1
     assert not any("[60s]" in q or "[1m]" in q for q in prom.queries)
+    assert sum("spec_num_steps" in q and "[20s]" in q for q in prom.queries) == 1

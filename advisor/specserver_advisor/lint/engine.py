@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from specserver_advisor import draftcontext
 from specserver_advisor.lint import suppress
 from specserver_advisor.lint.configsource import merge_configs
 from specserver_advisor.lint.files import DEFAULT_EXCLUDE, STDIN, YAML_EXT, select_files
@@ -242,6 +243,15 @@ class ConfigFinder:
             target, why = given.target, None
             if ref("speculative_draft_model_path") is not None:
                 draft, why_d = given.draft, None
+        spec = launch.specserver
+        if spec is not None and target is not None and spec.speculative.draft_context_from_target:
+            # The operator renders the target's own context for the draft (draftcontext.py).
+            launch.parsed.values["json_model_override_args"] = draftcontext.override_json(target)
+        if target is not None:  # as SGLang reads them (--json-model-override-args applied)
+            seen = draftcontext.sglang_configs(
+                launch.parsed.values, draftcontext.OverriddenConfigs(target, draft)
+            )
+            target, draft = seen.target, seen.draft
         launch.configs.update({"target": target, "draft": draft})
         if target is None and why:
             launch.configs.update(

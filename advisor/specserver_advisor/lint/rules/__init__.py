@@ -34,6 +34,7 @@ from specserver_advisor.lint.rules import (
     spec015_removed_flag,
     spec016_no_kv_memory,
     spec017_topk_without_draft_tokens,
+    spec018_adaptive_zero_step_tier,
 )
 from specserver_advisor.lint.rules.engine_codes import DOCS as ENGINE_DOCS
 
@@ -55,6 +56,7 @@ _MODULES: tuple[ModuleType, ...] = (
     spec015_removed_flag,
     spec016_no_kv_memory,
     spec017_topk_without_draft_tokens,
+    spec018_adaptive_zero_step_tier,
     bench001_bench_ignore_eos,
     bench002_bench_synthetic_only,
     bench003_bench_concurrency_over_cap,

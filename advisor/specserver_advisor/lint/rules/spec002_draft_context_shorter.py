@@ -25,7 +25,10 @@ CODE = "SPEC002"
 NAME = "draft-context-shorter"
 SEVERITY = "error"
 SUMMARY = "The draft's derived context is shorter than the target's: startup fails."
-FIX = "Align the draft config's context (and rope scaling) with the target, or lower it."
+FIX = (
+    "Align the draft config's context (and rope scaling) with the target, or lower it "
+    "(a SpecServer: spec.speculative.draftContextFromTarget: true)."
+)
 APPLIES_TO = ("server", "specserver")
 
 

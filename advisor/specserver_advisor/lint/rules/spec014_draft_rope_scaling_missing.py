@@ -9,7 +9,9 @@ Why it matters:
 Example (fails):
     Llama-3.1 (llama3 rope scaling) with an EAGLE-3 config without rope_scaling.
 Use instead:
-    Copy the target's rope_scaling (and max_position_embeddings) into the draft config.
+    Copy the target's rope_scaling (and max_position_embeddings) into the draft config; on a
+    SpecServer, set spec.speculative.draftContextFromTarget: true (the operator renders the
+    target's own values as --json-model-override-args, which SGLang applies to the draft).
 """
 
 from __future__ import annotations
@@ -25,7 +27,10 @@ CODE = "SPEC014"
 NAME = "draft-rope-scaling-missing"
 SEVERITY = "warning"
 SUMMARY = "The target uses rope scaling and the draft config does not."
-FIX = "Copy the target's rope_scaling and max_position_embeddings into the draft config."
+FIX = (
+    "Copy the target's rope_scaling and max_position_embeddings into the draft config "
+    "(a SpecServer: set spec.speculative.draftContextFromTarget: true)."
+)
 APPLIES_TO = ("server", "specserver")
 
 
