@@ -17,10 +17,10 @@ users (``settle``: the steps a tier runs at a steady acceptance) and by fleetsim
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from specserver_advisor.adaptivetiers import DEFAULT_TIERS, Tier, tier_index
 from specserver_advisor.cudagraphs import graph_batch_sizes
 from specserver_advisor.perfmodel import (
     DEFAULT_CALIBRATION,
@@ -34,28 +34,6 @@ from specserver_advisor.perfmodel import (
 
 #: Speculative algorithms SGLang 0.5.23 runs adaptive for (others: switched off with a warning).
 SUPPORTED_ALGORITHMS = ("EAGLE", "EAGLE3")
-
-
-@dataclass(frozen=True)
-class Tier:
-    """One batch-size slot of the adaptive config (key: the smallest batch it serves)."""
-
-    min_batch: int
-    candidate_steps: tuple[int, ...]
-    up_hysteresis: float = 0.0
-    down_hysteresis: float = -0.25
-    ema_alpha: float = 0.2
-    update_interval: int = 5
-    warmup_batches: int = 10
-
-
-#: ``DEFAULT_ADAPTIVE_CONFIG`` of SGLang 0.5.23.
-DEFAULT_TIERS: tuple[Tier, ...] = (
-    Tier(1, (1, 3, 5, 7), 0.0, -0.25),
-    Tier(8, (0, 1, 3), 0.0, 0.0),
-    Tier(32, (0, 1), 0.0, 0.0),
-    Tier(64, (0,), 0.0, 0.0),
-)
 
 
 def candidate_union(tiers: Sequence[Tier] = DEFAULT_TIERS) -> list[int]:
@@ -90,20 +68,6 @@ def unsupported_reason(algorithm: str | None, topk: int | None, dp_attention: bo
     if dp_attention:
         return "attention DP is not supported"
     return None
-
-
-def tier_index(
-    batch: int, tiers: Sequence[Tier] = DEFAULT_TIERS, graph_sizes: Sequence[int] | None = None
-) -> int:
-    """The tier a batch routes to: padded up to a captured graph size, then the lower bound."""
-    if graph_sizes:
-        sizes = sorted(graph_sizes)
-        i = bisect.bisect_left(sizes, batch)
-        if i < len(sizes):
-            batch = sizes[i]
-    keys = sorted(t.min_batch for t in tiers)
-    k = max(0, bisect.bisect_right(keys, batch) - 1)
-    return next(i for i, t in enumerate(tiers) if t.min_batch == keys[k])
 
 
 @dataclass

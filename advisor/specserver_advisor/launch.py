@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from specserver_advisor import draftcontext, findings, launch_findings, zerosteps
+from specserver_advisor import adaptivetiers, draftcontext, findings, launch_findings
 from specserver_advisor.configcheck import ConfigShapeError, LoadedConfig, check_configs
 from specserver_advisor.gpus import Gpu, UnknownGpuError, lookup_gpu
 from specserver_advisor.launch_args import (
@@ -551,5 +551,5 @@ def zero_step_batch(plan: Plan, cap: Any) -> float:
     ``cap`` (``zerosteps``), inf when none is reachable."""
     if not isinstance(cap, int) or isinstance(cap, bool):
         return math.inf
-    found = zerosteps.zero_step_batch(cap, plan.scenario.cuda_graph_max_bs)
+    found = adaptivetiers.zero_step_batch(cap, plan.scenario.cuda_graph_max_bs)
     return math.inf if found is None else float(found)

@@ -8,23 +8,19 @@ that of a plain decode with the draft still loaded; ``sglang:spec_num_steps`` re
 silent 48 cap kept the 64 tier out of reach; the operator renders the cap explicitly, often
 above 64, so the inner level (SGLang) switches speculation off by itself there.
 
-Here: the batch from which a launch's tiers can (``zero_step_batch``) or must
-(``always_zero_batch``) run zero steps under its cap and CUDA-graph padding; whether one
+The batch from which a launch's tiers can or must run zero steps is SGLang's knowledge
+(``adaptivetiers.zero_step_batch``, ``always_zero_batch``, ``overlap_message``). Here: whether one
 observation was taken while SGLang ran zero steps (``ran_zero_steps``: the steps gauge read 0
 over the window at a batch the rendered tiers route to a zero-capable tier); the reasons Auto may
 still act on such a cycle (``memory_reason``: the draft's memory is still taken, so a queue or a
-TTFT breach is still the draft's); and the words status and lint use (``overlap_message``).
-Used by ``policy.decide``, ``launch`` (the policy context), the operator's autopilot (the
-``EngineZeroSteps`` condition) and lint rule SPEC018.
+TTFT breach is still the draft's). Used by ``policy.decide`` and the operator's autopilot (the
+``EngineZeroSteps`` condition).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
-from specserver_advisor.adaptive import DEFAULT_TIERS, Tier, tier_index
-from specserver_advisor.cudagraphs import graph_batch_sizes
 from specserver_advisor.models import AutoSpeculation
 from specserver_advisor.policy_model import Observation, PolicyContext, PolicyState, finite_or_none
 
@@ -32,31 +28,6 @@ from specserver_advisor.policy_model import Observation, PolicyContext, PolicySt
 REASON = "EngineRanZeroSteps"
 #: The status condition that says which level acted (operator/conditions.py).
 CONDITION = "EngineZeroSteps"
-
-
-def _first_batch(
-    cap: int, tiers: Sequence[Tier], graph_sizes: Sequence[int] | None, only_zero: bool
-) -> int | None:
-    for batch in range(1, max(0, cap) + 1):
-        steps = tiers[tier_index(batch, tiers, graph_sizes)].candidate_steps
-        if (set(steps) == {0}) if only_zero else (0 in steps):
-            return batch
-    return None
-
-
-def zero_step_batch(
-    cap: int, cuda_graph_max_bs: int | None, tiers: Sequence[Tier] = DEFAULT_TIERS
-) -> int | None:
-    """The smallest running batch (at most ``cap``) SGLang routes to a tier that may run zero
-    steps (padded up to a captured graph size first, as ``AdaptiveSpeculativeParams`` does)."""
-    return _first_batch(cap, tiers, graph_batch_sizes(cuda_graph_max_bs, speculative=True), False)
-
-
-def always_zero_batch(
-    cap: int, cuda_graph_max_bs: int | None, tiers: Sequence[Tier] = DEFAULT_TIERS
-) -> int | None:
-    """The smallest running batch (at most ``cap``) routed to a tier whose only candidate is 0."""
-    return _first_batch(cap, tiers, graph_batch_sizes(cuda_graph_max_bs, speculative=True), True)
 
 
 def ran_zero_steps(obs: Observation, state_mode: str, ctx: PolicyContext) -> bool:
@@ -93,29 +64,3 @@ def memory_reason(
     if state.queue_growth >= policy.queue_growth_evaluations:
         return "QueueBuilding"
     return None
-
-
-def overlap_message(cap: int, cuda_graph_max_bs: int | None) -> str | None:
-    """Why a launch with ``--speculative-adaptive`` and cap ``cap`` has two controllers on one
-    signal (None when the cap keeps every zero-step tier out of reach)."""
-    some = zero_step_batch(cap, cuda_graph_max_bs)
-    if some is None:
-        return None
-    only = always_zero_batch(cap, cuda_graph_max_bs)
-    tiers = ", ".join(
-        f">= {t.min_batch}: {list(t.candidate_steps)}"
-        for t in DEFAULT_TIERS
-        if 0 in t.candidate_steps
-    )
-    reach = (
-        f"from a running batch of {only} it always runs 0"
-        if only is not None
-        else f"from a running batch of {some} it may run 0"
-    )
-    return (
-        f"--speculative-adaptive with --max-running-requests {cap}: SGLang's adaptive tiers "
-        f"({tiers} draft steps) switch speculation off inside the engine, {reach}; the draft "
-        "stays loaded (its weights and KV are not given back) and the engine reports accept "
-        "length ~1.0 with sglang:spec_num_steps 0. In mode Auto the operator sees it "
-        "(condition EngineZeroSteps) and does not score those readings as speculation"
-    )

@@ -6,8 +6,9 @@ import dataclasses
 
 import pytest
 
-from specserver_advisor import adaptive, calibration, cudagraphs
-from specserver_advisor.adaptive import DEFAULT_TIERS, AdaptiveController, Slot, Tier
+from specserver_advisor import adaptive, adaptivetiers, calibration, cudagraphs
+from specserver_advisor.adaptive import AdaptiveController, Slot
+from specserver_advisor.adaptivetiers import DEFAULT_TIERS, Tier
 from specserver_advisor.perfmodel import predict, step_time
 
 
@@ -33,17 +34,17 @@ def test_unsupported_launches_say_why() -> None:
 
 
 def test_routing_pads_to_the_captured_graph_then_takes_the_lower_bound() -> None:
-    assert adaptive.tier_index(7) == 0
-    assert adaptive.tier_index(8) == 1
-    assert adaptive.tier_index(31) == 1
-    assert adaptive.tier_index(100) == 3
+    assert adaptivetiers.tier_index(7) == 0
+    assert adaptivetiers.tier_index(8) == 1
+    assert adaptivetiers.tier_index(31) == 1
+    assert adaptivetiers.tier_index(100) == 3
     # SGLang's speculative capture sizes (tests/oracle/test_adaptive_tiers.py holds them).
     graphs = cudagraphs.graph_batch_sizes(48, speculative=True)
     assert graphs == [*range(1, 9), *range(10, 33, 2), 40, 44, 48]
-    assert adaptive.tier_index(7, graph_sizes=graphs) == 0  # 7 has a graph of its own
-    assert adaptive.tier_index(31, graph_sizes=graphs) == 2  # 31 pads to 32
+    assert adaptivetiers.tier_index(7, graph_sizes=graphs) == 0  # 7 has a graph of its own
+    assert adaptivetiers.tier_index(31, graph_sizes=graphs) == 2  # 31 pads to 32
     to_96 = cudagraphs.graph_batch_sizes(96, speculative=True)
-    assert adaptive.tier_index(62, graph_sizes=to_96) == 3  # 62 pads to 64
+    assert adaptivetiers.tier_index(62, graph_sizes=to_96) == 3  # 62 pads to 64
 
 
 def test_slot_starts_at_launch_steps_or_the_middle_candidate() -> None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 
-from specserver_advisor import zerosteps
-from specserver_advisor.adaptive import DEFAULT_TIERS, tier_index
+from specserver_advisor import adaptivetiers, zerosteps
+from specserver_advisor.adaptivetiers import DEFAULT_TIERS, tier_index
 from specserver_advisor.cudagraphs import graph_batch_sizes
 from specserver_advisor.models import AutoSpeculation
 from specserver_advisor.policy import ON, Observation, PolicyContext, PolicyState, decide
@@ -42,15 +42,15 @@ def run(cycles: list[Observation], ctx: PolicyContext) -> tuple[list[str], Polic
 def test_the_tiers_reach_zero_steps_only_under_a_cap_above_them() -> None:
     # Padded to SGLang's speculative capture sizes (…, 56, 60, 64, 72): 61 routes to the 64
     # tier (only 0 steps), 57 to 60 and so to the 32 tier.
-    assert zerosteps.always_zero_batch(96, 96) == 61
+    assert adaptivetiers.always_zero_batch(96, 96) == 61
     graphs = graph_batch_sizes(96, speculative=True)
     assert DEFAULT_TIERS[tier_index(61, DEFAULT_TIERS, graphs)].candidate_steps == (0,)
     assert DEFAULT_TIERS[tier_index(57, DEFAULT_TIERS, graphs)].candidate_steps == (0, 1)
     # SGLang's silent 48 cap: the all-zero tier is out of reach; the 8 tier may still run 0.
-    assert zerosteps.always_zero_batch(48, 48) is None
-    assert zerosteps.zero_step_batch(48, 48) == 8
-    assert zerosteps.zero_step_batch(4, 4) is None
-    assert zerosteps.overlap_message(4, 4) is None
+    assert adaptivetiers.always_zero_batch(48, 48) is None
+    assert adaptivetiers.zero_step_batch(48, 48) == 8
+    assert adaptivetiers.zero_step_batch(4, 4) is None
+    assert adaptivetiers.overlap_message(4, 4) is None
 
 
 def test_zero_step_readings_are_not_scored_nor_switched_on() -> None:

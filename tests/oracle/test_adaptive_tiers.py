@@ -4,7 +4,7 @@ In the oracle env (skipped with the reason when it is missing): SGLang resolves 
 ``--speculative-adaptive`` launch's decode CUDA-graph batch sizes, and its own
 ``AdaptiveSpeculativeParams`` routes every batch up to the cap to a tier. The advisor's capture
 sizes (``cudagraphs.graph_batch_sizes``, speculative), default tiers and routing
-(``adaptive.tier_index``)
+(``adaptivetiers.tier_index``)
 must give the same candidates at every batch, so the batch from which the operator expects
 zero draft steps is SGLang's.
 """
@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from oracle import WORKER, load_oracleenv, missing
-from specserver_advisor import zerosteps
-from specserver_advisor.adaptive import DEFAULT_TIERS, tier_index
+from specserver_advisor import adaptivetiers
+from specserver_advisor.adaptivetiers import DEFAULT_TIERS, tier_index
 from specserver_advisor.cudagraphs import graph_batch_sizes
 from stack import load_config
 
@@ -114,5 +114,5 @@ def test_every_batch_routes_to_sglangs_tier(sglang_tiers: dict[str, Any], cap: i
     assert ours == theirs["candidates"]
     zero = [b for b, c in enumerate(theirs["candidates"], 1) if 0 in c]
     only = [b for b, c in enumerate(theirs["candidates"], 1) if c == [0]]
-    assert zerosteps.zero_step_batch(cap, cap) == (zero[0] if zero else None)
-    assert zerosteps.always_zero_batch(cap, cap) == (only[0] if only else None)
+    assert adaptivetiers.zero_step_batch(cap, cap) == (zero[0] if zero else None)
+    assert adaptivetiers.always_zero_batch(cap, cap) == (only[0] if only else None)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable
 
-from specserver_advisor import zerosteps
+from specserver_advisor import adaptivetiers
 from specserver_advisor.lint.model import Context, Diagnostic, Launch
 from specserver_advisor.lint.rules._base import diag, memory_plan, resolution, speculative, values
 
@@ -49,9 +49,9 @@ def check(launch: Launch, ctx: Context) -> Iterable[Diagnostic]:
         return []
     plan = memory_plan(launch)
     graph = plan.scenario.cuda_graph_max_bs if plan is not None else cap
-    if zerosteps.always_zero_batch(cap, graph) is None:
+    if adaptivetiers.always_zero_batch(cap, graph) is None:
         return []
-    message = zerosteps.overlap_message(cap, graph)
+    message = adaptivetiers.overlap_message(cap, graph)
     if message is None:
         return []
     return [
