@@ -24,6 +24,12 @@ from specserver_advisor.sglang.serverargs import ServerOutcome, predict_server
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = REPO / "advisor" / "specserver_advisor" / "data" / "configs"
+#: Target configs the bundled set lacks, for the model hooks that decide a launch's defaults
+#: (DeepSeek-V4's cap, Gemma4 assistant drafts -> FROZEN_KV_MTP); written from the config
+#: classes SGLang 0.5.23 and transformers 5.19 load them with. Not in ``TARGETS``: their
+#: attention and memory resolution (dsv4 backend, page 256) are outside what the advisor
+#: models, so their cases compare only ``Case.only``.
+HOOK_CONFIGS = Path(__file__).with_name("configs")
 
 #: Resolved fields compared on every accepted launch.
 COMPARED_FIELDS = (
@@ -124,9 +130,15 @@ def _models() -> dict[str, dict[str, Any]]:
     return models
 
 
+def _hook_models() -> dict[str, dict[str, Any]]:
+    return {p.stem: json.loads(p.read_text()) for p in sorted(HOOK_CONFIGS.glob("*.json"))}
+
+
 MODELS: dict[str, dict[str, Any]] = _models()
 TARGETS = tuple(m for m, c in MODELS.items() if "Eagle" not in c["architectures"][0])
 DRAFTS = tuple(m for m, c in MODELS.items() if "Eagle" in c["architectures"][0])
+HOOK_MODELS: dict[str, dict[str, Any]] = _hook_models()
+MODELS.update(HOOK_MODELS)
 
 
 def materialize(root: Path) -> dict[str, Path]:
@@ -150,6 +162,9 @@ class Case:
     draft: str | None = None
     env: tuple[tuple[str, str], ...] = ()
     origin: str = "generated"
+    #: When set, only these resolved fields are compared (besides the outcome and its
+    #: message), and not the context lengths: the ``HOOK_MODELS`` cases.
+    only: tuple[str, ...] = ()
 
     def argv(self, paths: dict[str, Path]) -> list[str]:
         out = ["--model-path", str(paths[self.target])]
@@ -188,6 +203,16 @@ class Exception_:
     name: str
     reason: str
     matches: Callable[[Difference], bool]
+
+
+def dimensions(case: Case) -> tuple[str, ...]:
+    """The issue-named dimensions a case exercises (bench-fidelity's table rows)."""
+    out = []
+    if "--json-model-override-args" in case.flags:
+        out.append("override" + ("+draft" if case.draft or _algorithm(case) else ""))
+    if _algorithm(case) and "--max-running-requests" not in case.flags:
+        out.append("default-cap")
+    return tuple(out)
 
 
 def _algorithm(case: Case) -> str:
@@ -242,9 +267,11 @@ def compare(case: Case, advisor: ServerOutcome, sglang: dict[str, Any]) -> list[
             diffs.append(Difference(case, "message", advisor.message, sglang["message"]))
         return diffs
     theirs = sglang["fields"]
-    for name in COMPARED_FIELDS:
+    for name in case.only or COMPARED_FIELDS:
         if advisor.fields.get(name) != theirs.get(name):
             diffs.append(Difference(case, name, advisor.fields.get(name), theirs.get(name)))
+    if case.only:
+        return diffs
     if advisor.context_len != sglang.get("context_len"):
         diffs.append(Difference(case, "context_len", advisor.context_len, sglang["context_len"]))
     draft = sglang.get("draft")
@@ -268,6 +295,8 @@ class Harness:
     field_agree: dict[str, int] = field(default_factory=dict)
     differences: list[Difference] = field(default_factory=list)
     excepted: int = 0
+    dimension_total: dict[str, int] = field(default_factory=dict)
+    dimension_agree: dict[str, int] = field(default_factory=dict)
 
     def run(self, case: Case) -> list[Difference]:
         argv = case.argv(self.paths)
@@ -283,7 +312,7 @@ class Harness:
         self.cases += 1
         self.agreeing += not diffs
         names = {"outcome"} | (
-            set(COMPARED_FIELDS) | {"context_len"}
+            (set(case.only) if case.only else set(COMPARED_FIELDS) | {"context_len"})
             if ours.outcome == theirs["outcome"] == "accepted"
             else set()
         )
@@ -292,6 +321,9 @@ class Harness:
             self.field_total[name] = self.field_total.get(name, 0) + 1
             self.field_agree[name] = self.field_agree.get(name, 0) + (name not in bad)
         self.differences += diffs
+        for name in dimensions(case):
+            self.dimension_total[name] = self.dimension_total.get(name, 0) + 1
+            self.dimension_agree[name] = self.dimension_agree.get(name, 0) + (not diffs)
         return diffs
 
     def summary(self) -> dict[str, Any]:
@@ -301,6 +333,13 @@ class Harness:
             "fields": {
                 k: round(self.field_agree[k] / self.field_total[k], 4)
                 for k in sorted(self.field_total)
+            },
+            "dimensions": {
+                k: {
+                    "cases": self.dimension_total[k],
+                    "agreement": round(self.dimension_agree[k] / self.dimension_total[k], 4),
+                }
+                for k in sorted(self.dimension_total)
             },
             "differences": [d.as_dict() for d in self.differences],
             "named_exceptions": {e.name: e.reason for e in EXCEPTIONS},
