@@ -29,6 +29,7 @@ import oracle  # noqa: E402
 DIMENSIONS = {
     "override": "--json-model-override-args, no speculation",
     "override+draft": "--json-model-override-args on a speculative launch (MTP/EAGLE-3/STANDALONE)",
+    "config-file": "--decrypted-config-file / --decrypted-draft-config-file (read instead)",
     "default-cap": "speculative, --max-running-requests unset (48, a model hook's, UNO's none)",
 }
 
@@ -67,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {name:32s} {frac:.4f}")
     print("dimensions (cases, agreement):")
     for name, dim in summary["dimensions"].items():
-        print(f"  {name:32s} {dim['cases']:6d}  {dim['agreement']:.4f}  {DIMENSIONS[name]}")
+        print(f"  {name:32s} {dim['cases']:6d}  {dim['agreement']:.4f}  {DIMENSIONS.get(name, '')}")
     diffs = summary["differences"]
     print(f"differences: {len(diffs)}")
     for diff in diffs[:50]:

@@ -278,3 +278,65 @@ def test_plan_cli_applies_the_override_to_the_draft(
     starts = json.loads(capsys.readouterr().out)
     assert refused["context"]["verdict"] == "startup_fails", refused["context"]
     assert starts["context"]["verdict"] == "compatible", starts["context"]
+
+
+# ----------------------------------------------------------------------------- config files
+
+
+def test_lint_and_plan_read_the_draft_config_file_the_launch_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    models = _models(tmp_path, llama=LLAMA, short=SHORT_DRAFT)
+    (models / "short" / "decrypted.json").write_text(
+        json.dumps({**SHORT_DRAFT, "max_position_embeddings": 131072})
+    )
+    base = (
+        "--model-path llama --speculative-draft-model-path short --enable-metrics "
+        "--speculative-algorithm EAGLE3 --speculative-num-steps 3 --speculative-eagle-topk 1 "
+        "--speculative-num-draft-tokens 4 --max-running-requests 16"
+    )
+    assert any(d.startswith("SPEC002") for d in _lint(tmp_path, models, base))
+    named = _lint(tmp_path, models, f"{base} --decrypted-draft-config-file decrypted.json")
+    assert not any(d.startswith("SPEC002") for d in named), named
+    # The target's file is looked for in the target's directory only (llama has none).
+    target_only = _lint(tmp_path, models, f"{base} --decrypted-config-file decrypted.json")
+    info = [d for d in target_only if d.startswith("INFO001")]
+    assert len(info) == 1 and "'decrypted.json'" in info[0] and "llama" in info[0], target_only
+    argv = [
+        "plan",
+        "--model",
+        str(models / "llama"),
+        "--draft",
+        str(models / "short"),
+        "--gpu",
+        "H100",
+        "--format",
+        "json",
+    ]
+    main([*argv, "--decrypted-draft-config-file", "decrypted.json"])
+    starts = json.loads(capsys.readouterr().out)
+    assert starts["context"]["verdict"] == "compatible", starts["context"]
+    # An absolute path stands for itself, as transformers joins it.
+    main([*argv, "--decrypted-draft-config-file", str(models / "short" / "decrypted.json")])
+    assert json.loads(capsys.readouterr().out)["context"]["verdict"] == "compatible"
+
+
+def test_a_config_file_that_is_not_there_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    models = _models(tmp_path, llama=LLAMA, short=SHORT_DRAFT)
+    code = main(
+        [
+            "plan",
+            "--model",
+            str(models / "llama"),
+            "--draft",
+            str(models / "short"),
+            "--gpu",
+            "H100",
+            "--decrypted-draft-config-file",
+            "missing.json",
+        ]
+    )
+    captured = capsys.readouterr()
+    assert code == 2 and "'missing.json'" in captured.err and "Traceback" not in captured.err

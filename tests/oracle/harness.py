@@ -20,6 +20,9 @@ from typing import Any
 
 from oracle import Oracle
 from specserver_advisor.gpus import GPUS
+from specserver_advisor.loaders.configs import load_config
+from specserver_advisor.sglang.flags import parse_server_argv
+from specserver_advisor.sglang.overrides import config_file_names
 from specserver_advisor.sglang.serverargs import ServerOutcome, predict_server
 
 REPO = Path(__file__).resolve().parents[2]
@@ -141,15 +144,37 @@ HOOK_MODELS: dict[str, dict[str, Any]] = _hook_models()
 MODELS.update(HOOK_MODELS)
 
 
+#: The second config file every materialized model carries, for ``--decrypted-config-file`` /
+#: ``--decrypted-draft-config-file``: the same model at 131,072 positions.
+DECRYPTED = "decrypted.json"
+
+
 def materialize(root: Path) -> dict[str, Path]:
-    """Write every model config to ``root/NAME/config.json``; return name -> directory."""
+    """Write every model config to ``root/NAME/config.json`` (and ``DECRYPTED``); return
+    name -> directory."""
     out = {}
     for name, cfg in MODELS.items():
         d = root / name
         d.mkdir(parents=True, exist_ok=True)
         (d / "config.json").write_text(json.dumps(cfg))
+        (d / DECRYPTED).write_text(json.dumps({**cfg, "max_position_embeddings": 131072}))
         out[name] = d
     return out
+
+
+def advisor_configs(
+    case: Case, paths: dict[str, Path]
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The configs the advisor plans a case with: ``MODELS``, or, when the launch names a
+    config file of its own, what the advisor's loader reads for it (as lint and plan do)."""
+    target, draft = MODELS[case.target], MODELS[case.draft] if case.draft else None
+    values = parse_server_argv(list(case.flags)).values
+    target_file, draft_file = config_file_names(values)
+    if target_file:
+        target = load_config(str(paths[case.target]), config_file=target_file).config
+    if draft_file and case.draft:
+        draft = load_config(str(paths[case.draft]), config_file=draft_file).config
+    return target, draft
 
 
 @dataclass(frozen=True)
@@ -208,6 +233,8 @@ class Exception_:
 def dimensions(case: Case) -> tuple[str, ...]:
     """The issue-named dimensions a case exercises (bench-fidelity's table rows)."""
     out = []
+    if any(f.startswith("--decrypted-") for f in case.flags):
+        out.append("config-file")
     if "--json-model-override-args" in case.flags:
         out.append("override" + ("+draft" if case.draft or _algorithm(case) else ""))
     if _algorithm(case) and "--max-running-requests" not in case.flags:
@@ -303,8 +330,7 @@ class Harness:
         env = dict(case.env)
         gpu = GPUS[case.gpu]
         theirs = self.oracle.resolve(argv, gpu, env)
-        target = MODELS[case.target]
-        draft = MODELS[case.draft] if case.draft else None
+        target, draft = advisor_configs(case, self.paths)
         ours = predict_server(argv, gpu, target, draft, env)
         every = compare(case, ours, theirs)
         diffs = [d for d in every if not excepted(d)]

@@ -12,7 +12,7 @@ import random
 from collections.abc import Iterable
 from pathlib import Path
 
-from harness import DRAFTS, TARGETS, Case
+from harness import DECRYPTED, DRAFTS, TARGETS, Case
 
 from specserver_advisor.gpus import GPUS
 
@@ -122,6 +122,11 @@ def random_case(rng: random.Random) -> Case:
     # STANDALONE, an MTP target's own layers).
     if rng.random() < (0.3 if algo is not None else 0.1):
         flags += ["--json-model-override-args", rng.choice(OVERRIDES)]
+    # The config-file overrides: the file read instead of config.json (harness.DECRYPTED).
+    if rng.random() < 0.08:
+        flags += ["--decrypted-config-file", DECRYPTED]
+    if draft is not None and rng.random() < 0.15:
+        flags += ["--decrypted-draft-config-file", DECRYPTED]
     return Case(tuple(flags), target, gpu, draft, env)
 
 
@@ -257,6 +262,34 @@ def override_cases() -> Iterable[Case]:
             h100,
             origin="curated",
         )
+    # The config-file overrides: the draft's decrypted config (131,072 positions) starts the
+    # short draft; the target's own replaces its config.json; the JSON overrides apply on top.
+    decrypted = "decrypted.json"
+    for algo in ("EAGLE3", "STANDALONE"):
+        yield Case(
+            ("--speculative-algorithm", algo, "--decrypted-draft-config-file", decrypted),
+            "llama-3.1-8b",
+            h100,
+            "eagle3-2048-positions",
+            origin="curated",
+        )
+    yield Case(
+        (*("--speculative-algorithm", "EAGLE3"), "--decrypted-config-file", decrypted),
+        "qwen3-8b",
+        h100,
+        "qwen3-8b-eagle3",
+        origin="curated",
+    )
+    yield Case(
+        (
+            *("--speculative-algorithm", "EAGLE3", "--decrypted-draft-config-file", decrypted),
+            *(override, '{"max_position_embeddings": 4096}'),
+        ),
+        "llama-3.1-8b",
+        h100,
+        "eagle3-2048-positions",
+        origin="curated",
+    )
     for bad in ("{bad", "[1]", '"x"', "null"):
         yield Case(
             ("--speculative-algorithm", "EAGLE3", override, bad),

@@ -56,12 +56,13 @@ def test_curated_launches_agree(run: harness.Harness) -> None:
 
 def test_generated_launches_cover_overrides_and_the_default_cap() -> None:
     """Issue 29's dimensions are drawn: overrides on speculative launches (MTP, EAGLE-3 and
-    STANDALONE drafts) and without, and speculative launches with the cap unset."""
+    STANDALONE drafts) and without, config files read instead, and speculative launches with
+    the cap unset."""
     generated = launches.generated_cases(GENERATED)
     dims = [d for case in generated for d in harness.dimensions(case)]
     share = len(generated) // 100
     assert dims.count("override+draft") >= 10 * share and dims.count("override") >= share
-    assert dims.count("default-cap") >= 20 * share
+    assert dims.count("default-cap") >= 20 * share and dims.count("config-file") >= 5 * share
     drafted = {
         harness._algorithm(case) if case.draft else "MTP"
         for case in generated

@@ -10,6 +10,9 @@ for a launch; the resolver (``resolve.resolve_launch``), ``serverargs.predict_se
 ``plan.make_plan`` and the lint rules' per-launch analysis call it, so every reading of a launch
 sees the configs SGLang sees. Applying it twice gives the same configs. Pure.
 
+The config-file overrides (``--decrypted-config-file``, ``--decrypted-draft-config-file``) replace
+the file a config is read from; ``config_file_names`` says which, the loaders read it.
+
 One asymmetry is SGLang's own: the draft architecture the algorithm alias reads
 (``_resolve_speculative_algorithm_alias``: Gemma4 assistant drafts) is read without the
 overrides; the resolver keeps the draft as given for that.
@@ -59,6 +62,24 @@ def override_args(values: dict[str, Any]) -> dict[str, Any]:
         return {}
     kind = {list: "list", str: "str", int: "int", float: "float", bool: "bool"}[type(parsed)]
     raise OverrideArgsError("AttributeError", f"'{kind}' object has no attribute 'items'")
+
+
+def config_file_names(values: dict[str, Any]) -> tuple[str | None, str | None]:
+    """The files SGLang reads instead of the target's and the draft's ``config.json``
+    (``--decrypted-config-file``, ``--decrypted-draft-config-file``), None where config.json.
+
+    The target's is stripped and ignored when blank (``ModelConfig``); the draft's is used as
+    given whenever it is non-empty (``resolve_boundary_reduction`` reads it unstripped while
+    resolving, so a padded or blank name fails there). The overrides of
+    ``--json-model-override-args`` apply on top of either file. The loaders read them
+    (``loaders.configs.load_config(config_file=...)``): lint and ``plan``.
+    """
+    target = values.get("decrypted_config_file")
+    draft = values.get("decrypted_draft_config_file")
+    return (
+        str(target).strip() if target and str(target).strip() else None,
+        str(draft) if draft else None,
+    )
 
 
 def _current_rope(config: dict[str, Any]) -> dict[str, Any]:
