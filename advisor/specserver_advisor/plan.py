@@ -255,16 +255,12 @@ def flag_value_problem(args: dict[str, Any]) -> str | None:
 def _with_model_overrides(inp: PlanInputs) -> PlanInputs:
     """The inputs with ``--json-model-override-args`` applied to target and draft, as SGLang
     applies it before the shape, the context and the memory are derived (``sglang.overrides``).
-
-    Raises:
-        PlanInputError: the flag's value cannot be applied (SGLang fails to start).
-    """
+    A value SGLang cannot apply leaves them as given: the resolution carries SGLang's error
+    (the launch does not start)."""
     try:
         target, draft = effective_configs(inp.args, inp.target_config, inp.draft_config)
-    except OverrideArgsError as exc:
-        raise PlanInputError(
-            f"--json-model-override-args: {exc.message} (SGLang raises {exc.exception})"
-        ) from exc
+    except OverrideArgsError:
+        return inp
     if target is inp.target_config and draft is inp.draft_config:
         return inp
     return dataclasses.replace(inp, target_config=target or inp.target_config, draft_config=draft)

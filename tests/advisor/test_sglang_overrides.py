@@ -16,8 +16,9 @@ import pytest
 
 from specserver_advisor.cli import main
 from specserver_advisor.gpus import lookup_gpu
+from specserver_advisor.launch import Configs, launch_from_argv
 from specserver_advisor.lint.engine import Options, lint
-from specserver_advisor.plan import PlanInputError, PlanInputs, make_plan
+from specserver_advisor.plan import PlanInputs, make_plan
 from specserver_advisor.sglang.context import ContextVerdict
 from specserver_advisor.sglang.flags import parse_server_argv
 from specserver_advisor.sglang.overrides import apply_model_overrides
@@ -108,8 +109,26 @@ def test_an_override_sglang_cannot_apply_is_its_startup_error(value: str, except
     r = resolve(*EAGLE3, "--json-model-override-args", value, target=LLAMA, draft=SHORT_DRAFT)
     assert [e.exception for e in r.errors] == [exception]
     assert r.errors[0].fields == ("json_model_override_args",)
-    with pytest.raises(PlanInputError, match="--json-model-override-args"):
-        plan(*EAGLE3, "--json-model-override-args", value)
+    planned = plan(*EAGLE3, "--json-model-override-args", value)
+    assert [e.exception for e in planned.resolution.errors] == [exception]
+    launch = launch_from_argv(
+        ["--model-path", "m", *EAGLE3, "--json-model-override-args", value],
+        {},
+        Configs(LLAMA, SHORT_DRAFT),
+        lookup_gpu("H100"),
+    )
+    assert launch.failure() == ("resolution", f"{exception}: {r.errors[0].message}")
+
+
+def test_the_launch_model_sees_the_override_on_the_draft() -> None:
+    """The operator, the webhook and the engine preflight plan argv through the launch model."""
+    argv = ["--model-path", "m", *EAGLE3, "--max-running-requests", "8"]
+    configs, h100 = Configs(LLAMA, SHORT_DRAFT), lookup_gpu("H100")
+    refused = launch_from_argv(argv, {}, configs, h100).failure()
+    assert refused is not None and refused[0] == "context"
+    fixed = launch_from_argv([*argv, "--json-model-override-args", LLAMA_OWN], {}, configs, h100)
+    assert fixed.failure() is None
+    assert fixed.plan is not None and fixed.plan.context.draft == 131072
 
 
 def test_falsy_json_overrides_nothing() -> None:
