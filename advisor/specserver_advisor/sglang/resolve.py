@@ -4,8 +4,10 @@ Input: parsed server flags, the environment, and the target/draft HF configs. Ou
 speculative value with its source (user / default / auto / forced / derived) and the reason,
 SGLang's warnings, and the hard errors it would raise at startup with its own message.
 Used by ``plan``, the lint rules, the operator's validation and the engine preflight. Pure.
-This module holds the result types and the pipeline; the algorithm steps live in
-``resolve_eagle`` and ``resolve_other_algorithms``, SGLang's tables in ``speculative_tables``.
+This module holds the result types and the pipeline; the configs are read with
+``--json-model-override-args`` applied (``overrides``), the model hooks that run first live in
+``resolve_model_hooks``, the algorithm steps in ``resolve_eagle`` and
+``resolve_other_algorithms``, SGLang's tables in ``speculative_tables``.
 """
 
 from __future__ import annotations

@@ -5,9 +5,11 @@ GPU from ``gpus.py`` in, SGLang's outcome out: accepted, or the argparse / Value
 AssertionError text it exits with; the resolved fields (speculative shape, max running requests,
 mem-fraction-static, chunked prefill, CUDA-graph max batch sizes, page size, attention backend,
 mixed chunk, overlap schedule) and the target's and draft's context lengths. It composes
-``flags`` (the parser), ``resolve`` (the speculative handlers), ``context`` and ``memory``
-(``handle_gpu_memory_settings``) in SGLang's resolution order. The differential tests
-(tests/oracle) hold it against SGLang itself, field by field.
+``flags`` (the parser), ``overrides`` (``--json-model-override-args`` on target and draft),
+``resolve`` (the model hooks and the speculative handlers), ``context`` and ``memory``
+(``handle_gpu_memory_settings``) in SGLang's resolution order. The configs given are the files
+SGLang reads (config.json, or the ``--decrypted-*-config-file`` the caller loaded). The
+differential tests (tests/oracle) hold it against SGLang itself, field by field.
 """
 
 from __future__ import annotations
