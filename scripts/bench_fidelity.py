@@ -3,8 +3,9 @@
 Runs the differential harness of tests/oracle (the curated launches, every launch in the
 repository's examples, golden files and lint fixtures on each corpus GPU, and N generated ones)
 against SGLang itself in the cached oracle environment, and prints the number of cases, the
-fraction agreeing on everything compared, agreement per field and the remaining differences.
-``--format json`` prints ``{"cases", "agreement", "fields", "differences"}``.
+fraction agreeing on everything compared, agreement per field and per dimension of issue 29
+(overrides, the default cap) and the remaining differences. ``--format json`` prints
+``{"cases", "agreement", "fields", "dimensions", "differences", ...}``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,14 @@ import harness  # noqa: E402
 import launches  # noqa: E402
 
 import oracle  # noqa: E402
+
+#: What each row of the dimensions table counts (``harness.dimensions``).
+DIMENSIONS = {
+    "override": "--json-model-override-args, no speculation",
+    "override+draft": "--json-model-override-args on a speculative launch (MTP/EAGLE-3/STANDALONE)",
+    "config-file": "--decrypted-config-file / --decrypted-draft-config-file (read instead)",
+    "default-cap": "speculative, --max-running-requests unset (48, a model hook's, UNO's none)",
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"cases {summary['cases']}  agreement {summary['agreement']:.4f}  ({elapsed:.0f} s)")
     for name, frac in summary["fields"].items():
         print(f"  {name:32s} {frac:.4f}")
+    print("dimensions (cases, agreement):")
+    for name, dim in summary["dimensions"].items():
+        print(f"  {name:32s} {dim['cases']:6d}  {dim['agreement']:.4f}  {DIMENSIONS.get(name, '')}")
     diffs = summary["differences"]
     print(f"differences: {len(diffs)}")
     for diff in diffs[:50]:

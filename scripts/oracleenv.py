@@ -6,8 +6,9 @@ sglang-oracle.md); later calls are a no-op. ``scripts/oracle-env path`` prints t
 ``scripts/oracle-env flags`` regenerates the committed flag table
 (``advisor/specserver_advisor/sglang/data/flags-0.5.23.json``) from SGLang's real argparse parser.
 Standard library only: it runs before the project's virtual environment exists. When the package
-index cannot be reached the install fails with a message naming what is missing; scripts/test
-carries on and the oracle tests skip with that message (``tests/oracle``).
+index cannot be reached (or the cache cannot be written) the install fails with a message naming
+what is missing; scripts/test then fails with it, and the oracle tests, run without scripts/test,
+skip with it (``tests/oracle``).
 """
 
 from __future__ import annotations
@@ -158,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "install":
         try:
             print(install())
-        except (RuntimeError, subprocess.CalledProcessError) as exc:
+        except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
             log(f"SGLang {SGLANG_VERSION} oracle environment not built: {exc}")
             return 1
         return 0

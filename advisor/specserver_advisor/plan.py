@@ -35,7 +35,14 @@ from specserver_advisor.perfmodel import (
 )
 from specserver_advisor.policy import PolicyContext, score
 from specserver_advisor.sglang.context import ContextCheck, check_context
-from specserver_advisor.sglang.resolve import MTP_TARGETS, Resolution, resolve_launch
+from specserver_advisor.sglang.overrides import OverrideArgsError, effective_configs
+from specserver_advisor.sglang.resolve import (
+    MTP_TARGETS,
+    RESET_MESSAGE,
+    Resolution,
+    resolve_launch,
+)
+from specserver_advisor.sglang.resolve_model_hooks import model_max_running_requests
 
 #: Prior per-position acceptance (probability the next draft token is kept, given the previous
 #: was) by algorithm, for plans without a measured accept length. The operator learns the real
@@ -253,6 +260,38 @@ def flag_value_problem(args: dict[str, Any]) -> str | None:
     return None
 
 
+def _with_model_overrides(inp: PlanInputs) -> PlanInputs:
+    """The inputs with ``--json-model-override-args`` applied to target and draft, as SGLang
+    applies it before the shape, the context and the memory are derived (``sglang.overrides``).
+    A value SGLang cannot apply leaves them as given: the resolution carries SGLang's error
+    (the launch does not start)."""
+    try:
+        target, draft = effective_configs(inp.args, inp.target_config, inp.draft_config)
+    except OverrideArgsError:
+        return inp
+    if target is inp.target_config and draft is inp.draft_config:
+        return inp
+    return dataclasses.replace(inp, target_config=target or inp.target_config, draft_config=draft)
+
+
+def _unset_cap_note(r: Resolution, effective: int) -> str:
+    """What SGLang does with an unset ``--max-running-requests`` for this launch."""
+    unset = r.values.get("max_running_requests")
+    if unset is not None and unset.value is not None:
+        how = (
+            f"resets it to {unset.value}"
+            if unset.reason == RESET_MESSAGE
+            else f"sets it to {unset.value} ({unset.reason})"
+        )
+        return (
+            f"--max-running-requests unset: SGLang {how} (effective {effective} after the KV cap)"
+        )
+    return (
+        f"--max-running-requests unset: {r.algorithm} does not reset it; SGLang sizes it "
+        f"from the KV pool (effective {effective})"
+    )
+
+
 def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
     """Resolve, check context, size memory and predict curves for one launch.
 
@@ -263,6 +302,7 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
     if problem is not None:
         raise PlanInputError(problem)
     r = resolve_launch(inp.args, inp.target_config, inp.draft_config)
+    inp = _with_model_overrides(inp)
     on_disk = shape_from_config(inp.target_config)
     target = with_launch_dtype(on_disk, inp.args.get("dtype"))
     t_weight = _loaded_bytes(inp.target_weight_bytes, on_disk, target) or target.weight_bytes()
@@ -321,7 +361,9 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
         pool_on if r.speculative else pool_off, ctx.effective, r.get("max_running_requests")
     )
     cap_on = min(sglang_default, fits_on)
-    cap_off = min(memory.sglang_max_running_requests(pool_off, ctx.effective, user_mrr), fits_off)
+    # Without speculation a model hook's cap (DeepSeek-V4's 256) still applies.
+    off_mrr = user_mrr if user_mrr is not None else model_max_running_requests(target.architecture)
+    cap_off = min(memory.sglang_max_running_requests(pool_off, ctx.effective, off_mrr), fits_off)
     scn = Scenario(
         gpu=inp.gpu,
         target=target,
@@ -377,10 +419,7 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
             "without speculation (mode Auto does this)"
         )
     if r.speculative and user_mrr is None:
-        notes.append(
-            f"--max-running-requests unset: SGLang resets it to 48 "
-            f"(effective {sglang_default} after the KV cap)"
-        )
+        notes.append(_unset_cap_note(r, sglang_default))
     if mem.error:
         notes.append(mem.error)
     return Plan(

@@ -237,10 +237,14 @@ def _env(items: list[str]) -> dict[str, str]:
     return env
 
 
-def _load(ref: str | None, revision: str | None, a: argparse.Namespace) -> LoadedConfig | None:
+def _load(
+    ref: str | None, revision: str | None, a: argparse.Namespace, config_file: str | None = None
+) -> LoadedConfig | None:
+    """``config_file``: what SGLang reads instead of config.json (``--decrypted-config-file``,
+    ``--decrypted-draft-config-file``: ``sglang.overrides.config_file_names``)."""
     if not ref:
         return None
-    return load_config(ref, revision, dict(os.environ), a.hf_endpoint)
+    return load_config(ref, revision, dict(os.environ), a.hf_endpoint, config_file=config_file)
 
 
 def plan_options(a: argparse.Namespace, spec: SpecServerSpec | None = None) -> dict[str, Any]:
@@ -260,6 +264,7 @@ def build(a: argparse.Namespace, extra: list[str], fix: list[str] | None = None)
     from specserver_advisor import plan_from
     from specserver_advisor.loaders.specserver import configs_for_spec
     from specserver_advisor.sglang.flags import parse_server_argv
+    from specserver_advisor.sglang.overrides import config_file_names
 
     env = _env(a.env)
     if a.input_len is not None and a.prompt_len is not None:
@@ -321,12 +326,14 @@ def build(a: argparse.Namespace, extra: list[str], fix: list[str] | None = None)
         if not values.get("model_path"):
             raise UsageError("give --model (or --from FILE)")
         gpu = plan_from.gpu_named(gpu_name, "plan")
-        target = _load(values["model_path"], values.get("revision"), a)
+        target_file, draft_file = config_file_names(values)
+        target = _load(values["model_path"], values.get("revision"), a, target_file)
         assert target is not None
         draft = _load(
             values.get("speculative_draft_model_path"),
             values.get("speculative_draft_model_revision"),
             a,
+            draft_file,
         )
         if issues:
             return Planned(None, argv, gpu, env, refused=f"SGLang's parser rejects it: {issues[0]}")

@@ -20,10 +20,19 @@ from typing import Any
 
 from oracle import Oracle
 from specserver_advisor.gpus import GPUS
+from specserver_advisor.loaders.configs import load_config
+from specserver_advisor.sglang.flags import parse_server_argv
+from specserver_advisor.sglang.overrides import config_file_names
 from specserver_advisor.sglang.serverargs import ServerOutcome, predict_server
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = REPO / "advisor" / "specserver_advisor" / "data" / "configs"
+#: Target configs the bundled set lacks, for the model hooks that decide a launch's defaults
+#: (DeepSeek-V4's cap, Gemma4 assistant drafts -> FROZEN_KV_MTP); written from the config
+#: classes SGLang 0.5.23 and transformers 5.19 load them with. Not in ``TARGETS``: their
+#: attention and memory resolution (dsv4 backend, page 256) are outside what the advisor
+#: models, so their cases compare only ``Case.only``.
+HOOK_CONFIGS = Path(__file__).with_name("configs")
 
 #: Resolved fields compared on every accepted launch.
 COMPARED_FIELDS = (
@@ -124,20 +133,48 @@ def _models() -> dict[str, dict[str, Any]]:
     return models
 
 
+def _hook_models() -> dict[str, dict[str, Any]]:
+    return {p.stem: json.loads(p.read_text()) for p in sorted(HOOK_CONFIGS.glob("*.json"))}
+
+
 MODELS: dict[str, dict[str, Any]] = _models()
 TARGETS = tuple(m for m, c in MODELS.items() if "Eagle" not in c["architectures"][0])
 DRAFTS = tuple(m for m, c in MODELS.items() if "Eagle" in c["architectures"][0])
+HOOK_MODELS: dict[str, dict[str, Any]] = _hook_models()
+MODELS.update(HOOK_MODELS)
+
+
+#: The second config file every materialized model carries, for ``--decrypted-config-file`` /
+#: ``--decrypted-draft-config-file``: the same model at 131,072 positions.
+DECRYPTED = "decrypted.json"
 
 
 def materialize(root: Path) -> dict[str, Path]:
-    """Write every model config to ``root/NAME/config.json``; return name -> directory."""
+    """Write every model config to ``root/NAME/config.json`` (and ``DECRYPTED``); return
+    name -> directory."""
     out = {}
     for name, cfg in MODELS.items():
         d = root / name
         d.mkdir(parents=True, exist_ok=True)
         (d / "config.json").write_text(json.dumps(cfg))
+        (d / DECRYPTED).write_text(json.dumps({**cfg, "max_position_embeddings": 131072}))
         out[name] = d
     return out
+
+
+def advisor_configs(
+    case: Case, paths: dict[str, Path]
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The configs the advisor plans a case with: ``MODELS``, or, when the launch names a
+    config file of its own, what the advisor's loader reads for it (as lint and plan do)."""
+    target, draft = MODELS[case.target], MODELS[case.draft] if case.draft else None
+    values = parse_server_argv(list(case.flags)).values
+    target_file, draft_file = config_file_names(values)
+    if target_file:
+        target = load_config(str(paths[case.target]), config_file=target_file).config
+    if draft_file and case.draft:
+        draft = load_config(str(paths[case.draft]), config_file=draft_file).config
+    return target, draft
 
 
 @dataclass(frozen=True)
@@ -150,6 +187,9 @@ class Case:
     draft: str | None = None
     env: tuple[tuple[str, str], ...] = ()
     origin: str = "generated"
+    #: When set, only these resolved fields are compared (besides the outcome and its
+    #: message), and not the context lengths: the ``HOOK_MODELS`` cases.
+    only: tuple[str, ...] = ()
 
     def argv(self, paths: dict[str, Path]) -> list[str]:
         out = ["--model-path", str(paths[self.target])]
@@ -188,6 +228,18 @@ class Exception_:
     name: str
     reason: str
     matches: Callable[[Difference], bool]
+
+
+def dimensions(case: Case) -> tuple[str, ...]:
+    """The issue-named dimensions a case exercises (bench-fidelity's table rows)."""
+    out = []
+    if any(f.startswith("--decrypted-") for f in case.flags):
+        out.append("config-file")
+    if "--json-model-override-args" in case.flags:
+        out.append("override" + ("+draft" if case.draft or _algorithm(case) else ""))
+    if _algorithm(case) and "--max-running-requests" not in case.flags:
+        out.append("default-cap")
+    return tuple(out)
 
 
 def _algorithm(case: Case) -> str:
@@ -242,9 +294,11 @@ def compare(case: Case, advisor: ServerOutcome, sglang: dict[str, Any]) -> list[
             diffs.append(Difference(case, "message", advisor.message, sglang["message"]))
         return diffs
     theirs = sglang["fields"]
-    for name in COMPARED_FIELDS:
+    for name in case.only or COMPARED_FIELDS:
         if advisor.fields.get(name) != theirs.get(name):
             diffs.append(Difference(case, name, advisor.fields.get(name), theirs.get(name)))
+    if case.only:
+        return diffs
     if advisor.context_len != sglang.get("context_len"):
         diffs.append(Difference(case, "context_len", advisor.context_len, sglang["context_len"]))
     draft = sglang.get("draft")
@@ -268,14 +322,15 @@ class Harness:
     field_agree: dict[str, int] = field(default_factory=dict)
     differences: list[Difference] = field(default_factory=list)
     excepted: int = 0
+    dimension_total: dict[str, int] = field(default_factory=dict)
+    dimension_agree: dict[str, int] = field(default_factory=dict)
 
     def run(self, case: Case) -> list[Difference]:
         argv = case.argv(self.paths)
         env = dict(case.env)
         gpu = GPUS[case.gpu]
         theirs = self.oracle.resolve(argv, gpu, env)
-        target = MODELS[case.target]
-        draft = MODELS[case.draft] if case.draft else None
+        target, draft = advisor_configs(case, self.paths)
         ours = predict_server(argv, gpu, target, draft, env)
         every = compare(case, ours, theirs)
         diffs = [d for d in every if not excepted(d)]
@@ -283,7 +338,7 @@ class Harness:
         self.cases += 1
         self.agreeing += not diffs
         names = {"outcome"} | (
-            set(COMPARED_FIELDS) | {"context_len"}
+            (set(case.only) if case.only else set(COMPARED_FIELDS) | {"context_len"})
             if ours.outcome == theirs["outcome"] == "accepted"
             else set()
         )
@@ -292,6 +347,9 @@ class Harness:
             self.field_total[name] = self.field_total.get(name, 0) + 1
             self.field_agree[name] = self.field_agree.get(name, 0) + (name not in bad)
         self.differences += diffs
+        for name in dimensions(case):
+            self.dimension_total[name] = self.dimension_total.get(name, 0) + 1
+            self.dimension_agree[name] = self.dimension_agree.get(name, 0) + (not diffs)
         return diffs
 
     def summary(self) -> dict[str, Any]:
@@ -301,6 +359,13 @@ class Harness:
             "fields": {
                 k: round(self.field_agree[k] / self.field_total[k], 4)
                 for k in sorted(self.field_total)
+            },
+            "dimensions": {
+                k: {
+                    "cases": self.dimension_total[k],
+                    "agreement": round(self.dimension_agree[k] / self.dimension_total[k], 4),
+                }
+                for k in sorted(self.dimension_total)
             },
             "differences": [d.as_dict() for d in self.differences],
             "named_exceptions": {e.name: e.reason for e in EXCEPTIONS},

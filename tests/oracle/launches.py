@@ -12,13 +12,37 @@ import random
 from collections.abc import Iterable
 from pathlib import Path
 
-from harness import DRAFTS, TARGETS, Case
+from harness import DECRYPTED, DRAFTS, TARGETS, Case
 
 from specserver_advisor.gpus import GPUS
 
 #: DFLASH and DSPARK are left out: SGLang cannot resolve them on a CPU (EXCEPTIONS).
 ALGORITHMS = ("EAGLE3", "EAGLE", "NEXTN", "NGRAM", "STANDALONE", "eagle3")
 ENV_BOOLS = ("1", "true", "True", "yes", "y", "on", "0", "false", "off", "t")
+#: The target's own rope scaling and positions (Llama-3.1-8B), as a draft context fix renders
+#: them: a no-op for the target, the fix for a 2,048-position draft.
+LLAMA_OWN_ROPE = (
+    '{"rope_scaling": {"factor": 8.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0, '
+    '"original_max_position_embeddings": 8192, "rope_type": "llama3"}, '
+    '"max_position_embeddings": 131072}'
+)
+#: ``--json-model-override-args`` values: positions, rope kinds (merged into the config's own
+#: rope dict), shape keys, and the values SGLang refuses (not JSON, not an object).
+OVERRIDES = (
+    '{"max_position_embeddings": 131072}',
+    '{"max_position_embeddings": 4096}',
+    '{"max_position_embeddings": 32768, "rope_scaling": {"rope_type": "yarn", "factor": 4.0, '
+    '"original_max_position_embeddings": 32768}}',
+    '{"rope_scaling": {"rope_type": "linear", "factor": 2.0}}',
+    '{"rope_parameters": {"rope_type": "dynamic", "factor": 2.0}}',
+    LLAMA_OWN_ROPE,
+    '{"seq_length": 8192}',
+    '{"num_hidden_layers": 8, "max_position_embeddings": 65536}',
+    "{}",
+    "null",
+    "{bad",
+    "[1]",
+)
 
 
 def random_case(rng: random.Random) -> Case:
@@ -94,6 +118,15 @@ def random_case(rng: random.Random) -> Case:
     env: tuple[tuple[str, str], ...] = ()
     if rng.random() < 0.2:
         env = (("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", rng.choice(ENV_BOOLS)),)
+    # Overrides reach target and draft alike: more often where there is a draft (EAGLE-3,
+    # STANDALONE, an MTP target's own layers).
+    if rng.random() < (0.3 if algo is not None else 0.1):
+        flags += ["--json-model-override-args", rng.choice(OVERRIDES)]
+    # The config-file overrides: the file read instead of config.json (harness.DECRYPTED).
+    if rng.random() < 0.08:
+        flags += ["--decrypted-config-file", DECRYPTED]
+    if draft is not None and rng.random() < 0.15:
+        flags += ["--decrypted-draft-config-file", DECRYPTED]
     return Case(tuple(flags), target, gpu, draft, env)
 
 
@@ -191,6 +224,130 @@ def curated_cases() -> Iterable[Case]:
             (("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", value),),
             origin="curated",
         )
+    yield from override_cases()
+    yield from default_cap_cases()
+
+
+def override_cases() -> Iterable[Case]:
+    """``--json-model-override-args`` reaching the draft (issue 29, "What was measured")."""
+    h100 = "H100"
+    override = "--json-model-override-args"
+    for algo in ("EAGLE3", "STANDALONE"):
+        for value in ('{"max_position_embeddings": 131072}', LLAMA_OWN_ROPE):
+            # A 2,048-position draft starts: the override lengthens the draft too.
+            yield Case(
+                ("--speculative-algorithm", algo, override, value),
+                "llama-3.1-8b",
+                h100,
+                "eagle3-2048-positions",
+                origin="curated",
+            )
+        # Linear x2 lengthens the draft (no rope of its own) to 4,096 only: still refused.
+        yield Case(
+            (
+                "--speculative-algorithm",
+                algo,
+                override,
+                '{"rope_scaling": {"rope_type": "linear", "factor": 2.0}}',
+            ),
+            "llama-3.1-8b",
+            h100,
+            "eagle3-2048-positions",
+            origin="curated",
+        )
+    for algo in ("NEXTN", "EAGLE"):  # the MTP draft is the target's config, overridden too
+        yield Case(
+            ("--speculative-algorithm", algo, override, '{"max_position_embeddings": 4096}'),
+            "deepseek-v3",
+            h100,
+            origin="curated",
+        )
+    # The config-file overrides: the draft's decrypted config (131,072 positions) starts the
+    # short draft; the target's own replaces its config.json; the JSON overrides apply on top.
+    decrypted = "decrypted.json"
+    for algo in ("EAGLE3", "STANDALONE"):
+        yield Case(
+            ("--speculative-algorithm", algo, "--decrypted-draft-config-file", decrypted),
+            "llama-3.1-8b",
+            h100,
+            "eagle3-2048-positions",
+            origin="curated",
+        )
+    yield Case(
+        (*("--speculative-algorithm", "EAGLE3"), "--decrypted-config-file", decrypted),
+        "qwen3-8b",
+        h100,
+        "qwen3-8b-eagle3",
+        origin="curated",
+    )
+    yield Case(
+        (
+            *("--speculative-algorithm", "EAGLE3", "--decrypted-draft-config-file", decrypted),
+            *(override, '{"max_position_embeddings": 4096}'),
+        ),
+        "llama-3.1-8b",
+        h100,
+        "eagle3-2048-positions",
+        origin="curated",
+    )
+    for bad in ("{bad", "[1]", '"x"', "null"):
+        yield Case(
+            ("--speculative-algorithm", "EAGLE3", override, bad),
+            "qwen3-8b",
+            h100,
+            "qwen3-8b-eagle3",
+            origin="curated",
+        )
+
+
+#: Fields compared on the model-hook targets (see ``harness.HOOK_CONFIGS``).
+CAP_FIELDS = ("speculative_algorithm", "max_running_requests", "enable_mixed_chunk")
+
+
+def default_cap_cases() -> Iterable[Case]:
+    """The cap SGLang sets when ``--max-running-requests`` is unset, per algorithm and
+    architecture: DeepSeek-V4's model hook (256, so no reset), UNO (no reset), FROZEN_KV_MTP
+    (a Gemma4 assistant draft promotes NEXTN/EAGLE; 48)."""
+    shape = (
+        "--speculative-num-steps",
+        "3",
+        "--speculative-eagle-topk",
+        "1",
+        "--speculative-num-draft-tokens",
+        "4",
+    )
+    for gpu in ("H200", "B200"):
+        for flags in (
+            (),
+            ("--speculative-algorithm", "EAGLE", *shape),
+            ("--speculative-algorithm", "EAGLE", *shape, "--max-running-requests", "16"),
+            ("--speculative-algorithm", "EAGLE"),  # topk not given: the hook refuses
+            ("--speculative-algorithm", "NEXTN", *shape),  # the hook reads the flag as given
+            ("--speculative-algorithm", "eagle", *shape),
+            ("--speculative-algorithm", "EAGLE3", *shape),
+            ("--speculative-algorithm", "NGRAM"),
+        ):
+            yield Case(flags, "deepseek-v4", gpu, origin="curated", only=CAP_FIELDS)
+        for flags in (
+            ("--speculative-algorithm", "NEXTN"),
+            ("--speculative-algorithm", "EAGLE"),
+            ("--speculative-algorithm", "EAGLE", "--max-running-requests", "8"),
+            ("--speculative-algorithm", "EAGLE3"),
+        ):
+            yield Case(
+                flags, "gemma-4", gpu, "gemma-4-assistant", origin="curated", only=CAP_FIELDS
+            )
+    uno = (
+        "--speculative-algorithm",
+        "UNO",
+        "--uno-lora-path",
+        "/nonexistent/uno-lora",
+        "--speculative-num-draft-tokens",
+        "4",
+    )
+    for gpu in ("L4", "H100"):
+        yield Case(uno, "qwen3-8b", gpu, origin="curated")
+        yield Case((*uno, "--max-running-requests", "32"), "qwen3-8b", gpu, origin="curated")
 
 
 # ----------------------------------------------------------------------------- corpus

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -120,12 +121,26 @@ class Oracle:
             self.proc.stdout.close()
 
 
+#: Set by scripts/test (and so CI): a missing oracle environment fails the oracle tests.
+REQUIRE_ENV = "SPECSERVER_REQUIRE_ORACLE"
+
+
+def required(env: dict[str, str] | None = None) -> bool:
+    """Whether this run must have the oracle (scripts/test sets ``SPECSERVER_REQUIRE_ORACLE``;
+    any non-empty value but ``0`` counts)."""
+    value = (os.environ if env is None else env).get(REQUIRE_ENV, "")
+    return value not in ("", "0")
+
+
 def worker_or_skip() -> Iterator[Oracle]:
-    """The oracle tests' module fixture: a worker, closed after; a skip saying why when the
-    SGLang environment is missing (``sglang = pytest.fixture(scope="module")(...)``)."""
+    """The oracle tests' module fixture: a worker, closed after. When the SGLang environment is
+    missing: a failure saying why under scripts/test (``required``), else a skip saying why
+    (``sglang = pytest.fixture(scope="module")(...)``)."""
     import pytest  # the tests' dependency only; scripts/bench-fidelity imports this module too
 
     why = missing()
+    if why and required():
+        pytest.fail(f"{REQUIRE_ENV} is set and {why}", pytrace=False)
     if why:
         pytest.skip(why)
     worker = Oracle()

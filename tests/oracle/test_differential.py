@@ -4,7 +4,8 @@ SGLang runs in its own cached environment (``scripts/oracle-env install``) behin
 process; this module never imports it. Every launch is resolved by both sides on the named GPU
 and compared on acceptance (with the error text), the resolved fields of
 ``harness.COMPARED_FIELDS`` and the context lengths. Skipped, with a message naming what is
-missing, only when the oracle environment could not be built (no package index).
+missing, only when the oracle environment could not be built (no package index), and never
+under scripts/test, which fails instead (``oracle.required``).
 """
 
 from __future__ import annotations
@@ -51,6 +52,24 @@ def test_flag_table_is_sglangs_own_parser(sglang: oracle.Oracle) -> None:
 def test_curated_launches_agree(run: harness.Harness) -> None:
     diffs = [d for case in launches.curated_cases() for d in run.run(case)]
     assert not diffs, _report(diffs)
+
+
+def test_generated_launches_cover_overrides_and_the_default_cap() -> None:
+    """Issue 29's dimensions are drawn: overrides on speculative launches (MTP, EAGLE-3 and
+    STANDALONE drafts) and without, config files read instead, and speculative launches with
+    the cap unset."""
+    generated = launches.generated_cases(GENERATED)
+    dims = [d for case in generated for d in harness.dimensions(case)]
+    share = len(generated) // 100
+    assert dims.count("override+draft") >= 10 * share and dims.count("override") >= share
+    assert dims.count("default-cap") >= 20 * share and dims.count("config-file") >= 5 * share
+    drafted = {
+        harness._algorithm(case) if case.draft else "MTP"
+        for case in generated
+        if "override+draft" in harness.dimensions(case)
+        and (case.draft or case.target == "deepseek-v3")
+    }
+    assert {"EAGLE3", "STANDALONE", "MTP"} <= drafted, drafted
 
 
 def test_generated_launches_agree(run: harness.Harness) -> None:

@@ -178,18 +178,31 @@ def read_launches(path: Path, options: Options) -> tuple[list[Launch], list[Diag
     return launches, problems, text
 
 
+def _is_dir(name: str) -> bool:
+    """``Path(name).is_dir()``, False for a name the filesystem refuses (too long, NUL)."""
+    try:
+        return Path(name).is_dir()
+    except (OSError, ValueError):
+        return False
+
+
 class ConfigFinder:
     """Model configs for the context rules, found once per model reference."""
 
     def __init__(self, options: Options) -> None:
         self.options = options
-        self.cache: dict[str, Any] = {}
+        self.cache: dict[tuple[str, str | None], Any] = {}
 
-    def find(self, ref: str | None) -> tuple[dict[str, Any] | None, str | None]:
+    def find(
+        self, ref: str | None, config_file: str | None = None
+    ) -> tuple[dict[str, Any] | None, str | None]:
+        """The config of ``ref`` (``config_file``: the file SGLang reads instead of
+        config.json, ``sglang.overrides.config_file_names``) and why not, when not found."""
         if not ref:
             return None, None
-        if ref in self.cache:
-            cached: tuple[dict[str, Any] | None, str | None] = self.cache[ref]
+        key = (ref, config_file)
+        if key in self.cache:
+            cached: tuple[dict[str, Any] | None, str | None] = self.cache[key]
             return cached
         from specserver_advisor.loaders.configs import (
             ConfigNotFoundError,
@@ -208,13 +221,15 @@ class ConfigFinder:
         ]
         for candidate in candidates:
             try:
-                result = (load_config(candidate, env=env).config, None)
+                result = (load_config(candidate, env=env, config_file=config_file).config, None)
                 break
             except (ConfigNotFoundError, ConfigUnreadableError) as exc:
                 result = (None, str(exc))
+                if config_file and _is_dir(candidate):
+                    break  # the model's directory, without the file the launch names
             except (OSError, RuntimeError, ValueError) as exc:  # e.g. "~nobody/model"
                 result = (None, f"cannot look up {candidate!r}: {exc}")
-        self.cache[ref] = result
+        self.cache[key] = result
         return result
 
     @staticmethod
@@ -236,8 +251,11 @@ class ConfigFinder:
             value = launch.parsed.values.get(field_name)
             return str(value) if value is not None else None
 
-        target, why = self.find(ref("model_path"))
-        draft, why_d = self.find(ref("speculative_draft_model_path"))
+        from specserver_advisor.sglang.overrides import config_file_names
+
+        target_file, draft_file = config_file_names(launch.parsed.values)
+        target, why = self.find(ref("model_path"), target_file)
+        draft, why_d = self.find(ref("speculative_draft_model_path"), draft_file)
         given = self.inline(launch)
         if given is not None:  # the operator's order: a SpecServer's inline configs first
             target, why = given.target, None

@@ -63,11 +63,29 @@ def _checked(config: dict[str, Any], where: str) -> dict[str, Any]:
         raise ConfigUnreadableError(str(exc)) from exc
 
 
-def from_directory(path: Path, ref: str | None = None) -> LoadedConfig:
-    """Read ``config.json`` (+ index) from a model directory (``configcheck``ed)."""
-    config = _checked(_read_json(path / "config.json"), str(path / "config.json"))
+def from_directory(
+    path: Path, ref: str | None = None, config_file: str | None = None
+) -> LoadedConfig:
+    """Read ``config.json`` (+ index) from a model directory (``configcheck``ed).
+
+    ``config_file``: the file SGLang reads instead (``--decrypted-config-file`` /
+    ``--decrypted-draft-config-file``), joined to the directory as transformers joins it (an
+    absolute path stands for itself).
+
+    Raises:
+        ConfigNotFoundError: ``config_file`` is given and not there (SGLang fails to start).
+    """
+    name = config_file or "config.json"
+    file = Path(os.path.join(path, name))
+    if config_file and not file.is_file():
+        raise ConfigNotFoundError(
+            f"{path} has no {config_file!r}, the config file the launch names: SGLang fails "
+            "to start (transformers: does not appear to have a file named it)"
+        )
+    config = _checked(_read_json(file), str(file))
     index = _read_json(path / INDEX_FILE) if (path / INDEX_FILE).exists() else None
-    return LoadedConfig(ref or str(path), config, index_size(index), f"directory {path}")
+    source = f"directory {path}" + (f" ({config_file})" if config_file else "")
+    return LoadedConfig(ref or str(path), config, index_size(index), source)
 
 
 def hf_cache_dirs(env: dict[str, str]) -> list[Path]:
@@ -176,8 +194,13 @@ def load_config(
     env: dict[str, str] | None = None,
     hf_endpoint: str | None = None,
     use_bundled: bool = True,
+    config_file: str | None = None,
 ) -> LoadedConfig:
     """Resolve a model reference (directory or repo id) to its config.
+
+    ``config_file`` names the file read instead of ``config.json`` (SGLang's
+    ``--decrypted-config-file`` / ``--decrypted-draft-config-file``; ``sglang.overrides
+    .config_file_names``); the bundled configs are only ``config.json``.
 
     Raises:
         ConfigNotFoundError: nowhere had it; the message says where we looked.
@@ -185,7 +208,9 @@ def load_config(
     """
     env = dict(os.environ) if env is None else env
     try:
-        return _load_config(ref, revision, env, hf_endpoint, use_bundled)
+        return _load_config(
+            ref, revision, env, hf_endpoint, use_bundled and not config_file, config_file
+        )
     except (OSError, ValueError) as exc:  # a name the filesystem refuses (too long, NUL byte)
         if isinstance(exc, ConfigNotFoundError | ConfigUnreadableError):
             raise
@@ -195,34 +220,40 @@ def load_config(
 
 
 def _load_config(
-    ref: str, revision: str | None, env: dict[str, str], hf_endpoint: str | None, use_bundled: bool
+    ref: str,
+    revision: str | None,
+    env: dict[str, str],
+    hf_endpoint: str | None,
+    use_bundled: bool,
+    config_file: str | None = None,
 ) -> LoadedConfig:
     looked: list[str] = []
     path = Path(ref).expanduser()
     if path.is_dir():
         if (path / "config.json").exists():
-            return from_directory(path, ref)
+            return from_directory(path, ref, config_file)
         snapshot = find_in_hf_cache(ref, revision, [path])  # an HF cache dir given directly
-        if snapshot:
-            return from_directory(snapshot, ref)
+        if snapshot or config_file:
+            return from_directory(snapshot or path, ref, config_file)
         raise ConfigNotFoundError(f"{ref}: directory has no config.json")
     looked.append("no such directory")
     caches = hf_cache_dirs(env)
     snapshot = find_in_hf_cache(ref, revision, caches)
     if snapshot:
-        return from_directory(snapshot, ref)
+        return from_directory(snapshot, ref, config_file)
     looked.append("not in the HF cache (" + ", ".join(str(c) for c in caches) + ")")
     endpoint = hf_endpoint or env.get("HF_ENDPOINT")
     if endpoint and repo_problem(ref):
         looked.append(f"not asked of {outbound.redact(endpoint)}: {repo_problem(ref)}")
     elif endpoint:
         token = env.get("HF_TOKEN") or env.get("HUGGING_FACE_HUB_TOKEN")
-        config = fetch_from_endpoint(endpoint, ref, revision, "config.json", token)
+        name = config_file or "config.json"
+        config = fetch_from_endpoint(endpoint, ref, revision, name, token)
         if config is not None:
-            config = _checked(config, f"{outbound.redact(endpoint)} {ref}/config.json")
+            config = _checked(config, f"{outbound.redact(endpoint)} {ref}/{name}")
             index = fetch_from_endpoint(endpoint, ref, revision, INDEX_FILE, token)
             return LoadedConfig(ref, config, index_size(index), f"endpoint {endpoint}")
-        looked.append(f"{outbound.redact(endpoint)} has no {ref}/config.json")
+        looked.append(f"{outbound.redact(endpoint)} has no {ref}/{name}")
     else:
         looked.append("no HF endpoint given (offline; set HF_ENDPOINT or --hf-endpoint)")
     if use_bundled:

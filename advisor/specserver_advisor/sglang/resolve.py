@@ -4,8 +4,10 @@ Input: parsed server flags, the environment, and the target/draft HF configs. Ou
 speculative value with its source (user / default / auto / forced / derived) and the reason,
 SGLang's warnings, and the hard errors it would raise at startup with its own message.
 Used by ``plan``, the lint rules, the operator's validation and the engine preflight. Pure.
-This module holds the result types and the pipeline; the algorithm steps live in
-``resolve_eagle`` and ``resolve_other_algorithms``, SGLang's tables in ``speculative_tables``.
+This module holds the result types and the pipeline; the configs are read with
+``--json-model-override-args`` applied (``overrides``), the model hooks that run first live in
+``resolve_model_hooks``, the algorithm steps in ``resolve_eagle`` and
+``resolve_other_algorithms``, SGLang's tables in ``speculative_tables``.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from typing import Any
 
 from specserver_advisor import configvalues
 from specserver_advisor.sglang.flags import default_of
+from specserver_advisor.sglang.overrides import OverrideArgsError, effective_configs
 from specserver_advisor.sglang.resolve_eagle import adaptive, eagle
+from specserver_advisor.sglang.resolve_model_hooks import model_hooks
 from specserver_advisor.sglang.resolve_other_algorithms import ALGORITHM_HANDLERS
 from specserver_advisor.sglang.speculative_tables import (
     ADAPTIVE_CANDIDATE_STEPS,
@@ -140,10 +144,17 @@ class Resolver:
         device: str,
     ) -> None:
         self.args = args
-        self.target = target or {}
-        self.draft = draft
         self.device = device
         self.out = Resolution()
+        #: The draft as given: SGLang reads its architecture for the algorithm alias without
+        #: ``--json-model-override-args`` (``_resolve_speculative_algorithm_alias``).
+        self.draft_as_given = draft
+        try:
+            target, draft = effective_configs(args, target, draft)
+        except OverrideArgsError as exc:
+            self.fail(exc.message, "json_model_override_args", exc=exc.exception)
+        self.target = target or {}
+        self.draft = draft
 
     # helpers ----------------------------------------------------------------
     def user(self, name: str) -> Any:
@@ -200,11 +211,16 @@ class Resolver:
             "speculative_use_rejection_sampling",
             "speculative_adaptive",
         )
+        if self.out.errors:  # the model config could not be read (the override flag)
+            return self.out
         if int(self.user("pp_size") or 1) > 1 and not self.cur("disable_overlap_schedule"):
             # overrides.py::_pipeline_parallel_overlap_disable, a post-process of every launch.
             msg = "Pipeline parallelism is incompatible with overlap schedule."
             self.set("disable_overlap_schedule", True, "forced", msg)
             self.warn(msg)
+        model_hooks(self)  # handle_model_specific_adjustments: before the speculative hook
+        if self.out.errors:
+            return self.out
         raw = self.user("speculative_algorithm")
         if raw is None:
             self.set("speculative_algorithm", None, "default", "speculation off")
@@ -233,19 +249,21 @@ class Resolver:
                 return self.out
         handler = ALGORITHM_HANDLERS.get(algo, eagle)
         handler(self, algo)
-        if algo in RESETS_MAX_RUNNING and self.user("max_running_requests") is None:
+        # The reset fires only on a cap still unset: a model hook's value (DeepSeek-V4's 256)
+        # keeps, and UNO has no reset at all.
+        if algo in RESETS_MAX_RUNNING and self.cur("max_running_requests") is None:
             self.set("max_running_requests", SPEC_MAX_RUNNING_REQUESTS, "forced", RESET_MESSAGE)
             self.warn(RESET_MESSAGE)
         return self.out
 
     def _alias(self, algo: str, raw: str) -> str | None:
         reason = "upper-cased" if raw != algo else ""
-        draft_archs = configvalues.architectures(self.draft)
+        draft_archs = configvalues.architectures(self.draft_as_given)
         if any(a in GEMMA4_ASSISTANTS for a in draft_archs):
             if algo == "EAGLE3":
-                self.fail(
-                    "Gemma4 assistant drafts require --speculative-algorithm NEXTN or EAGLE; "
-                    "EAGLE3 is not supported for this draft.",
+                self.fail(  # SGLang names the one class, for the unified assistant too
+                    "Gemma4AssistantForCausalLM draft requires --speculative-algorithm NEXTN or "
+                    "EAGLE; EAGLE3 is not supported for this draft architecture.",
                     "speculative_algorithm",
                 )
                 self.set("speculative_algorithm", algo, "user")

@@ -5,9 +5,11 @@ GPU from ``gpus.py`` in, SGLang's outcome out: accepted, or the argparse / Value
 AssertionError text it exits with; the resolved fields (speculative shape, max running requests,
 mem-fraction-static, chunked prefill, CUDA-graph max batch sizes, page size, attention backend,
 mixed chunk, overlap schedule) and the target's and draft's context lengths. It composes
-``flags`` (the parser), ``resolve`` (the speculative handlers), ``context`` and ``memory``
-(``handle_gpu_memory_settings``) in SGLang's resolution order. The differential tests
-(tests/oracle) hold it against SGLang itself, field by field.
+``flags`` (the parser), ``overrides`` (``--json-model-override-args`` on target and draft),
+``resolve`` (the model hooks and the speculative handlers), ``context`` and ``memory``
+(``handle_gpu_memory_settings``) in SGLang's resolution order. The configs given are the files
+SGLang reads (config.json, or the ``--decrypted-*-config-file`` the caller loaded). The
+differential tests (tests/oracle) hold it against SGLang itself, field by field.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from specserver_advisor.gpus import Gpu
 from specserver_advisor.memory import settings_from_values
 from specserver_advisor.sglang import context
 from specserver_advisor.sglang.flags import parse_server_argv
+from specserver_advisor.sglang.overrides import OverrideArgsError, effective_configs
 from specserver_advisor.sglang.resolve import Resolution, resolve_launch
 
 ACCEPTED = "accepted"
@@ -161,6 +164,12 @@ def predict_server(
     if parsed.error:
         return ServerOutcome("argparse", parsed.error)
     values = _dp_attention(parsed.values)
+    given_draft = draft_config
+    try:
+        # ``get_config`` applies --json-model-override-args to target and draft alike.
+        target_config, draft_config = effective_configs(values, target_config, draft_config)
+    except OverrideArgsError as exc:
+        return ServerOutcome(exc.exception, exc.message)
     mla = is_mla(target_config)
     arch = configvalues.architecture(target_config)
     if target_config is not None:
@@ -184,7 +193,7 @@ def predict_server(
         )
     values["attention_backend"] = backend
     values["page_size"] = resolved_page_size(backend, values.get("page_size"))
-    res = resolve_launch(values, target_config, draft_config, device="cuda")
+    res = resolve_launch(values, target_config, given_draft, device="cuda")
     if res.errors:
         err = res.errors[0]
         return ServerOutcome(err.exception, err.message, resolution=res)

@@ -15,6 +15,7 @@ from specserver_advisor.models import Mode, SpecServerSpec
 from specserver_advisor.modelshape import ConfigShapeError
 from specserver_advisor.plan import Plan, PlanInputError, PlanInputs, make_plan
 from specserver_advisor.sglang.context import ContextCheck, check_context, env_true
+from specserver_advisor.sglang.overrides import OverrideArgsError, effective_configs
 from specserver_advisor.sglang.resolve import Resolution, resolve_launch
 
 
@@ -92,16 +93,33 @@ def _as_operator_renders(launch: Launch, spec: SpecServerSpec) -> Plan | None:
     return cfg.plan
 
 
+def model_configs(launch: Launch) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The target and draft configs as SGLang reads them: ``--json-model-override-args``
+    applied to both (``sglang.overrides``); as found when the flag cannot be applied (the
+    resolution carries SGLang's error for it)."""
+    cache = launch.configs
+    if "_effective" not in cache:
+        try:
+            cache["_effective"] = effective_configs(
+                server_args(launch), cache.get("target"), cache.get("draft")
+            )
+        except OverrideArgsError:
+            cache["_effective"] = (cache.get("target"), cache.get("draft"))
+    found: tuple[dict[str, Any] | None, dict[str, Any] | None] = cache["_effective"]
+    return found
+
+
 def context_check(launch: Launch) -> ContextCheck | None:
     """The draft/target context check, when both configs were found."""
     cache = launch.configs
-    if cache.get("target") is None:
+    target, draft = model_configs(launch)
+    if target is None:
         return None
     if "_context" not in cache:
         r = resolution(launch)
         cache["_context"] = check_context(
-            cache["target"],
-            cache.get("draft"),
+            target,
+            draft,
             launch.parsed.values.get("context_length"),
             launch.env,
             r.reserved_tokens,

@@ -20,7 +20,7 @@ import sys
 from collections.abc import Iterable
 
 from specserver_advisor.lint.model import Context, Diagnostic, Launch
-from specserver_advisor.lint.rules._base import diag, missing_config, speculative
+from specserver_advisor.lint.rules._base import diag, missing_config, model_configs, speculative
 from specserver_advisor.sglang.context import rope_scaling_missing
 
 CODE = "SPEC014"
@@ -37,7 +37,7 @@ APPLIES_TO = ("server", "specserver")
 def check(launch: Launch, ctx: Context) -> Iterable[Diagnostic]:
     if not speculative(launch):
         return []
-    target, draft = launch.configs.get("target"), launch.configs.get("draft")
+    target, draft = model_configs(launch)  # with --json-model-override-args applied
     if target is None:
         return missing_config(sys.modules[__name__], launch)
     if draft is None:  # INFO001 when a draft path was given and its config not found
