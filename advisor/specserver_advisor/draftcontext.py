@@ -12,15 +12,15 @@ no-op (checked against SGLang's own code by the oracle test) and for the draft i
 
 The operator computes the values here from the target's config (``override``), refuses a spec
 the fix cannot apply to (``refusal``), renders them (``override_json``, through
-``launch_args.specserver_args``) and plans the launch on the configs as SGLang will read them
-(``apply``). Pure: used by ``launch`` (operator, webhook, lint and ``plan --from`` alike).
+``launch_args.specserver_args``); the one resolution applies the override to target and draft as
+SGLang does (``sglang.overrides``), so the launch is planned and linted on the configs SGLang
+reads. Pure: used by ``launch`` (operator, webhook, lint and ``plan --from`` alike).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from specserver_advisor import drafts
 from specserver_advisor.sglang.context import text_config
@@ -31,32 +31,6 @@ FIELD = "spec.speculative.draftContextFromTarget"
 ROPE_KEYS = ("rope_scaling", "rope_parameters")
 #: The SGLang flag the values are rendered as.
 FLAG = "--json-model-override-args"
-
-
-class TargetAndDraft(Protocol):
-    """Target and draft configs with their weight sizes (``launch.TargetDraftConfigs``)."""
-
-    @property
-    def target(self) -> dict[str, Any]: ...
-
-    @property
-    def draft(self) -> dict[str, Any] | None: ...
-
-    @property
-    def target_weight_bytes(self) -> int | None: ...
-
-    @property
-    def draft_weight_bytes(self) -> int | None: ...
-
-
-@dataclass(frozen=True)
-class OverriddenConfigs:
-    """The configs as SGLang reads them after ``--json-model-override-args``."""
-
-    target: dict[str, Any]
-    draft: dict[str, Any] | None
-    target_weight_bytes: int | None = None
-    draft_weight_bytes: int | None = None
 
 
 def override(target: dict[str, Any]) -> dict[str, Any]:
@@ -103,61 +77,10 @@ def refusal(
     return None
 
 
-def apply_to(config: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
-    """``config`` after SGLang's ``get_config`` applies the override ``values``: a rope dict
-    merged into the config's own rope dict (so the draft keeps keys the target does not set,
-    e.g. its ``rope_theta`` under ``rope_parameters``), every other key set."""
-    out = dict(config)
-    for key, value in values.items():
-        current = out.get(key)
-        if key in ROPE_KEYS and isinstance(value, dict) and isinstance(current, dict):
-            out[key] = {**current, **value}
-        else:
-            out[key] = value
-    return out
-
-
-def given(values: dict[str, Any]) -> dict[str, Any] | None:
-    """The parsed launch's ``--json-model-override-args`` as a dict (None: unset, empty, or not
-    a JSON object; SGLang's own error for a malformed value is not modelled here)."""
-    raw = values.get("json_model_override_args")
-    if not isinstance(raw, str) or not raw.strip():
-        return None
-    try:
-        parsed = json.loads(raw)
-    except ValueError:
-        return None
-    return parsed if isinstance(parsed, dict) and parsed else None
-
-
-def sglang_configs(values: dict[str, Any], configs: TargetAndDraft) -> TargetAndDraft:
-    """The configs as SGLang 0.5.23 reads them for this launch's parsed flags ``values``: with
-    ``--json-model-override-args`` applied to target and draft (``ModelConfig.from_server_args``
-    passes it to both), else ``configs`` themselves."""
-    values_given = given(values)
-    return configs if values_given is None else apply(configs, values_given)
-
-
-def apply(configs: TargetAndDraft, values: dict[str, Any]) -> OverriddenConfigs:
-    """Both configs as SGLang reads them with ``--json-model-override-args`` = ``values``."""
-    draft = configs.draft
-    return OverriddenConfigs(
-        apply_to(configs.target, values),
-        apply_to(draft, values) if draft is not None else None,
-        configs.target_weight_bytes,
-        configs.draft_weight_bytes,
-    )
-
-
 __all__ = [
     "FIELD",
     "FLAG",
-    "OverriddenConfigs",
-    "apply",
-    "apply_to",
-    "given",
     "override",
     "override_json",
     "refusal",
-    "sglang_configs",
 ]

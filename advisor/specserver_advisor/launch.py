@@ -168,7 +168,6 @@ def plan_argv(
         ConfigShapeError: a config value the plan reads has the wrong type (``configcheck``).
     """
     speculative = bool(values.get("speculative_algorithm"))
-    configs = draftcontext.sglang_configs(values, configs)
     check_configs(configs.target, configs.draft if speculative else None)
     return make_plan(
         PlanInputs(

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from specserver_advisor import draftcontext
 from specserver_advisor.launch import EngineConfig, PlannedLaunch, TargetDraftConfigs, settle
 from specserver_advisor.lint.model import Context, Position
 from specserver_advisor.lint.rules import RULES
@@ -21,7 +20,6 @@ from specserver_advisor.lint.rules._base import use_plan
 from specserver_advisor.lint.sources import make_launch
 from specserver_advisor.models import SpecServerSpec
 from specserver_advisor.plan import Plan
-from specserver_advisor.sglang.flags import parse_server_argv
 
 
 def build_engine_config(
@@ -33,12 +31,11 @@ def build_engine_config(
     """``launch.settle``, with the lint rules' warnings and errors on the argv it rendered."""
     cfg = settle(spec, configs, speculative, env)
     if cfg.valid:
-        seen = draftcontext.sglang_configs(parse_server_argv(cfg.args).values, configs)
         cfg.warnings = rule_findings(
             cfg.args,
             cfg.env,
-            seen.target,
-            seen.draft if speculative else None,
+            configs.target,
+            configs.draft if speculative else None,
             spec.resources.gpu_type,
             cfg.plan,
         )

@@ -265,11 +265,6 @@ class ConfigFinder:
         if spec is not None and target is not None and spec.speculative.draft_context_from_target:
             # The operator renders the target's own context for the draft (draftcontext.py).
             launch.parsed.values["json_model_override_args"] = draftcontext.override_json(target)
-        if target is not None:  # as SGLang reads them (--json-model-override-args applied)
-            seen = draftcontext.sglang_configs(
-                launch.parsed.values, draftcontext.OverriddenConfigs(target, draft)
-            )
-            target, draft = seen.target, seen.draft
         launch.configs.update({"target": target, "draft": draft})
         if target is None and why:
             launch.configs.update(
