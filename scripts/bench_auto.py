@@ -32,7 +32,7 @@ import aiohttp
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
 import demo  # noqa: E402
-from specserver_advisor.policy import PolicyState, learned_preference  # noqa: E402
+from specserver_advisor.policy import learned_preference  # noqa: E402
 from specserver_operator import policystate  # noqa: E402
 
 NAMESPACE = "default"
@@ -292,9 +292,8 @@ def auto_record(stack: demo.Stack) -> tuple[list[dict[str, Any]], dict[str, str]
         for e in status.get("decisions") or []
     ]
     bands: dict[str, str] = {}
-    stored = policystate.to_advisor(status.get("policyState"))  # structured since issue 14
-    if stored:
-        state = PolicyState.from_json(json.loads(stored))
+    state = policystate.parse(status.get("policyState"))
+    if state is not None:
         for band in state.bands:
             pref = learned_preference(state, band)
             if pref:

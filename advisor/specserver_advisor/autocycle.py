@@ -1,8 +1,11 @@
 """One auto-speculation evaluation exactly as the operator runs it (pure).
 
-The operator keeps the policy state in the SpecServer status as JSON and reloads it each cycle;
-that round trip is part of the decision (readings that moved nothing material and learned bands
-younger than ``BANDS_PERSIST_S`` are not stored, so the next cycle does not see them). The
+The operator keeps the policy state in the SpecServer status and reloads it each cycle; that
+round trip is part of the decision (readings that moved nothing material and learned bands
+younger than ``BANDS_PERSIST_S`` are not stored, so the next cycle does not see them):
+``evaluate`` returns the ``PolicyState`` to store, which is the one it was given when nothing
+material moved, and the caller hands it back next cycle (the operator as read from status,
+policystate.py; replay and fleetsim as returned). The
 operator's autopilot and ``specserver-advisor replay`` both call ``evaluate``, so replay shows the
 decisions the controller makes on the same signals. While a switch is under way the operator
 (and fleetsim) call ``reconsider`` instead: it cancels a switch whose reason ended before the
@@ -12,19 +15,19 @@ new engine is Ready, where the old mode still serves.
 from __future__ import annotations
 
 import copy
-import json
 import math
 from typing import Any
 
 from specserver_advisor.models import AutoSpeculation
 from specserver_advisor.policy import (
     MIN_SAMPLES,
-    OFF,
     ON,
     Decision,
     Observation,
     PolicyContext,
     PolicyState,
+    Reason,
+    SpecMode,
     decide,
 )
 from specserver_advisor.policy_model import readings
@@ -40,13 +43,10 @@ VOLATILE_FIELDS = ("last_queued", "last_accept", "bands_saved_at", "band_streak"
 COUNT_CAP = 2 * MIN_SAMPLES
 
 
-def load_state(raw: str | None, running: str | None) -> PolicyState:
-    """The persisted policy state, or a fresh one in the mode that runs now."""
-    if raw:
-        try:
-            return PolicyState.from_json(json.loads(raw))
-        except (ValueError, TypeError):
-            pass
+def load_state(stored: PolicyState | None, running: SpecMode | None) -> PolicyState:
+    """A copy of the persisted policy state, or a fresh one in the mode that runs now."""
+    if stored is not None:
+        return stored.copied()
     return PolicyState(mode=running or ON)
 
 
@@ -83,53 +83,51 @@ def _material(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def persisted(state: PolicyState, previous: str | None, now: float) -> str:
-    """The JSON to store, or ``previous`` unchanged when nothing material moved.
+def persisted(state: PolicyState, previous: PolicyState | None, now: float) -> PolicyState:
+    """The state to store, or ``previous`` itself when nothing material moved.
 
     Steady load then writes nothing: the newest readings move every cycle but are only stored
     with a material change (a counter, the mode, a band's score at two significant digits, a
     sample count or the band streak below ``COUNT_CAP``); a band score that moved alone is
     stored at most every ``BANDS_PERSIST_S``. A count the policy compares is never lost between
-    cycles (the operator reloads this JSON each cycle: a count not stored would not grow).
+    cycles (the operator reloads the stored state each cycle: a count not stored would not grow).
     """
     data = state.to_json()
-    old: dict[str, Any] = {}
-    if previous:
-        try:
-            old = json.loads(previous)
-        except ValueError:
-            old = {}
-    recent = old and now - float(old.get("bands_saved_at", 0)) < BANDS_PERSIST_S
+    old = previous.to_json() if previous is not None else {}
+    saved = old.get("bands_saved_at")
+    recent = old and now - float(saved or 0) < BANDS_PERSIST_S
     if recent and _counts(data["bands"]) == _counts(old.get("bands")):
         data["bands"] = old.get("bands", {})
-        data["bands_saved_at"] = old.get("bands_saved_at", now)
+        data["bands_saved_at"] = now if saved is None else saved
     else:
         data["bands_saved_at"] = now
-    if old and previous and _material(data) == _material(old):
+    if previous is not None and _material(data) == _material(old):
         return previous
-    return json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return PolicyState.from_json(data)
 
 
 def evaluate(
     obs: Observation | None,
-    stored: str | None,
-    running: str | None,
+    stored: PolicyState | None,
+    running: SpecMode | None,
     now: float,
     policy: AutoSpeculation,
     ctx: PolicyContext,
     spec_mode: str = "Auto",
     paused: bool = False,
-) -> tuple[Decision, PolicyState, str]:
-    """One evaluation: (decision, new state, the state JSON to store).
+) -> tuple[Decision, PolicyState, PolicyState]:
+    """One evaluation: (decision, new state, the state to store).
 
-    ``stored``: the state JSON the previous evaluation returned (None at first). ``running``:
-    the mode the engine runs now ("on"/"off"; None when unknown). The observation is taken as
-    measured now, in the mode that runs (the engine it was read from); ``obs`` is not modified.
+    ``stored``: the state to store the previous evaluation returned (None at first; it is not
+    modified). ``running``: the mode the engine runs now (None when unknown). The observation is
+    taken as measured now, in the mode that runs (the engine it was read from); ``obs`` is not
+    modified.
     """
+    running = None if running is None else SpecMode(running)
     state = load_state(stored, running)
-    if running is not None and (running == ON) != (state.mode == ON):
+    if running is not None and running != state.mode:
         # The engine runs the other mode (spec.mode was Enabled/Disabled meanwhile): follow it.
-        state.mode, state.mode_since = (ON if running == ON else OFF), now
+        state.mode, state.mode_since = running, now
     if obs is None:
         seen = Observation(ts=now)
     else:
@@ -141,22 +139,22 @@ def evaluate(
 
 def reconsider(
     obs: Observation | None,
-    stored: str | None,
-    target: str,
+    stored: PolicyState | None,
+    target: SpecMode,
     switch_reason: str,
     started: float,
     now: float,
     policy: AutoSpeculation,
     ctx: PolicyContext,
-) -> tuple[Decision, PolicyState, str] | None:
-    """Cancel the switch under way to ``target`` ("on"/"off"), or None to follow it on.
+) -> tuple[Decision, PolicyState, PolicyState] | None:
+    """Cancel the switch under way to ``target``, or None to follow it on.
 
     Asked each cycle while the new engine is not Ready yet, with the newest observation (read
     from the old mode, which still serves: ``switchcost.cancel_reason`` says when, and only
     under a strategy that keeps it serving). A reading older than the switch or than
     ``staleAfterSeconds`` cancels nothing. On a cancel: a decision back to the previous mode
-    (reason ``SwitchCancelled``, the cause in ``inputs["cause"]``), the state in that mode and
-    the state JSON to store. The cancelled switch stays in ``switch_times`` and
+    (reason ``SwitchCancelled``, the cause in ``inputs.cause``), the state in that mode and
+    the state to store. The cancelled switch stays in ``switch_times`` and
     ``last_switch``: it counts in the hourly budget (its standby took GPU time) and the dwell
     runs from its decision, as for a switch that landed. Pure; ``stored`` is not modified.
     """
@@ -165,12 +163,12 @@ def reconsider(
     if now - obs.age_s < started:
         return None  # read before the switch was decided
     inputs = readings(obs)
-    if inputs["running"] is None or inputs["queued"] is None:
+    if inputs.running is None or inputs.queued is None:
         return None
-    inputs["load"] = inputs["running"] + inputs["queued"]
-    old = OFF if target == ON else ON
+    inputs.load = inputs.running + inputs.queued
+    old = SpecMode(target).other
     state = load_state(stored, old)
-    measured = inputs["accept_length"] if old == ON else None
+    measured = inputs.accept_length if old == ON else None
     expected = (measured if measured and measured >= 1 else None) or state.last_accept
     crossover = ctx.crossover(expected or ctx.prior_accept)
     cause = cancel_reason(target, switch_reason, inputs, policy, crossover)
@@ -179,12 +177,11 @@ def reconsider(
     state.mode, state.mode_since = old, now
     state.disable_breaches = state.enable_passes = state.queue_growth = 0
     state.exploring = False
-    inputs["cause"] = cause
+    inputs.cause = cause
     thresholds = {
         "crossover": crossover,
         "dead_band": policy.dead_band,
         "ttft_p99_slo_s": policy.ttft_p99_slo_seconds,
     }
-    action = "enable" if old == ON else "disable"
-    decision = Decision(now, action, "SwitchCancelled", old, inputs, thresholds)
+    decision = Decision(now, old.action, Reason.SWITCH_CANCELLED, old, inputs, thresholds)
     return decision, state, persisted(state, stored, now)

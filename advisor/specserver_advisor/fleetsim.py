@@ -46,6 +46,7 @@ from specserver_advisor.policy import (
     ON,
     Observation,
     PolicyState,
+    SpecMode,
     learned_preference,
 )
 
@@ -93,7 +94,7 @@ def run_auto(
     lands = switch_lands(policy.switch_strategy, spare_gpu)
     wait = SWITCH_TICKS if lands else math.ceil(policy.switch_timeout_seconds / TICK_S)
     state, mode, old, switch_left = PolicyState(mode=ON), ON, ON, 0
-    stored: str | None = None
+    stored: PolicyState | None = None
     results: list[TickResult] = []
     switches = cancelled = 0
     landed_at: list[int] = []
@@ -130,7 +131,7 @@ def run_auto(
         result = serve(tick, engine, 0.0, policy, gpu)
         results.append(result)
         obs = _observation(tick, result, engine, mode, gpu)
-        # The operator's own evaluation, state stored and reloaded as JSON between cycles.
+        # The operator's own evaluation, the state it stores handed back the next cycle.
         decision, state, stored = evaluate(obs, stored, mode, now, policy, ctx)
         if decision.action != "keep":
             old, mode, switch_left = mode, state.mode, wait
@@ -153,7 +154,9 @@ def _observation(tick: Tick, result: TickResult, engine: str, mode: str, gpu: st
     )
 
 
-def _rolled_back(stored: str | None, mode: str, now: float) -> tuple[PolicyState, str]:
+def _rolled_back(
+    stored: PolicyState | None, mode: SpecMode, now: float
+) -> tuple[PolicyState, PolicyState]:
     """What the operator stores when a switch is not Ready in time: the previous mode back
     (``autopilot._follow_switch``; the failed switch stays in the hourly budget)."""
     state = load_state(stored, mode)
@@ -161,7 +164,7 @@ def _rolled_back(stored: str | None, mode: str, now: float) -> tuple[PolicyState
     return state, persisted(state, stored, now)
 
 
-def learned_bands(state: PolicyState) -> dict[str, str]:
+def learned_bands(state: PolicyState) -> dict[str, SpecMode]:
     """Bands where the policy's own measurements name a winner (band -> mode)."""
     out = {}
     for band in sorted(state.bands):

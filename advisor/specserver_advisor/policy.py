@@ -2,8 +2,8 @@
 
 A pure decision engine: ``decide(observation, state, policy, context, now, ...)`` returns a
 ``Decision`` and the next ``PolicyState``. Called by the operator each evaluation cycle, by
-``specserver-advisor replay`` over recorded metrics and by ``fleetsim``. The state is plain
-JSON (kept in the SpecServer status) so a restarted operator continues where it stopped. The
+``specserver-advisor replay`` over recorded metrics and by ``fleetsim``. The state is kept in
+the SpecServer status (JSON round-trippable) so a restarted operator continues where it stopped. The
 data types and per-band learning are in ``policy_model`` (re-exported here), the reasons to
 switch in ``policy_reasons``, what a switch costs in ``switchcost``.
 """
@@ -17,7 +17,10 @@ from typing import Any
 from specserver_advisor import zerosteps
 from specserver_advisor.models import AutoSpeculation
 from specserver_advisor.policy_model import (
+    DISABLE,
+    ENABLE,
     EWMA,
+    KEEP,
     LEARN_MARGIN,
     MIN_SAMPLES,
     OFF,
@@ -26,6 +29,9 @@ from specserver_advisor.policy_model import (
     Observation,
     PolicyContext,
     PolicyState,
+    Readings,
+    Reason,
+    SpecMode,
     accept_floor,
     band_of,
     fresh_band_entry,
@@ -38,7 +44,10 @@ from specserver_advisor.policy_reasons import after_switch, disable_reason, enab
 from specserver_advisor.switchcost import breaches_needed, overload_ended
 
 __all__ = [
+    "DISABLE",
+    "ENABLE",
     "EWMA",
+    "KEEP",
     "LEARN_MARGIN",
     "MIN_SAMPLES",
     "OFF",
@@ -47,6 +56,9 @@ __all__ = [
     "Observation",
     "PolicyContext",
     "PolicyState",
+    "Readings",
+    "Reason",
+    "SpecMode",
     "accept_floor",
     "band_of",
     "decide",
@@ -62,42 +74,42 @@ class _Cycle:
     now: float
     state: PolicyState
     policy: AutoSpeculation
-    inputs: dict[str, Any]
+    inputs: Readings
     thresholds: dict[str, Any]
 
     def finish(
-        self, action: str, reason: str, would: str | None = None
+        self, action: str, reason: Reason, would: str | None = None
     ) -> tuple[Decision, PolicyState]:
         st = self.state
-        if action != "keep":
-            st.mode = ON if action == "enable" else OFF
+        if action != KEEP:
+            st.mode = SpecMode.from_action(action)
             st.mode_since = self.now
             st.last_switch = self.now
             st.switch_times.append(self.now)
             st.disable_breaches = st.enable_passes = st.queue_growth = 0
-            st.exploring = reason == "ExploreOtherMode"
+            st.exploring = reason == Reason.EXPLORE_OTHER_MODE
         decision = Decision(self.now, action, reason, st.mode, self.inputs, self.thresholds, would)
         return decision, st
 
-    def gated(self, action: str, reason: str) -> tuple[Decision, PolicyState]:
+    def gated(self, action: str, reason: Reason) -> tuple[Decision, PolicyState]:
         """Switch unless dwell time, the hourly budget or dry run forbid it."""
         st, pol = self.state, self.policy
         would = f"{action}:{reason}"
         # An exploration, a switch measured to deliver less, or one that landed after its
         # overload (no downtime either way) is undone without dwelling.
-        revert = st.exploring or reason in ("SwitchDidNotPay", "OverloadEnded")
+        revert = st.exploring or reason in (Reason.SWITCH_DID_NOT_PAY, Reason.OVERLOAD_ENDED)
         if (
             not revert
             and st.last_switch is not None
             and self.now - st.last_switch < pol.min_dwell_seconds
         ):
             self.thresholds["min_dwell_s"] = pol.min_dwell_seconds
-            return self.finish("keep", "DwellTime", would)
+            return self.finish(KEEP, Reason.DWELL_TIME, would)
         if len(st.switch_times) >= pol.max_switches_per_hour:
             self.thresholds["max_switches_per_hour"] = pol.max_switches_per_hour
-            return self.finish("keep", "SwitchBudgetExhausted", would)
+            return self.finish(KEEP, Reason.SWITCH_BUDGET_EXHAUSTED, would)
         if pol.dry_run:
-            return self.finish("keep", "DryRun", would)
+            return self.finish(KEEP, Reason.DRY_RUN, would)
         return self.finish(action, reason)
 
     def explore(
@@ -118,7 +130,7 @@ class _Cycle:
         if not pol.explore or len(st.switch_times) > pol.max_switches_per_hour - 2:
             return None
         seen = st.bands.get(band, {})
-        other = OFF if st.mode == ON else ON
+        other = st.mode.other
         mine = seen.get(st.mode)
         if (
             fresh_band_entry(seen.get(other), self.now, pol.relearn_after_seconds)
@@ -141,7 +153,7 @@ class _Cycle:
             return None
         if st.last_switch is not None and self.now - st.last_switch < pol.min_dwell_seconds:
             return None
-        return self.gated("enable" if other == ON else "disable", "ExploreOtherMode")
+        return self.gated(other.action, Reason.EXPLORE_OTHER_MODE)
 
 
 def decide(
@@ -162,7 +174,7 @@ def decide(
         spec_mode: ``spec.mode``; Enabled/Disabled override everything.
         paused: the pause annotation is set.
     """
-    state = PolicyState.from_json(state.to_json())
+    state = state.copied()
     now = float(obs.ts)
     state.switch_times = [t for t in state.switch_times if now - t < 3600]
     floor = accept_floor(policy, ctx)
@@ -172,30 +184,30 @@ def decide(
         "ttft_p99_slo_s": policy.ttft_p99_slo_seconds,
     }
     cycle = _Cycle(now, state, policy, inputs, thresholds)
-    if spec_mode in ("Enabled", "Disabled"):
-        target = ON if spec_mode == "Enabled" else OFF
+    target = SpecMode.forced_by(spec_mode)
+    if target is not None:
         if state.mode != target:
-            return cycle.finish("enable" if target == ON else "disable", "ManualMode")
-        return cycle.finish("keep", "ManualMode")
+            return cycle.finish(target.action, Reason.MANUAL_MODE)
+        return cycle.finish(KEEP, Reason.MANUAL_MODE)
     if paused:
-        return cycle.finish("keep", "Paused")
-    running, queued, age = inputs["running"], inputs["queued"], inputs["age_s"]
+        return cycle.finish(KEEP, Reason.PAUSED)
+    running, queued, age = inputs.running, inputs.queued, inputs.age_s
     if running is None or queued is None or age is None or age > policy.stale_after_seconds:
         thresholds["stale_after_s"] = policy.stale_after_seconds
-        return cycle.finish("keep", "MetricsStale")
+        return cycle.finish(KEEP, Reason.METRICS_STALE)
     load = running + queued
-    inputs["load"] = load
-    if inputs["accept_length"] is not None and inputs["accept_length"] < 1:
+    inputs.load = load
+    if inputs.accept_length is not None and inputs.accept_length < 1:
         # SGLang's gauge reads 0 when no verify step ran in the interval (an idle engine).
-        inputs["accept_length"] = None
+        inputs.accept_length = None
     zero_steps = zerosteps.ran_zero_steps(obs, state.mode, ctx)
     if zero_steps:
         # SGLang's adaptive tier ran no drafts: its accept length counts trivial verifies and
         # the throughput is a plain decode's; neither is speculation's (zerosteps.py).
-        inputs["spec_num_steps"] = 0
-        inputs["accept_length"] = None
+        inputs.spec_num_steps = 0
+        inputs.accept_length = None
         thresholds["zero_step_batch"] = ctx.zero_step_batch
-    accept = inputs["accept_length"] if state.mode == ON else None
+    accept = inputs.accept_length if state.mode == ON else None
     if accept:
         state.last_accept = accept
     expected_accept = accept or state.last_accept or ctx.prior_accept
@@ -203,8 +215,8 @@ def decide(
     state.band_streak = state.band_streak + 1 if band == state.last_band else 1
     state.last_band = band
     measured = (obs.mode or state.mode) == state.mode and not zero_steps
-    if inputs["output_tok_s"] is not None and measured:
-        value = score(inputs["output_tok_s"], inputs["ttft_p99_s"], policy.ttft_p99_slo_seconds)
+    if inputs.output_tok_s is not None and measured:
+        value = score(inputs.output_tok_s, inputs.ttft_p99_s, policy.ttft_p99_slo_seconds)
         learn_band(state, band, state.mode, value, now)
     crossover = ctx.crossover(expected_accept)
     crossover_prior = ctx.crossover(ctx.prior_accept)
@@ -229,16 +241,16 @@ def decide(
         state.enable_passes = 0
         state.disable_breaches = state.disable_breaches + 1 if reason else 0
         if not reason and zero_steps:
-            return cycle.finish("keep", zerosteps.REASON)
+            return cycle.finish(KEEP, Reason.ENGINE_RAN_ZERO_STEPS)
         if not reason:
             return cycle.explore(band, crossover, crossover_prior) or cycle.finish(
-                "keep", "WithinThresholds"
+                KEEP, Reason.WITHIN_THRESHOLDS
             )
         needed = breaches_needed(policy, state)
         thresholds["breaches"] = f"{state.disable_breaches}/{needed}"
         if state.disable_breaches < needed:
-            return cycle.finish("keep", "BreachPending", would=f"disable:{reason}")
-        return cycle.gated("disable", after_switch(state, policy, now, reason))
+            return cycle.finish(KEEP, Reason.BREACH_PENDING, would=f"{DISABLE}:{reason}")
+        return cycle.gated(DISABLE, after_switch(state, policy, now, reason))
     if ctx.engine_adapts_steps:
         expected_accept = max(expected_accept, floor)
     reason = enable_reason(inputs, policy, floor, crossover, learned, expected_accept)
@@ -246,13 +258,12 @@ def decide(
     state.enable_passes = state.enable_passes + 1 if reason else 0
     if not reason:
         return cycle.explore(band, crossover, crossover_prior) or cycle.finish(
-            "keep", "WithinThresholds"
+            KEEP, Reason.WITHIN_THRESHOLDS
         )
-    if reason in ("LoadBelowCrossover", "OtherModeFasterHere") and overload_ended(
-        state, policy, now, inputs["load"]
-    ):
-        return cycle.gated("enable", "OverloadEnded")
+    load_reasons = (Reason.LOAD_BELOW_CROSSOVER, Reason.OTHER_MODE_FASTER_HERE)
+    if reason in load_reasons and overload_ended(state, policy, now, load):
+        return cycle.gated(ENABLE, Reason.OVERLOAD_ENDED)
     thresholds["passes"] = f"{state.enable_passes}/{policy.enable_after_passes}"
     if state.enable_passes < policy.enable_after_passes:
-        return cycle.finish("keep", "EnablePending", would=f"enable:{reason}")
-    return cycle.gated("enable", after_switch(state, policy, now, reason))
+        return cycle.finish(KEEP, Reason.ENABLE_PENDING, would=f"{ENABLE}:{reason}")
+    return cycle.gated(ENABLE, after_switch(state, policy, now, reason))

@@ -1,8 +1,10 @@
 """What the auto-speculation policy reads, remembers and answers, and what it learns per band.
 
-The data of ``policy.decide``: one cycle's ``Observation``, the model's ``PolicyContext``, the
-``PolicyState`` kept between cycles (plain JSON, stored in the SpecServer status) and the
-``Decision``; plus the per-band learning (``band_of``, ``score``, ``learned_preference``). Pure.
+The data of ``policy.decide``: one cycle's ``Observation`` and the ``Readings`` the policy takes
+from it, the model's ``PolicyContext``, the ``PolicyState`` kept between cycles (stored in the
+SpecServer status; the operator's policystate.py reads and writes it there) and the ``Decision``
+with its ``Reason``; the speculation mode (``SpecMode``) with every spelling it has outside the
+policy; plus the per-band learning (``band_of``, ``score``, ``learned_preference``). Pure.
 """
 
 from __future__ import annotations
@@ -10,11 +12,105 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
-from specserver_advisor.models import AutoSpeculation
+from specserver_advisor.models import AutoSpeculation, Mode, SpeculationState
 
-ON, OFF = "on", "off"
+
+class SpecMode(StrEnum):
+    """Whether the engine runs with the draft: the policy's own spelling ("on"/"off"), which is
+    also the engine Deployment's ``specserver.io/mode`` label, the metrics' ``mode`` label, the
+    BlueGreen Deployment suffix and the CLI's word. The other spellings are converted here only:
+    the status's ``On``/``Off`` (``status``, ``from_status``), a boolean (``speculative``,
+    ``of``), the action that switches to it (``action``, ``from_action``) and ``spec.mode``
+    (``forced_by``)."""
+
+    ON = "on"
+    OFF = "off"
+
+    @property
+    def other(self) -> SpecMode:
+        return SpecMode.OFF if self is SpecMode.ON else SpecMode.ON
+
+    @property
+    def speculative(self) -> bool:
+        return self is SpecMode.ON
+
+    @property
+    def status(self) -> SpeculationState:
+        """The status's spelling (``speculationMode``, ``switch.target``, the ledger)."""
+        return SpeculationState.ON if self is SpecMode.ON else SpeculationState.OFF
+
+    @property
+    def action(self) -> str:
+        """The decision's action that switches to this mode."""
+        return ENABLE if self is SpecMode.ON else DISABLE
+
+    @classmethod
+    def of(cls, speculative: bool) -> SpecMode:
+        return cls.ON if speculative else cls.OFF
+
+    @classmethod
+    def from_status(cls, value: str) -> SpecMode:
+        """The mode a status value (``On``/``Off``) names."""
+        return cls.ON if value == SpeculationState.ON else cls.OFF
+
+    @classmethod
+    def from_action(cls, action: str) -> SpecMode:
+        return cls.ON if action == ENABLE else cls.OFF
+
+    @classmethod
+    def parse(cls, value: object) -> SpecMode | None:
+        """The mode any spelling names, case-insensitively (None: none)."""
+        text = value.lower() if isinstance(value, str) else None
+        return cls(text) if text in (cls.ON, cls.OFF) else None
+
+    @classmethod
+    def forced_by(cls, spec_mode: str) -> SpecMode | None:
+        """The mode ``spec.mode`` Enabled/Disabled forces (None: Auto decides)."""
+        if spec_mode == Mode.ENABLED:
+            return cls.ON
+        return cls.OFF if spec_mode == Mode.DISABLED else None
+
+
+ON, OFF = SpecMode.ON, SpecMode.OFF
+#: A decision's actions: no switch, or the switch to ``SpecMode.action``.
+KEEP, ENABLE, DISABLE = "keep", "enable", "disable"
+
+
+class Reason(StrEnum):
+    """Why the policy decided what it did: ``Decision.reason``, the status's
+    ``lastDecisionReason`` and ledger, and the operator's event reasons for them."""
+
+    WITHIN_THRESHOLDS = "WithinThresholds"
+    BREACH_PENDING = "BreachPending"
+    ENABLE_PENDING = "EnablePending"
+    DWELL_TIME = "DwellTime"
+    SWITCH_BUDGET_EXHAUSTED = "SwitchBudgetExhausted"
+    DRY_RUN = "DryRun"
+    MANUAL_MODE = "ManualMode"
+    PAUSED = "Paused"
+    METRICS_STALE = "MetricsStale"
+    EXPLORE_OTHER_MODE = "ExploreOtherMode"
+    ACCEPT_LENGTH_LOW = "AcceptLengthLow"
+    TTFT_SLO_BREACHED = "TTFTSLOBreached"
+    QUEUE_BUILDING = "QueueBuilding"
+    OTHER_MODE_FASTER_HERE = "OtherModeFasterHere"
+    LOAD_ABOVE_CROSSOVER = "LoadAboveCrossover"
+    LOAD_BELOW_CROSSOVER = "LoadBelowCrossover"
+    SWITCH_DID_NOT_PAY = "SwitchDidNotPay"
+    OVERLOAD_ENDED = "OverloadEnded"
+    OVERLOAD_RETURNED = "OverloadReturned"
+    SWITCH_CANCELLED = "SwitchCancelled"
+    #: SGLang's adaptive tier ran no draft steps on the cycle's readings (``zerosteps``)
+    ENGINE_RAN_ZERO_STEPS = "EngineRanZeroSteps"
+    #: the operator's: a switch not Ready within ``switchTimeoutSeconds`` was rolled back
+    SWITCH_FAILED = "SwitchFailed"
+
+
+#: Reasons of a keep that say nothing new (no event when they follow another reason).
+ROUTINE_REASONS = (Reason.WITHIN_THRESHOLDS, Reason.BREACH_PENDING, Reason.ENABLE_PENDING)
 EWMA = 0.3
 #: A learned comparison needs this many samples in each mode before it overrides the model.
 MIN_SAMPLES = 3
@@ -27,7 +123,7 @@ class Observation:
     """One cycle's signals for one SpecServer; any field may be None or NaN."""
 
     ts: float
-    mode: str | None = None
+    mode: SpecMode | None = None
     accept_length: float | None = None
     ttft_p99_s: float | None = None
     ttft_p50_s: float | None = None
@@ -50,18 +146,54 @@ class Observation:
         if ts is None:
             raise ValueError("observation has no numeric 'ts'")
         mode = known.get("mode")
-        if mode is not None and mode not in (ON, OFF):
-            raise ValueError(f"observation 'mode' must be 'on' or 'off', got {mode!r}")
+        if mode is not None:
+            if mode not in (ON, OFF):
+                raise ValueError(f"observation 'mode' must be 'on' or 'off', got {mode!r}")
+            known["mode"] = SpecMode(mode)
         return cls(ts=ts, **known)
 
 
-def readings(obs: Observation) -> dict[str, Any]:
+@dataclass
+class Readings:
     """The observation's signals the policy reads, each a finite number or None (missing, NaN
-    or infinite); ``policy.decide`` and ``autocycle.reconsider`` read them the same way."""
-    return {
-        k: finite_or_none(getattr(obs, k))
-        for k in ("accept_length", "ttft_p99_s", "running", "queued", "output_tok_s", "age_s")
-    }
+    or infinite), the load it derives from them and, for a cancelled switch, its cause;
+    ``policy.decide`` and ``autocycle.reconsider`` read them the same way (``readings``)."""
+
+    accept_length: float | None = None
+    ttft_p99_s: float | None = None
+    running: float | None = None
+    queued: float | None = None
+    output_tok_s: float | None = None
+    age_s: float | None = None
+    #: running + queued (None until both are known)
+    load: float | None = None
+    #: why a switch under way was cancelled (``switchcost.cancel_reason``)
+    cause: str | None = None
+    #: 0 on a cycle SGLang's adaptive tier ran no draft steps (``zerosteps``; else None)
+    spec_num_steps: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The decision's inputs: the signals, and ``load``/``cause``/``spec_num_steps`` once
+        they are set."""
+        out: dict[str, Any] = {name: getattr(self, name) for name in SIGNALS}
+        if self.load is not None:
+            out["load"] = self.load
+        if self.cause is not None:
+            out["cause"] = self.cause
+        if self.spec_num_steps is not None:
+            out["spec_num_steps"] = self.spec_num_steps
+        return out
+
+
+#: The signals ``Readings`` takes from an ``Observation``.
+SIGNALS = ("accept_length", "ttft_p99_s", "running", "queued", "output_tok_s", "age_s")
+
+
+def readings(obs: Observation) -> Readings:
+    """What the policy reads of ``obs``."""
+    values = [finite_or_none(getattr(obs, k)) for k in SIGNALS]
+    accept, ttft, running, queued, tok_s, age = values
+    return Readings(accept, ttft, running, queued, tok_s, age)
 
 
 def finite_or_none(value: float | None) -> float | None:
@@ -116,7 +248,7 @@ NEUTRAL_CONTEXT = PolicyContext([(1.0, math.inf)], break_even_accept=1.0, prior_
 class PolicyState:
     """Everything the policy remembers between cycles (JSON round-trippable)."""
 
-    mode: str = ON
+    mode: SpecMode = ON
     mode_since: float = 0.0
     last_switch: float | None = None
     switch_times: list[float] = field(default_factory=list)
@@ -132,6 +264,15 @@ class PolicyState:
     band_streak: int = 0
     #: band -> mode -> {"tok_s": ewma, "n": samples}
     bands: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    #: When ``bands`` was last stored (``autocycle.persisted``; None: not yet).
+    bands_saved_at: float | None = None
+
+    def __post_init__(self) -> None:
+        self.mode = SpecMode(self.mode)  # "on"/"off" as written in JSON (ValueError otherwise)
+
+    def copied(self) -> PolicyState:
+        """A copy that shares nothing mutable with this state."""
+        return PolicyState.from_json(self.to_json())
 
     def to_json(self) -> dict[str, Any]:
         # Not dataclasses.asdict: its deep copy was most of the operator's per-object CPU.
@@ -144,6 +285,7 @@ class PolicyState:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PolicyState:
+        """The state of its JSON form (raises ValueError for a mode that is not on/off)."""
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
 
@@ -152,16 +294,21 @@ class Decision:
     """The policy's answer for one cycle."""
 
     ts: float
-    action: str  # keep | enable | disable
-    reason: str
-    mode: str  # mode after the decision
-    inputs: dict[str, Any] = field(default_factory=dict)
+    action: str  # KEEP | ENABLE | DISABLE
+    reason: Reason
+    mode: SpecMode  # mode after the decision
+    inputs: Readings = field(default_factory=Readings)
     thresholds: dict[str, Any] = field(default_factory=dict)
     would: str | None = None  # in dry run: the action that was not taken
 
     def to_json(self) -> dict[str, Any]:
-        out = {"ts": self.ts, "action": self.action, "reason": self.reason, "mode": self.mode}
-        out.update(self.inputs)
+        out: dict[str, Any] = {
+            "ts": self.ts,
+            "action": self.action,
+            "reason": self.reason,
+            "mode": self.mode,
+        }
+        out.update(self.inputs.to_json())
         out["thresholds"] = self.thresholds
         if self.would:
             out["would"] = self.would
@@ -179,7 +326,7 @@ def band_of(load: float, accept: float) -> str:
     return f"{round(2 ** (step / 2))}@{round(accept * 5) / 5:.1f}"
 
 
-def learn_band(state: PolicyState, band: str, mode: str, score: float, now: float) -> None:
+def learn_band(state: PolicyState, band: str, mode: SpecMode, score: float, now: float) -> None:
     entry = state.bands.setdefault(band, {}).setdefault(mode, {"score": score, "n": 0})
     entry["score"] = score if entry["n"] == 0 else (1 - EWMA) * entry["score"] + EWMA * score
     entry["n"] += 1
@@ -201,7 +348,7 @@ def fresh_band_entry(entry: dict[str, float] | None, now: float, max_age: float)
 
 def learned_preference(
     state: PolicyState, band: str, now: float = 0.0, max_age: float = math.inf
-) -> str | None:
+) -> SpecMode | None:
     """The mode that delivered more in this band, when both were seen enough, recently."""
     seen = state.bands.get(band, {})
     on, off = seen.get(ON), seen.get(OFF)

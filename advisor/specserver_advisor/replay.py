@@ -16,7 +16,7 @@ from specserver_advisor.autocycle import evaluate
 from specserver_advisor.loaders.bounded import InputLimitError, json_object
 from specserver_advisor.loaders.reading import read_text
 from specserver_advisor.models import AutoSpeculation, SpecServerSpec
-from specserver_advisor.policy import Decision, Observation, PolicyContext
+from specserver_advisor.policy import Decision, Observation, PolicyContext, PolicyState, SpecMode
 from specserver_advisor.policy_model import NEUTRAL_CONTEXT
 
 
@@ -92,12 +92,12 @@ def replay(
 ) -> list[Decision]:
     """Decisions for each observation, as the operator's autopilot makes them.
 
-    Each observation is evaluated with ``autocycle.evaluate`` (the operator's call, state stored
-    and reloaded as JSON between cycles) at its own ``ts``, as measured in the mode the policy
+    Each observation is evaluated with ``autocycle.evaluate`` (the operator's call, the state it
+    stores handed back the next cycle) at its own ``ts``, as measured in the mode the policy
     runs; a switch is taken to complete before the next observation.
     """
-    stored: str | None = None
-    running = start_mode
+    stored: PolicyState | None = None
+    running = SpecMode(start_mode)
     decisions = []
     for obs in observations:
         decision, state, stored = evaluate(obs, stored, running, obs.ts, policy, ctx)
@@ -119,7 +119,7 @@ def render_table(decisions: list[Decision]) -> str:
     for d in decisions:
         lines.append(
             f"{d.ts:>12.0f} {d.action:>8} {d.mode:>4} {d.reason:<22} "
-            f"{_fmt(d.inputs.get('load')):>6} {_fmt(d.inputs.get('accept_length')):>6} "
-            f"{_fmt(d.inputs.get('ttft_p99_s')):>8}"
+            f"{_fmt(d.inputs.load):>6} {_fmt(d.inputs.accept_length):>6} "
+            f"{_fmt(d.inputs.ttft_p99_s):>8}"
         )
     return "\n".join(lines)

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Any
 
 from specserver_advisor.models import AutoSpeculation, SwitchStrategy
-from specserver_advisor.policy_model import OFF, ON, PolicyState
+from specserver_advisor.policy_model import OFF, ON, PolicyState, Readings, Reason, SpecMode
 
 
 def switch_keeps_serving(policy: AutoSpeculation) -> bool:
@@ -65,18 +64,18 @@ def overload_ended(state: PolicyState, policy: AutoSpeculation, now: float, load
 #: low load. Only these end when the load does (an exploration, a measured loss, low acceptance
 #: or a manual mode do not).
 LOAD_SWITCHES = {
-    OFF: ("TTFTSLOBreached", "QueueBuilding", "LoadAboveCrossover"),
-    ON: ("LoadBelowCrossover", "OverloadEnded"),
+    OFF: (Reason.TTFT_SLO_BREACHED, Reason.QUEUE_BUILDING, Reason.LOAD_ABOVE_CROSSOVER),
+    ON: (Reason.LOAD_BELOW_CROSSOVER, Reason.OVERLOAD_ENDED),
 }
 
 
 def cancel_reason(
-    target: str,
+    target: SpecMode,
     switch_reason: str,
-    inputs: dict[str, Any],
+    inputs: Readings,
     policy: AutoSpeculation,
     crossover: float,
-) -> str | None:
+) -> Reason | None:
     """Why a switch under way should be cancelled before its new engine is Ready, or None.
 
     Only where the old mode still serves (BlueGreen, RollingUpdate: cancelling costs nothing
@@ -90,10 +89,11 @@ def cancel_reason(
     """
     if not switch_keeps_serving(policy) or switch_reason not in LOAD_SWITCHES.get(target, ()):
         return None
-    load, queued, ttft = inputs["load"], inputs["queued"], inputs["ttft_p99_s"]
+    load, queued, ttft = inputs.load, inputs.queued, inputs.ttft_p99_s
+    assert load is not None and queued is not None
     within_slo = ttft is None or ttft <= policy.ttft_p99_slo_seconds
     if target == OFF:
         below = 0 < load < crossover * (1 - policy.dead_band)
-        return "OverloadEnded" if below and queued == 0 and within_slo else None
+        return Reason.OVERLOAD_ENDED if below and queued == 0 and within_slo else None
     over = (queued > 0 and not within_slo) or load > crossover * (1 + policy.dead_band)
-    return "OverloadReturned" if over else None
+    return Reason.OVERLOAD_RETURNED if over else None

@@ -19,18 +19,25 @@ TTFT breach is still the draft's). Used by ``policy.decide`` and the operator's 
 
 from __future__ import annotations
 
-from typing import Any
-
 from specserver_advisor.models import AutoSpeculation
-from specserver_advisor.policy_model import Observation, PolicyContext, PolicyState, finite_or_none
+from specserver_advisor.policy_model import (
+    ON,
+    Observation,
+    PolicyContext,
+    PolicyState,
+    Readings,
+    Reason,
+    SpecMode,
+    finite_or_none,
+)
 
 #: The decision reason of a cycle whose readings SGLang took at zero draft steps.
-REASON = "EngineRanZeroSteps"
+REASON = Reason.ENGINE_RAN_ZERO_STEPS
 #: The status condition that says which level acted (operator/conditions.py).
 CONDITION = "EngineZeroSteps"
 
 
-def ran_zero_steps(obs: Observation, state_mode: str, ctx: PolicyContext) -> bool:
+def ran_zero_steps(obs: Observation, state_mode: SpecMode, ctx: PolicyContext) -> bool:
     """The observation was taken while SGLang's adaptive tier ran zero draft steps.
 
     Needs all of: the On engine adapts its steps (``ctx.engine_adapts_steps``), the policy and
@@ -42,8 +49,8 @@ def ran_zero_steps(obs: Observation, state_mode: str, ctx: PolicyContext) -> boo
     running = finite_or_none(obs.running)
     return (
         ctx.engine_adapts_steps
-        and state_mode == "on"
-        and obs.mode in (None, "on")
+        and state_mode == ON
+        and obs.mode in (None, ON)
         and steps is not None
         and steps == 0
         and running is not None
@@ -51,16 +58,14 @@ def ran_zero_steps(obs: Observation, state_mode: str, ctx: PolicyContext) -> boo
     )
 
 
-def memory_reason(
-    inputs: dict[str, Any], state: PolicyState, policy: AutoSpeculation
-) -> str | None:
+def memory_reason(inputs: Readings, state: PolicyState, policy: AutoSpeculation) -> Reason | None:
     """What a zero-step cycle may still disable for: the draft's weights and KV stay allocated
     at zero steps, so requests queueing past the TTFT SLO (or a queue building) are still the
     draft's memory. Speculation's own readings (accept length, throughput, the crossover, a
     learned band) are not what ran, so nothing else is a reason here."""
-    ttft, queued = inputs["ttft_p99_s"], inputs["queued"]
+    ttft, queued = inputs.ttft_p99_s, inputs.queued
     if ttft is not None and ttft > policy.ttft_p99_slo_seconds and queued and queued > 0:
-        return "TTFTSLOBreached"
+        return Reason.TTFT_SLO_BREACHED
     if state.queue_growth >= policy.queue_growth_evaluations:
-        return "QueueBuilding"
+        return Reason.QUEUE_BUILDING
     return None

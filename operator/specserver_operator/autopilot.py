@@ -1,10 +1,11 @@
 """The auto-speculation step for one SpecServer (pure): follow a switch, or ask the policy.
 
-The evaluation itself (state round trip through the advisor's JSON form included) is the
-advisor's ``autocycle.evaluate``, the same call ``specserver-advisor replay`` makes.
+The evaluation itself (the state's round trip through status included) is the advisor's
+``autocycle.evaluate``, the same call ``specserver-advisor replay`` makes.
 
-Called by controller.py each cycle with the newest observation (or None) and the engine
-Deployment. Returns the speculation state to render and the status fields to write: the policy
+Called by desired.py each cycle with the newest observation (or None), the policy state read
+from status (``policystate.parse``, once, by observe.py) and the engine Deployment's mode.
+Returns the speculation state to render and the status fields to write: the policy
 state (a structured object, policystate.py, so a restarted operator resumes), the switch in
 progress (written before the engine is touched, so a crash mid-switch completes exactly one
 switch), the bounded ledger, the newest metrics (rounded, so unchanged load writes nothing)
@@ -22,7 +23,16 @@ from specserver_advisor import zerosteps
 from specserver_advisor.autocycle import evaluate, load_state, persisted, reconsider
 from specserver_advisor.autocycle import round_significant as _round
 from specserver_advisor.models import MAX_LEDGER_ENTRIES, AutoSpeculation, SpecServerSpec
-from specserver_advisor.policy import OFF, ON, Decision, Observation, PolicyContext, PolicyState
+from specserver_advisor.policy import (
+    KEEP,
+    Decision,
+    Observation,
+    PolicyContext,
+    PolicyState,
+    Reason,
+    SpecMode,
+)
+from specserver_advisor.policy_model import ROUTINE_REASONS
 from specserver_operator import policystate
 
 PAUSE_ANNOTATION = "specserver.io/pause-auto-speculation"
@@ -72,15 +82,15 @@ def last_metrics(obs: Observation, now: float) -> dict[str, Any]:
 
 
 def _ledger(
-    status: dict[str, Any], decision: Decision, mode: str, message: str
+    status: dict[str, Any], decision: Decision, mode: SpecMode, message: str
 ) -> list[dict[str, Any]]:
     entries = list(status.get("decisions") or [])
     entries.append(
         {
             "time": iso(decision.ts),
             "action": decision.action,
-            "reason": decision.reason,
-            "mode": "On" if mode == ON else "Off",
+            "reason": str(decision.reason),
+            "mode": str(mode.status),
             "message": message[:300],
         }
     )
@@ -89,11 +99,8 @@ def _ledger(
 
 def _summary(decision: Decision) -> str:
     keys = ("load", "accept_length", "ttft_p99_s", "running", "queued")
-    parts = [
-        f"{k}={decision.inputs[k]:.3g}"
-        for k in keys
-        if isinstance(decision.inputs.get(k), int | float)
-    ]
+    inputs = decision.inputs.to_json()
+    parts = [f"{k}={inputs[k]:.3g}" for k in keys if isinstance(inputs.get(k), int | float)]
     th = decision.thresholds
     parts += [
         f"{k}={th[k]:.3g}"
@@ -113,25 +120,26 @@ NO_PROMETHEUS_URL = (
 def auto_step(
     spec: SpecServerSpec,
     status: dict[str, Any],
+    stored: PolicyState | None,
     obs: Observation | None,
     metrics_error: str | None,
     ctx: PolicyContext,
-    running: str | None,
+    running: SpecMode | None,
     engine_ready: bool,
     now: float,
     paused: bool = False,
 ) -> AutoStep:
-    """One cycle. ``running`` is the mode label of the engine Deployment ("on"/"off"/None)."""
+    """One cycle. ``stored``: the policy state status holds (None: none, or unreadable);
+    ``running``: the mode of the engine Deployment (None: none)."""
     policy = spec.auto_speculation or AutoSpeculation()
     switch = status.get("switch")
     if switch:
-        state = load_state(policystate.to_advisor(status.get("policyState")), running)
-        followed = _follow_switch(status, state, switch, policy, running, engine_ready, now)
+        followed = _follow_switch(status, stored, switch, policy, running, engine_ready, now)
         if followed is not None:
             return followed
         if paused:  # the policy makes no decision while paused, a cancel included
-            return AutoStep(speculative=switch["target"] == "On")
-        return _cancel_switch(status, switch, policy, obs, ctx, now)
+            return AutoStep(speculative=SpecMode.from_status(switch["target"]).speculative)
+        return _cancel_switch(status, stored, switch, policy, obs, ctx, now)
     if obs is None:
         why = (
             (
@@ -159,23 +167,17 @@ def auto_step(
         if not stale:
             why = ("", "")
     metrics_ok = not why[0]
-    decision, state, stored = evaluate(
-        obs,
-        policystate.to_advisor(status.get("policyState")),
-        running,
-        now,
-        policy,
-        ctx,
-        spec.mode.value,
-        paused,
+    decision, state, keep = evaluate(
+        obs, stored, running, now, policy, ctx, spec.mode.value, paused
     )
-    step = AutoStep(speculative=state.mode == ON, decision=decision)
+    step = AutoStep(speculative=state.mode.speculative, decision=decision)
     step.metrics_condition = (
         ("True", "Available", "signals are fresh")
         if metrics_ok
         else ("False", why[0], why[1] or "")
     )
-    step.status["policyState"] = policystate.to_status(stored)
+    if keep is not stored:  # else what status holds stands (statusmodel.py reads it)
+        step.status["policyState"] = policystate.to_status(keep)
     step.steps_condition = steps_condition(decision, state.mode, ctx, metrics_ok)
     if metrics_ok and obs is not None:
         fresh = last_metrics(obs, now)
@@ -184,48 +186,44 @@ def auto_step(
         if old != {k: v for k, v in fresh.items() if k != "observedAt"}:
             step.status["lastMetrics"] = fresh
     previous = status.get("lastDecisionReason")
-    if decision.action != "keep":
-        target = "On" if decision.action == "enable" else "Off"
+    if decision.action != KEEP:
+        target = SpecMode.from_action(decision.action)
         step.status["switch"] = {
-            "target": target,
-            "previous": "Off" if target == "On" else "On",
+            "target": str(target.status),
+            "previous": str(target.other.status),
             "startedAt": iso(now),
-            "reason": decision.reason,
+            "reason": str(decision.reason),
         }
         step.status["decisions"] = _ledger(status, decision, state.mode, _summary(decision))
-        verb = "SpeculationEnabled" if target == "On" else "SpeculationDisabled"
+        verb = "SpeculationEnabled" if target.speculative else "SpeculationDisabled"
         step.events.append(("Normal", verb, f"{decision.reason}: {_summary(decision)}"))
-    elif decision.reason != previous and decision.reason not in (
-        "WithinThresholds",
-        "BreachPending",
-        "EnablePending",
-    ):
+    elif decision.reason != previous and decision.reason not in ROUTINE_REASONS:
         step.events.append(
             (
                 "Normal" if metrics_ok else "Warning",
-                decision.reason,
-                f"kept speculation {'on' if state.mode == ON else 'off'}: "
+                str(decision.reason),
+                f"kept speculation {state.mode}: "
                 # Without metrics the cause is why there are none, not the policy's inputs.
                 f"{(why[1] if not metrics_ok else _summary(decision)) or decision.reason}",
             )
         )
-    step.status["lastDecisionReason"] = decision.reason
+    step.status["lastDecisionReason"] = str(decision.reason)
     return step
 
 
 def steps_condition(
-    decision: Decision, mode: str, ctx: PolicyContext, metrics_ok: bool
+    decision: Decision, mode: SpecMode, ctx: PolicyContext, metrics_ok: bool
 ) -> tuple[str, str, str] | None:
     """EngineZeroSteps: which level acted on this cycle (None: the On engine does not adapt,
     or its cap keeps every zero-step tier out of reach)."""
     if not ctx.engine_adapts_steps or math.isinf(ctx.zero_step_batch):
         return None
-    if mode == OFF:
+    if mode == SpecMode.OFF:
         return ("False", "DraftUnloaded", "Auto runs the engine without the draft")
-    if decision.inputs.get("spec_num_steps") == 0:
+    if decision.inputs.spec_num_steps == 0:
         return (
             "True",
-            zerosteps.REASON,
+            str(zerosteps.REASON),
             "SGLang's --speculative-adaptive ran 0 draft steps over the signal window (its "
             f"tiers may from a running batch of {ctx.zero_step_batch:.0f}): speculation is off "
             "inside the engine with the draft still loaded; Auto does not score these readings "
@@ -238,18 +236,17 @@ def steps_condition(
 
 def _follow_switch(
     status: dict[str, Any],
-    state: PolicyState,
+    stored: PolicyState | None,
     switch: dict[str, Any],
     policy: AutoSpeculation,
-    running: str | None,
+    running: SpecMode | None,
     engine_ready: bool,
     now: float,
 ) -> AutoStep | None:
     """The switch completed, or failed (not Ready in time: rolled back); None: neither yet."""
-    target = switch["target"]
-    want = "on" if target == "On" else "off"
+    want = SpecMode.from_status(switch["target"])
     if running == want and engine_ready:
-        step = AutoStep(speculative=want == "on", switch_result="completed")
+        step = AutoStep(speculative=want.speculative, switch_result="completed")
         step.status["switch"] = None
         started = parse_time(switch["startedAt"])
         step.events.append(
@@ -261,24 +258,22 @@ def _follow_switch(
         )
         return step
     if now - parse_time(switch["startedAt"]) > policy.switch_timeout_seconds:
-        back = switch["previous"]
-        state.mode = ON if back == "On" else OFF
+        back = SpecMode.from_status(switch["previous"])
+        state = load_state(stored, running)
+        state.mode = back
         state.mode_since = now
-        step = AutoStep(speculative=back == "On", switch_result="failed")
+        step = AutoStep(speculative=back.speculative, switch_result="failed")
         step.status["switch"] = None
-        previous = policystate.to_advisor(status.get("policyState"))
-        step.status["policyState"] = policystate.to_status(persisted(state, previous, now))
-        rollback = Decision(
-            now, "enable" if back == "On" else "disable", "SwitchFailed", state.mode
-        )
+        step.status["policyState"] = policystate.to_status(persisted(state, stored, now))
+        rollback = Decision(now, back.action, Reason.SWITCH_FAILED, state.mode)
         step.status["decisions"] = _ledger(
             status, rollback, state.mode, f"not Ready within {policy.switch_timeout_seconds}s"
         )
-        step.status["lastDecisionReason"] = "SwitchFailed"
+        step.status["lastDecisionReason"] = str(Reason.SWITCH_FAILED)
         step.events.append(
             (
                 "Warning",
-                "SwitchFailed",
+                str(Reason.SWITCH_FAILED),
                 f"speculation {want} not Ready within "
                 f"{policy.switch_timeout_seconds}s; rolled back",
             )
@@ -289,6 +284,7 @@ def _follow_switch(
 
 def _cancel_switch(
     status: dict[str, Any],
+    stored: PolicyState | None,
     switch: dict[str, Any],
     policy: AutoSpeculation,
     obs: Observation | None,
@@ -303,20 +299,21 @@ def _cancel_switch(
     the Service still on the old mode (``bluegreen.plan``), a RollingUpdate goes back to the old
     pod template. It stays in the hourly switch budget.
     """
-    want = "on" if switch["target"] == "On" else "off"
-    stored = policystate.to_advisor(status.get("policyState"))
+    want = SpecMode.from_status(switch["target"])
     started = parse_time(switch["startedAt"])
     cancel = reconsider(obs, stored, want, switch["reason"], started, now, policy, ctx)
     if cancel is None:
-        return AutoStep(speculative=want == "on")
-    decision, state, new_stored = cancel
-    back = "On" if state.mode == ON else "Off"
-    step = AutoStep(speculative=state.mode == ON, switch_result="cancelled", decision=decision)
+        return AutoStep(speculative=want.speculative)
+    decision, state, keep = cancel
+    back = state.mode.status
+    step = AutoStep(
+        speculative=state.mode.speculative, switch_result="cancelled", decision=decision
+    )
     step.status["switch"] = None
-    step.status["policyState"] = policystate.to_status(new_stored)
-    why = f"{decision.inputs['cause']}: {_summary(decision)}"
+    step.status["policyState"] = policystate.to_status(keep)
+    why = f"{decision.inputs.cause}: {_summary(decision)}"
     step.status["decisions"] = _ledger(status, decision, state.mode, why)
-    step.status["lastDecisionReason"] = decision.reason
+    step.status["lastDecisionReason"] = str(decision.reason)
     step.events.append(
         (
             "Normal",

@@ -28,10 +28,11 @@ from specserver_advisor.models import (
     SpecServerStatus,
 )
 from specserver_advisor.modelshape import ConfigShapeError
-from specserver_advisor.policy import Observation, PolicyContext
+from specserver_advisor.policy import Observation, PolicyContext, SpecMode
 from specserver_operator import children, speccheck
 from specserver_operator import conditions as cond
 from specserver_operator.autopilot import PAUSE_ANNOTATION, AutoStep, auto_step
+from specserver_operator.bluegreen import MODE_LABEL
 from specserver_operator.drift import drift
 from specserver_operator.drift import replicas as live_replicas
 from specserver_operator.engineconfig import EngineConfig, build_engine_config
@@ -130,9 +131,10 @@ def desired(observed: Observed, settings: RenderSettings, memo: PassCache) -> Pa
             if decided.step is not None:
                 want = decided.step.speculative
             elif server.spec.mode == Mode.AUTO and current.get("switch"):
-                want = current["switch"]["target"] == "On"
+                want = SpecMode.from_status(current["switch"]["target"]).speculative
             else:
-                want = speculation_wanted(server.spec, auto_view(current, deployment))
+                held = observed.policy_state if server.spec.mode == Mode.AUTO else None
+                want = speculation_wanted(server.spec, auto_view(current, held))
             decided.cfg = _checked(
                 observed, server, engine_config(server, uid, configs, want, memo), settings
             )
@@ -277,7 +279,14 @@ def status_of(
         found = autoscaler_condition(child_name(meta["name"]), observed.autoscalers)
         conds = put(conds, cond.AUTOSCALER_PRESENT, found)
     fields["conditions"] = cond.as_api(conds)
-    status, patch = status_plan(current, fields, meta["uid"], meta.get("resourceVersion"), memo)
+    status, patch = status_plan(
+        current,
+        fields,
+        meta["uid"],
+        meta.get("resourceVersion"),
+        memo,
+        lambda: observed.policy_state,
+    )
     return status, patch, status_events(current, fields, conds, decided.cfg, stored) + events
 
 
@@ -302,12 +311,14 @@ def _auto(
         age = observed.metrics.age_s if observed.metrics is not None else None
         if age is not None and age <= policy.stale_after_seconds:
             return None
-    running = (deployment or {}).get("metadata", {}).get("labels", {}).get("specserver.io/mode")
+    labels = (deployment or {}).get("metadata", {}).get("labels", {})
+    running = SpecMode.parse(labels.get(MODE_LABEL))
     ready = deployment_state(deployment, spec.replicas)[0]
     paused = server.metadata.annotations.get(PAUSE_ANNOTATION, "").lower() in ("true", "1")
     return auto_step(
         spec,
         current,
+        observed.policy_state,
         observed.metrics,
         observed.metrics_error,
         policy_ctx(server, uid, configs, memo),
@@ -333,7 +344,7 @@ def engine_config(
             memo,
             server,
             configs,
-            "on" if speculative else "off",
+            SpecMode.of(speculative),
             lambda: build_engine_config(server.spec, configs, speculative),
         )
     return memo.engine_configs[key]  # type: ignore[no-any-return]

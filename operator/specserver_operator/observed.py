@@ -5,12 +5,14 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
 from specserver_advisor.configchain import ModelConfigs
 from specserver_advisor.models import SpecServer
-from specserver_advisor.policy import Observation
+from specserver_advisor.policy import Observation, PolicyState
+from specserver_operator import policystate
 from specserver_operator.autopilot import NO_PROMETHEUS_URL
 
 Autoscaler = tuple[str, str, str, str]  # (kind, name, target kind, target name)
@@ -52,6 +54,13 @@ class Observed:
     def current(self) -> dict[str, Any]:
         """The status as stored."""
         return dict(self.body.get("status") or {})
+
+    @functools.cached_property
+    def policy_state(self) -> PolicyState | None:
+        """``status.policyState`` as the policy's state (None: none, or unreadable): parsed
+        here, once per snapshot, on first use (a pass that neither evaluates nor rebuilds the
+        status reads none); the decision takes it from here, never from the stored dict."""
+        return policystate.parse((self.body.get("status") or {}).get("policyState"))
 
     def child(self, kind: str, name: str) -> dict[str, Any] | None:
         return self.children.get((kind, name))

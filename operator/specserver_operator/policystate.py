@@ -1,20 +1,20 @@
-"""``status.policyState`` as a structured object, and the advisor's JSON form (pure).
+"""``status.policyState``: read into the policy's ``PolicyState`` and written back (pure).
 
-The advisor's ``autocycle.evaluate`` (also behind ``specserver-advisor replay``) keeps the policy
-state as a JSON string; the CRD stores it as a typed object (``models.AutoPolicyState``, in the
-API's camelCase, the mode as On/Off like ``speculationMode``). ``to_advisor`` turns what status
-holds into the string the advisor reads, and ``to_status`` turns the advisor's answer back into
-the object to store. Both directions are exact, so an evaluation that changes nothing material
-returns the same string, converts to the same object, and costs no write.
+The CRD stores the policy state as a typed object (``models.AutoPolicyState``, in the API's
+camelCase, the mode as On/Off like ``speculationMode``, a band's ``n`` as ``samples``). The
+operator reads it once per pass, where it reads the SpecServer (``parse``, by observe.py), carries
+the advisor's typed ``PolicyState`` through the decision (``autocycle.evaluate``, the call
+``specserver-advisor replay`` makes too) and writes it once, when the status fields are built
+(``to_status``). Both directions are exact, so an evaluation that changes nothing material
+returns the state it was given, which writes the object stored, and costs no write.
 
-Objects written by the previous version hold the JSON string itself: ``to_advisor`` reads it as
-it is, and the next status write stores the structured form (migration on first visit).
+Objects written by the previous version hold a JSON string (the advisor's snake_case form):
+``parse`` reads it too, and the next status write stores the structured form (migration on
+first visit, ``migrated``).
 """
 
 from __future__ import annotations
 
-import functools
-import json
 import math
 from typing import Any
 
@@ -25,16 +25,11 @@ from specserver_advisor.models import (
     MAX_POLICY_BANDS,
     MAX_SWITCH_TIMES,
     AutoPolicyState,
-    SpeculationState,
 )
-from specserver_advisor.policy import OFF, ON
+from specserver_advisor.policy import PolicyState, SpecMode
 
-#: Conversions remembered (by their input's JSON): a steady evaluation converts nothing again.
-CONVERSIONS_KEPT = 1024
 #: Containers inside containers of a policy state (bands -> mode -> score is 3).
 POLICY_DEPTH = 8
-_TO_STATUS_MODE = {ON: SpeculationState.ON, OFF: SpeculationState.OFF}
-_TO_ADVISOR_MODE = {SpeculationState.ON: ON, SpeculationState.OFF: OFF}
 
 
 def _finite(value: Any) -> Any:
@@ -48,9 +43,39 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def parse(stored: Any) -> AutoPolicyState | None:
-    """The typed state from what status holds: the object, or the previous version's JSON
-    string (None when absent or unreadable: the policy then starts afresh)."""
+def parse(stored: Any) -> PolicyState | None:
+    """The policy state ``status.policyState`` holds: the object, or the previous version's
+    JSON string (None when absent or unreadable: the policy then starts afresh)."""
+    record = _validated(stored)
+    if record is None:
+        return None
+    data = record.model_dump(mode="json")  # every field, as the advisor writes them
+    data["bands"] = _bands(data["bands"], {"samples": "n"})
+    data["mode"] = SpecMode.from_status(record.mode)
+    return PolicyState.from_json(data)
+
+
+def to_status(state: PolicyState | None) -> dict[str, Any] | None:
+    """The object to store in ``status.policyState`` for ``state`` (None: none)."""
+    if state is None:
+        return None
+    record = _validated(state.to_json())
+    return (
+        None if record is None else record.model_dump(mode="json", by_alias=True, exclude_none=True)
+    )
+
+
+def migrated(current: dict[str, Any]) -> dict[str, Any]:
+    """The status fields that move a stored status off the previous version's form (empty:
+    none). Until they are written the API server refuses any other write of the object."""
+    stored = current.get("policyState")
+    if stored is None or isinstance(stored, dict):
+        return {}
+    return {"policyState": to_status(parse(stored))}
+
+
+def _validated(stored: Any) -> AutoPolicyState | None:
+    """The API model of a stored state (either form), or of the advisor's JSON form."""
     if not stored:
         return None
     data: Any = stored
@@ -71,71 +96,14 @@ def parse(stored: Any) -> AutoPolicyState | None:
         known["bands"] = _newest(_bands(known["bands"], {"n": "samples"}))
     if isinstance(known.get("switch_times"), list):
         known["switch_times"] = known["switch_times"][-MAX_SWITCH_TIMES:]
-    mode = known.get("mode")
-    if isinstance(mode, str) and mode.lower() in _TO_STATUS_MODE:
-        known["mode"] = _TO_STATUS_MODE[mode.lower()]
+    mode = SpecMode.parse(known.get("mode"))
+    if mode is not None:
+        known["mode"] = mode.status
     known = {k: v for k, v in known.items() if v is not None}
     try:
         return AutoPolicyState.model_validate(known)
     except ValidationError:
         return None
-
-
-def mode_of(stored: Any) -> SpeculationState | None:
-    """The speculation state the stored policy holds (None: no usable state)."""
-    advisor = to_advisor(stored)
-    return None if advisor is None else _TO_STATUS_MODE[json.loads(advisor)["mode"]]
-
-
-def to_advisor(stored: Any) -> str | None:
-    """The JSON string ``autocycle.evaluate`` reads (None: no usable state)."""
-    if not stored:
-        return None
-    if isinstance(stored, str):
-        return _advisor_json(stored)
-    try:
-        key = json.dumps(stored, sort_keys=True, separators=(",", ":"))
-    except (TypeError, ValueError):
-        return None
-    return _advisor_json(key)
-
-
-@functools.lru_cache(maxsize=CONVERSIONS_KEPT)
-def _advisor_json(stored: str) -> str | None:
-    state = parse(stored)
-    if state is None:
-        return None
-    data = state.model_dump(mode="json")  # every field, as the advisor writes them
-    data["bands"] = _bands(data["bands"], {"samples": "n"})
-    if data.get("bands_saved_at") is None:
-        data.pop("bands_saved_at", None)  # the advisor's own bookkeeping: absent, never null
-    data["mode"] = _TO_ADVISOR_MODE[state.mode]
-    return json.dumps(data, sort_keys=True, separators=(",", ":"))
-
-
-def migrated(current: dict[str, Any]) -> dict[str, Any]:
-    """The status fields that move a stored status off the previous version's form (empty:
-    none). Until they are written the API server refuses any other write of the object."""
-    stored = current.get("policyState")
-    if stored is None or isinstance(stored, dict):
-        return {}
-    return {"policyState": to_status(to_advisor(stored))}
-
-
-def to_status(advisor_json: str | None) -> dict[str, Any] | None:
-    """The object to store in ``status.policyState`` for the advisor's JSON string."""
-    if not advisor_json:
-        return None
-    record = _status_json(advisor_json)
-    return None if record is None else json.loads(record)
-
-
-@functools.lru_cache(maxsize=CONVERSIONS_KEPT)
-def _status_json(advisor_json: str) -> str | None:
-    state = parse(advisor_json)
-    if state is None:
-        return None
-    return json.dumps(state.model_dump(mode="json", by_alias=True, exclude_none=True))
 
 
 def _bands(bands: dict[str, Any], rename: dict[str, str]) -> dict[str, Any]:

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from specserver_advisor.models import Condition, Mode, SpecServerSpec
+from specserver_advisor.policy import PolicyState, SpecMode
 from specserver_operator import conditions as cond
-from specserver_operator import policystate
 from specserver_operator.engineconfig import EngineConfig
 
 
@@ -22,7 +22,7 @@ def speculation_wanted(spec: SpecServerSpec, status: dict[str, Any]) -> bool:
         return True
     if spec.mode == Mode.DISABLED:
         return False
-    return bool(status.get("speculationMode", "On") != "Off")
+    return bool(status.get("speculationMode") != SpecMode.OFF.status)
 
 
 def deployment_state(deployment: dict[str, Any] | None, replicas: int) -> tuple[bool, bool, str]:
@@ -94,7 +94,7 @@ def compute_status(
             if running_spec
             else "the engine runs without speculative flags",
         )
-        mode = "On" if running_spec else "Off"
+        mode = str(SpecMode.of(running_spec).status)
         status["speculationMode"] = mode
         same = current.get("speculationMode") == mode
         status["speculationModeSince"] = (
@@ -137,7 +137,7 @@ def _running_speculation(deployment: dict[str, Any] | None) -> bool | None:
         return None
     labels = deployment["metadata"].get("labels") or {}
     mode = labels.get("specserver.io/mode")
-    return None if mode is None else mode == "on"
+    return None if mode is None else mode == SpecMode.ON
 
 
 def status_changes(current: dict[str, Any], desired: dict[str, Any]) -> dict[str, Any]:
@@ -182,11 +182,10 @@ def autoscaler_condition(
     )
 
 
-def auto_view(current: dict[str, Any], deployment: dict[str, Any] | None) -> dict[str, Any]:
-    """For Auto between evaluations: keep what the policy state says (else what runs)."""
-    mode = policystate.mode_of(current.get("policyState"))
-    if mode is not None:
-        return {"speculationMode": mode.value}
+def auto_view(current: dict[str, Any], held: PolicyState | None) -> dict[str, Any]:
+    """For Auto between evaluations: keep the mode the policy state holds (else what runs)."""
+    if held is not None:
+        return {"speculationMode": str(held.mode.status)}
     return current
 
 

@@ -3,18 +3,22 @@
 ``typed_status`` builds ``models.SpecServerStatus`` from the stored status and the fields a pass
 decided; ``status_patch`` serialises it as the CRD expects (camelCase, no nulls) and returns the
 merge patch from what is stored: changed fields, and null for a field the model no longer holds
-(a finished switch, a metric that went away, a field the schema does not know). A stored
-``policyState`` in the previous version's JSON-string form is read (policystate.py) and the
-patch rewrites it structured. Used by the pure core (desired.py).
+(a finished switch, a metric that went away, a field the schema does not know). The stored
+``policyState`` is not parsed here: the pass's fields carry the one the policy wrote, or the
+caller hands over the one it read (``read_policy``: observe.py's, parsed once per snapshot); a
+previous version's JSON-string form is so rewritten structured. Used by the pure core
+(desired.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
 
 from specserver_advisor.models import SpecServerStatus
+from specserver_advisor.policy import PolicyState
 from specserver_operator import policystate
 from specserver_operator.passcache import PassCache
 from specserver_operator.reconcile import status_changes
@@ -23,15 +27,19 @@ from specserver_operator.reconcile import status_changes
 _MAX_DROPS = 8
 
 
-def readable(current: dict[str, Any]) -> dict[str, Any]:
-    """The stored status, as far as the model can read it (unreadable fields left out)."""
+ReadPolicy = Callable[[], PolicyState | None]
+
+
+def readable(current: dict[str, Any], read_policy: ReadPolicy | None) -> dict[str, Any]:
+    """The stored status, as far as the model can read it (unreadable fields left out), with
+    the policy state ``read_policy`` returns (None: the caller writes its own)."""
     out = {k: v for k, v in current.items() if v is not None}
     if "policyState" in out:
-        state = policystate.parse(out["policyState"])
-        if state is None:
+        record = policystate.to_status(read_policy()) if read_policy else None
+        if record is None:
             out.pop("policyState")
         else:
-            out["policyState"] = state.model_dump(mode="json", by_alias=True, exclude_none=True)
+            out["policyState"] = record
     for _ in range(_MAX_DROPS):
         try:
             SpecServerStatus.model_validate(out)
@@ -45,9 +53,12 @@ def readable(current: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-def typed_status(current: dict[str, Any], fields: dict[str, Any]) -> SpecServerStatus:
-    """The status to show: the stored one with ``fields`` (a None value clears a field)."""
-    merged = {**readable(current), **fields}
+def typed_status(
+    current: dict[str, Any], fields: dict[str, Any], read_policy: ReadPolicy
+) -> SpecServerStatus:
+    """The status to show: the stored one with ``fields`` (a None value clears a field).
+    ``read_policy``: the stored policy state, parsed (asked only when ``fields`` has none)."""
+    merged = {**readable(current, None if "policyState" in fields else read_policy), **fields}
     return SpecServerStatus.model_validate({k: v for k, v in merged.items() if v is not None})
 
 
@@ -57,6 +68,7 @@ def status_plan(
     uid: str,
     version: str | None,
     memo: PassCache,
+    read_policy: ReadPolicy,
 ) -> tuple[SpecServerStatus, dict[str, Any]]:
     """The typed status and its merge patch. A stored status (at ``version``) already found
     canonical, whose fields all match ``fields``, is not merged, serialised and compared again:
@@ -66,7 +78,7 @@ def status_plan(
             return SpecServerStatus.model_validate(current), {}
         except ValidationError:
             pass  # not canonical after all: build it
-    status = typed_status(current, fields)
+    status = typed_status(current, fields, read_policy)
     patch = status_patch(current, status)
     if version and not patch:
         memo.statuses[uid] = version

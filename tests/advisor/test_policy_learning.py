@@ -50,7 +50,7 @@ def drive(
     """
     ctx = policy_context(l4(), policy)
     state, restart, switches = PolicyState(mode=ON), 0.0, []
-    stored: str | None = None
+    stored: PolicyState | None = None
     for i, load in enumerate(series):
         p, up = world(state.mode, load), restart <= 0
         obs = Observation(
@@ -121,7 +121,7 @@ def test_steady_load_counts_to_the_cap_then_writes_nothing() -> None:
     the cap; after that a steady load leaves the stored JSON unchanged (no status write)."""
     ctx = policy_context(l4(), POLICY)
     p = world(ON, 4)
-    stored: str | None = None
+    stored: PolicyState | None = None
     writes = []
     for i in range(40):
         obs = Observation(

@@ -6,27 +6,25 @@ through the stored JSON as in the operator.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from test_policy_switch_cost import CTX, seen  # the same context and signals
 
 from specserver_advisor.autocycle import evaluate, reconsider
 from specserver_advisor.models import AutoSpeculation, SwitchStrategy
-from specserver_advisor.policy import OFF, ON
+from specserver_advisor.policy import OFF, ON, PolicyState
 
 KEEPS_SERVING = [SwitchStrategy.BLUE_GREEN, SwitchStrategy.ROLLING_UPDATE]
 
 
 def switched(
     strategy: SwitchStrategy, load: int, mode: str = ON, **fields: object
-) -> tuple[AutoSpeculation, str, str, float]:
+) -> tuple[AutoSpeculation, PolicyState, str, float]:
     """Evaluate ``load`` every 30 s from ``mode`` until the policy switches: (policy, stored
     state, the switch's reason, when it was decided)."""
     policy = AutoSpeculation.model_validate(
         {"switchStrategy": strategy, "minDwellSeconds": 0, **fields}
     )
-    stored: str | None = None
+    stored: PolicyState | None = None
     for n in range(1, 20):
         now = 30.0 * n
         decision, _, stored = evaluate(seen(load), stored, mode, now, policy, CTX)
@@ -46,12 +44,12 @@ def test_a_switch_off_whose_overload_ended_is_cancelled_while_the_old_mode_serve
     assert cancel is not None
     decision, state, new_stored = cancel
     assert (decision.action, decision.reason, decision.mode) == ("enable", "SwitchCancelled", ON)
-    assert decision.inputs["cause"] == "OverloadEnded"
+    assert decision.inputs.cause == "OverloadEnded"
     assert state.mode == ON
     # The cancelled switch counts in the hourly budget and the dwell, as one that landed.
     assert state.switch_times == [started] and state.last_switch == started
-    assert json.loads(new_stored)["mode"] == ON
-    assert json.loads(stored)["mode"] == OFF  # the input is not modified
+    assert new_stored.mode == ON
+    assert stored.mode == OFF  # the input is not modified
 
 
 @pytest.mark.parametrize("strategy", KEEPS_SERVING)
@@ -83,7 +81,7 @@ def test_a_switch_on_whose_low_load_ended_is_cancelled(strategy: SwitchStrategy)
     cancel = reconsider(seen(40), stored, ON, reason, started, started + 30, policy, CTX)
     assert cancel is not None
     decision, state, _ = cancel
-    assert (decision.action, decision.inputs["cause"], state.mode) == (
+    assert (decision.action, decision.inputs.cause, state.mode) == (
         "disable",
         "OverloadReturned",
         OFF,

@@ -13,7 +13,7 @@ import pytest
 
 from specserver_advisor.autocycle import evaluate
 from specserver_advisor.models import AutoSpeculation, SwitchStrategy
-from specserver_advisor.policy import OFF, ON, Observation, PolicyContext
+from specserver_advisor.policy import OFF, ON, Observation, PolicyContext, PolicyState
 
 #: Speculation pays below 16 users at any acceptance above 1.3.
 CTX = PolicyContext([(1.0, 16.0), (4.0, 16.0)], break_even_accept=1.3, prior_accept=2.7)
@@ -41,7 +41,8 @@ class Operator:
 
     def __init__(self, strategy: SwitchStrategy, **fields: object) -> None:
         self.policy = AutoSpeculation.model_validate({"switchStrategy": strategy, **fields})
-        self.mode, self.now, self.stored = ON, 0.0, None
+        self.mode, self.now = ON, 0.0
+        self.stored: PolicyState | None = None
         self.log: list[tuple[str, str]] = []
 
     def cycle(self, obs: Observation) -> tuple[str, str]:

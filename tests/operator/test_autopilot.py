@@ -232,12 +232,12 @@ def test_policy_state_is_rewritten_only_for_a_material_change() -> None:
 
     first = persisted(PolicyState(mode="on", last_queued=0.0, last_accept=2.7), None, 1000.0)
     noisy = PolicyState(mode="on", last_queued=3.0, last_accept=2.74)
-    assert persisted(noisy, first, 1005.0) == first
+    assert persisted(noisy, first, 1005.0) is first
     counted = PolicyState(mode="on", queue_growth=1, last_queued=3.0, last_accept=2.74)
     written = persisted(counted, first, 1010.0)
-    assert written != first and json.loads(written)["last_queued"] == 3.0
+    assert written != first and written.last_queued == 3.0
     switched = PolicyState(mode="off", mode_since=1015.0)
-    assert json.loads(persisted(switched, written, 1015.0))["mode"] == "off"
+    assert persisted(switched, written, 1015.0).mode == "off"
 
 
 def test_the_switch_is_in_status_before_the_engine_changes() -> None:
@@ -283,7 +283,9 @@ def test_a_policy_state_written_as_json_by_the_previous_version_is_migrated_once
     structured = copy.deepcopy(client.status["policyState"])
     assert isinstance(structured, dict) and structured["mode"] == "On"
     # What the previous operator stored: the advisor's JSON string, counters included.
-    legacy = json.loads(policystate.to_advisor(structured) or "{}")
+    parsed = policystate.parse(structured)
+    assert parsed is not None
+    legacy = parsed.to_json()
     legacy["disable_breaches"] = 0
     legacy["switch_times"] = [900.0]
     client.status["policyState"] = json.dumps(legacy)

@@ -1,4 +1,4 @@
-"""status.policyState: the structured object and the advisor's JSON form convert exactly."""
+"""status.policyState: read into the policy's ``PolicyState`` and written back, exactly."""
 
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ CTX = PolicyContext(crossover_by_accept=[(2.0, 8.0), (3.0, 16.0)], break_even_ac
                     prior_accept=2.5)  # fmt: skip
 
 
-def _learned_state() -> str:
-    """The advisor's JSON after a few evaluations (bands, counters, readings)."""
-    stored: str | None = None
+def _learned_state() -> PolicyState:
+    """The state to store after a few evaluations (bands, counters, readings)."""
+    stored: PolicyState | None = None
     for k in range(8):
         obs = Observation(ts=1000.0 + 5 * k, accept_length=2.6, running=4.0, queued=0.0,
                           output_tok_s=400.0, ttft_p99_s=0.5, age_s=1.0)  # fmt: skip
@@ -38,39 +38,38 @@ def test_the_advisor_state_round_trips_through_the_structured_field() -> None:
     (scores,) = [entry for modes in record["bands"].values() for entry in modes.values()]
     assert set(scores) == {"score", "samples", "at"}  # not "n": YAML 1.1 reads that as false
     SpecServerStatus.model_validate({"policyState": record})  # what the CRD schema holds
-    assert json.loads(policystate.to_advisor(record) or "") == json.loads(stored)
-    again = policystate.to_advisor(record)
-    assert again is not None and policystate.to_status(again) == record
+    again = policystate.parse(json.loads(json.dumps(record)))  # as the API server returns it
+    assert again is not None and again == stored
+    assert policystate.to_status(again) == record
 
 
 def test_an_unchanged_evaluation_yields_the_same_object() -> None:
     record = policystate.to_status(_learned_state())
     obs = Observation(ts=1040.0, accept_length=2.6, running=4.0, queued=0.0,
                       output_tok_s=400.0, ttft_p99_s=0.5, age_s=1.0)  # fmt: skip
-    _, _, stored = evaluate(obs, policystate.to_advisor(record), "on", 1040.0,
-                            AutoSpeculation(), CTX)  # fmt: skip
-    assert policystate.to_status(stored) == record
+    held = policystate.parse(record)
+    _, _, stored = evaluate(obs, held, "on", 1040.0, AutoSpeculation(), CTX)
+    assert stored is held and policystate.to_status(stored) == record
 
 
 def test_the_previous_versions_json_string_is_read() -> None:
     legacy = json.dumps(PolicyState(mode="off", mode_since=12.0, queue_growth=2).to_json())
     state = policystate.parse(legacy)
-    assert state is not None and state.mode == "Off" and state.queue_growth == 2
-    assert load_state(policystate.to_advisor(legacy), "on").mode == "off"
-    record = policystate.to_status(legacy)
+    assert state is not None and state.mode == "off" and state.queue_growth == 2
+    assert load_state(state, "on").mode == "off"
+    record = policystate.to_status(state)
     assert record is not None and record["modeSince"] == 12.0 and record["queueGrowth"] == 2
 
 
 def test_unreadable_state_starts_afresh_instead_of_failing() -> None:
     for junk in ("{not json", "[1, 2]", json.dumps({"mode": "sideways"}), 42, {"mode": None}):
         assert policystate.parse(junk) is None
-        assert policystate.to_advisor(junk) is None
-    assert load_state(policystate.to_advisor("{not json"), "off").mode == "off"
+    assert load_state(policystate.parse("{not json"), "off").mode == "off"
 
 
 def test_non_finite_numbers_are_dropped() -> None:
     state = PolicyState(mode="on", last_accept=math.nan, switch_times=[1.0, math.inf])
-    record = policystate.to_status(json.dumps(state.to_json()))
+    record = policystate.to_status(state)
     assert record is not None and "lastAccept" not in record and record["switchTimes"] == [1.0]
     assert AutoPolicyState.model_validate(record).last_accept is None
 
@@ -78,10 +77,12 @@ def test_non_finite_numbers_are_dropped() -> None:
 def test_a_state_without_optional_fields_is_evaluated() -> None:
     """The advisor reads absent fields as its defaults (found on the real stack: a null
     ``bands_saved_at`` crashed ``persisted``)."""
-    record = policystate.to_status(json.dumps({"mode": "on", "switch_times": [1.0]}))
+    record = policystate.to_status(
+        policystate.parse(json.dumps({"mode": "on", "switch_times": [1.0]}))
+    )
     assert record is not None and "bandsSavedAt" not in record
-    stored = policystate.to_advisor(record)
-    assert stored is not None and "bands_saved_at" not in stored
+    stored = policystate.parse(record)
+    assert stored is not None and stored.bands_saved_at is None
     obs = Observation(ts=2000.0, accept_length=2.6, running=4.0, queued=0.0,
                       output_tok_s=400.0, ttft_p99_s=0.5, age_s=1.0)  # fmt: skip
     _, state, _ = evaluate(obs, stored, "on", 2000.0, AutoSpeculation(), CTX)
@@ -91,7 +92,7 @@ def test_a_state_without_optional_fields_is_evaluated() -> None:
 def test_a_json_string_state_is_migrated_with_any_other_status_write() -> None:
     legacy = json.dumps({"mode": "off", "mode_since": 3.0})
     assert policystate.migrated({"policyState": legacy}) == {
-        "policyState": {**policystate.to_status(legacy), "mode": "Off"}  # type: ignore[dict-item]
+        "policyState": {**policystate.to_status(policystate.parse(legacy)), "mode": "Off"}  # type: ignore[dict-item]
     }
     assert policystate.migrated({"policyState": "{broken"}) == {"policyState": None}
     assert policystate.migrated({"policyState": {"mode": "On"}}) == {}
@@ -101,7 +102,7 @@ def test_a_json_string_state_is_migrated_with_any_other_status_write() -> None:
 def test_a_string_state_nested_thousands_deep_starts_afresh_instead_of_raising() -> None:
     # json.loads of this raised RecursionError (not ValueError), out of the whole pass.
     deep = '{"mode": "on", "bands": ' + "[" * 5000 + "]" * 5000 + "}"
-    assert policystate.parse(deep) is None and policystate.to_advisor(deep) is None
+    assert policystate.parse(deep) is None
 
 
 def test_a_policy_that_learned_more_bands_than_the_crd_stores_keeps_the_newest() -> None:
@@ -109,7 +110,7 @@ def test_a_policy_that_learned_more_bands_than_the_crd_stores_keeps_the_newest()
     bands = {f"{k}@2.0": {"on": {"score": 1.0, "n": 1, "at": float(k)}} for k in range(300)}
     times = [float(t) for t in range(400)]
     state = PolicyState(mode="on", bands=bands, switch_times=times)
-    record = policystate.to_status(json.dumps(state.to_json()))
+    record = policystate.to_status(state)
     assert record is not None
     assert len(record["bands"]) == MAX_POLICY_BANDS and "299@2.0" in record["bands"]
     assert "0@2.0" not in record["bands"]

@@ -75,6 +75,7 @@ def test_a_valid_spec_waiting_for_its_engine_says_engine_not_ready() -> None:
 
 def test_no_prometheus_url_is_named_as_the_cause_not_metrics_stale() -> None:
     from specserver_advisor.models import SpecServerSpec
+    from specserver_advisor.policy import SpecMode
     from specserver_advisor.policy_model import NEUTRAL_CONTEXT
     from specserver_operator.autopilot import NO_PROMETHEUS_URL, auto_step
 
@@ -85,7 +86,9 @@ def test_no_prometheus_url_is_named_as_the_cause_not_metrics_stale() -> None:
             "resources": {"gpuType": "L4"},
         }
     )
-    step = auto_step(spec, {}, None, NO_PROMETHEUS_URL, NEUTRAL_CONTEXT, "on", True, 1000.0)
+    step = auto_step(
+        spec, {}, None, None, NO_PROMETHEUS_URL, NEUTRAL_CONTEXT, SpecMode.ON, True, 1000.0
+    )
     assert step.metrics_condition[:2] == ("False", "NoPrometheusURL")
     ((kind, reason, message),) = step.events
     assert (kind, reason) == ("Warning", "MetricsStale")
@@ -94,9 +97,10 @@ def test_no_prometheus_url_is_named_as_the_cause_not_metrics_stale() -> None:
         spec,
         {"lastDecisionReason": "MetricsStale"},
         None,
+        None,
         NO_PROMETHEUS_URL,
         NEUTRAL_CONTEXT,
-        "on",
+        SpecMode.ON,
         True,
         1010.0,
     )

@@ -20,8 +20,9 @@ import pytest
 from specserver_advisor.cli import main
 from specserver_advisor.loaders.configs import bundled
 from specserver_advisor.models import Mode, SpecServer, SpecServerSpec
-from specserver_advisor.policy import Decision, Observation, PolicyContext
+from specserver_advisor.policy import Decision, Observation, PolicyContext, SpecMode
 from specserver_advisor.replay import replay
+from specserver_operator import policystate
 from specserver_operator.autopilot import auto_step
 from specserver_operator.configsource import ModelConfigs, from_inline
 from specserver_operator.engineconfig import policy_context_for
@@ -47,16 +48,18 @@ def operator_decisions(
     """The autopilot's decision at each observation (a switch completes before the next)."""
     spec = spec.model_copy(update={"mode": Mode.AUTO})  # the operator evaluates only in Auto
     status: dict[str, Any] = {}
-    running = "on"
+    running = SpecMode.ON
     out = []
     for obs in series:
-        step = auto_step(spec, status, copy.copy(obs), None, ctx, running, True, obs.ts)
+        stored = policystate.parse(status.get("policyState"))  # as observe.py reads it
+        step = auto_step(spec, status, stored, copy.copy(obs), None, ctx, running, True, obs.ts)
         assert step.decision is not None
         out.append(step.decision)
         status.update(step.status)
         if status.get("switch"):
-            running = "on" if status["switch"]["target"] == "On" else "off"
-            done = auto_step(spec, status, None, None, ctx, running, True, obs.ts)
+            running = SpecMode.from_status(status["switch"]["target"])
+            stored = policystate.parse(status.get("policyState"))
+            done = auto_step(spec, status, stored, None, None, ctx, running, True, obs.ts)
             assert done.switch_result == "completed"
             status.update(done.status)
     return out

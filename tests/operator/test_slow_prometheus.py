@@ -123,8 +123,8 @@ def wait_for(predicate: Any, timeout: float, what: str) -> None:
 
 
 def breaches(client: FakeClient) -> int:
-    state = json.loads(policystate.to_advisor(client.status.get("policyState")) or "{}")
-    return int(state.get("disable_breaches", 0))
+    state = policystate.parse(client.status.get("policyState"))
+    return 0 if state is None else state.disable_breaches
 
 
 def test_a_sample_a_slow_refresh_leaves_in_place_is_not_counted_again(

@@ -9,7 +9,7 @@ import math
 import time
 from typing import Any
 
-from specserver_advisor.policy import Observation
+from specserver_advisor.policy import Observation, SpecMode
 from specserver_advisor.promql import signal_queries
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -61,7 +61,7 @@ def range_observations(
         obs = Observation(ts=ts)
         for field, values in series.items():
             setattr(obs, field, values.get(ts))
-        obs.mode = "on" if (obs.accept_length or 0) > 0 else "off"
+        obs.mode = SpecMode.of((obs.accept_length or 0) > 0)
         out.append(obs)
     return out
 
