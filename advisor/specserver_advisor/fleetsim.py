@@ -42,6 +42,7 @@ from specserver_advisor.fleetsim_oracle import run_oracle, run_paid_oracle
 from specserver_advisor.models import AutoSpeculation
 from specserver_advisor.plan import policy_context
 from specserver_advisor.policy import (
+    KEEP,
     OFF,
     ON,
     Observation,
@@ -133,7 +134,7 @@ def run_auto(
         obs = _observation(tick, result, engine, mode, gpu)
         # The operator's own evaluation, the state it stores handed back the next cycle.
         decision, state, stored = evaluate(obs, stored, mode, now, policy, ctx)
-        if decision.action != "keep":
+        if decision.action != KEEP:
             old, mode, switch_left = mode, state.mode, wait
             started, reason = now, decision.reason
             switches += 1

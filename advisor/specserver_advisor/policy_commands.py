@@ -15,7 +15,7 @@ from typing import Any
 
 from specserver_advisor.errors import UsageError
 from specserver_advisor.models import AutoSpeculation, ModelRef, SpecServerSpec, SwitchStrategy
-from specserver_advisor.policy import PolicyContext
+from specserver_advisor.policy import PolicyContext, SpecMode
 from specserver_advisor.policy_model import NEUTRAL_CONTEXT
 
 
@@ -32,7 +32,7 @@ def add_parsers(sub: Any) -> None:
     r.add_argument("--model", help="target (dir or repo id) for the crossover prediction")
     r.add_argument("--draft", help="draft (dir or repo id)")
     r.add_argument("--gpu", help="GPU type for the crossover prediction")
-    r.add_argument("--start-mode", choices=["on", "off"], default="on")
+    r.add_argument("--start-mode", choices=[m.value for m in SpecMode], default=SpecMode.ON.value)
     r.add_argument("--format", choices=["table", "jsonl"], default="table")
     f = sub.add_parser("fleetsim", help="compare adaptive, static and oracle on traffic traces")
     f.add_argument("--format", choices=["table", "json"], default="table")

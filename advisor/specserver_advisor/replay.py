@@ -88,7 +88,7 @@ def replay(
     observations: Iterable[Observation],
     policy: AutoSpeculation,
     ctx: PolicyContext = NEUTRAL_CONTEXT,
-    start_mode: str = "on",
+    start_mode: str = SpecMode.ON,
 ) -> list[Decision]:
     """Decisions for each observation, as the operator's autopilot makes them.
 

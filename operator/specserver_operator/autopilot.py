@@ -317,7 +317,7 @@ def _cancel_switch(
     step.events.append(
         (
             "Normal",
-            "SwitchCancelled",
+            str(Reason.SWITCH_CANCELLED),
             f"switch to speculation {want} ({switch['reason']}) cancelled after "
             f"{now - started:.0f}s, before its engine was Ready; {back} kept serving ({why})",
         )

@@ -12,8 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from specserver_advisor.policy_model import SpecMode
+
 MODE_LABEL = "specserver.io/mode"
-MODES = ("on", "off")
+MODES = (SpecMode.ON.value, SpecMode.OFF.value)
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,7 @@ def serving_mode(service: dict[str, Any] | None) -> str | None:
 
 
 def other(mode: str) -> str:
-    return "off" if mode == "on" else "on"
+    return SpecMode(mode).other.value
 
 
 def plan(

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specserver_advisor.models import SpecServer
+from specserver_advisor.policy_model import SpecMode
 from specserver_operator import bluegreen
 from specserver_operator.drift import owned_digest, replicas
 from specserver_operator.engineconfig import EngineConfig
@@ -135,7 +136,7 @@ def plan_children(
                 if owned(lookup("Deployment", left), uid):
                     out.delete.append(("Deployment", left))
         return out
-    want = "on" if cfg.speculative else "off"
+    want = SpecMode.of(cfg.speculative).value
     old = bluegreen.other(want)
     deployments = {
         m: lookup("Deployment", bluegreen.deployment_name(name, m)) for m in bluegreen.MODES

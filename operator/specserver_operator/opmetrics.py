@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from specserver_advisor.policy_model import SpecMode
 from specserver_operator.seriesbook import Series
 
 #: ``specserver_speculation_mode`` values: with speculation, without, and no engine at all
@@ -107,7 +108,7 @@ def mode_value(speculation_mode: str | None) -> int:
     """The gauge value for ``status.speculationMode`` (None: no engine)."""
     if speculation_mode is None:
         return MODE_NO_ENGINE
-    return MODE_ON if speculation_mode == "On" else MODE_OFF
+    return MODE_ON if SpecMode.from_status(speculation_mode).speculative else MODE_OFF
 
 
 def count_query_errors(total: int) -> None:

@@ -14,6 +14,7 @@ import jinja2
 import yaml
 
 from specserver_advisor.models import API_VERSION, KIND, SpecServer
+from specserver_advisor.policy_model import SpecMode
 from specserver_operator.engineconfig import EngineConfig
 from specserver_operator.names import child_name
 from specserver_operator.podpolicy import pod_resources, shm_gib
@@ -106,7 +107,7 @@ def _context(
     server: SpecServer, cfg: EngineConfig, preflight_image: str, strategy: str
 ) -> dict[str, Any]:
     spec = server.spec
-    mode = "on" if cfg.speculative else "off"
+    mode = SpecMode.of(cfg.speculative).value
     res = spec.resources
     limits, requests = pod_resources(spec, cfg.weight_gib)
     return {
