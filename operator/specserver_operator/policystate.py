@@ -49,10 +49,28 @@ def parse(stored: Any) -> PolicyState | None:
     record = _validated(stored)
     if record is None:
         return None
-    data = record.model_dump(mode="json")  # every field, as the advisor writes them
-    data["bands"] = _bands(data["bands"], {"samples": "n"})
-    data["mode"] = SpecMode.from_status(record.mode)
-    return PolicyState.from_json(data)
+    return PolicyState(
+        mode=SpecMode.from_status(record.mode),
+        mode_since=record.mode_since,
+        last_switch=record.last_switch,
+        switch_times=list(record.switch_times),
+        disable_breaches=record.disable_breaches,
+        enable_passes=record.enable_passes,
+        queue_growth=record.queue_growth,
+        last_queued=record.last_queued,
+        last_accept=record.last_accept,
+        exploring=record.exploring,
+        last_band=record.last_band,
+        band_streak=record.band_streak,
+        bands={
+            band: {
+                mode: {"score": e.score, "n": e.samples, "at": e.at}  # type: ignore[dict-item]
+                for mode, e in modes.items()
+            }
+            for band, modes in record.bands.items()
+        },
+        bands_saved_at=record.bands_saved_at,
+    )
 
 
 def to_status(state: PolicyState | None) -> dict[str, Any] | None:

@@ -32,6 +32,7 @@ def _learned_state() -> PolicyState:
 
 
 def test_the_advisor_state_round_trips_through_the_structured_field() -> None:
+    assert set(PolicyState.__dataclass_fields__) == set(AutoPolicyState.model_fields)
     stored = _learned_state()
     record = policystate.to_status(stored)
     assert record is not None and record["mode"] == "On"
