@@ -89,9 +89,7 @@ def apply_plan(
             observed = dataclasses.replace(observed, children=found, autoscalers=scalers)
             again = True
     if again:  # status describes what runs after the writes
-        deployment = children.serving_deployment(
-            observed.child, name, children.is_blue_green(observed.body)
-        )
+        deployment = children.serving_deployment(observed.child, name, observed.blue_green)
         status, patch, events = status_of(observed, plan.decided, deployment, memo)
         plan = dataclasses.replace(plan, status=status, patch=patch, status_events=events)
     if plan.patch:

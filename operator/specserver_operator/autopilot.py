@@ -22,7 +22,12 @@ from typing import Any
 from specserver_advisor import zerosteps
 from specserver_advisor.autocycle import evaluate, load_state, persisted, reconsider
 from specserver_advisor.autocycle import round_significant as _round
-from specserver_advisor.models import MAX_LEDGER_ENTRIES, AutoSpeculation, SpecServerSpec
+from specserver_advisor.models import (
+    MAX_LEDGER_ENTRIES,
+    AutoSpeculation,
+    SpecServerSpec,
+    SwitchInProgress,
+)
 from specserver_advisor.policy import (
     KEEP,
     Decision,
@@ -120,6 +125,7 @@ NO_PROMETHEUS_URL = (
 def auto_step(
     spec: SpecServerSpec,
     status: dict[str, Any],
+    switch: SwitchInProgress | None,
     stored: PolicyState | None,
     obs: Observation | None,
     metrics_error: str | None,
@@ -129,16 +135,17 @@ def auto_step(
     now: float,
     paused: bool = False,
 ) -> AutoStep:
-    """One cycle. ``stored``: the policy state status holds (None: none, or unreadable);
-    ``running``: the mode of the engine Deployment (None: none)."""
+    """One cycle. ``status``: the stored status (its metrics, ledger and last reason, what the
+    step's fields are written over); ``switch`` and ``stored``: its switch under way and policy
+    state, typed (observe.py; None: none, or unreadable); ``running``: the mode of the engine
+    Deployment (None: none)."""
     policy = spec.auto_speculation or AutoSpeculation()
-    switch = status.get("switch")
-    if switch:
+    if switch is not None:
         followed = _follow_switch(status, stored, switch, policy, running, engine_ready, now)
         if followed is not None:
             return followed
         if paused:  # the policy makes no decision while paused, a cancel included
-            return AutoStep(speculative=SpecMode.from_status(switch["target"]).speculative)
+            return AutoStep(speculative=SpecMode.from_status(switch.target).speculative)
         return _cancel_switch(status, stored, switch, policy, obs, ctx, now)
     if obs is None:
         why = (
@@ -237,28 +244,28 @@ def steps_condition(
 def _follow_switch(
     status: dict[str, Any],
     stored: PolicyState | None,
-    switch: dict[str, Any],
+    switch: SwitchInProgress,
     policy: AutoSpeculation,
     running: SpecMode | None,
     engine_ready: bool,
     now: float,
 ) -> AutoStep | None:
     """The switch completed, or failed (not Ready in time: rolled back); None: neither yet."""
-    want = SpecMode.from_status(switch["target"])
+    want = SpecMode.from_status(switch.target)
     if running == want and engine_ready:
         step = AutoStep(speculative=want.speculative, switch_result="completed")
         step.status["switch"] = None
-        started = parse_time(switch["startedAt"])
+        started = parse_time(switch.started_at)
         step.events.append(
             (
                 "Normal",
                 "SwitchCompleted",
-                f"speculation {want} after {now - started:.0f}s ({switch['reason']})",
+                f"speculation {want} after {now - started:.0f}s ({switch.reason})",
             )
         )
         return step
-    if now - parse_time(switch["startedAt"]) > policy.switch_timeout_seconds:
-        back = SpecMode.from_status(switch["previous"])
+    if now - parse_time(switch.started_at) > policy.switch_timeout_seconds:
+        back = SpecMode.from_status(switch.previous)
         state = load_state(stored, running)
         state.mode = back
         state.mode_since = now
@@ -285,7 +292,7 @@ def _follow_switch(
 def _cancel_switch(
     status: dict[str, Any],
     stored: PolicyState | None,
-    switch: dict[str, Any],
+    switch: SwitchInProgress,
     policy: AutoSpeculation,
     obs: Observation | None,
     ctx: PolicyContext,
@@ -299,9 +306,9 @@ def _cancel_switch(
     the Service still on the old mode (``bluegreen.plan``), a RollingUpdate goes back to the old
     pod template. It stays in the hourly switch budget.
     """
-    want = SpecMode.from_status(switch["target"])
-    started = parse_time(switch["startedAt"])
-    cancel = reconsider(obs, stored, want, switch["reason"], started, now, policy, ctx)
+    want = SpecMode.from_status(switch.target)
+    started = parse_time(switch.started_at)
+    cancel = reconsider(obs, stored, want, switch.reason, started, now, policy, ctx)
     if cancel is None:
         return AutoStep(speculative=want.speculative)
     decision, state, keep = cancel
@@ -318,7 +325,7 @@ def _cancel_switch(
         (
             "Normal",
             str(Reason.SWITCH_CANCELLED),
-            f"switch to speculation {want} ({switch['reason']}) cancelled after "
+            f"switch to speculation {want} ({switch.reason}) cancelled after "
             f"{now - started:.0f}s, before its engine was Ready; {back} kept serving ({why})",
         )
     )

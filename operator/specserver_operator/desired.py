@@ -120,8 +120,7 @@ def desired(observed: Observed, settings: RenderSettings, memo: PassCache) -> Pa
     decided = Decided(config_error=observed.config_error)
     if observed.invalid is not None:
         decided.cfg = EngineConfig(False, "InvalidSpec", observed.invalid)
-    blue_green = children.is_blue_green(observed.body)
-    deployment = children.serving_deployment(observed.child, meta["name"], blue_green)
+    deployment = children.serving_deployment(observed.child, meta["name"], observed.blue_green)
     evaluation_s = 0.0
     if server is not None and configs is not None:
         try:
@@ -130,8 +129,8 @@ def desired(observed: Observed, settings: RenderSettings, memo: PassCache) -> Pa
             evaluation_s = time.perf_counter() - started
             if decided.step is not None:
                 want = decided.step.speculative
-            elif server.spec.mode == Mode.AUTO and current.get("switch"):
-                want = SpecMode.from_status(current["switch"]["target"]).speculative
+            elif server.spec.mode == Mode.AUTO and observed.switch is not None:
+                want = SpecMode.from_status(observed.switch.target).speculative
             else:
                 held = observed.policy_state if server.spec.mode == Mode.AUTO else None
                 want = speculation_wanted(server.spec, auto_view(current, held))
@@ -148,7 +147,7 @@ def desired(observed: Observed, settings: RenderSettings, memo: PassCache) -> Pa
         if step.decision is not None and observed.metrics is not None:
             plan.evaluated_sample = observed.metrics.ts
         plan.events += step.events
-        if step.status.get("switch") and not current.get("switch"):
+        if step.status.get("switch") and observed.switch is None:
             # The intent goes to status before any child changes: an operator killed in
             # between finds the switch there on restart and completes it (exactly once).
             plan.intent = {k: v for k, v in step.status.items() if k in INTENT_FIELDS}
@@ -302,12 +301,12 @@ def _auto(
     spec, uid, now_ts = server.spec, observed.meta["uid"], observed.now_ts
     policy = spec.auto_speculation or AutoSpeculation()
     due = now_ts - memo.last_evaluation.get(uid, 0.0) >= policy.evaluation_interval_seconds
-    if spec.mode != Mode.AUTO or not (due or current.get("switch")):
+    if spec.mode != Mode.AUTO or not (due or observed.switch):
         return None
     # The sample the policy evaluated last (a slow refresh still running, or Prometheus failing
     # and this sample held): nothing new to count (a breach counted twice would shorten the
     # confirmation) and nothing to write, until it is older than staleAfterSeconds.
-    if not current.get("switch") and _seen(observed.metrics, memo.evaluated_sample.get(uid)):
+    if not observed.switch and _seen(observed.metrics, memo.evaluated_sample.get(uid)):
         age = observed.metrics.age_s if observed.metrics is not None else None
         if age is not None and age <= policy.stale_after_seconds:
             return None
@@ -318,6 +317,7 @@ def _auto(
     return auto_step(
         spec,
         current,
+        observed.switch,
         observed.policy_state,
         observed.metrics,
         observed.metrics_error,

@@ -9,10 +9,17 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 from specserver_advisor.configchain import ModelConfigs
-from specserver_advisor.models import SpecServer
+from specserver_advisor.models import (
+    AutoSpeculation,
+    SpecServer,
+    SwitchInProgress,
+    SwitchStrategy,
+)
 from specserver_advisor.policy import Observation, PolicyState
-from specserver_operator import policystate
+from specserver_operator import children, policystate
 from specserver_operator.autopilot import NO_PROMETHEUS_URL
 
 Autoscaler = tuple[str, str, str, str]  # (kind, name, target kind, target name)
@@ -61,6 +68,26 @@ class Observed:
         here, once per snapshot, on first use (a pass that neither evaluates nor rebuilds the
         status reads none); the decision takes it from here, never from the stored dict."""
         return policystate.parse((self.body.get("status") or {}).get("policyState"))
+
+    @functools.cached_property
+    def switch(self) -> SwitchInProgress | None:
+        """``status.switch``, typed (None: no switch under way, or one the schema refuses)."""
+        stored = (self.body.get("status") or {}).get("switch")
+        if not stored:
+            return None
+        try:
+            return SwitchInProgress.model_validate(stored)
+        except ValidationError:
+            return None
+
+    @property
+    def blue_green(self) -> bool:
+        """The SpecServer switches BlueGreen (two mode Deployments): from the typed spec, or,
+        for a spec that does not parse, from the stored one (what runs is still judged by it)."""
+        if self.server is not None:
+            policy = self.server.spec.auto_speculation or AutoSpeculation()
+            return policy.switch_strategy == SwitchStrategy.BLUE_GREEN
+        return children.is_blue_green(self.body)
 
     def child(self, kind: str, name: str) -> dict[str, Any] | None:
         return self.children.get((kind, name))

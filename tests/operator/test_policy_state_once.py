@@ -130,3 +130,16 @@ def test_a_pass_between_evaluations_parses_the_stored_state_once(counted: dict[s
     assert plan.decided.step is None
     assert counted == {"parse": 1, "to_status": 1}
     assert plan.status.policy_state is not None and plan.status.policy_state.mode == "On"
+
+
+def test_a_switch_the_schema_refuses_is_typed_away_not_followed() -> None:
+    """``status.switch`` is read typed at the snapshot too: one a tenant wrote without its
+    start time is no switch (the pass evaluates, and the patch removes it); read as a dict it
+    raised KeyError out of the whole pass."""
+    broken = {"target": "Off", "previous": "On", "reason": "Forged"}  # no startedAt
+    memo = PassCache()
+    plan = desired(
+        snapshot({"policyState": stored_state(), "switch": broken}, memo), Settings(), memo
+    )
+    assert plan.decided.step is not None and plan.decided.step.switch_result is None
+    assert plan.patch.get("switch", "kept") is None

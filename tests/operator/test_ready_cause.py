@@ -87,7 +87,7 @@ def test_no_prometheus_url_is_named_as_the_cause_not_metrics_stale() -> None:
         }
     )
     step = auto_step(
-        spec, {}, None, None, NO_PROMETHEUS_URL, NEUTRAL_CONTEXT, SpecMode.ON, True, 1000.0
+        spec, {}, None, None, None, NO_PROMETHEUS_URL, NEUTRAL_CONTEXT, SpecMode.ON, True, 1000.0
     )
     assert step.metrics_condition[:2] == ("False", "NoPrometheusURL")
     ((kind, reason, message),) = step.events
@@ -96,6 +96,7 @@ def test_no_prometheus_url_is_named_as_the_cause_not_metrics_stale() -> None:
     again = auto_step(
         spec,
         {"lastDecisionReason": "MetricsStale"},
+        None,
         None,
         None,
         NO_PROMETHEUS_URL,

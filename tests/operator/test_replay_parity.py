@@ -19,7 +19,7 @@ import pytest
 
 from specserver_advisor.cli import main
 from specserver_advisor.loaders.configs import bundled
-from specserver_advisor.models import Mode, SpecServer, SpecServerSpec
+from specserver_advisor.models import Mode, SpecServer, SpecServerSpec, SwitchInProgress
 from specserver_advisor.policy import Decision, Observation, PolicyContext, SpecMode
 from specserver_advisor.replay import replay
 from specserver_operator import policystate
@@ -52,14 +52,17 @@ def operator_decisions(
     out = []
     for obs in series:
         stored = policystate.parse(status.get("policyState"))  # as observe.py reads it
-        step = auto_step(spec, status, stored, copy.copy(obs), None, ctx, running, True, obs.ts)
+        step = auto_step(
+            spec, status, None, stored, copy.copy(obs), None, ctx, running, True, obs.ts
+        )
         assert step.decision is not None
         out.append(step.decision)
         status.update(step.status)
         if status.get("switch"):
             running = SpecMode.from_status(status["switch"]["target"])
             stored = policystate.parse(status.get("policyState"))
-            done = auto_step(spec, status, stored, None, None, ctx, running, True, obs.ts)
+            switch = SwitchInProgress.model_validate(status["switch"])
+            done = auto_step(spec, status, switch, stored, None, None, ctx, running, True, obs.ts)
             assert done.switch_result == "completed"
             status.update(done.status)
     return out
