@@ -69,7 +69,7 @@ def test_zero_step_readings_are_not_scored_nor_switched_on() -> None:
 def test_the_decision_shows_the_reading_it_set_aside() -> None:
     d, _ = decide(obs(5, 80, 0), PolicyState(mode=ON), POLICY, context())
     assert d.reason == zerosteps.REASON
-    assert d.inputs["spec_num_steps"] == 0 and d.inputs["accept_length"] is None
+    assert d.inputs.spec_num_steps == 0 and d.inputs.accept_length is None
     assert d.thresholds["zero_step_batch"] == 8.0
 
 
@@ -83,7 +83,7 @@ def test_a_zero_before_the_first_decode_report_or_a_fixed_engine_is_a_reading() 
     """SGLang's steps gauge starts at 0: at a batch no zero-capable tier serves it is not the
     zero-step tier; an engine that does not adapt has none."""
     d, _ = decide(obs(5, 2, 0, accept_length=2.4), PolicyState(mode=ON), POLICY, context())
-    assert d.reason != zerosteps.REASON and d.inputs["accept_length"] == 2.4
+    assert d.reason != zerosteps.REASON and d.inputs.accept_length == 2.4
     fixed = PolicyContext([(1.2, 24.0), (4.0, 24.0)], 1.3, 2.5, False)
     d, _ = decide(obs(5, 80, 0), PolicyState(mode=ON), POLICY, fixed)
     assert d.reason != zerosteps.REASON

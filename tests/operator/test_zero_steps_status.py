@@ -70,20 +70,20 @@ def test_the_policy_context_knows_the_tiers_it_rendered() -> None:
 def test_a_zero_step_cycle_says_the_engine_acted() -> None:
     s = server()
     ctx = policy_context_for(s.spec, QWEN)
-    step = auto_step(s.spec, {}, reading(80, 0), None, ctx, "on", True, 100.0)
+    step = auto_step(s.spec, {}, None, None, reading(80, 0), None, ctx, "on", True, 100.0)
     assert step.steps_condition is not None
     status, reason, message = step.steps_condition
     assert (status, reason) == ("True", zerosteps.REASON)
     assert "0 draft steps" in message and "does not score" in message
     assert step.status["lastMetrics"]["specNumSteps"] == 0
     assert step.status["lastDecisionReason"] == zerosteps.REASON
-    assert step.decision is not None and step.decision.inputs["accept_length"] is None
+    assert step.decision is not None and step.decision.inputs.accept_length is None
 
 
 def test_a_drafting_cycle_and_a_fixed_engine() -> None:
     s = server()
     ctx = policy_context_for(s.spec, QWEN)
-    step = auto_step(s.spec, {}, reading(20, 1), None, ctx, "on", True, 100.0)
+    step = auto_step(s.spec, {}, None, None, reading(20, 1), None, ctx, "on", True, 100.0)
     assert step.steps_condition == (
         "False",
         "DraftStepsRunning",
@@ -91,6 +91,15 @@ def test_a_drafting_cycle_and_a_fixed_engine() -> None:
     )
     fixed = server(adaptive=False)
     step = auto_step(
-        fixed.spec, {}, reading(80, 0), None, policy_context_for(fixed.spec, QWEN), "on", True, 100
+        fixed.spec,
+        {},
+        None,
+        None,
+        reading(80, 0),
+        None,
+        policy_context_for(fixed.spec, QWEN),
+        "on",
+        True,
+        100,
     )
     assert step.steps_condition is None
