@@ -22,9 +22,8 @@ from dataclasses import dataclass, replace
 
 from specserver_advisor.adaptivetiers import DEFAULT_TIERS, Tier, tier_index
 from specserver_advisor.cudagraphs import graph_batch_sizes
+from specserver_advisor.modelconstants import DEFAULT_CALIBRATION, Calibration
 from specserver_advisor.perfmodel import (
-    DEFAULT_CALIBRATION,
-    Calibration,
     Prediction,
     Scenario,
     closed_loop,

@@ -17,7 +17,7 @@ from importlib import resources
 from typing import Any
 
 from specserver_advisor.gpus import lookup_gpu
-from specserver_advisor.perfmodel import DEFAULT_CALIBRATION, UNFITTED, Calibration
+from specserver_advisor.modelconstants import DEFAULT_CALIBRATION, UNFITTED, Calibration
 from specserver_advisor.plan import Plan, PlanInputs, make_plan
 from specserver_advisor.sglang.flags import parse_server_argv
 

@@ -14,7 +14,7 @@ import sys
 from specserver_advisor import SGLANG_VERSION, __version__, plan_command, policy_commands
 from specserver_advisor.errors import UsageError
 from specserver_advisor.lint import command as lint_command
-from specserver_advisor.perfmodel import DEFAULT_CALIBRATION
+from specserver_advisor.modelconstants import DEFAULT_CALIBRATION
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,8 +23,6 @@ from specserver_advisor.configvalues import ConfigShapeError
 from specserver_advisor.loaders.bounded import depth
 from specserver_advisor.sglang.context import CONTEXT_LENGTH_KEYS, TEXT_SUBCONFIG_KEYS
 
-__all__ = ["ConfigShapeError", "LoadedConfig", "check_configs", "check_model_config"]
-
 
 @dataclass(frozen=True)
 class LoadedConfig:

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from specserver_advisor import adaptivetiers, draftcontext, findings, launch_findings
-from specserver_advisor.configcheck import ConfigShapeError, LoadedConfig, check_configs
+from specserver_advisor.configcheck import LoadedConfig, check_configs
+from specserver_advisor.configvalues import ConfigShapeError
 from specserver_advisor.gpus import Gpu, UnknownGpuError, lookup_gpu
 from specserver_advisor.launch_args import (
     ARG_SOURCES,

@@ -14,10 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 from specserver_advisor.launch import EngineConfig, PlannedLaunch, TargetDraftConfigs, settle
+from specserver_advisor.lint.argv import make_launch
 from specserver_advisor.lint.model import Context, Position
 from specserver_advisor.lint.rules import RULES
 from specserver_advisor.lint.rules._base import use_plan
-from specserver_advisor.lint.sources import make_launch
 from specserver_advisor.models import SpecServerSpec
 from specserver_advisor.plan import Plan
 

@@ -22,9 +22,7 @@ from dataclasses import dataclass, replace
 
 from specserver_advisor.cudagraphs import replayed_batch
 from specserver_advisor.gpus import Gpu
-from specserver_advisor.modelconstants import DEFAULT_CALIBRATION as DEFAULT_CALIBRATION
-from specserver_advisor.modelconstants import UNFITTED as UNFITTED
-from specserver_advisor.modelconstants import Calibration as Calibration
+from specserver_advisor.modelconstants import DEFAULT_CALIBRATION, Calibration
 from specserver_advisor.modelshape import ModelShape
 from specserver_advisor.parallelism import allreduce_s, layer_launch_s
 

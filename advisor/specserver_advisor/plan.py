@@ -15,6 +15,7 @@ from typing import Any
 from specserver_advisor import memory
 from specserver_advisor.acceptcontext import accept_over_mix
 from specserver_advisor.gpus import Gpu
+from specserver_advisor.modelconstants import DEFAULT_CALIBRATION, Calibration
 from specserver_advisor.models import AutoSpeculation
 from specserver_advisor.modelshape import (
     ModelShape,
@@ -24,8 +25,6 @@ from specserver_advisor.modelshape import (
     with_launch_dtype,
 )
 from specserver_advisor.perfmodel import (
-    DEFAULT_CALIBRATION,
-    Calibration,
     Prediction,
     Scenario,
     SpecShape,

@@ -18,7 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from specserver_advisor.configcheck import ConfigShapeError, LoadedConfig, check_configs
+from specserver_advisor.configcheck import LoadedConfig, check_configs
+from specserver_advisor.configvalues import ConfigShapeError
 from specserver_advisor.errors import UsageError
 from specserver_advisor.gpus import GPUS
 from specserver_advisor.loaders.configs import (

@@ -55,7 +55,8 @@ def add_parsers(sub: Any) -> None:
 def _context(args: argparse.Namespace, spec: SpecServerSpec | None) -> PolicyContext:
     """The operator's policy context for the SpecServer (or --model/--draft/--gpu) replayed."""
     from specserver_advisor.configchain import ConfigSourceError
-    from specserver_advisor.configcheck import ConfigShapeError, check_configs
+    from specserver_advisor.configcheck import check_configs
+    from specserver_advisor.configvalues import ConfigShapeError
     from specserver_advisor.launch import settle
     from specserver_advisor.loaders.configs import ConfigNotFoundError
     from specserver_advisor.loaders.specserver import configs_for_spec

@@ -427,6 +427,6 @@ def _adaptive_controller(cfg: SimConfig) -> adaptive.AdaptiveController | None:
 
 
 def _calibration() -> Any:
-    from specserver_advisor.perfmodel import DEFAULT_CALIBRATION
+    from specserver_advisor.modelconstants import DEFAULT_CALIBRATION
 
     return DEFAULT_CALIBRATION

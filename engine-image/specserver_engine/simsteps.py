@@ -21,12 +21,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from specserver_advisor.perfmodel import (
-    Calibration,
-    Scenario,
-    prefill_chunk_time,
-    scheduled_step_time,
-)
+from specserver_advisor.modelconstants import Calibration
+from specserver_advisor.perfmodel import Scenario, prefill_chunk_time, scheduled_step_time
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specserver_advisor import configchain, findings
-from specserver_advisor.launch import INVALID_MODEL_CONFIG
+from specserver_advisor.configchain import ConfigSourceError, ModelConfigs
+from specserver_advisor.launch import INVALID_MODEL_CONFIG, extra_args_refusal
 from specserver_advisor.lint.model import Context
 from specserver_advisor.lint.rules import RULES
 from specserver_advisor.lint.specservers import SpecServerError, launch_from_specserver
@@ -43,8 +44,7 @@ from specserver_advisor.loaders import bounded
 from specserver_advisor.loaders.configs import bundled, fetch_from_endpoint
 from specserver_advisor.models import Mode, SpecServerSpec
 from specserver_operator import configsource, podpolicy, speccheck
-from specserver_operator.configsource import ConfigSourceError, HfSettings, ModelConfigs
-from specserver_operator.engineconfig import extra_args_refusal
+from specserver_operator.configsource import HfSettings
 from specserver_operator.secretreview import (
     AccessSettings,
     Caller,

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specserver_operator import children, ownstatus
+from specserver_operator.apierrors import ApiError, NotFoundError
 from specserver_operator.cachedclient import PassClient
-from specserver_operator.client import ApiError, NotFoundError
 from specserver_operator.desired import Event, PassPlan, status_of
 from specserver_operator.observe import observe_children
 from specserver_operator.observed import Observed

@@ -15,11 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from specserver_advisor.launch import EngineConfig
 from specserver_advisor.models import SpecServer
 from specserver_advisor.policy_model import SpecMode
 from specserver_operator import bluegreen
 from specserver_operator.drift import owned_digest, replicas
-from specserver_operator.engineconfig import EngineConfig
 from specserver_operator.hashes import object_hash
 from specserver_operator.names import child_name
 from specserver_operator.reconcile import deployment_state

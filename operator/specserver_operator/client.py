@@ -22,23 +22,29 @@ import urllib3
 
 from specserver_advisor.models import KIND
 from specserver_operator import apibodies, apidecode, calldeadline, secretgrants
-from specserver_operator.apierrors import ApiError as ApiError
-from specserver_operator.apierrors import InvalidNameError as InvalidNameError
-from specserver_operator.apierrors import NotFoundError as NotFoundError
-from specserver_operator.apierrors import answer_error, conflict_backoff_s, no_answer
-from specserver_operator.apiobjects import AutoscalerRef, autoscaler_ref, compact, slim_specserver
-from specserver_operator.apiobjects import slim as slim
+from specserver_operator.apierrors import (
+    ApiError,
+    NotFoundError,
+    answer_error,
+    conflict_backoff_s,
+    no_answer,
+)
+from specserver_operator.apiobjects import (
+    AutoscalerRef,
+    autoscaler_ref,
+    compact,
+    slim,
+    slim_specserver,
+)
 from specserver_operator.apipaths import (
     SUBJECT_ACCESS_REVIEWS,
+    object_path,
     request_url,
     scopes,
     webhook_configuration_path,
 )
-from specserver_operator.apipaths import object_path as object_path
 from specserver_operator.hashes import applied_hash, object_hash
-from specserver_operator.kubeconnection import Connection as Connection
-from specserver_operator.kubeconnection import headers, ssl_context
-from specserver_operator.kubeconnection import load_client_cert as load_client_cert
+from specserver_operator.kubeconnection import Connection, headers, ssl_context
 from specserver_operator.opmetrics import API_WRITES
 
 # The names imported "as" themselves above are where callers have always found them (the

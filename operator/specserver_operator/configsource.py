@@ -37,16 +37,6 @@ from specserver_advisor.loaders.configs import (
 )
 from specserver_advisor.models import SpecServerSpec
 
-__all__ = [
-    "ConfigSourceError",
-    "HfSettings",
-    "ModelConfigs",
-    "from_configmap",
-    "from_endpoint",
-    "from_inline",
-    "read_configs",
-]
-
 KEYS = {"target": "target-config.json", "draft": "draft-config.json"}
 INDEX_KEYS = {"target": "target-index.json", "draft": "draft-index.json"}
 

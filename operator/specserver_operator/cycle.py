@@ -37,8 +37,9 @@ from specserver_operator import (
     policystate,
     secretgrants,
 )
+from specserver_operator.apierrors import ApiError, NotFoundError
 from specserver_operator.cachedclient import CachedClient, PassClient
-from specserver_operator.client import ApiError, KubeClient, NotFoundError
+from specserver_operator.client import KubeClient
 from specserver_operator.faults import Faults
 from specserver_operator.leader import Elector
 from specserver_operator.objectcache import ObjectCache

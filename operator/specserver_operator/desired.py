@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from specserver_advisor.configchain import ModelConfigs
+from specserver_advisor.launch import EngineConfig
+from specserver_advisor.launchlint import build_engine_config
 from specserver_advisor.models import (
     AutoSpeculation,
     Condition,
@@ -35,7 +37,6 @@ from specserver_operator.autopilot import PAUSE_ANNOTATION, AutoStep, auto_step
 from specserver_operator.bluegreen import MODE_LABEL
 from specserver_operator.drift import drift
 from specserver_operator.drift import replicas as live_replicas
-from specserver_operator.engineconfig import EngineConfig, build_engine_config
 from specserver_operator.hashes import applied_hash
 from specserver_operator.names import child_name
 from specserver_operator.observed import Observed

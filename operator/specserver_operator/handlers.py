@@ -21,8 +21,9 @@ import kopf
 
 from specserver_advisor.models import GROUP, KIND, PLURAL, VERSION
 from specserver_operator import kopfdecode, kopfpaging, opmetrics
-from specserver_operator.client import LIST_PAGE, Connection, KubeClient
+from specserver_operator.client import LIST_PAGE, KubeClient
 from specserver_operator.cycle import Cycle
+from specserver_operator.kubeconnection import Connection
 from specserver_operator.leader import Elector
 from specserver_operator.objectcache import ObjectCache
 from specserver_operator.runsettings import Settings, read_settings

@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specserver_operator import calldeadline
-from specserver_operator.client import ApiError, KubeClient, NotFoundError
+from specserver_operator.apierrors import ApiError, NotFoundError
+from specserver_operator.client import KubeClient
 from specserver_operator.opmetrics import LEASE_FORBIDDEN
 
 log = logging.getLogger("specserver.leader")

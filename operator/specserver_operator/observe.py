@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from specserver_advisor.configchain import ConfigSourceError, ModelConfigs
 from specserver_advisor.models import SpecServer, SpecServerSpec
 from specserver_operator import (
     bluegreen,
@@ -24,10 +25,9 @@ from specserver_operator import (
     secretgrants,
     speccheck,
 )
+from specserver_operator.apierrors import ApiError, NotFoundError
 from specserver_operator.autopilot import NO_PROMETHEUS_URL
 from specserver_operator.cachedclient import PassClient
-from specserver_operator.client import ApiError, NotFoundError
-from specserver_operator.configsource import ConfigSourceError, ModelConfigs
 from specserver_operator.names import child_name
 from specserver_operator.observed import Autoscaler, ChildKey, Observed
 from specserver_operator.passcache import PassCache

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from specserver_advisor.launch import EngineConfig
 from specserver_advisor.models import Condition, Mode, SpecServerSpec
 from specserver_advisor.policy import PolicyState, SpecMode
 from specserver_operator import conditions as cond
-from specserver_operator.engineconfig import EngineConfig
 
 
 def speculation_wanted(spec: SpecServerSpec, status: dict[str, Any]) -> bool:

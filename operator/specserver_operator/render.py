@@ -13,9 +13,9 @@ from typing import Any
 import jinja2
 import yaml
 
+from specserver_advisor.launch import EngineConfig
 from specserver_advisor.models import API_VERSION, KIND, SpecServer
 from specserver_advisor.policy_model import SpecMode
-from specserver_operator.engineconfig import EngineConfig
 from specserver_operator.names import child_name
 from specserver_operator.podpolicy import pod_resources, shm_gib
 

@@ -16,11 +16,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from specserver_advisor.configchain import ModelConfigs
-from specserver_advisor.launch import INVALID_MODEL_CONFIG
+from specserver_advisor.launch import INVALID_MODEL_CONFIG, EngineConfig
+from specserver_advisor.launchlint import build_engine_config
 from specserver_advisor.models import SpecServer
 from specserver_advisor.modelshape import ConfigShapeError
 from specserver_operator import podpolicy
-from specserver_operator.engineconfig import EngineConfig, build_engine_config
 from specserver_operator.validation import context_problems, spec_problems
 
 #: (reason, message): a ConfigValid=False reason (InvalidSpec, PodPolicyRefused, a SPEC code)

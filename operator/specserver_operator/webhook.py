@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specserver_operator.admission import ReviewSettings, admission_response, answer_body
-from specserver_operator.client import ApiError, KubeClient, NotFoundError
+from specserver_operator.apierrors import ApiError, NotFoundError
+from specserver_operator.client import KubeClient
 from specserver_operator.secretreview import Caller, RecordGrant
 from specserver_operator.webhookcerts import Bundle, build_bundle, usable
 from specserver_operator.webhookserver import PATH, Server

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from cliprocess import advisor, clean_refusal
-from specserver_advisor.configcheck import ConfigShapeError, check_model_config
+from specserver_advisor.configcheck import check_model_config
+from specserver_advisor.configvalues import ConfigShapeError
 from specserver_advisor.launch import INVALID_MODEL_CONFIG, Configs
 from specserver_advisor.launchlint import build_engine_config
 from specserver_advisor.models import SpecServerSpec

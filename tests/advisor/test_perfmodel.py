@@ -98,7 +98,7 @@ def test_calibration_report_lists_every_target() -> None:
 
 
 def test_batches_above_the_captured_graphs_pay_launches_every_forward(l4: Plan) -> None:
-    from specserver_advisor.perfmodel import DEFAULT_CALIBRATION as CAL
+    from specserver_advisor.modelconstants import DEFAULT_CALIBRATION as CAL
     from specserver_advisor.perfmodel import step_time
 
     small = replace(l4.scenario, cuda_graph_max_bs=8)
@@ -114,7 +114,7 @@ def test_batches_above_the_captured_graphs_pay_launches_every_forward(l4: Plan) 
 
 
 def test_a_wide_tree_costs_more_per_step_than_a_chain(l4: Plan) -> None:
-    from specserver_advisor.perfmodel import DEFAULT_CALIBRATION as CAL
+    from specserver_advisor.modelconstants import DEFAULT_CALIBRATION as CAL
     from specserver_advisor.perfmodel import SpecShape, step_time
 
     chain = replace(l4.scenario, spec=SpecShape("EAGLE3", 3, 1, 4))

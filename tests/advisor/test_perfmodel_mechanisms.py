@@ -11,8 +11,9 @@ from typing import Any
 
 from specserver_advisor import calibration
 from specserver_advisor.gpus import lookup_gpu
+from specserver_advisor.modelconstants import DEFAULT_CALIBRATION
 from specserver_advisor.parallelism import allreduce_s, layer_launch_s
-from specserver_advisor.perfmodel import DEFAULT_CALIBRATION, forward_time, gpu_step_time
+from specserver_advisor.perfmodel import forward_time, gpu_step_time
 from specserver_advisor.plan import Plan, PlanInputs, make_plan
 from specserver_advisor.sglang.flags import parse_server_argv
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from specserver_advisor.cli import main
+from specserver_advisor.configchain import ModelConfigs
+from specserver_advisor.launchlint import build_engine_config
 from specserver_advisor.loaders.configs import bundled
 from specserver_advisor.models import SpecServer, SpecServerSpec
-from specserver_operator.configsource import ModelConfigs
-from specserver_operator.engineconfig import build_engine_config
 from stack import REPO
 
 FLAGS = [

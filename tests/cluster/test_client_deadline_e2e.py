@@ -20,7 +20,9 @@ import kopf
 import pytest
 from relays import PROMPT, STALL, Relay, drip
 
-from specserver_operator.client import CALL_DEADLINE_S, ApiError, Connection, KubeClient
+from specserver_operator.apierrors import ApiError
+from specserver_operator.client import CALL_DEADLINE_S, KubeClient
+from specserver_operator.kubeconnection import Connection
 from specserver_operator.leader import LEASE_NAME, Elector
 from stack import KubeHandle
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from specserver_advisor.perfmodel import DEFAULT_CALIBRATION, step_time
+from specserver_advisor.modelconstants import DEFAULT_CALIBRATION
+from specserver_advisor.perfmodel import step_time
 from specserver_engine.calibrate import L4_ARGS, measure_modelled
 from specserver_engine.simconfig import build_sim_config
 

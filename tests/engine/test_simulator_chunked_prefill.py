@@ -20,12 +20,8 @@ from typing import Any
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from specserver_advisor.perfmodel import (
-    DEFAULT_CALIBRATION,
-    prefill_tokens_time,
-    schedule_host_time,
-    step_time,
-)
+from specserver_advisor.modelconstants import DEFAULT_CALIBRATION
+from specserver_advisor.perfmodel import prefill_tokens_time, schedule_host_time, step_time
 from specserver_engine.simconfig import build_sim_config
 from specserver_engine.simsteps import PrefillPiece, decodes_run, prefill_pieces
 

@@ -16,6 +16,7 @@ import pytest
 import yaml
 from cryptography import x509
 
+from specserver_advisor.launch import extra_args_refusal
 from specserver_advisor.models import SpecServer
 from specserver_operator import podpolicy
 from specserver_operator.admission import (
@@ -24,7 +25,6 @@ from specserver_operator.admission import (
     answer_body,
     review_specserver,
 )
-from specserver_operator.engineconfig import extra_args_refusal
 from specserver_operator.runsettings import read_settings
 from specserver_operator.secretreview import (
     AccessSettings,

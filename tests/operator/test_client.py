@@ -17,12 +17,9 @@ from typing import Any
 
 import pytest
 
-from specserver_operator.client import (
-    Connection,
-    KubeClient,
-    load_client_cert,
-)
+from specserver_operator.client import KubeClient
 from specserver_operator.hashes import HASH_ANNOTATION, object_hash
+from specserver_operator.kubeconnection import Connection, load_client_cert
 
 
 class Api:

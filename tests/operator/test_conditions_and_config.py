@@ -8,11 +8,12 @@ from typing import Any
 import pytest
 import yaml
 
+from specserver_advisor.configchain import ConfigSourceError, ModelConfigs
+from specserver_advisor.launchlint import build_engine_config
 from specserver_advisor.models import SpecServer
 from specserver_advisor.sglang.flags import parse_server_argv
 from specserver_operator import conditions as cond
-from specserver_operator.configsource import ConfigSourceError, ModelConfigs, from_configmap
-from specserver_operator.engineconfig import build_engine_config
+from specserver_operator.configsource import from_configmap
 from specserver_operator.reconcile import compute_status, status_changes
 from stack import REPO, load_config
 
@@ -187,7 +188,7 @@ def test_nextn_without_a_draft_on_a_target_without_mtp_layers_is_invalid() -> No
 
 
 def test_adaptive_renders_sglangs_flag_and_tells_the_policy() -> None:
-    from specserver_operator.engineconfig import policy_context_for
+    from specserver_advisor.launch import policy_context_for
 
     s = server()
     s.spec.speculative.adaptive = True

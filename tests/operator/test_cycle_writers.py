@@ -18,7 +18,8 @@ from test_autopilot import SPEC, STEADY, FakeClient, Signals
 from test_faults import RecordingClient, specserver
 
 from specserver_operator import controller
-from specserver_operator.client import ApiError, KubeClient
+from specserver_operator.apierrors import ApiError
+from specserver_operator.client import KubeClient
 from specserver_operator.cycle import Cycle, Rest
 from specserver_operator.hashes import HASH_ANNOTATION, object_hash
 

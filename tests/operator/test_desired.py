@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
+from specserver_advisor.configchain import ModelConfigs
 from specserver_advisor.loaders.configs import bundled
-from specserver_operator.configsource import ModelConfigs, from_inline
+from specserver_operator.configsource import from_inline
 from specserver_operator.desired import PassPlan, desired
 from specserver_operator.hashes import HASH_ANNOTATION
 from specserver_operator.observe import validated

@@ -17,10 +17,11 @@ import yaml
 
 from specserver_advisor import draftcontext
 from specserver_advisor.cli import main
+from specserver_advisor.configchain import ModelConfigs
+from specserver_advisor.launch import policy_context_for
+from specserver_advisor.launchlint import build_engine_config
 from specserver_advisor.lint.rules import spec014_draft_rope_scaling_missing
 from specserver_advisor.models import SpecServer
-from specserver_operator.configsource import ModelConfigs
-from specserver_operator.engineconfig import build_engine_config, policy_context_for
 from specserver_operator.speccheck import parse
 from stack import REPO, load_config
 

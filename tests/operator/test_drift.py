@@ -6,10 +6,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from specserver_advisor.launch import EngineConfig
 from specserver_advisor.models import SpecServer
-from specserver_operator.client import slim
+from specserver_operator.apiobjects import slim
 from specserver_operator.drift import drift, owned_digest, quantity
-from specserver_operator.engineconfig import EngineConfig
 from specserver_operator.render import build_children
 
 SERVER = SpecServer.model_validate(

@@ -13,7 +13,8 @@ import pytest
 
 from specserver_advisor.models import KIND
 from specserver_operator import faults, opmetrics
-from specserver_operator.client import ApiError, KubeClient
+from specserver_operator.apierrors import ApiError
+from specserver_operator.client import KubeClient
 from specserver_operator.cycle import Cycle
 
 

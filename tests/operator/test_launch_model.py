@@ -8,13 +8,13 @@ from typing import Any
 
 import yaml
 
+from specserver_advisor.configchain import ModelConfigs
+from specserver_advisor.launchlint import build_engine_config
 from specserver_advisor.lint.engine import Options, lint
 from specserver_advisor.lint.specservers import launch_from_specserver
 from specserver_advisor.lint.yamlnodes import load_all
 from specserver_advisor.loaders.configs import bundled
 from specserver_advisor.models import SpecServer
-from specserver_operator.configsource import ModelConfigs
-from specserver_operator.engineconfig import build_engine_config
 
 SPEC: dict[str, Any] = {
     "apiVersion": "specserver.io/v1alpha1",

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from specserver_operator import leader
-from specserver_operator.client import ApiError, KubeClient
+from specserver_operator.apierrors import ApiError
+from specserver_operator.client import KubeClient
 from specserver_operator.cycle import Cycle
 
 

@@ -11,14 +11,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from specserver_advisor import findings
+from specserver_advisor.configchain import ModelConfigs
 from specserver_advisor.gpus import lookup_gpu
+from specserver_advisor.launchlint import build_engine_config
 from specserver_advisor.memfraction import CEILING, choose_fraction
 from specserver_advisor.memory import plan_memory
 from specserver_advisor.models import SpecServer
 from specserver_advisor.modelshape import shape_from_config
 from specserver_advisor.sglang.flags import parse_server_argv
-from specserver_operator.configsource import ModelConfigs
-from specserver_operator.engineconfig import build_engine_config
 from specserver_operator.reconcile import compute_status
 from stack import REPO, load_config
 

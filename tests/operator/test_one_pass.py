@@ -21,6 +21,7 @@ import yaml
 
 from specserver_advisor import launch, launch_args
 from specserver_advisor.cli import main
+from specserver_advisor.configchain import ModelConfigs
 from specserver_advisor.launch import MAX_PLANS, launch_from_argv, plan_launch, settle
 from specserver_advisor.launch_args import argv_of, spec_env, specserver_args
 from specserver_advisor.lint.rules import _base as rules_base
@@ -28,7 +29,6 @@ from specserver_advisor.loaders.configs import bundled
 from specserver_advisor.models import SpecServer
 from specserver_advisor.plan import policy_context
 from specserver_advisor.policy_model import NEUTRAL_CONTEXT
-from specserver_operator.configsource import ModelConfigs
 from specserver_operator.desired import desired
 from specserver_operator.observe import Observed, Settings, validated
 from specserver_operator.passcache import PassCache

@@ -14,11 +14,13 @@ import yaml
 from pydantic import ValidationError
 
 from loopbackhttp import Answer, serve, stop
+from specserver_advisor.configchain import ConfigSourceError
 from specserver_advisor.loaders import outbound
 from specserver_advisor.loaders.configs import ConfigNotFoundError, fetch_from_endpoint
 from specserver_advisor.models import SpecServer
-from specserver_operator.client import InvalidNameError, object_path
-from specserver_operator.configsource import ConfigSourceError, HfSettings, from_endpoint
+from specserver_operator.apierrors import InvalidNameError
+from specserver_operator.apipaths import object_path
+from specserver_operator.configsource import HfSettings, from_endpoint
 from specserver_operator.signals import SignalCache, url_refusal
 from stack import REPO
 

@@ -12,11 +12,11 @@ import yaml
 from test_render_golden import EXAMPLES, render
 
 from podsecurity import violations
+from specserver_advisor.configchain import ModelConfigs
+from specserver_advisor.launchlint import build_engine_config
 from specserver_advisor.loaders.configs import bundled
 from specserver_advisor.models import SpecServer
 from specserver_operator import podpolicy
-from specserver_operator.configsource import ModelConfigs
-from specserver_operator.engineconfig import build_engine_config
 from specserver_operator.render import build_children
 from stack import REPO
 

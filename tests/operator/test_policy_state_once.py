@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
+from specserver_advisor.configchain import ModelConfigs
 from specserver_advisor.loaders.configs import bundled
 from specserver_advisor.policy import Observation
 from specserver_operator import policystate
 from specserver_operator.autopilot import iso
-from specserver_operator.configsource import ModelConfigs
 from specserver_operator.desired import desired
 from specserver_operator.observe import Settings, validated
 from specserver_operator.observed import Observed

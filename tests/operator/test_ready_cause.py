@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from specserver_advisor.launch import EngineConfig
 from specserver_operator import conditions as cond
-from specserver_operator.engineconfig import EngineConfig
 from specserver_operator.reconcile import compute_status
 
 DOES_NOT_FIT = "does not fit on 1 x L4: needs >= 4 GPUs or a quantized checkpoint"
@@ -176,7 +176,7 @@ def test_no_right_to_read_secrets_means_no_warning_and_no_retry_storm() -> None:
     from test_autopilot import SPEC, FakeClient
 
     from specserver_operator import controller
-    from specserver_operator.client import ApiError
+    from specserver_operator.apierrors import ApiError
 
     class Forbidden(FakeClient):
         reads = 0

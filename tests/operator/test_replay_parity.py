@@ -18,14 +18,15 @@ from typing import Any
 import pytest
 
 from specserver_advisor.cli import main
+from specserver_advisor.configchain import ModelConfigs
+from specserver_advisor.launch import policy_context_for
 from specserver_advisor.loaders.configs import bundled
 from specserver_advisor.models import Mode, SpecServer, SpecServerSpec, SwitchInProgress
 from specserver_advisor.policy import Decision, Observation, PolicyContext, SpecMode
 from specserver_advisor.replay import replay
 from specserver_operator import policystate
 from specserver_operator.autopilot import auto_step
-from specserver_operator.configsource import ModelConfigs, from_inline
-from specserver_operator.engineconfig import policy_context_for
+from specserver_operator.configsource import from_inline
 from stack import REPO
 
 EXAMPLES = sorted((REPO / "manifests" / "examples").glob("*.yaml"))

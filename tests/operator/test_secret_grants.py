@@ -289,7 +289,7 @@ def test_a_generation_the_list_did_not_approve_is_read_once_more() -> None:
 
 
 def test_a_list_that_fails_is_not_retried_every_cycle() -> None:
-    from specserver_operator.client import ApiError
+    from specserver_operator.apierrors import ApiError
 
     class Forbidden(ListingClient):
         def list_secret_grants(self, namespace: str) -> dict[str, tuple[dict[str, str], float]]:

@@ -22,7 +22,7 @@ import yaml
 import webhookpeers
 from specserver_operator import webhookserver
 from specserver_operator.admission import ReviewSettings
-from specserver_operator.client import ApiError
+from specserver_operator.apierrors import ApiError
 from specserver_operator.secretreview import AccessSettings, Caller
 from specserver_operator.webhook import Webhook
 from specserver_operator.webhookserver import READ_DEADLINE_S, Server, caller_of

@@ -12,11 +12,12 @@ import math
 from typing import Any
 
 from specserver_advisor import zerosteps
+from specserver_advisor.configchain import ModelConfigs
+from specserver_advisor.launch import policy_context_for
+from specserver_advisor.launchlint import build_engine_config
 from specserver_advisor.models import SpecServer
 from specserver_advisor.policy import ON, Observation
 from specserver_operator.autopilot import auto_step
-from specserver_operator.configsource import ModelConfigs
-from specserver_operator.engineconfig import build_engine_config, policy_context_for
 from stack import load_config
 
 QWEN = ModelConfigs(load_config("qwen3-8b"), load_config("qwen3-8b-eagle3"), None, None, "t")

@@ -14,8 +14,7 @@ import shlex
 from typing import Any
 
 from specserver_advisor.lint import servingkinds, yamlnodes
-from specserver_advisor.lint.argv import detect, launcher_of
-from specserver_advisor.lint.argv import make_launch as make_launch
+from specserver_advisor.lint.argv import detect, launcher_of, make_launch
 from specserver_advisor.lint.configfile import config_argv
 from specserver_advisor.lint.model import Launch, Position, Workload
 from specserver_advisor.lint.shell import Relocate, forget_unresolved, from_shell, name_decided

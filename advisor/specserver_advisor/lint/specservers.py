@@ -11,10 +11,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from specserver_advisor.configcheck import ConfigShapeError, check_model_config
+from specserver_advisor.configcheck import check_model_config
+from specserver_advisor.configvalues import ConfigShapeError
 from specserver_advisor.launch_args import specserver_args
+from specserver_advisor.lint.argv import make_launch
 from specserver_advisor.lint.model import Launch, Position
-from specserver_advisor.lint.sources import _annotation_suppressions, _pos, make_launch
+from specserver_advisor.lint.sources import _annotation_suppressions, _pos
 from specserver_advisor.models import Mode, SpecServer, SpecServerSpec
 
 COMPUTED_CAP = -1
