@@ -54,9 +54,9 @@ def configmap(namespace: str, i: int) -> dict[str, Any]:
 
 
 def current_client(kubeconfig: Path, namespace: str) -> dict[str, Callable[..., Any]]:
-    """The operator's client (specserver_operator.client.KubeClient)."""
-    from specserver_operator.client import KubeClient
-    from specserver_operator.kubeconnection import Connection
+    """The operator's client (specserver_operator.kube.client.KubeClient)."""
+    from specserver_operator.kube.client import KubeClient
+    from specserver_operator.kube.connection import Connection
 
     config = json.loads(kubeconfig.read_text())
     cluster, user = config["clusters"][0]["cluster"], config["users"][0]["user"]

@@ -31,9 +31,9 @@ sys.path.insert(0, str(REPO / "scripts"))
 import devcluster  # noqa: E402
 import devprom  # noqa: E402
 import specserverdocs  # noqa: E402
-from specserver_advisor.promql import signal_queries  # noqa: E402
+from specserver_advisor.policy.promql import signal_queries  # noqa: E402
 from specserver_engine.ports import free_loopback_port  # noqa: E402
-from specserver_engine.simmetrics import ITL_BUCKETS, TTFT_BUCKETS  # noqa: E402
+from specserver_engine.sim.metrics import ITL_BUCKETS, TTFT_BUCKETS  # noqa: E402
 
 NAMESPACE = "bench"
 #: Zero-write cycles in a row that count as steady state (the rate windows have filled).

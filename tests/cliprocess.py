@@ -42,7 +42,7 @@ sys.exit(os.waitstatus_to_exitcode(status))
 """
 
 
-CLI = "specserver_advisor.cli"
+CLI = "specserver_advisor.cli.main"
 
 
 def advisor(cwd: Path, *argv: str, stdin: bytes = b"", timeout: float = 60) -> Run:

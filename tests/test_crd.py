@@ -10,14 +10,16 @@ import pytest
 import yaml
 from pydantic import BaseModel, Field, ValidationError
 
-from specserver_advisor import crdgen, jsonschemagen, models
+from specserver_advisor import models
+from specserver_advisor.schema import crd as crdgen
+from specserver_advisor.schema import jsonschema as jsonschemagen
 from stack import REPO
 
 
 def test_crd_file_matches_the_models() -> None:
     current = (REPO / "crds" / "specserver.yaml").read_text()
     assert current == crdgen.render_crd_yaml(), (
-        "crds/specserver.yaml is stale: run python -m specserver_advisor.crdgen"
+        "crds/specserver.yaml is stale: run python -m specserver_advisor.schema.crd"
     )
 
 
@@ -207,7 +209,7 @@ def _json_schema() -> dict[str, Any]:
 def test_json_schema_file_matches_the_models() -> None:
     current = (REPO / jsonschemagen.SCHEMA_PATH).read_text()
     assert current == jsonschemagen.render_json_schema(crdgen.build_crd()), (
-        f"{jsonschemagen.SCHEMA_PATH} is stale: run python -m specserver_advisor.crdgen"
+        f"{jsonschemagen.SCHEMA_PATH} is stale: run python -m specserver_advisor.schema.crd"
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from specserver_operator import opmetrics
+from specserver_operator.metrics import registry as opmetrics
 from stack import REPO
 
 

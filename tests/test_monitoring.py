@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from specserver_operator import opmetrics
+from specserver_operator.metrics import registry as opmetrics
 from stack import REPO, load_devprom
 
 MANIFESTS = REPO / "manifests"

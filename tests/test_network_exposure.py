@@ -12,7 +12,8 @@ from typing import Any
 import yaml
 
 from specserver_engine.ports import free_loopback_port
-from specserver_operator import opmetrics, settings
+from specserver_operator import settings
+from specserver_operator.metrics import registry as opmetrics
 from stack import REPO
 
 MANIFESTS = REPO / "manifests"

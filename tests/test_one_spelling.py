@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 
-from specserver_advisor.policy_model import Reason, SpecMode
+from specserver_advisor.policy.model import Reason, SpecMode
 from stack import REPO
 
 CODE = [
@@ -21,7 +21,7 @@ CODE = [
     REPO / "engine-image" / "specserver_engine",
 ]
 #: The module that spells them (``Reason``, ``SpecMode``), by file name.
-HOME = "policy_model.py"
+HOME = "policy/model.py"
 #: The plan and its front ends: the plan's output has a prediction per mode, keyed on/off.
 PLAN_FILES = "plan"
 #: Where the mode's words are spelled, and why they may be (by file name: the tree may move).

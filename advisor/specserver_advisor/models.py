@@ -1,6 +1,6 @@
 """The SpecServer API (specserver.io/v1alpha1) as pydantic models.
 
-The single source of truth for the CRD (``crdgen.py`` turns these into
+The single source of truth for the CRD (``schema/crd.py`` turns these into
 ``crds/specserver.yaml``), for the operator, and for the advisor's lint rules.
 Pure data: no Kubernetes client, no I/O.
 """
@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic.alias_generators import to_camel
 
-from specserver_advisor.loaders import bounded
+from specserver_advisor import bounded
 
 GROUP = "specserver.io"
 VERSION = "v1alpha1"

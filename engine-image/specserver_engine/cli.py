@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         from specserver_engine import preflight
 
         return preflight.main(extra, args.gpu_type, args.require_gpu, args.termination_log)
-    from specserver_engine.simulate import run_simulator
+    from specserver_engine.sim.simulate import run_simulator
 
     return run_simulator(extra)
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import aiohttp
 
-from specserver_advisor.plan_command import prompt_mix
+from specserver_advisor.cli.plan import prompt_mix
 
 #: Prompt lengths with their shares, as ``plan --prompt-len`` parses them.
 PromptMix = tuple[tuple[int, float], ...]

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from specserver_advisor.gpus import GPUS, Gpu, UnknownGpuError, lookup_gpu
-from specserver_advisor.launch import Configs, launch_from_argv
+from specserver_advisor.launch.model import Configs, launch_from_argv
 from specserver_advisor.loaders.configs import (
     ConfigNotFoundError,
     ConfigUnreadableError,

@@ -1,7 +1,7 @@
 """The only module with ``@kopf.on.*`` handlers; loaded by ``specserver-operator`` (main.py).
 
 kopf watches SpecServers, Deployments and Services; their watch events fill the object cache
-the cycle reads (objectcache.py), and a SpecServer that is new or has a new generation, labels
+the cycle reads (kube/informer.py), and a SpecServer that is new or has a new generation, labels
 or annotations gets an immediate pass through the shared cycle (cycle.py) on a fresh read.
 Only ``on.event`` handlers, no change-detection ones: kopf then keeps no diff-base or progress
 annotation and writes nothing to any object itself, so a standby replica (leader.py) is
@@ -20,14 +20,15 @@ from typing import Any
 import kopf
 
 from specserver_advisor.models import GROUP, KIND, PLURAL, VERSION
-from specserver_operator import kopfdecode, kopfpaging, opmetrics
-from specserver_operator.client import LIST_PAGE, KubeClient
-from specserver_operator.cycle import Cycle
-from specserver_operator.kubeconnection import Connection
-from specserver_operator.leader import Elector
-from specserver_operator.objectcache import ObjectCache
-from specserver_operator.runsettings import Settings, read_settings
-from specserver_operator.secretgrants import Recorder, grant_namespace
+from specserver_operator.kube import kopfdecode, kopfpaging
+from specserver_operator.kube.client import LIST_PAGE, KubeClient
+from specserver_operator.kube.connection import Connection
+from specserver_operator.kube.informer import ObjectCache
+from specserver_operator.kube.secretgrants import Recorder, grant_namespace
+from specserver_operator.loop.cycle import Cycle
+from specserver_operator.loop.leader import Elector
+from specserver_operator.metrics import registry as opmetrics
+from specserver_operator.reconcile.runsettings import Settings, read_settings
 from specserver_operator.settings import value
 
 RESOURCE = (GROUP, VERSION, PLURAL)
@@ -37,7 +38,7 @@ _CYCLE: list[Cycle] = []
 _STOP = threading.Event()
 _LOGGED_IN = threading.Event()
 _CONNECTION: list[Connection] = []
-_WEBHOOK: list[Any] = []  # the Webhook, once started (webhook.py)
+_WEBHOOK: list[Any] = []  # the Webhook, once started (webhook/service.py)
 #: The operator's settings, read on kopf's start-up (``configure``).
 _SETTINGS: list[Settings] = []
 #: Seconds an idle kopf worker lives after its object's last event (``configure``).
@@ -87,7 +88,7 @@ def _run_cycle(interval: float) -> None:
 
 def _run_webhook() -> None:
     # Imported only when the webhook is on: its certificates need `cryptography` (~8 MB RSS).
-    from specserver_operator.webhook import Webhook
+    from specserver_operator.webhook.service import Webhook
 
     # record_grant: where an allowed, authenticated review's Secret grant is recorded.
     hook = Webhook.from_env(
@@ -110,7 +111,7 @@ def tune(settings: kopf.OperatorSettings) -> None:
     # kopf's per-object worker keeps its object's last raw event (the whole body, managedFields
     # and all) while it waits for the next one: 5 s by default, so with a status write per
     # SpecServer per cycle every object's full body stayed alive through the write phase and
-    # set the RSS high-water mark. The handlers cache a trimmed copy at once (objectcache.py),
+    # set the RSS high-water mark. The handlers cache a trimmed copy at once (kube/informer.py),
     # so a worker has nothing to wait for.
     settings.queueing.idle_timeout = IDLE_WORKER_S
 

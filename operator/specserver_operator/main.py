@@ -15,7 +15,8 @@ for _unused in ("kubernetes", "kubernetes_asyncio", "pykube"):
 
 import kopf  # noqa: E402
 
-from specserver_operator import runsettings, settings  # noqa: E402
+from specserver_operator import settings  # noqa: E402
+from specserver_operator.reconcile import runsettings
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
         # kopf logs "Handler ... succeeded." for every watch event of every object (thousands
         # a minute at scale); its warnings and errors still show. Our own lines are specserver.*.
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
-    from specserver_operator import handlers, kopfpaging  # registers the handlers
+    from specserver_operator import handlers
+    from specserver_operator.kube import kopfpaging  # registers the handlers
 
     try:
         kopfpaging.install()  # before kopf lists anything; refuses a kopf it cannot wrap

@@ -23,7 +23,7 @@ from types import FrameType
 
 from hypothesis import HealthCheck, Phase, settings
 
-from specserver_advisor.cli import main
+from specserver_advisor.cli.main import main
 
 #: Per input. A hostile input the advisor handles takes well under a second.
 SECONDS = float(os.environ.get("SPECSERVER_FUZZ_SECONDS", "10"))

@@ -6,10 +6,11 @@ import dataclasses
 
 import pytest
 
-from specserver_advisor import adaptive, adaptivetiers, calibration, cudagraphs
-from specserver_advisor.adaptive import AdaptiveController, Slot
-from specserver_advisor.adaptivetiers import DEFAULT_TIERS, Tier
-from specserver_advisor.perfmodel import predict, step_time
+from specserver_advisor.perf import adaptive, calibration
+from specserver_advisor.perf.adaptive import AdaptiveController, Slot
+from specserver_advisor.perf.model import predict, step_time
+from specserver_advisor.sglang import adaptivetiers, cudagraphs
+from specserver_advisor.sglang.adaptivetiers import DEFAULT_TIERS, Tier
 
 
 def test_default_config_is_sglangs() -> None:

@@ -14,13 +14,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specserver_advisor.cli import main
-from specserver_advisor.launch import policy_context_for
+from specserver_advisor.cli.main import main
+from specserver_advisor.cli.plantext import POLICY_CROSSOVER
+from specserver_advisor.launch.model import policy_context_for
 from specserver_advisor.loaders.specserver import configs_for_spec
 from specserver_advisor.models import SpecServer, SpecServerSpec
-from specserver_advisor.plan_auto import crossover_at_prior, floor_and_typical, no_crossover_reason
-from specserver_advisor.plan_render import POLICY_CROSSOVER
-from specserver_advisor.replay import NEUTRAL_CONTEXT
+from specserver_advisor.perf.autocontext import (
+    crossover_at_prior,
+    floor_and_typical,
+    no_crossover_reason,
+)
+from specserver_advisor.replay.replay import NEUTRAL_CONTEXT
 from stack import REPO
 
 EXAMPLES = sorted((REPO / "manifests" / "examples").glob("*.yaml"))

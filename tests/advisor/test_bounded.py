@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from specserver_advisor.loaders.bounded import InputLimitError, depth, json_object, json_value
+from specserver_advisor.bounded import InputLimitError, depth, json_object, json_value
 
 
 def test_depth_counts_containers_without_recursion() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from specserver_advisor import calibration
+from specserver_advisor.perf import calibration
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "advisor.md"
 
@@ -69,7 +69,7 @@ def test_fit_on_one_card_scores_only_that_cards_figures() -> None:
 
 
 def test_cards_without_fit_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    from specserver_advisor.cli import main
+    from specserver_advisor.cli.main import main
 
     assert main(["calibrate", "--cards", "l4"]) == 2
     assert "--cards selects the figures of a fit: add --fit" in capsys.readouterr().err

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 from cliprocess import advisor, clean_refusal
-from specserver_advisor.configcheck import check_model_config
-from specserver_advisor.configvalues import ConfigShapeError
-from specserver_advisor.launch import INVALID_MODEL_CONFIG, Configs
-from specserver_advisor.launchlint import build_engine_config
+from specserver_advisor.launch.model import INVALID_MODEL_CONFIG, Configs
+from specserver_advisor.lint.launchlint import build_engine_config
 from specserver_advisor.models import SpecServerSpec
+from specserver_advisor.sglang.configcheck import check_model_config
+from specserver_advisor.sglang.configvalues import ConfigShapeError
 from stack import load_config
 
 TARGET, DRAFT = "qwen3-8b", "qwen3-8b-eagle3"

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 import yaml
 
-from specserver_advisor import configchain
-from specserver_advisor.cli import main
-from specserver_advisor.configchain import ConfigSourceError, Lookup, ModelConfigs
-from specserver_advisor.configcheck import LoadedConfig
+from specserver_advisor.cli.main import main
+from specserver_advisor.loaders import configchain
+from specserver_advisor.loaders.configchain import ConfigSourceError, Lookup, ModelConfigs
 from specserver_advisor.loaders.configs import bundled
 from specserver_advisor.models import SpecServer, SpecServerSpec
+from specserver_advisor.sglang.configcheck import LoadedConfig
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "manifests" / "examples" / "qwen3-8b-eagle3-l4.yaml"

@@ -14,10 +14,12 @@ import math
 import pytest
 import yaml
 
-from specserver_advisor import fleetsim, fleetsim_model, fleetsim_oracle
 from specserver_advisor.models import AutoSpeculation, SwitchStrategy
-from specserver_advisor.policy import OFF, ON
-from specserver_operator import bluegreen
+from specserver_advisor.policy.decide import OFF, ON
+from specserver_advisor.replay import fleetbounds as fleetsim_oracle
+from specserver_advisor.replay import fleetsim
+from specserver_advisor.replay import fleetworld as fleetsim_model
+from specserver_operator.core import bluegreen
 from stack import REPO
 
 POLICY = AutoSpeculation()

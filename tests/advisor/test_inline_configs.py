@@ -8,7 +8,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from specserver_advisor import configchain
+from specserver_advisor.loaders import configchain
 from specserver_advisor.models import MAX_INLINE_CONFIG_CHARS, InlineConfigs, SpecServerSpec
 
 SPEC = {

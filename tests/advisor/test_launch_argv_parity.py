@@ -14,12 +14,12 @@ import pytest
 import yaml
 
 from specserver_advisor.gpus import lookup_gpu
-from specserver_advisor.launch import launch_from_argv, policy_context_for
-from specserver_advisor.launch_args import spec_env
-from specserver_advisor.launchlint import build_engine_config, launch_findings
+from specserver_advisor.launch.args import spec_env
+from specserver_advisor.launch.model import launch_from_argv, policy_context_for
+from specserver_advisor.lint.launchlint import build_engine_config, launch_findings
 from specserver_advisor.loaders.specserver import configs_for_spec
 from specserver_advisor.models import Mode, SpecServer
-from specserver_advisor.policy_model import NEUTRAL_CONTEXT
+from specserver_advisor.policy.model import NEUTRAL_CONTEXT
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((REPO / "manifests" / "examples").glob("*.yaml"))

@@ -15,8 +15,12 @@ import pytest
 from stack import REPO
 
 ADVISOR = REPO / "advisor" / "specserver_advisor"
-LAUNCH_MODEL = ["launch.py", "launch_args.py", "launch_fraction.py", "launch_findings.py"]
-ABOVE = ("specserver_advisor.lint", "specserver_advisor.replay", "specserver_advisor.launchlint")
+LAUNCH_MODEL = ["launch.py", "launch/args.py", "launch/fraction.py", "launch/findings.py"]
+ABOVE = (
+    "specserver_advisor.lint",
+    "specserver_advisor.replay.replay",
+    "specserver_advisor.lint.launchlint",
+)
 
 
 def imported(path: Path) -> set[str]:
@@ -41,5 +45,5 @@ def test_the_launch_model_imports_nothing_above_it(name: str) -> None:
 
 def test_the_composition_sits_above_both() -> None:
     modules = imported(ADVISOR / "launchlint.py")
-    assert "specserver_advisor.launch" in modules
+    assert "specserver_advisor.launch.model" in modules
     assert any(m.startswith("specserver_advisor.lint.") for m in modules)

@@ -15,7 +15,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specserver_advisor.cli import main
+from specserver_advisor.cli.main import main
 from specserver_advisor.lint import docgen
 from specserver_advisor.lint.engine import Options, lint
 from specserver_advisor.lint.rules import ENGINE_CODES, RULES

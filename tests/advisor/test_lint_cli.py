@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from specserver_advisor.cli import main
+from specserver_advisor.cli.main import main
 from specserver_advisor.lint.rules import ENGINE_CODES, RULES, documentation
 from stack import REPO
 

@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from specserver_advisor import findings
-from specserver_advisor.cli import main
-from specserver_advisor.launchlint import build_engine_config
+from specserver_advisor.cli.main import main
+from specserver_advisor.lint.launchlint import build_engine_config
 from specserver_advisor.loaders.specserver import configs_for_spec
 from specserver_advisor.models import Mode, SpecServer
 

@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 import yaml
 
-from specserver_advisor.cli import main
+from specserver_advisor.cli.main import main
 from specserver_advisor.lint import render
 from specserver_advisor.lint.rules import ENGINE_CODES, RULES, documentation
 from stack import REPO

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from specserver_advisor.cli import main
+from specserver_advisor.cli.main import main
 from stack import REPO
 
 MODELS = REPO / "tests" / "advisor" / "fixtures" / "models"

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from specserver_advisor.lint.engine import Options, run
 from specserver_advisor.lint.model import Diagnostic, Launch
-from specserver_advisor.lint.shell import from_shell
-from specserver_advisor.lint.shellwords import ShellSyntaxError
+from specserver_advisor.lint.shell.evaluate import from_shell
+from specserver_advisor.lint.shell.words import ShellSyntaxError
 
 QWEN = "--model-path Qwen/Qwen3-8B"
 GOOD_SPEC = (

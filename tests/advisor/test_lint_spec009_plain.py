@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from specserver_advisor.cli import main
+from specserver_advisor.cli.main import main
 
 
 def spec009(capsys: pytest.CaptureFixture[str], tmp_path: Path, flags: str) -> list[str]:

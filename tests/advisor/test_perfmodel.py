@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from specserver_advisor import calibration
-from specserver_advisor.perfmodel import break_even_accept_length, crossover, predict
-from specserver_advisor.plan import Plan
+from specserver_advisor.perf import calibration
+from specserver_advisor.perf.model import break_even_accept_length, crossover, predict
+from specserver_advisor.perf.plan import Plan
 
 CONC = [1, 2, 4, 8, 16, 32, 64]
 
@@ -98,8 +98,8 @@ def test_calibration_report_lists_every_target() -> None:
 
 
 def test_batches_above_the_captured_graphs_pay_launches_every_forward(l4: Plan) -> None:
-    from specserver_advisor.modelconstants import DEFAULT_CALIBRATION as CAL
-    from specserver_advisor.perfmodel import step_time
+    from specserver_advisor.perf.constants import DEFAULT_CALIBRATION as CAL
+    from specserver_advisor.perf.model import step_time
 
     small = replace(l4.scenario, cuda_graph_max_bs=8)
     for spec in (False, True):
@@ -114,8 +114,8 @@ def test_batches_above_the_captured_graphs_pay_launches_every_forward(l4: Plan) 
 
 
 def test_a_wide_tree_costs_more_per_step_than_a_chain(l4: Plan) -> None:
-    from specserver_advisor.modelconstants import DEFAULT_CALIBRATION as CAL
-    from specserver_advisor.perfmodel import SpecShape, step_time
+    from specserver_advisor.perf.constants import DEFAULT_CALIBRATION as CAL
+    from specserver_advisor.perf.model import SpecShape, step_time
 
     chain = replace(l4.scenario, spec=SpecShape("EAGLE3", 3, 1, 4))
     tree = replace(l4.scenario, spec=SpecShape("EAGLE3", 3, 4, 8))

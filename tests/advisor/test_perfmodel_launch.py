@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from specserver_advisor import calibration
 from specserver_advisor.gpus import lookup_gpu
-from specserver_advisor.modelconstants import DEFAULT_CALIBRATION as CAL
-from specserver_advisor.perfmodel import predict, prefill_time, step_time
-from specserver_advisor.plan import Plan, PlanInputs, make_plan
+from specserver_advisor.perf import calibration
+from specserver_advisor.perf.constants import DEFAULT_CALIBRATION as CAL
+from specserver_advisor.perf.model import predict, prefill_time, step_time
+from specserver_advisor.perf.plan import Plan, PlanInputs, make_plan
 from specserver_advisor.sglang.flags import parse_server_argv
 
 CONC = [1, 8, 32]

@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from specserver_advisor import calibration
 from specserver_advisor.gpus import lookup_gpu
-from specserver_advisor.modelconstants import DEFAULT_CALIBRATION
-from specserver_advisor.parallelism import allreduce_s, layer_launch_s
-from specserver_advisor.perfmodel import forward_time, gpu_step_time
-from specserver_advisor.plan import Plan, PlanInputs, make_plan
+from specserver_advisor.perf import calibration
+from specserver_advisor.perf.constants import DEFAULT_CALIBRATION
+from specserver_advisor.perf.model import forward_time, gpu_step_time
+from specserver_advisor.perf.parallelism import allreduce_s, layer_launch_s
+from specserver_advisor.perf.plan import Plan, PlanInputs, make_plan
 from specserver_advisor.sglang.flags import parse_server_argv
 
 NEXTN_112 = [
@@ -186,8 +186,8 @@ def test_the_targets_rope_scaling_on_the_draft_keeps_its_acceptance() -> None:
 
 
 def test_plan_and_the_simulated_engine_price_position_alike() -> None:
-    from specserver_advisor.acceptcontext import accept_at_prompt, mean_retained
-    from specserver_engine.acceptance import long_context_factor
+    from specserver_advisor.perf.acceptcontext import accept_at_prompt, mean_retained
+    from specserver_engine.sim.acceptance import long_context_factor
 
     for position in (1024, 2048, 4096, 10240):
         assert long_context_factor(position, 2048) == mean_retained(position, position, 2048)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from specserver_advisor.cli import main
+from specserver_advisor.cli.main import main
 from specserver_advisor.loaders.configs import ConfigNotFoundError
 from specserver_advisor.loaders.configs import load_config as load
 from stack import load_config

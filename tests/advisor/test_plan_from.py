@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from specserver_advisor.cli import main
-from specserver_advisor.configchain import ModelConfigs
-from specserver_advisor.launchlint import build_engine_config
+from specserver_advisor.cli.main import main
+from specserver_advisor.lint.launchlint import build_engine_config
+from specserver_advisor.loaders.configchain import ModelConfigs
 from specserver_advisor.loaders.configs import bundled
 from specserver_advisor.models import SpecServer, SpecServerSpec
 from stack import REPO
@@ -286,7 +286,7 @@ def test_output_piped_into_head_exits_quietly(command: str, tmp_path: Path) -> N
         example = REPO / "manifests/examples/qwen3-8b-eagle3-l4.yaml"
         argv = ["replay", "--policy", str(example), "--observations", str(long)]
         argv += ["--format", "jsonl"]
-    cmd = [sys.executable, "-m", "specserver_advisor.cli", *argv]
+    cmd = [sys.executable, "-m", "specserver_advisor.cli.main", *argv]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None and proc.stderr is not None
     first = proc.stdout.readline()

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from test_plan_cli import L4_ARGS
 
-from specserver_advisor.cli import main
-from specserver_advisor.plan_command import prompt_mix
+from specserver_advisor.cli.main import main
+from specserver_advisor.cli.plan import prompt_mix
 
 REPO = Path(__file__).resolve().parents[2]
 QWEN = [

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from specserver_advisor.cli import main
-from specserver_advisor.plan_search import MAX_CANDIDATES
+from specserver_advisor.cli.main import main
+from specserver_advisor.cli.plansearch import MAX_CANDIDATES
 from specserver_advisor.sglang.flags import parse_server_argv
 from specserver_advisor.sglang.resolve import resolve_launch
 from stack import load_config
@@ -130,7 +130,7 @@ def test_deepseek_v3_nextn_h200_search_names_a_shape_and_a_crossover(
 def test_a_tree_is_no_deeper_and_wider_than_its_draft_tokens_verify() -> None:
     """Acceptance per shape: the anchor shape gets its own accept length back; a tree accepts
     no more than the draft tokens one verify checks allow."""
-    from specserver_advisor.plan_search import Shape, accept_at, keep_probability
+    from specserver_advisor.cli.plansearch import Shape, accept_at, keep_probability
 
     given = Shape(3, 1, 4)
     q = keep_probability(2.73, given)
@@ -157,7 +157,7 @@ def test_ngram_searches_draft_tokens_only(capsys: pytest.CaptureFixture[str]) ->
 def test_an_adaptive_shape_is_searched_and_its_snippet_says_adaptive(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from specserver_advisor.plan_search import candidates
+    from specserver_advisor.cli.plansearch import candidates
 
     adaptive = [s for s in candidates("EAGLE3") if s.adaptive]
     assert [s.steps for s in adaptive] == [1, 3, 5, 7]  # SGLang's positive candidate steps

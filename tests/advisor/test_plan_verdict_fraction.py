@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from specserver_advisor.cli import main
-from specserver_advisor.launchlint import build_engine_config
+from specserver_advisor.cli.main import main
+from specserver_advisor.lint.launchlint import build_engine_config
 from specserver_advisor.loaders.specserver import configs_for_spec
 from specserver_advisor.models import SpecServer
 

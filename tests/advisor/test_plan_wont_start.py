@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from specserver_advisor.cli import main
+from specserver_advisor.cli.main import main
 from stack import load_config
 
 QWEN = ["--model", "Qwen/Qwen3-8B", "--draft", "Tengyunw/qwen3_8b_eagle3", "--gpu", "L4"]

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specserver_advisor.models import AutoSpeculation
-from specserver_advisor.policy import (
+from specserver_advisor.policy.decide import (
     OFF,
     ON,
     Decision,

@@ -12,12 +12,12 @@ from functools import cache
 
 import pytest
 
-from specserver_advisor import calibration
-from specserver_advisor.autocycle import COUNT_CAP, evaluate
 from specserver_advisor.models import AutoSpeculation
-from specserver_advisor.perfmodel import Prediction, predict
-from specserver_advisor.plan import Plan, policy_context
-from specserver_advisor.policy import (
+from specserver_advisor.perf import calibration
+from specserver_advisor.perf.model import Prediction, predict
+from specserver_advisor.perf.plan import Plan, policy_context
+from specserver_advisor.policy.autocycle import COUNT_CAP, evaluate
+from specserver_advisor.policy.decide import (
     ON,
     Observation,
     PolicyState,

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from specserver_advisor.autocycle import evaluate
 from specserver_advisor.models import AutoSpeculation, SwitchStrategy
-from specserver_advisor.policy import OFF, ON, Observation, PolicyContext, PolicyState
+from specserver_advisor.policy.autocycle import evaluate
+from specserver_advisor.policy.decide import OFF, ON, Observation, PolicyContext, PolicyState
 
 #: Speculation pays below 16 users at any acceptance above 1.3.
 CTX = PolicyContext([(1.0, 16.0), (4.0, 16.0)], break_even_accept=1.3, prior_accept=2.7)

@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from specserver_advisor import fleetsim, fleetsim_model
-from specserver_advisor.cli import main
+from specserver_advisor.cli.main import main
 from specserver_advisor.models import AutoSpeculation, SwitchStrategy
-from specserver_advisor.policy import OFF, ON
+from specserver_advisor.policy.decide import OFF, ON
+from specserver_advisor.replay import fleetsim
+from specserver_advisor.replay import fleetworld as fleetsim_model
 from stack import DATA, REPO
 
 RECORDED = DATA / "observations-rise-fall.jsonl"

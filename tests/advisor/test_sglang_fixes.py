@@ -7,11 +7,10 @@ from __future__ import annotations
 import pytest
 
 from sglangflags import HAND_REGISTERED_AND_DEPRECATED
-from specserver_advisor import memory
 from specserver_advisor.gpus import lookup_gpu
-from specserver_advisor.modelshape import shape_from_config
-from specserver_advisor.sglang import context
+from specserver_advisor.sglang import context, memory
 from specserver_advisor.sglang.flags import parse_server_argv
+from specserver_advisor.sglang.modelshape import shape_from_config
 from specserver_advisor.sglang.resolve import resolve_launch
 from specserver_advisor.sglang.serverargs import predict_server
 from stack import load_config

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from specserver_advisor.cli import main
+from specserver_advisor.cli.main import main
 from specserver_advisor.gpus import lookup_gpu
-from specserver_advisor.launch import Configs, launch_from_argv
+from specserver_advisor.launch.model import Configs, launch_from_argv
 from specserver_advisor.lint.engine import Options, lint
-from specserver_advisor.plan import PlanInputs, make_plan
+from specserver_advisor.perf.plan import PlanInputs, make_plan
 from specserver_advisor.sglang.context import ContextVerdict
 from specserver_advisor.sglang.flags import parse_server_argv
 from specserver_advisor.sglang.overrides import apply_model_overrides

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from specserver_advisor.lint.engine import Options, run
-from specserver_advisor.lint.shell import from_shell
-from specserver_advisor.lint.shellbudget import MAX_ARGS, MAX_NESTING, UNITS, Budget
-from specserver_advisor.lint.shellwords import ShellSyntaxError
+from specserver_advisor.lint.shell.budget import MAX_ARGS, MAX_NESTING, UNITS, Budget
+from specserver_advisor.lint.shell.evaluate import from_shell
+from specserver_advisor.lint.shell.words import ShellSyntaxError
 
 #: A launch with one mistake the rules catch (5 draft tokens for 3 steps and topk 1: SPEC004).
 LAUNCH = (
@@ -66,7 +66,7 @@ def _limit() -> None:
 def lint_bounded(path: Path) -> tuple[int, list[dict[str, object]], str, float]:
     """``specserver-advisor lint`` in a subprocess with a memory limit and a timeout."""
     code = (
-        "import sys; from specserver_advisor.cli import main; "
+        "import sys; from specserver_advisor.cli.main import main; "
         "sys.exit(main(['lint', '--format', 'json', '--select', 'SPEC004,INFO', sys.argv[1]]))"
     )
     start = time.monotonic()

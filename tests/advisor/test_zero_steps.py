@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import math
 
-from specserver_advisor import adaptivetiers, zerosteps
-from specserver_advisor.adaptivetiers import DEFAULT_TIERS, tier_index
-from specserver_advisor.cudagraphs import graph_batch_sizes
 from specserver_advisor.models import AutoSpeculation
-from specserver_advisor.policy import ON, Observation, PolicyContext, PolicyState, decide
+from specserver_advisor.policy import zerosteps
+from specserver_advisor.policy.decide import ON, Observation, PolicyContext, PolicyState, decide
+from specserver_advisor.sglang import adaptivetiers
+from specserver_advisor.sglang.adaptivetiers import DEFAULT_TIERS, tier_index
+from specserver_advisor.sglang.cudagraphs import graph_batch_sizes
 
 POLICY = AutoSpeculation(min_dwell_seconds=0, disable_after_breaches=1)
 

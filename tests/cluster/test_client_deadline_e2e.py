@@ -1,4 +1,4 @@
-"""Every API call has one total deadline (client.py, calldeadline.py), not a timeout per read,
+"""Every API call has one total deadline (client.py, kube/deadline.py), not a timeout per read,
 and the Lease elector's calls a shorter one, derived from the lease (leader.py).
 
 The operator's client reaches the real apiserver through a loopback TCP relay (relays.py) that,
@@ -20,10 +20,10 @@ import kopf
 import pytest
 from relays import PROMPT, STALL, Relay, drip
 
-from specserver_operator.apierrors import ApiError
-from specserver_operator.client import CALL_DEADLINE_S, KubeClient
-from specserver_operator.kubeconnection import Connection
-from specserver_operator.leader import LEASE_NAME, Elector
+from specserver_operator.kube.client import CALL_DEADLINE_S, KubeClient
+from specserver_operator.kube.connection import Connection
+from specserver_operator.kube.errors import ApiError
+from specserver_operator.loop.leader import LEASE_NAME, Elector
 from stack import KubeHandle
 
 pytestmark = pytest.mark.cluster

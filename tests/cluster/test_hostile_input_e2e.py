@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from test_operator_e2e import condition, example, get, wait_for
 from test_operator_faults_e2e import Operator, named, recreated_after_delete
 
-from specserver_advisor import crdgen
+from specserver_advisor.schema import crd as crdgen
 from stack import KubeHandle
 
 pytestmark = pytest.mark.cluster

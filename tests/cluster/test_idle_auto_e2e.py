@@ -20,7 +20,7 @@ from specdocs import eagle3_auto
 from test_operator_e2e import apply, get, wait_for, written
 from test_operator_faults_e2e import Operator
 
-from specserver_advisor.promql import signal_queries
+from specserver_advisor.policy.promql import signal_queries
 from specserver_engine import loadgen
 from stack import QWEN_EAGLE3, KubeHandle
 

@@ -21,7 +21,7 @@ import pytest
 from kopf._cogs.clients import auth, fetching, watching
 from kopf._cogs.structs import credentials, references
 
-from specserver_operator import kopfpaging
+from specserver_operator.kube import kopfpaging
 from stack import KubeHandle
 
 pytestmark = pytest.mark.cluster

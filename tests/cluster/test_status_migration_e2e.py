@@ -15,7 +15,7 @@ import pytest
 import yaml
 from test_operator_e2e import Operator, apply, example, get, wait_for
 
-from specserver_advisor import crdgen
+from specserver_advisor.schema import crd as crdgen
 from stack import KubeHandle
 
 pytestmark = pytest.mark.cluster

@@ -23,7 +23,7 @@ from test_webhook import dry_run, example, operator_webhook
 
 import loopbackhttp
 import webhookpeers
-from specserver_operator.webhookserver import READ_DEADLINE_S
+from specserver_operator.webhook.server import READ_DEADLINE_S
 from stack import REPO, KubeHandle, load_config
 
 pytestmark = pytest.mark.cluster

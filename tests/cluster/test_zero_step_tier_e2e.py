@@ -23,7 +23,7 @@ from specdocs import eagle3_auto
 from test_operator_e2e import apply, condition, get, wait_for
 from test_operator_faults_e2e import Operator
 
-from specserver_advisor import zerosteps
+from specserver_advisor.policy import zerosteps
 from specserver_engine import loadgen
 from stack import QWEN_EAGLE3, KubeHandle
 

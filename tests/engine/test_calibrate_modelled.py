@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from specserver_advisor.modelconstants import DEFAULT_CALIBRATION
-from specserver_advisor.perfmodel import step_time
-from specserver_engine.calibrate import L4_ARGS, measure_modelled
-from specserver_engine.simconfig import build_sim_config
+from specserver_advisor.perf.constants import DEFAULT_CALIBRATION
+from specserver_advisor.perf.model import step_time
+from specserver_engine.sim.calibrate import L4_ARGS, measure_modelled
+from specserver_engine.sim.config import build_sim_config
 
 
 def test_the_figures_do_not_depend_on_the_wall_clock() -> None:

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specserver_advisor.launchlint import build_engine_config
+from specserver_advisor.lint.launchlint import build_engine_config
 from specserver_advisor.loaders.specserver import configs_for_spec
 from specserver_advisor.models import Mode, SpecServer
 from specserver_engine import preflight
-from specserver_engine.simconfig import build_sim_config
+from specserver_engine.sim.config import build_sim_config
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((REPO / "manifests" / "examples").glob("*.yaml"))

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from test_simulator_behaviour import metric
 
-from specserver_advisor.plan_command import prompt_mix
+from specserver_advisor.cli.plan import prompt_mix
 from specserver_engine import loadgen
 from stack import QWEN_EAGLE3
 

@@ -20,10 +20,10 @@ from contextlib import redirect_stdout
 
 import pytest
 
-from specserver_advisor.cli import main
-from specserver_advisor.plan_command import prompt_mix
-from specserver_engine.calibrate import EAGLE3, run_modelled
+from specserver_advisor.cli.main import main
+from specserver_advisor.cli.plan import prompt_mix
 from specserver_engine.loadgen import PromptLengths
+from specserver_engine.sim.calibrate import EAGLE3, run_modelled
 
 MIX = "p50=256,p90=1024,p99=6144"
 ACCEPT = "2.5"

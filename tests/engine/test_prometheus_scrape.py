@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from prometheus_api_client import PrometheusConnect
 
-from specserver_advisor.promql import signal_queries
+from specserver_advisor.policy.promql import signal_queries
 from specserver_engine import loadgen
 from stack import QWEN_EAGLE3
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from prometheus_api_client import PrometheusConnect
 
-from specserver_advisor.cli import main
+from specserver_advisor.cli.main import main
 from specserver_engine import loadgen
 from stack import QWEN_EAGLE3
 

@@ -6,9 +6,9 @@ import asyncio
 
 from prometheus_client import generate_latest
 
-from specserver_engine.simconfig import build_sim_config
-from specserver_engine.simengine import SimEngine
-from specserver_engine.simmetrics import EngineMetrics
+from specserver_engine.sim.config import build_sim_config
+from specserver_engine.sim.engine import SimEngine
+from specserver_engine.sim.metrics import EngineMetrics
 from stack import QWEN_EAGLE3
 
 BASE = [*QWEN_EAGLE3, "--sim-gpu", "H100", "--time-scale", "2000", "--sim-startup-seconds", "0"]

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from specserver_engine.simmetrics import E2E_BUCKETS, ITL_BUCKETS, TTFT_BUCKETS
+from specserver_engine.sim.metrics import E2E_BUCKETS, ITL_BUCKETS, TTFT_BUCKETS
 from stack import QWEN_EAGLE3, Simulator
 
 FAST = ["--time-scale", "50", "--sim-startup-seconds", "0"]

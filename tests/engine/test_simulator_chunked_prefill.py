@@ -20,10 +20,10 @@ from typing import Any
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from specserver_advisor.modelconstants import DEFAULT_CALIBRATION
-from specserver_advisor.perfmodel import prefill_tokens_time, schedule_host_time, step_time
-from specserver_engine.simconfig import build_sim_config
-from specserver_engine.simsteps import PrefillPiece, decodes_run, prefill_pieces
+from specserver_advisor.perf.constants import DEFAULT_CALIBRATION
+from specserver_advisor.perf.model import prefill_tokens_time, schedule_host_time, step_time
+from specserver_engine.sim.config import build_sim_config
+from specserver_engine.sim.steps import PrefillPiece, decodes_run, prefill_pieces
 
 PLAIN = ["--model-path", "Qwen/Qwen3-8B", "--mem-fraction-static", "0.85"]
 FAST = ["--sim-startup-seconds", "0", "--enable-metrics"]

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import asyncio
 
-from specserver_engine.simconfig import build_sim_config
-from specserver_engine.simengine import SimEngine
-from specserver_engine.simsteps import PrefillPiece, prefill_pieces
+from specserver_engine.sim.config import build_sim_config
+from specserver_engine.sim.engine import SimEngine
+from specserver_engine.sim.steps import PrefillPiece, prefill_pieces
 
 L4 = ["--model-path", "Qwen/Qwen3-8B", "--mem-fraction-static", "0.85", "--sim-gpu", "L4"]
 

@@ -16,23 +16,23 @@ import pytest
 import yaml
 from cryptography import x509
 
-from specserver_advisor.launch import extra_args_refusal
+from specserver_advisor.launch.model import extra_args_refusal
 from specserver_advisor.models import SpecServer
-from specserver_operator import podpolicy
-from specserver_operator.admission import (
+from specserver_operator.core import podpolicy
+from specserver_operator.reconcile.runsettings import read_settings
+from specserver_operator.webhook.admission import (
     ReviewSettings,
     admission_response,
     answer_body,
     review_specserver,
 )
-from specserver_operator.runsettings import read_settings
-from specserver_operator.secretreview import (
+from specserver_operator.webhook.certs import RENEW_BEFORE, VALIDITY, build_bundle, usable
+from specserver_operator.webhook.secretreview import (
     AccessSettings,
     Caller,
     ReviewAccess,
     secret_access_review,
 )
-from specserver_operator.webhookcerts import RENEW_BEFORE, VALIDITY, build_bundle, usable
 from stack import REPO
 
 #: A review the API server sent (its client certificate verified by the webhook's TLS).

@@ -20,10 +20,10 @@ import yaml
 from test_desired import SETTINGS, condition, observed
 
 from specserver_advisor.loaders.configs import bundled
-from specserver_operator.admission import admission_response, answer_body
-from specserver_operator.desired import desired
-from specserver_operator.passcache import PassCache
-from specserver_operator.secretreview import Caller
+from specserver_operator.core.desired import desired
+from specserver_operator.core.passcache import PassCache
+from specserver_operator.webhook.admission import admission_response, answer_body
+from specserver_operator.webhook.secretreview import Caller
 from stack import REPO
 
 CRD = yaml.safe_load((REPO / "crds" / "specserver.yaml").read_text())

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from specserver_operator import apidecode, kopfdecode
-from specserver_operator.apiobjects import compact
-from specserver_operator.client import kept
+from specserver_operator.kube import decode as apidecode
+from specserver_operator.kube import kopfdecode
+from specserver_operator.kube.client import kept
+from specserver_operator.kube.objects import compact
 
 META = {"name": "deep", "namespace": "tenant-b", "resourceVersion": "4711"}
 

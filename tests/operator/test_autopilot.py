@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from specserver_advisor.autocycle import COUNT_CAP
-from specserver_advisor.policy import Observation
-from specserver_operator import controller
-from specserver_operator.hashes import HASH_ANNOTATION, applied_hash, object_hash
+from specserver_advisor.policy.autocycle import COUNT_CAP
+from specserver_advisor.policy.decide import Observation
+from specserver_operator.core.hashes import HASH_ANNOTATION, applied_hash, object_hash
+from specserver_operator.reconcile import controller
 
 SPEC = {
     "apiVersion": "specserver.io/v1alpha1",
@@ -227,8 +227,8 @@ def test_stale_metrics_hold_and_report() -> None:
 
 
 def test_policy_state_is_rewritten_only_for_a_material_change() -> None:
-    from specserver_advisor.policy import PolicyState
-    from specserver_operator.autopilot import persisted
+    from specserver_advisor.policy.decide import PolicyState
+    from specserver_operator.core.autopilot import persisted
 
     first = persisted(PolicyState(mode="on", last_queued=0.0, last_accept=2.7), None, 1000.0)
     noisy = PolicyState(mode="on", last_queued=3.0, last_accept=2.74)
@@ -276,7 +276,7 @@ def test_a_metric_that_goes_away_is_removed_and_then_nothing_is_written() -> Non
 
 
 def test_a_policy_state_written_as_json_by_the_previous_version_is_migrated_once() -> None:
-    from specserver_operator import policystate
+    from specserver_operator.core import policystate
 
     client = FakeClient()
     cycle(client, Signals(**STEADY), 1000)

@@ -11,7 +11,7 @@ import pytest
 from test_autopilot import OVERLOAD, SPEC, STEADY, FakeClient, Signals, mode
 from test_bluegreen import Store
 
-from specserver_operator import controller
+from specserver_operator.reconcile import controller
 
 AUTO_BLUE_GREEN: dict[str, Any] = copy.deepcopy(SPEC)
 AUTO_BLUE_GREEN["metadata"]["uid"] = "u-cancel"

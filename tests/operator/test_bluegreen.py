@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from test_autopilot import SPEC, FakeClient
 
-from specserver_operator import bluegreen, controller
+from specserver_operator.core import bluegreen
+from specserver_operator.reconcile import controller
 
 
 def test_first_deploy_serves_the_wanted_mode_at_once() -> None:

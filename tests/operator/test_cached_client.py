@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from specserver_advisor.models import KIND
-from specserver_operator import cachedclient, secretgrants
-from specserver_operator.cachedclient import CACHED, FORWARDED, WRITTEN_BACK, CachedClient
-from specserver_operator.client import KubeClient
-from specserver_operator.objectcache import ObjectCache
+from specserver_operator.kube import cachedclient, secretgrants
+from specserver_operator.kube.cachedclient import CACHED, FORWARDED, WRITTEN_BACK, CachedClient
+from specserver_operator.kube.client import KubeClient
+from specserver_operator.kube.informer import ObjectCache
 
 DEPLOYMENT = {
     "apiVersion": "apps/v1",

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from specserver_operator.client import KubeClient
-from specserver_operator.hashes import HASH_ANNOTATION, object_hash
-from specserver_operator.kubeconnection import Connection, load_client_cert
+from specserver_operator.core.hashes import HASH_ANNOTATION, object_hash
+from specserver_operator.kube.client import KubeClient
+from specserver_operator.kube.connection import Connection, load_client_cert
 
 
 class Api:

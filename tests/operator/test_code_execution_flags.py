@@ -9,8 +9,9 @@ import pytest
 from test_autopilot import SPEC, FakeClient
 
 from specserver_advisor.models import SpecServer
-from specserver_operator import controller, podpolicy
-from specserver_operator.runsettings import Settings
+from specserver_operator.core import podpolicy
+from specserver_operator.reconcile import controller
+from specserver_operator.reconcile.runsettings import Settings
 
 SPELLINGS = [
     "--trust-remote-code",

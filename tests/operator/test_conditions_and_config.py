@@ -8,13 +8,13 @@ from typing import Any
 import pytest
 import yaml
 
-from specserver_advisor.configchain import ConfigSourceError, ModelConfigs
-from specserver_advisor.launchlint import build_engine_config
+from specserver_advisor.lint.launchlint import build_engine_config
+from specserver_advisor.loaders.configchain import ConfigSourceError, ModelConfigs
 from specserver_advisor.models import SpecServer
 from specserver_advisor.sglang.flags import parse_server_argv
-from specserver_operator import conditions as cond
-from specserver_operator.configsource import from_configmap
-from specserver_operator.reconcile import compute_status, status_changes
+from specserver_operator.core import conditions as cond
+from specserver_operator.core.status import compute_status, status_changes
+from specserver_operator.reconcile.configsource import from_configmap
 from stack import REPO, load_config
 
 QWEN = ModelConfigs(load_config("qwen3-8b"), load_config("qwen3-8b-eagle3"), None, None, "t")
@@ -188,7 +188,7 @@ def test_nextn_without_a_draft_on_a_target_without_mtp_layers_is_invalid() -> No
 
 
 def test_adaptive_renders_sglangs_flag_and_tells_the_policy() -> None:
-    from specserver_advisor.launch import policy_context_for
+    from specserver_advisor.launch.model import policy_context_for
 
     s = server()
     s.spec.speculative.adaptive = True

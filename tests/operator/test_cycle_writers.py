@@ -17,11 +17,11 @@ from typing import Any
 from test_autopilot import SPEC, STEADY, FakeClient, Signals
 from test_faults import RecordingClient, specserver
 
-from specserver_operator import controller
-from specserver_operator.apierrors import ApiError
-from specserver_operator.client import KubeClient
-from specserver_operator.cycle import Cycle, Rest
-from specserver_operator.hashes import HASH_ANNOTATION, object_hash
+from specserver_operator.core.hashes import HASH_ANNOTATION, object_hash
+from specserver_operator.kube.client import KubeClient
+from specserver_operator.kube.errors import ApiError
+from specserver_operator.loop.cycle import Cycle, Rest
+from specserver_operator.reconcile import controller
 
 STAMP = "2026-01-01T00:16:40Z"
 
@@ -175,7 +175,8 @@ def test_a_write_a_handler_overtook_is_dropped() -> None:
 
 
 def test_the_connection_pool_keeps_a_connection_per_writer() -> None:
-    from specserver_operator import client, cycle
+    from specserver_operator.kube import client
+    from specserver_operator.loop import cycle
 
     assert cycle.WRITERS < client.POOL_CONNECTIONS  # else urllib3 opens and drops the rest
 

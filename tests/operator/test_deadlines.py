@@ -11,8 +11,9 @@ import pytest
 
 from loopbacktcp import Drip, Listener, Tarpit
 from specserver_advisor.loaders.configs import ConfigNotFoundError, fetch_from_endpoint
-from specserver_operator import calldeadline, signals
-from specserver_operator.signals import SignalCache, refresh_all
+from specserver_operator.kube import deadline as calldeadline
+from specserver_operator.reconcile import signals
+from specserver_operator.reconcile.signals import SignalCache, refresh_all
 
 
 @pytest.fixture(params=["silent", "drip"])

@@ -13,16 +13,16 @@ from typing import Any
 
 import pytest
 
-from specserver_advisor.configchain import ModelConfigs
+from specserver_advisor.loaders.configchain import ModelConfigs
 from specserver_advisor.loaders.configs import bundled
-from specserver_operator.configsource import from_inline
-from specserver_operator.desired import PassPlan, desired
-from specserver_operator.hashes import HASH_ANNOTATION
-from specserver_operator.observe import validated
-from specserver_operator.observed import Observed
-from specserver_operator.passcache import PassCache
-from specserver_operator.runsettings import Settings
-from specserver_operator.statusmodel import serialized
+from specserver_operator.core.desired import PassPlan, desired
+from specserver_operator.core.hashes import HASH_ANNOTATION
+from specserver_operator.core.observed import Observed
+from specserver_operator.core.passcache import PassCache
+from specserver_operator.core.statusmodel import serialized
+from specserver_operator.reconcile.configsource import from_inline
+from specserver_operator.reconcile.observe import validated
+from specserver_operator.reconcile.runsettings import Settings
 from stack import load_config
 
 NOW, NOW_TS = "2026-11-30T12:00:00Z", 1_800_000_000.0
@@ -125,7 +125,7 @@ def test_nothing_changed_plans_no_write_at_all() -> None:
 def test_a_status_found_canonical_is_not_rebuilt_but_a_new_version_is_compared(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from specserver_operator import statusmodel
+    from specserver_operator.core import statusmodel
 
     body, kids, memo = settled()
     body["metadata"] = dict(body["metadata"], resourceVersion="7")
@@ -271,7 +271,8 @@ def test_a_switch_left_in_status_does_not_outlive_auto() -> None:
 def test_an_auto_generation_renders_each_mode_once_policy_context_included(
     monkeypatch: Any,
 ) -> None:
-    from specserver_advisor import launch, launchlint
+    from specserver_advisor.launch import model as launch
+    from specserver_advisor.lint import launchlint
 
     calls: list[bool] = []
     real = launchlint.build_engine_config
@@ -281,7 +282,7 @@ def test_an_auto_generation_renders_each_mode_once_policy_context_included(
         return real(spec, configs, speculative, env)
 
     monkeypatch.setattr(launchlint, "build_engine_config", counted)
-    monkeypatch.setattr("specserver_operator.desired.build_engine_config", counted)
+    monkeypatch.setattr("specserver_operator.core.desired.build_engine_config", counted)
     body = copy.deepcopy(BODY)
     body["spec"]["mode"] = "Auto"
     body["spec"]["autoSpeculation"] = {"evaluationIntervalSeconds": 5}

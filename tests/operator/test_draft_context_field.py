@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 import yaml
 
-from specserver_advisor import draftcontext
-from specserver_advisor.cli import main
-from specserver_advisor.configchain import ModelConfigs
-from specserver_advisor.launch import policy_context_for
-from specserver_advisor.launchlint import build_engine_config
+from specserver_advisor.cli.main import main
+from specserver_advisor.launch.model import policy_context_for
+from specserver_advisor.lint.launchlint import build_engine_config
 from specserver_advisor.lint.rules import spec014_draft_rope_scaling_missing
+from specserver_advisor.loaders.configchain import ModelConfigs
 from specserver_advisor.models import SpecServer
-from specserver_operator.speccheck import parse
+from specserver_advisor.sglang import draftcontext
+from specserver_operator.core.speccheck import parse
 from stack import REPO, load_config
 
 TARGET, DRAFT = load_config("llama-3.1-8b"), load_config("eagle3-2048-positions")

@@ -6,11 +6,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from specserver_advisor.launch import EngineConfig
+from specserver_advisor.launch.model import EngineConfig
 from specserver_advisor.models import SpecServer
-from specserver_operator.apiobjects import slim
-from specserver_operator.drift import drift, owned_digest, quantity
-from specserver_operator.render import build_children
+from specserver_operator.core.drift import drift, owned_digest, quantity
+from specserver_operator.core.render import build_children
+from specserver_operator.kube.objects import slim
 
 SERVER = SpecServer.model_validate(
     {

@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 
 from specserver_advisor.models import KIND
-from specserver_operator import faults, opmetrics
-from specserver_operator.apierrors import ApiError
-from specserver_operator.client import KubeClient
-from specserver_operator.cycle import Cycle
+from specserver_operator.kube.client import KubeClient
+from specserver_operator.kube.errors import ApiError
+from specserver_operator.loop import faults
+from specserver_operator.loop.cycle import Cycle
+from specserver_operator.metrics import registry as opmetrics
 
 
 def specserver(name: str, generation: int = 1) -> dict[str, Any]:

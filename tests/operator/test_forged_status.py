@@ -8,7 +8,7 @@ import copy
 
 from test_autopilot import STEADY, FakeClient, Signals, cycle, mode
 
-from specserver_operator import ownstatus
+from specserver_operator.core import ownstatus
 
 FORGED_SWITCH = {
     "target": "Off",

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PROBE = """
 import sys
 sys.path.insert(0, {operator!r})
-from specserver_operator import heaptrim
+from specserver_operator.loop import heaptrim
 
 def rss_kb():
     for line in open("/proc/self/status"):
@@ -64,7 +64,8 @@ def test_each_cycle_trims_within_its_own_cpu_window(monkeypatch: pytest.MonkeyPa
     the calling thread's CPU)."""
     from test_faults import FaultyCycle, RecordingClient, specserver
 
-    from specserver_operator import heaptrim, opmetrics
+    from specserver_operator.loop import heaptrim
+    from specserver_operator.metrics import registry as opmetrics
 
     trims: list[str] = []
 

@@ -14,7 +14,7 @@ import kopf
 import pytest
 from kopf._cogs.clients import fetching
 
-from specserver_operator import kopfpaging
+from specserver_operator.kube import kopfpaging
 from stack import REPO
 
 

@@ -8,12 +8,12 @@ from typing import Any
 
 import yaml
 
-from specserver_advisor.configchain import ModelConfigs
-from specserver_advisor.launchlint import build_engine_config
 from specserver_advisor.lint.engine import Options, lint
+from specserver_advisor.lint.launchlint import build_engine_config
 from specserver_advisor.lint.specservers import launch_from_specserver
-from specserver_advisor.lint.yamlnodes import load_all
+from specserver_advisor.loaders.configchain import ModelConfigs
 from specserver_advisor.loaders.configs import bundled
+from specserver_advisor.loaders.yamlnodes import load_all
 from specserver_advisor.models import SpecServer
 
 SPEC: dict[str, Any] = {

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from specserver_operator import leader
-from specserver_operator.apierrors import ApiError
-from specserver_operator.client import KubeClient
-from specserver_operator.cycle import Cycle
+from specserver_operator.kube.client import KubeClient
+from specserver_operator.kube.errors import ApiError
+from specserver_operator.loop import leader
+from specserver_operator.loop.cycle import Cycle
 
 
 class LeaseStore(KubeClient):
@@ -131,7 +131,7 @@ class Forbidding(LeaseStore):
 def test_a_forbidden_lease_is_logged_once_naming_lease_namespace_and_verb(
     clock: Clock, verb: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from specserver_operator.opmetrics import LEASE_FORBIDDEN
+    from specserver_operator.metrics.registry import LEASE_FORBIDDEN
 
     store = Forbidding(verb)
     a = leader.Elector(store, "ops", identity="a", lease_s=15)

@@ -11,15 +11,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from specserver_advisor import findings
-from specserver_advisor.configchain import ModelConfigs
 from specserver_advisor.gpus import lookup_gpu
-from specserver_advisor.launchlint import build_engine_config
-from specserver_advisor.memfraction import CEILING, choose_fraction
-from specserver_advisor.memory import plan_memory
+from specserver_advisor.lint.launchlint import build_engine_config
+from specserver_advisor.loaders.configchain import ModelConfigs
 from specserver_advisor.models import SpecServer
-from specserver_advisor.modelshape import shape_from_config
 from specserver_advisor.sglang.flags import parse_server_argv
-from specserver_operator.reconcile import compute_status
+from specserver_advisor.sglang.memfraction import CEILING, choose_fraction
+from specserver_advisor.sglang.memory import plan_memory
+from specserver_advisor.sglang.modelshape import shape_from_config
+from specserver_operator.core.status import compute_status
 from stack import REPO, load_config
 
 QWEN = ModelConfigs(load_config("qwen3-8b"), load_config("qwen3-8b-eagle3"), None, None, "t")
@@ -162,7 +162,7 @@ def test_the_computed_fraction_is_announced_once_by_an_event() -> None:
 
     from test_autopilot import SPEC, FakeClient
 
-    from specserver_operator import controller
+    from specserver_operator.reconcile import controller
 
     client = FakeClient()
     body = copy.deepcopy(SPEC)

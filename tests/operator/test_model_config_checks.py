@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from specserver_operator.admission import review_specserver
+from specserver_operator.webhook.admission import review_specserver
 from stack import load_config
 
 
@@ -52,8 +52,8 @@ def test_admission_refuses_a_bad_inline_config_naming_the_key(
 
 
 def test_a_configmap_nested_deep_or_with_an_odd_index_names_the_key() -> None:
-    from specserver_advisor.configchain import ConfigSourceError
-    from specserver_operator.configsource import from_configmap
+    from specserver_advisor.loaders.configchain import ConfigSourceError
+    from specserver_operator.reconcile.configsource import from_configmap
 
     target = json.dumps(load_config("qwen3-8b"))
     deep = '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from specserver_operator.objectcache import ObjectCache
+from specserver_operator.kube.informer import ObjectCache
 
 
 def deployment(rv: str, replicas: int) -> dict[str, Any]:

@@ -19,19 +19,20 @@ from typing import Any
 import pytest
 import yaml
 
-from specserver_advisor import launch, launch_args
-from specserver_advisor.cli import main
-from specserver_advisor.configchain import ModelConfigs
-from specserver_advisor.launch import MAX_PLANS, launch_from_argv, plan_launch, settle
-from specserver_advisor.launch_args import argv_of, spec_env, specserver_args
+from specserver_advisor.cli.main import main
+from specserver_advisor.launch import args as launch_args
+from specserver_advisor.launch import model as launch
+from specserver_advisor.launch.args import argv_of, spec_env, specserver_args
+from specserver_advisor.launch.model import MAX_PLANS, launch_from_argv, plan_launch, settle
 from specserver_advisor.lint.rules import _base as rules_base
+from specserver_advisor.loaders.configchain import ModelConfigs
 from specserver_advisor.loaders.configs import bundled
 from specserver_advisor.models import SpecServer
-from specserver_advisor.plan import policy_context
-from specserver_advisor.policy_model import NEUTRAL_CONTEXT
-from specserver_operator.desired import desired
-from specserver_operator.observe import Observed, Settings, validated
-from specserver_operator.passcache import PassCache
+from specserver_advisor.perf.plan import policy_context
+from specserver_advisor.policy.model import NEUTRAL_CONTEXT
+from specserver_operator.core.desired import desired
+from specserver_operator.core.passcache import PassCache
+from specserver_operator.reconcile.observe import Observed, Settings, validated
 from stack import REPO
 
 EXAMPLE = REPO / "manifests" / "examples" / "qwen3-8b-eagle3-l4.yaml"

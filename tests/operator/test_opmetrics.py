@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import generate_latest
 
-from specserver_operator import opmetrics
+from specserver_operator.metrics import registry as opmetrics
 
 
 def _exposition() -> str:

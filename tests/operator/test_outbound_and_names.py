@@ -14,14 +14,14 @@ import yaml
 from pydantic import ValidationError
 
 from loopbackhttp import Answer, serve, stop
-from specserver_advisor.configchain import ConfigSourceError
 from specserver_advisor.loaders import outbound
+from specserver_advisor.loaders.configchain import ConfigSourceError
 from specserver_advisor.loaders.configs import ConfigNotFoundError, fetch_from_endpoint
 from specserver_advisor.models import SpecServer
-from specserver_operator.apierrors import InvalidNameError
-from specserver_operator.apipaths import object_path
-from specserver_operator.configsource import HfSettings, from_endpoint
-from specserver_operator.signals import SignalCache, url_refusal
+from specserver_operator.kube.errors import InvalidNameError
+from specserver_operator.kube.paths import object_path
+from specserver_operator.reconcile.configsource import HfSettings, from_endpoint
+from specserver_operator.reconcile.signals import SignalCache, url_refusal
 from stack import REPO
 
 SECRET_BODY = b"INTERNAL-ONLY: db_password=hunter2-do-not-leak"

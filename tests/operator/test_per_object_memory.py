@@ -9,9 +9,9 @@ import json
 from typing import Any
 
 from specserver_advisor.models import MAX_INLINE_CONFIG_CHARS
-from specserver_operator import observe
-from specserver_operator.objectcache import trimmed
-from specserver_operator.passcache import PassCache
+from specserver_operator.core.passcache import PassCache
+from specserver_operator.kube.informer import trimmed
+from specserver_operator.reconcile import observe
 
 BODY: dict[str, Any] = {
     "apiVersion": "specserver.io/v1alpha1",
@@ -64,7 +64,7 @@ def test_the_cache_keeps_no_copy_of_the_spec_made_by_kubectl_or_kopf() -> None:
 
 
 def test_shared_results_are_keyed_by_a_digest_not_the_specs_text() -> None:
-    from specserver_operator import desired
+    from specserver_operator.core import desired
 
     memo = PassCache()
     config = json.dumps({"architectures": ["Qwen3ForCausalLM"], "pad": "x" * 1000})

@@ -12,12 +12,12 @@ import yaml
 from test_render_golden import EXAMPLES, render
 
 from podsecurity import violations
-from specserver_advisor.configchain import ModelConfigs
-from specserver_advisor.launchlint import build_engine_config
+from specserver_advisor.lint.launchlint import build_engine_config
+from specserver_advisor.loaders.configchain import ModelConfigs
 from specserver_advisor.loaders.configs import bundled
 from specserver_advisor.models import SpecServer
-from specserver_operator import podpolicy
-from specserver_operator.render import build_children
+from specserver_operator.core import podpolicy
+from specserver_operator.core.render import build_children
 from stack import REPO
 
 EXAMPLE = REPO / "manifests" / "examples" / "qwen3-8b-eagle3-l4.yaml"

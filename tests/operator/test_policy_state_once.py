@@ -15,15 +15,15 @@ from typing import Any
 
 import pytest
 
-from specserver_advisor.configchain import ModelConfigs
+from specserver_advisor.loaders.configchain import ModelConfigs
 from specserver_advisor.loaders.configs import bundled
-from specserver_advisor.policy import Observation
-from specserver_operator import policystate
-from specserver_operator.autopilot import iso
-from specserver_operator.desired import desired
-from specserver_operator.observe import Settings, validated
-from specserver_operator.observed import Observed
-from specserver_operator.passcache import PassCache
+from specserver_advisor.policy.decide import Observation
+from specserver_operator.core import policystate
+from specserver_operator.core.autopilot import iso
+from specserver_operator.core.desired import desired
+from specserver_operator.core.observed import Observed
+from specserver_operator.core.passcache import PassCache
+from specserver_operator.reconcile.observe import Settings, validated
 
 NOW, NOW_TS = "2026-11-30T12:00:00Z", 1_800_000_000.0
 BODY: dict[str, Any] = {

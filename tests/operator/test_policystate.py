@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 
-from specserver_advisor.autocycle import evaluate, load_state
 from specserver_advisor.models import (
     MAX_POLICY_BANDS,
     MAX_SWITCH_TIMES,
@@ -13,8 +12,9 @@ from specserver_advisor.models import (
     AutoSpeculation,
     SpecServerStatus,
 )
-from specserver_advisor.policy import Observation, PolicyContext, PolicyState
-from specserver_operator import policystate
+from specserver_advisor.policy.autocycle import evaluate, load_state
+from specserver_advisor.policy.decide import Observation, PolicyContext, PolicyState
+from specserver_operator.core import policystate
 
 CTX = PolicyContext(crossover_by_accept=[(2.0, 8.0), (3.0, 16.0)], break_even_accept=1.4,
                     prior_accept=2.5)  # fmt: skip

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from specserver_advisor.launch import EngineConfig
-from specserver_operator import conditions as cond
-from specserver_operator.reconcile import compute_status
+from specserver_advisor.launch.model import EngineConfig
+from specserver_operator.core import conditions as cond
+from specserver_operator.core.status import compute_status
 
 DOES_NOT_FIT = "does not fit on 1 x L4: needs >= 4 GPUs or a quantized checkpoint"
 
@@ -43,7 +43,7 @@ def deployment(ready_replicas: int) -> dict[str, Any]:
 
 def approved(uid: str) -> dict[str, str]:
     """A grant approving Secret hf-token for generation 1 (secretgrants.py)."""
-    from specserver_operator.secretgrants import grant_patch
+    from specserver_operator.kube.secretgrants import grant_patch
 
     patch = grant_patch(None, "llm", "x", uid, 1, "hf-token", "alice")
     return {k: v for k, v in patch.items() if v is not None}
@@ -75,9 +75,9 @@ def test_a_valid_spec_waiting_for_its_engine_says_engine_not_ready() -> None:
 
 def test_no_prometheus_url_is_named_as_the_cause_not_metrics_stale() -> None:
     from specserver_advisor.models import SpecServerSpec
-    from specserver_advisor.policy import SpecMode
-    from specserver_advisor.policy_model import NEUTRAL_CONTEXT
-    from specserver_operator.autopilot import NO_PROMETHEUS_URL, auto_step
+    from specserver_advisor.policy.decide import SpecMode
+    from specserver_advisor.policy.model import NEUTRAL_CONTEXT
+    from specserver_operator.core.autopilot import NO_PROMETHEUS_URL, auto_step
 
     spec = SpecServerSpec.model_validate(
         {
@@ -113,7 +113,7 @@ def test_a_missing_token_secret_warns_once_whatever_the_config_source() -> None:
 
     from test_autopilot import SPEC, FakeClient
 
-    from specserver_operator import controller
+    from specserver_operator.reconcile import controller
 
     class NoSecret(FakeClient):
         secret = False
@@ -154,8 +154,8 @@ def test_a_missing_token_secret_warns_once_whatever_the_config_source() -> None:
 def test_a_lasting_problem_is_logged_once_not_every_cycle(monkeypatch: Any, caplog: Any) -> None:
     import logging
 
-    from specserver_operator import controller
-    from specserver_operator.cycle import Cycle
+    from specserver_operator.loop.cycle import Cycle
+    from specserver_operator.reconcile import controller
 
     answers = iter(["Secret llm/hf-token not found"] * 3 + [None, None])
     monkeypatch.setattr(
@@ -175,8 +175,8 @@ def test_no_right_to_read_secrets_means_no_warning_and_no_retry_storm() -> None:
 
     from test_autopilot import SPEC, FakeClient
 
-    from specserver_operator import controller
-    from specserver_operator.apierrors import ApiError
+    from specserver_operator.kube.errors import ApiError
+    from specserver_operator.reconcile import controller
 
     class Forbidden(FakeClient):
         reads = 0

@@ -15,14 +15,14 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from specserver_advisor.configchain import ModelConfigs
-from specserver_advisor.launchlint import build_engine_config
+from specserver_advisor.lint.launchlint import build_engine_config
+from specserver_advisor.loaders.configchain import ModelConfigs
 from specserver_advisor.loaders.configs import bundled
 from specserver_advisor.models import Mode, SpecServer
 from specserver_advisor.sglang.flags import parse_server_argv
 from specserver_advisor.sglang.resolve import resolve_launch
-from specserver_operator import bluegreen
-from specserver_operator.render import build_blue_green, build_children
+from specserver_operator.core import bluegreen
+from specserver_operator.core.render import build_blue_green, build_children
 from stack import REPO
 
 EXAMPLES = sorted((REPO / "manifests" / "examples").glob("*.yaml"))

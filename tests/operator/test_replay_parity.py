@@ -17,16 +17,16 @@ from typing import Any
 
 import pytest
 
-from specserver_advisor.cli import main
-from specserver_advisor.configchain import ModelConfigs
-from specserver_advisor.launch import policy_context_for
+from specserver_advisor.cli.main import main
+from specserver_advisor.launch.model import policy_context_for
+from specserver_advisor.loaders.configchain import ModelConfigs
 from specserver_advisor.loaders.configs import bundled
 from specserver_advisor.models import Mode, SpecServer, SpecServerSpec, SwitchInProgress
-from specserver_advisor.policy import Decision, Observation, PolicyContext, SpecMode
-from specserver_advisor.replay import replay
-from specserver_operator import policystate
-from specserver_operator.autopilot import auto_step
-from specserver_operator.configsource import from_inline
+from specserver_advisor.policy.decide import Decision, Observation, PolicyContext, SpecMode
+from specserver_advisor.replay.replay import replay
+from specserver_operator.core import policystate
+from specserver_operator.core.autopilot import auto_step
+from specserver_operator.reconcile.configsource import from_inline
 from stack import REPO
 
 EXAMPLES = sorted((REPO / "manifests" / "examples").glob("*.yaml"))
@@ -238,6 +238,6 @@ def test_replay_of_the_l4_example_turns_speculation_off_when_acceptance_collapse
 
 
 def _yaml(path: Path) -> Any:
-    from specserver_advisor.lint import yamlnodes
+    from specserver_advisor.loaders import yamlnodes
 
     return yamlnodes.load_all(path.read_text())[0]

@@ -13,11 +13,12 @@ import pytest
 import yaml
 from test_autopilot import SPEC, FakeClient
 
-from specserver_operator import controller, secretgrants
-from specserver_operator.admission import admission_response
-from specserver_operator.cycle import Cycle
-from specserver_operator.objectcache import ObjectCache
-from specserver_operator.secretreview import Caller
+from specserver_operator.kube import secretgrants
+from specserver_operator.kube.informer import ObjectCache
+from specserver_operator.loop.cycle import Cycle
+from specserver_operator.reconcile import controller
+from specserver_operator.webhook.admission import admission_response
+from specserver_operator.webhook.secretreview import Caller
 from stack import REPO
 
 UID = "0b4f6c1e-1d2a-4c55-9d3e-5a8f0e2c7b10"
@@ -262,7 +263,7 @@ def test_a_cycle_lists_grants_rarely_and_deletes_those_of_deleted_specservers() 
 def test_a_generation_the_list_did_not_approve_is_read_once_more() -> None:
     """The grant of a new generation may be written after the cycle's LIST and the generation
     seen (watch) before the pass: one GET, not a refusal; and not one GET every cycle."""
-    from specserver_operator.cachedclient import CachedClient
+    from specserver_operator.kube.cachedclient import CachedClient
 
     fresh = secretgrants.grant_patch(None, "llm", "x", UID, 2, "hf-token", "alice")
 
@@ -289,7 +290,7 @@ def test_a_generation_the_list_did_not_approve_is_read_once_more() -> None:
 
 
 def test_a_list_that_fails_is_not_retried_every_cycle() -> None:
-    from specserver_operator.apierrors import ApiError
+    from specserver_operator.kube.errors import ApiError
 
     class Forbidden(ListingClient):
         def list_secret_grants(self, namespace: str) -> dict[str, tuple[dict[str, str], float]]:

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from test_autopilot import SPEC, FakeClient
 
-from specserver_operator import main, runsettings, settings
+from specserver_operator import main, settings
+from specserver_operator.reconcile import runsettings
 from stack import REPO
 
 

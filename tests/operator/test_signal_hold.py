@@ -17,8 +17,8 @@ import pytest
 from test_autopilot import STEADY, FakeClient, Signals, cycle
 
 from loopbackhttp import Answer, serve, stop
-from specserver_operator import controller, signals
-from specserver_operator.signals import SignalCache
+from specserver_operator.reconcile import controller, signals
+from specserver_operator.reconcile.signals import SignalCache
 
 pytestmark = pytest.mark.cluster
 

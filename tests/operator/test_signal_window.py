@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from loopbackhttp import Answer, serve, stop
-from specserver_advisor.promql import signal_queries
-from specserver_operator.signals import SignalCache, query
+from specserver_advisor.policy.promql import signal_queries
+from specserver_operator.reconcile.signals import SignalCache, query
 
 pytestmark = pytest.mark.cluster
 

@@ -23,9 +23,10 @@ from urllib.parse import urlencode
 import pytest
 from test_autopilot import SPEC, FakeClient
 
-from specserver_advisor.promql import signal_queries
-from specserver_operator import controller, policystate
-from specserver_operator.signals import SignalCache, refresh_all
+from specserver_advisor.policy.promql import signal_queries
+from specserver_operator.core import policystate
+from specserver_operator.reconcile import controller
+from specserver_operator.reconcile.signals import SignalCache, refresh_all
 
 pytestmark = pytest.mark.cluster
 

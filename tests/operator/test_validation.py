@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from specserver_advisor.models import SpecServer
-from specserver_operator.names import child_name
-from specserver_operator.validation import context_problems, spec_problems
+from specserver_operator.core.names import child_name
+from specserver_operator.core.validation import context_problems, spec_problems
 
 BASE: dict[str, Any] = {
     "metadata": {"name": "x", "namespace": "llm"},

@@ -23,21 +23,21 @@ import pytest
 from test_webhook_server import FakeClient, Running, flagship, review
 
 import webhookpeers
-from specserver_operator import webhookserver
-from specserver_operator.admission import (
+from specserver_operator.webhook import server as webhookserver
+from specserver_operator.webhook.admission import (
     ReviewSettings,
     admission_response,
     answer_body,
     review_uid,
 )
-from specserver_operator.secretreview import AccessSettings, Caller
-from specserver_operator.webhook import Webhook
-from specserver_operator.webhookserver import (
+from specserver_operator.webhook.secretreview import AccessSettings, Caller
+from specserver_operator.webhook.server import (
     MAX_CONNECTIONS,
     MAX_PENDING_PER_PEER,
     Server,
     caller_of,
 )
+from specserver_operator.webhook.service import Webhook
 
 
 @pytest.fixture

@@ -20,12 +20,12 @@ import pytest
 import yaml
 
 import webhookpeers
-from specserver_operator import webhookserver
-from specserver_operator.admission import ReviewSettings
-from specserver_operator.apierrors import ApiError
-from specserver_operator.secretreview import AccessSettings, Caller
-from specserver_operator.webhook import Webhook
-from specserver_operator.webhookserver import READ_DEADLINE_S, Server, caller_of
+from specserver_operator.kube.errors import ApiError
+from specserver_operator.webhook import server as webhookserver
+from specserver_operator.webhook.admission import ReviewSettings
+from specserver_operator.webhook.secretreview import AccessSettings, Caller
+from specserver_operator.webhook.server import READ_DEADLINE_S, Server, caller_of
+from specserver_operator.webhook.service import Webhook
 from stack import REPO
 
 

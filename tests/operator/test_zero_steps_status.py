@@ -11,13 +11,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from specserver_advisor import zerosteps
-from specserver_advisor.configchain import ModelConfigs
-from specserver_advisor.launch import policy_context_for
-from specserver_advisor.launchlint import build_engine_config
+from specserver_advisor.launch.model import policy_context_for
+from specserver_advisor.lint.launchlint import build_engine_config
+from specserver_advisor.loaders.configchain import ModelConfigs
 from specserver_advisor.models import SpecServer
-from specserver_advisor.policy import ON, Observation
-from specserver_operator.autopilot import auto_step
+from specserver_advisor.policy import zerosteps
+from specserver_advisor.policy.decide import ON, Observation
+from specserver_operator.core.autopilot import auto_step
 from stack import load_config
 
 QWEN = ModelConfigs(load_config("qwen3-8b"), load_config("qwen3-8b-eagle3"), None, None, "t")

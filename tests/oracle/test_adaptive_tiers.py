@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from oracle import WORKER, load_oracleenv, missing
-from specserver_advisor import adaptivetiers
-from specserver_advisor.adaptivetiers import DEFAULT_TIERS, tier_index
-from specserver_advisor.cudagraphs import graph_batch_sizes
+from specserver_advisor.sglang import adaptivetiers
+from specserver_advisor.sglang.adaptivetiers import DEFAULT_TIERS, tier_index
+from specserver_advisor.sglang.cudagraphs import graph_batch_sizes
 from stack import load_config
 
 PROBE = """

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from oracle import WORKER, load_oracleenv, missing
-from specserver_advisor import draftcontext
 from specserver_advisor.gpus import lookup_gpu
-from specserver_advisor.launch import Configs, launch_from_argv
+from specserver_advisor.launch.model import Configs, launch_from_argv
+from specserver_advisor.sglang import draftcontext
 from stack import load_config
 
 #: Runs in the oracle env: each launch's target and draft ModelConfig as SGLang builds them.

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 import oracle
-from specserver_advisor import memory
-from specserver_advisor.modelshape import shape_from_config, with_launch_dtype
+from specserver_advisor.sglang import memory
+from specserver_advisor.sglang.modelshape import shape_from_config, with_launch_dtype
 from stack import load_config
 
 sglang = pytest.fixture(scope="module", name="sglang")(oracle.worker_or_skip)

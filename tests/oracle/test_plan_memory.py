@@ -15,7 +15,7 @@ import pytest
 
 import oracle
 from specserver_advisor.gpus import lookup_gpu
-from specserver_advisor.plan import PlanInputs, make_plan
+from specserver_advisor.perf.plan import PlanInputs, make_plan
 from specserver_advisor.sglang.flags import parse_server_argv
 
 FLAGS = [

@@ -18,7 +18,7 @@ import harness
 import pytest
 
 import oracle
-from specserver_advisor.cli import main
+from specserver_advisor.cli.main import main
 from specserver_advisor.gpus import lookup_gpu
 
 sglang = pytest.fixture(scope="module", name="sglang")(oracle.worker_or_skip)

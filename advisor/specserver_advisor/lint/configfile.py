@@ -23,7 +23,7 @@ from typing import Any
 
 from specserver_advisor.lint.argv import sglang_decides
 from specserver_advisor.lint.model import Launch
-from specserver_advisor.lint.shell import forget_unresolved
+from specserver_advisor.lint.shell.evaluate import forget_unresolved
 from specserver_advisor.sglang.flags import CONFIG_FLAG, Flag, option_strings, parse_server_argv
 
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
 
-from specserver_advisor.lint import yamlnodes
+from specserver_advisor.bounded import InputLimitError
 from specserver_advisor.lint.configfile import apply_config, config_index
 from specserver_advisor.lint.model import Launch
-from specserver_advisor.loaders.bounded import InputLimitError
+from specserver_advisor.loaders import yamlnodes
 from specserver_advisor.loaders.reading import MAX_FILE_BYTES, decode_utf8, read_bytes
 from specserver_advisor.sglang.flags import CONFIG_FLAG
 

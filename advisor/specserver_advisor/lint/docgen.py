@@ -9,11 +9,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from specserver_advisor.lint import shellbudget as sb
 from specserver_advisor.lint.argv import WRAPPERS
 from specserver_advisor.lint.render import anchor
 from specserver_advisor.lint.rules import documentation
-from specserver_advisor.lint.shellexpand import MAX_ARITH
+from specserver_advisor.lint.shell import budget as sb
+from specserver_advisor.lint.shell.expand import MAX_ARITH
 
 
 def input_limits() -> list[str]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specserver_advisor import draftcontext
+from specserver_advisor.bounded import InputLimitError
 from specserver_advisor.lint import suppress
 from specserver_advisor.lint.configsource import merge_configs
 from specserver_advisor.lint.files import DEFAULT_EXCLUDE, STDIN, YAML_EXT, select_files
@@ -23,12 +23,12 @@ from specserver_advisor.lint.model import Context, Diagnostic, Launch
 from specserver_advisor.lint.rules import ENGINE_CODES, RULES
 from specserver_advisor.lint.rules._base import draft_path_ignored
 from specserver_advisor.lint.selection import known_codes
-from specserver_advisor.lint.shell import from_shell
-from specserver_advisor.lint.shellwords import ShellSyntaxError
+from specserver_advisor.lint.shell.evaluate import from_shell
+from specserver_advisor.lint.shell.words import ShellSyntaxError
 from specserver_advisor.lint.sources import InputError, from_yaml, looks_like_template
 from specserver_advisor.lint.specservers import SpecServerError, launch_from_specserver
-from specserver_advisor.loaders.bounded import InputLimitError
 from specserver_advisor.loaders.reading import MAX_FILE_BYTES, decode_utf8, read_bytes
+from specserver_advisor.sglang import draftcontext
 
 #: Bytes of one linted file or of stdin (``loaders.reading``'s default).
 MAX_BYTES = MAX_FILE_BYTES
@@ -235,7 +235,7 @@ class ConfigFinder:
     @staticmethod
     def inline(launch: Launch) -> Any:
         """A SpecServer's inline configs (``configchain.inline``, the chain's first source)."""
-        from specserver_advisor import configchain
+        from specserver_advisor.loaders import configchain
 
         if launch.specserver is None:
             return None

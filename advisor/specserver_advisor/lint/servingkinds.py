@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from specserver_advisor.lint import yamlnodes
+from specserver_advisor.loaders import yamlnodes
 
 OME_KINDS = ("ServingRuntime", "ClusterServingRuntime")
 DYNAMO_KINDS = ("DynamoGraphDeployment",)

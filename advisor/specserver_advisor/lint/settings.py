@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from specserver_advisor.bounded import InputLimitError
 from specserver_advisor.errors import UsageError
 from specserver_advisor.loaders import bounded_yaml
-from specserver_advisor.loaders.bounded import InputLimitError
 from specserver_advisor.loaders.reading import read_text
 
 KEYS = (

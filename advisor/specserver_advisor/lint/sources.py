@@ -13,14 +13,20 @@ import re
 import shlex
 from typing import Any
 
-from specserver_advisor.lint import servingkinds, yamlnodes
+from specserver_advisor.bounded import InputLimitError
+from specserver_advisor.lint import servingkinds
 from specserver_advisor.lint.argv import detect, launcher_of, make_launch
 from specserver_advisor.lint.configfile import config_argv
 from specserver_advisor.lint.model import Launch, Position, Workload
-from specserver_advisor.lint.shell import Relocate, forget_unresolved, from_shell, name_decided
-from specserver_advisor.lint.shellbudget import Budget
-from specserver_advisor.lint.shellwords import ShellSyntaxError
-from specserver_advisor.loaders.bounded import InputLimitError
+from specserver_advisor.lint.shell.budget import Budget
+from specserver_advisor.lint.shell.evaluate import (
+    Relocate,
+    forget_unresolved,
+    from_shell,
+    name_decided,
+)
+from specserver_advisor.lint.shell.words import ShellSyntaxError
+from specserver_advisor.loaders import yamlnodes
 from specserver_advisor.sglang.flags import flag_table
 
 WORKLOAD_KINDS = {

@@ -1,6 +1,6 @@
 """SpecServer documents as launches: the SGLang flags the operator will render from them.
 
-The flags come from ``specserver_advisor.launch_args.specserver_args`` (the operator's own), each
+The flags come from ``specserver_advisor.launch.args.specserver_args`` (the operator's own), each
 placed at the spec field that set it. Called by the lint engine; pure apart from what
 ``sources`` already read.
 """
@@ -11,13 +11,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from specserver_advisor.configcheck import check_model_config
-from specserver_advisor.configvalues import ConfigShapeError
-from specserver_advisor.launch_args import specserver_args
+from specserver_advisor.launch.args import specserver_args
 from specserver_advisor.lint.argv import make_launch
 from specserver_advisor.lint.model import Launch, Position
 from specserver_advisor.lint.sources import _annotation_suppressions, _pos
 from specserver_advisor.models import Mode, SpecServer, SpecServerSpec
+from specserver_advisor.sglang.configcheck import check_model_config
+from specserver_advisor.sglang.configvalues import ConfigShapeError
 
 COMPUTED_CAP = -1
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from specserver_advisor.loaders.bounded import InputLimitError
+from specserver_advisor.bounded import InputLimitError
 
 try:
     _Loader: Any = yaml.CSafeLoader

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from specserver_advisor.configcheck import LoadedConfig, check_model_config
-from specserver_advisor.configvalues import ConfigShapeError
+from specserver_advisor.bounded import MAX_BYTES, InputLimitError, json_object
 from specserver_advisor.loaders import outbound
-from specserver_advisor.loaders.bounded import MAX_BYTES, InputLimitError, json_object
 from specserver_advisor.loaders.reading import read_bytes, read_text
+from specserver_advisor.sglang.configcheck import LoadedConfig, check_model_config
+from specserver_advisor.sglang.configvalues import ConfigShapeError
 
 INDEX_FILE = "model.safetensors.index.json"
 

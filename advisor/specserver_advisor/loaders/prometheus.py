@@ -9,8 +9,8 @@ import math
 import time
 from typing import Any
 
-from specserver_advisor.policy import Observation, SpecMode
-from specserver_advisor.promql import signal_queries
+from specserver_advisor.policy.decide import Observation, SpecMode
+from specserver_advisor.policy.promql import signal_queries
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 

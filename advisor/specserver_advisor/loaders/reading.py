@@ -19,7 +19,7 @@ import stat
 from pathlib import Path
 from typing import BinaryIO
 
-from specserver_advisor.loaders.bounded import InputLimitError
+from specserver_advisor.bounded import InputLimitError
 
 #: Bytes of one file or stream the CLI reads by default (lint's limit since its first release).
 MAX_FILE_BYTES = 2_000_000

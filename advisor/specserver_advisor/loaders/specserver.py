@@ -8,11 +8,11 @@ I/O: reads files and, only with an endpoint, fetches.
 
 from __future__ import annotations
 
-from specserver_advisor import configchain
-from specserver_advisor.configchain import ModelConfigs
-from specserver_advisor.configcheck import LoadedConfig
+from specserver_advisor.loaders import configchain
+from specserver_advisor.loaders.configchain import ModelConfigs
 from specserver_advisor.loaders.configs import load_config
 from specserver_advisor.models import SpecServerSpec
+from specserver_advisor.sglang.configcheck import LoadedConfig
 
 
 def configs_for_spec(

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from specserver_advisor import configvalues
+from specserver_advisor.sglang import configvalues
 
 #: ``CONTEXT_LENGTH_KEYS`` in priority order (``n_positions`` is not consulted).
 CONTEXT_LENGTH_KEYS = (

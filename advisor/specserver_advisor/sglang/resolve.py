@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from specserver_advisor import configvalues
+from specserver_advisor.sglang import configvalues
 from specserver_advisor.sglang.flags import default_of
 from specserver_advisor.sglang.overrides import OverrideArgsError, effective_configs
 from specserver_advisor.sglang.resolve_eagle import adaptive, eagle

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from specserver_advisor import configvalues
+from specserver_advisor.sglang import configvalues
 from specserver_advisor.sglang.speculative_tables import (
     DEFAULT_DSPARK_GAMMA,
     DFLASH_FALLBACK_BLOCK,

@@ -17,11 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from specserver_advisor import configvalues
 from specserver_advisor.gpus import Gpu
-from specserver_advisor.memory import settings_from_values
-from specserver_advisor.sglang import context
+from specserver_advisor.sglang import configvalues, context
 from specserver_advisor.sglang.flags import parse_server_argv
+from specserver_advisor.sglang.memory import settings_from_values
 from specserver_advisor.sglang.overrides import OverrideArgsError, effective_configs
 from specserver_advisor.sglang.resolve import Resolution, resolve_launch
 

@@ -8,13 +8,13 @@ from typing import Any
 
 from specserver_advisor.findings import NO_KV_MEMORY
 from specserver_advisor.gpus import Gpu, UnknownGpuError, lookup_gpu
-from specserver_advisor.launch import Configs, settle
+from specserver_advisor.launch.model import Configs, settle
 from specserver_advisor.lint.model import Diagnostic, Launch, Position
 from specserver_advisor.lint.specservers import COMPUTED_CAP
 from specserver_advisor.models import Mode, SpecServerSpec
-from specserver_advisor.modelshape import ConfigShapeError
-from specserver_advisor.plan import Plan, PlanInputError, PlanInputs, make_plan
+from specserver_advisor.perf.plan import Plan, PlanInputError, PlanInputs, make_plan
 from specserver_advisor.sglang.context import ContextCheck, check_context, env_true
+from specserver_advisor.sglang.modelshape import ConfigShapeError
 from specserver_advisor.sglang.overrides import OverrideArgsError, effective_configs
 from specserver_advisor.sglang.resolve import Resolution, resolve_launch
 
@@ -146,7 +146,7 @@ def env_is_true(launch: Launch, name: str) -> bool:
 def draft_path_ignored(target: dict[str, Any] | None) -> bool:
     """A target that carries its MTP layers: SGLang ignores a draft path given with it (so
     the draft's config is not needed)."""
-    from specserver_advisor import configvalues
+    from specserver_advisor.sglang import configvalues
     from specserver_advisor.sglang.resolve import MTP_TARGETS
 
     arch = configvalues.architecture(target or {})

@@ -18,10 +18,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable
 
-from specserver_advisor import configvalues
-from specserver_advisor.drafts import missing_draft
 from specserver_advisor.lint.model import Context, Diagnostic, Launch
 from specserver_advisor.lint.rules._base import diag, draft_path_ignored, speculative, values
+from specserver_advisor.sglang import configvalues
+from specserver_advisor.sglang.drafts import missing_draft
 
 CODE = "SPEC007"
 NAME = "draft-path-mismatch"

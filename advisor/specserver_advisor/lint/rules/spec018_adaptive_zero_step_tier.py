@@ -24,9 +24,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable
 
-from specserver_advisor import adaptivetiers
 from specserver_advisor.lint.model import Context, Diagnostic, Launch
 from specserver_advisor.lint.rules._base import diag, memory_plan, resolution, speculative, values
+from specserver_advisor.sglang import adaptivetiers
 
 CODE = "SPEC018"
 NAME = "adaptive-zero-step-tier"

@@ -1,0 +1,339 @@
+"""``plan`` as text: the verdict first, then copyable flags, a SpecServer snippet, the table.
+
+Pure: a ``Planned`` in, lines out. The verdict is one line: ``won't start: ...`` with what to
+change, or ``starts; set ...`` with the flags to add. Advice never asks for a mem-fraction above
+what a card can give: a model whose weights do not fit is told the GPUs or quantization it needs.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass, field
+
+from specserver_advisor.cli.planfrom import Planned
+from specserver_advisor.gpus import Gpu
+from specserver_advisor.launch.args import OWNED
+from specserver_advisor.models import AutoSpeculation, SpecServerSpec
+from specserver_advisor.perf.plan import Plan
+from specserver_advisor.policy.decide import PolicyContext, accept_floor
+from specserver_advisor.sglang.flags import match_option
+from specserver_advisor.sglang.memfraction import choose_fraction
+
+#: Where predicted output tok/s with speculation falls below without it (the table's gain < 1).
+THROUGHPUT_CROSSOVER = "throughput crossover (out tok/s on = off)"
+#: Where the Auto policy's score (throughput discounted past the TTFT P99 SLO) crosses: the
+#: load above which the operator switches speculation off. Not the same number.
+POLICY_CROSSOVER = "policy score crossover (Auto turns speculation off above)"
+
+
+@dataclass
+class Verdict:
+    """Whether the launch starts, the line that says so, and the flags to set."""
+
+    starts: bool
+    line: str
+    changes: list[str] = field(default_factory=list)
+
+
+def verdict(p: Planned) -> Verdict:
+    """The answer: won't start (why, what to change), or the flags to set."""
+    if p.refused:
+        return Verdict(False, f"won't start: {p.refused}")
+    plan = p.plan
+    assert plan is not None
+    r = plan.resolution
+    if r.errors:
+        err = r.errors[0]
+        return Verdict(False, f"won't start: SGLang raises {err.exception}: {err.message}")
+    if r.reserved_tokens_error:
+        return Verdict(
+            False,
+            f"won't start: SGLang raises TypeError when its tokenizer manager starts "
+            f"({r.reserved_tokens_error}): with --speculative-eagle-topk "
+            f"{r.get('speculative_eagle_topk')} set --speculative-num-draft-tokens",
+        )
+    if plan.context.verdict.value == "startup_fails":
+        return Verdict(False, f"won't start: {plan.context.message}", _context_fix(plan))
+    pool = (
+        plan.mem.kv_pool_tokens_with_draft
+        if r.speculative
+        else plan.mem.kv_pool_tokens_without_draft
+    )
+    if pool <= 0 or (r.speculative and plan.fits_on < 1) or plan.fits_off < 1:
+        return _no_memory(plan, p.gpu)
+    changes: list[str] = []
+    for name in shape_fields(r.algorithm):
+        value = r.values.get(name)
+        if r.speculative and value is not None and value.source in ("auto", "derived"):
+            changes += [f"--{name.replace('_', '-')}", str(value.value)]
+    user_cap = r.values.get("max_running_requests")
+    given = user_cap.value if user_cap is not None and user_cap.source == "user" else None
+    fits = plan.fits_on if r.speculative else plan.fits_off
+    if given is None or given > fits:
+        changes += ["--max-running-requests", str(plan.recommended_mrr if r.speculative else fits)]
+    if not changes:
+        return Verdict(True, "starts as given; nothing to change")
+    return Verdict(True, "starts; set " + " ".join(changes), changes)
+
+
+def _context_fix(plan: Plan) -> list[str]:
+    """The ``--context-length`` SGLang starts with: the shorter model's derived context."""
+    c = plan.context
+    limit = c.draft if c.failing_model == "draft" else c.target
+    if limit is None or limit < 1:
+        return []
+    return ["--context-length", str(limit)]
+
+
+def shape_fields(algorithm: str | None) -> tuple[str, ...]:
+    """The shape flags the operator renders for an algorithm (NGRAM and DFLASH: tokens only)."""
+    if algorithm in ("NGRAM", "DFLASH", "DSPARK"):
+        return ("speculative_num_draft_tokens",)
+    return ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
+
+
+def _no_memory(plan: Plan, gpu: Gpu) -> Verdict:
+    """No KV cache: the operator's fraction (``memfraction.choose_fraction``), or the GPUs."""
+    r, scn = plan.resolution, plan.scenario
+    request = scn.input_len + scn.output_len + r.reserved_tokens
+    request += 2 * r.draft_slots if r.speculative else 0
+    cap = r.values.get("max_running_requests")
+    given = cap.value if cap is not None and cap.source == "user" else None
+    choice = choose_fraction(
+        plan.mem,
+        request_tokens=request,
+        planned_requests=int(given or plan.mem.settings.cuda_graph_max_bs),
+        with_draft=r.speculative and plan.mem.draft_weight_gib > 0,
+        gpus=scn.tp_size,
+        gpu_name=gpu.name,
+    )
+    if choice.fraction is None:
+        return Verdict(False, f"won't start: {choice.message}")
+    return Verdict(
+        False,
+        f"won't start: no KV cache under --mem-fraction-static "
+        f"{plan.mem.settings.mem_fraction_static}; set --mem-fraction-static {choice.fraction}",
+        ["--mem-fraction-static", str(choice.fraction)],
+    )
+
+
+def with_changes(argv: list[str], changes: list[str]) -> list[str]:
+    """``argv`` with the verdict's flags set (replacing the same flags)."""
+    out = list(argv)
+    for k in range(0, len(changes), 2):
+        flag, value = changes[k], changes[k + 1]
+        written = [i for i, t in enumerate(out) if t.startswith(f"{flag}=")]
+        if flag in out:
+            out[out.index(flag) + 1] = value
+        elif written:  # --flag=value
+            out[written[0]] = f"{flag}={value}"
+        else:
+            out += [flag, value]
+    return out
+
+
+def flags_block(argv: list[str]) -> list[str]:
+    """The launch as a copyable command, one flag per line."""
+    lines = ["python -m sglang.launch_server \\"]
+    k = 0
+    items: list[str] = []
+    while k < len(argv):
+        token = argv[k]
+        if token.startswith("--") and k + 1 < len(argv) and not argv[k + 1].startswith("--"):
+            items.append(f"{token} {shlex.quote(argv[k + 1])}")
+            k += 2
+        else:
+            items.append(shlex.quote(token))
+            k += 1
+    lines += [f"    {item} \\" for item in items[:-1]] + [f"    {items[-1]}"] if items else []
+    return lines
+
+
+def specserver_snippet(
+    argv: list[str], plan: Plan, gpu: Gpu, env: dict[str, str] | None = None
+) -> list[str]:
+    """The SpecServer ``spec`` that renders this launch."""
+    r = plan.resolution
+
+    def user(name: str) -> bool:
+        value = r.values.get(name)
+        return value is not None and value.source == "user"
+
+    model = _flag_value(argv, "--model-path") or next((a for a in argv if a[:1] != "-"), "")
+    lines = ["spec:", f"  model: {{path: {model}}}"]
+    draft = _flag_value(argv, "--speculative-draft-model-path")
+    if r.speculative and draft:
+        lines.append(f"  draft: {{path: {draft}}}")
+    if r.speculative:
+        written = r.get("speculative_algorithm") if user("speculative_algorithm") else r.algorithm
+        shape = [f"algorithm: {written}"]
+        keys = {
+            "speculative_num_steps": "numSteps",
+            "speculative_eagle_topk": "eagleTopk",
+            "speculative_num_draft_tokens": "numDraftTokens",
+        }
+        for name in shape_fields(r.algorithm):
+            key = keys[name]
+            if r.get(name) is not None:
+                shape.append(f"{key}: {r.get(name)}")
+        if r.get("speculative_adaptive"):
+            shape.append("adaptive: true")
+        lines.append("  speculative: {" + ", ".join(shape) + "}")
+        lines.append("  mode: Auto")
+    else:  # the field is required; NGRAM needs no draft, and mode Disabled never runs it
+        lines += ["  speculative: {algorithm: NGRAM}", "  mode: Disabled"]
+    engine = []
+    context = _flag_value(argv, "--context-length")
+    if context is not None:
+        engine.append(f"contextLength: {context}")
+    engine.append(f"memFractionStatic: {plan.mem.settings.mem_fraction_static}")
+    cap = _flag_value(argv, "--max-running-requests")
+    if cap is not None:
+        engine.append(f"maxRunningRequests: {cap}")
+    extra = _extra_args(argv)
+    if extra:
+        engine.append("extraArgs: [" + ", ".join(json.dumps(x) for x in extra) + "]")
+    if env:
+        pairs = ", ".join(f"{{name: {k}, value: {json.dumps(v)}}}" for k, v in env.items())
+        engine.append(f"env: [{pairs}]")
+    lines.append("  engine: {" + ", ".join(engine) + "}")
+    lines.append(f"  resources: {{gpus: {plan.scenario.tp_size}, gpuType: {gpu.name}}}")
+    return lines
+
+
+def _flag_value(argv: list[str], flag: str) -> str | None:
+    return argv[argv.index(flag) + 1] if flag in argv and argv.index(flag) + 1 < len(argv) else None
+
+
+def _extra_args(argv: list[str]) -> list[str]:
+    """The flags a SpecServer carries in extraArgs: those its own fields do not render."""
+    out: list[str] = []
+    k = 0
+    while k < len(argv):
+        token = argv[k]
+        flag, _ = match_option(token.split("=", 1)[0]) if token.startswith("--") else (None, None)
+        group = [token]
+        takes_value = "=" not in token and not (flag and flag.is_bool)
+        if takes_value and k + 1 < len(argv) and not argv[k + 1].startswith("--"):
+            group.append(argv[k + 1])
+        k += len(group)
+        if flag is None or flag.field in OWNED or flag.field.startswith("speculative_"):
+            continue
+        out += group
+    return out
+
+
+def table(plan: Plan) -> list[str]:
+    """The predicted curves with units in the headers."""
+    head = (
+        f"{'concurrency':>11} | {'out tok/s on':>12} {'off':>8} | {'TPOT on ms':>10} {'off':>7} |"
+        f" {'TTFT p99 on ms':>14} {'off':>8} | {'ITL p99 on ms':>13} {'off':>7} | {'gain x':>6}"
+    )
+    lines = [head, "-" * len(head)]
+
+    def cell(point: dict[str, float] | None, key: str, width: int, digits: int) -> str:
+        return f"{point[key]:>{width}.{digits}f}" if point else f"{'-':>{width}}"
+
+    for pt in plan.curves:
+        on, off = pt["on"], pt["off"]
+        gain = on["output_tok_s"] / off["output_tok_s"] if on and off["output_tok_s"] else None
+        lines.append(
+            f"{pt['concurrency']:>11} | {cell(on, 'output_tok_s', 12, 1)}"
+            f" {cell(off, 'output_tok_s', 8, 1)}"
+            f" | {cell(on, 'tpot_ms', 10, 1)} {cell(off, 'tpot_ms', 7, 1)}"
+            f" | {cell(on, 'ttft_p99_ms', 14, 0)} {cell(off, 'ttft_p99_ms', 8, 0)}"
+            f" | {cell(on, 'itl_p99_ms', 13, 1)} {cell(off, 'itl_p99_ms', 7, 1)}"
+            f" | {f'{gain:.2f}' if gain is not None else '-':>6}"
+        )
+    return lines
+
+
+def render(p: Planned, at_fix: tuple[list[str], Planned] | None = None) -> str:
+    """The whole text output. A launch that will not start shows its verdict, the flags as
+    given and why, never predictions; ``at_fix`` (the fix and the same launch planned with
+    it set, by the caller) follows, labelled as the plan at the fix."""
+    v = verdict(p)
+    lines = [v.line]
+    if p.plan is None:
+        return "\n".join(lines)
+    if not v.starts:
+        lines += ["", "# flags as given (they do not start)", *flags_block(p.argv)]
+        lines += [*_environment(p), "", *_sizes(p.plan)]
+        if p.plan.mem.error:  # why there is no KV cache, in SGLang's words
+            lines.append(f"note: {p.plan.mem.error}")
+        if at_fix is None or at_fix[1].plan is None:
+            lines += [
+                "",
+                "no predictions: the launch does not start, and no plan at a fix: "
+                "the verdict names no flag value that makes it start",
+            ]
+            return "\n".join(lines)
+        fix, fixed = at_fix
+        fv = verdict(fixed)
+        lines += [
+            "",
+            f"# plan at the fix ({' '.join(fix)}): the launch with those flags set",
+            f"at the fix: {fv.line}",
+            *_body(fixed, fv),
+        ]
+        return "\n".join(lines)
+    return "\n".join(lines + _body(p, v))
+
+
+def _environment(p: Planned) -> list[str]:
+    if not p.env:
+        return []
+    return ["# environment: " + " ".join(f"{k}={shlex.quote(x)}" for k, x in p.env.items())]
+
+
+def _sizes(plan: Plan) -> list[str]:
+    """Memory, KV pool and context lines (with the context's warnings)."""
+    j = plan.to_json()
+    mem, pool, c = j["memory"], j["kv_pool_tokens"], j["context"]
+    lines = [
+        f"memory on {plan.scenario.tp_size} x {mem['gpu']}: "
+        f"mem-fraction-static {mem['mem_fraction_static']} ({mem['mem_fraction_static_source']}),"
+        f" weights {mem['target_weights_gib']} GiB + draft {mem['draft_weights_gib']} GiB per GPU",
+        f"KV pool: {pool['without_draft']} tokens without the draft, {pool['with_draft']} with it;"
+        f" {plan.fits_on if plan.resolution.speculative else plan.fits_off} requests of "
+        f"{plan.scenario.input_len}{' (mean prompt)' if plan.scenario.prompt_mix else ''}"
+        f"+{plan.scenario.output_len} tokens fit",
+        f"context: {c['verdict']}: {c['message']}",
+    ]
+    return lines + [f"  warning: {w}" for w in c["warnings"]]
+
+
+def _body(p: Planned, v: Verdict) -> list[str]:
+    """Everything after the verdict line of a launch that starts."""
+    plan = p.plan
+    assert plan is not None
+    argv = with_changes(p.argv, v.changes)
+    lines = ["", "# flags", *flags_block(argv), *_environment(p)]
+    lines += ["", "# SpecServer", *specserver_snippet(argv, plan, p.gpu, p.env)]
+    lines += ["", *_sizes(plan), "", *table(plan)]
+    cross = plan.crossover_concurrency
+    lines += [
+        "",
+        f"{THROUGHPUT_CROSSOVER}: {f'{cross:.1f} users' if cross is not None else 'none in range'}",
+    ]
+    if p.policy is not None and p.spec is not None:
+        lines.append(auto_line(p.policy, p.spec))
+    lines += [f"note: {n}" for n in plan.notes]
+    return lines
+
+
+def auto_line(ctx: PolicyContext, spec: SpecServerSpec) -> str:
+    """What the operator's policy starts from for this SpecServer: the crossover at the prior
+    accept length, or why there is none (``plan_auto``), and the accept-length floor."""
+    from specserver_advisor.perf.autocontext import crossover_at_prior, no_crossover_reason
+
+    policy = spec.auto_speculation or AutoSpeculation()
+    floor = accept_floor(policy, ctx)
+    cross = crossover_at_prior(ctx)
+    reason = no_crossover_reason(ctx, spec)
+    where = f"{cross:.0f} users" if reason is None else f"none: {reason}"
+    return (
+        f"{POLICY_CROSSOVER} at the accept length {ctx.prior_accept:g}: {where}; mode Auto "
+        f"also switches speculation off when the accept length falls below {floor:g}"
+    )

@@ -1,0 +1,511 @@
+"""A first-principles performance model of SGLang decoding with and without speculation.
+
+A forward pass reads the weights it touches (for MoE: the experts the batch routes to) and the
+KV of every running request, in the launch's weight and KV dtypes, and does ~2 FLOPs per active
+parameter per token processed (FP8 GEMMs at twice the BF16 rate where the card has them); its
+time is the slower of memory and compute plus its layers' fixed costs (``parallelism``: small
+kernels at the card's rate, tensor parallelism's all-reduces). Speculation adds draft
+forwards and one verify pass over (draft tokens) positions per request, and commits the accept
+length per request per step. The scheduler's CPU work hides behind the GPU step under the
+overlap scheduler and adds to it without. The KV pool caps how many requests run; the rest
+queue, and that wait is what TTFT pays; with staggered arrivals new prompts' prefills (chunked,
+mixed into decode steps or ahead of them) stretch the running requests' TPOT. Used by ``plan``,
+the auto-speculation policy, and the simulated engine. Constants live in ``Calibration``
+(``modelconstants``; fitted by ``specserver_advisor.perf.calibration``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from specserver_advisor.gpus import Gpu
+from specserver_advisor.perf.constants import DEFAULT_CALIBRATION, Calibration
+from specserver_advisor.perf.parallelism import allreduce_s, layer_launch_s
+from specserver_advisor.sglang.cudagraphs import replayed_batch
+from specserver_advisor.sglang.modelshape import ModelShape
+
+
+@dataclass(frozen=True)
+class SpecShape:
+    """The speculative shape that matters for cost."""
+
+    algorithm: str
+    num_steps: int
+    topk: int
+    num_draft_tokens: int
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One serving situation to predict."""
+
+    gpu: Gpu
+    target: ModelShape
+    target_weight_bytes: int
+    kv_cell_bytes: int
+    draft: ModelShape | None = None
+    draft_weight_bytes: int = 0
+    draft_kv_cell_bytes: int = 0
+    spec: SpecShape | None = None
+    accept_length: float = 1.0
+    input_len: int = 512
+    output_len: int = 128
+    tp_size: int = 1
+    #: Nodes the TP group spans (``--nnodes``): its all-reduces cross the inter-node link.
+    nnodes: int = 1
+    #: GPU clock relative to boost (a clock-locked card computes slower; memory is unchanged).
+    clock_scale: float = 1.0
+    #: Request lengths vary (real outputs, or a random range): arrivals are staggered. With
+    #: fixed lengths (ignore_eos, one length) requests finish and arrive again in waves.
+    staggered: bool = False
+    #: Largest decode batch with a captured CUDA graph (None: every batch is captured).
+    cuda_graph_max_bs: int | None = None
+    #: SGLang's overlap scheduler (on by default, speculation included; off with
+    #: --disable-overlap-schedule, pipeline parallelism or the CPU device).
+    overlap_schedule: bool = True
+    #: --chunked-prefill-size: a longer prompt is prefilled over several scheduler steps
+    #: (None or <= 0: one prefill forward per prompt).
+    chunked_prefill_size: int | None = None
+    #: --enable-mixed-chunk: each prefill chunk's forward also runs the decodes in flight. Off
+    #: (the default), prefill batches go first and the decodes wait for all of a prompt's chunks.
+    mixed_chunk: bool = False
+    #: Prompt lengths of a varied workload as (tokens, share of requests), shares summing to 1;
+    #: empty: every prompt is ``input_len`` (then the mix's mean, for the KV and the context).
+    #: ``staggered`` with a mix is the mix's stagger: ``predict`` keeps it only for the modes
+    #: whose arrivals a mix does spread (``stays_staggered``).
+    prompt_mix: tuple[tuple[int, float], ...] = ()
+
+
+@dataclass(frozen=True)
+class PromptPrefill:
+    """One prompt length of the workload: its share of requests, prefill and chunk steps."""
+
+    share: float
+    prefill_s: float
+    #: Steps of the running decodes its prefill is mixed into (1: ahead of them, not mixed).
+    chunks: int
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Predicted steady state of a closed-loop benchmark at one concurrency."""
+
+    concurrency: int
+    running: int
+    queued: int
+    step_s: float
+    tpot_ms: float
+    itl_ms: float
+    ttft_ms: float
+    #: Requests of one wave spread over about [0.5, 1.5] x the mean: P99 ~ 1.5 x mean.
+    ttft_p99_ms: float
+    output_tok_s: float
+    prefill_s: float
+    #: Inter-token latency P99: a step that also carries a prefill chunk is the slow one.
+    itl_p99_ms: float = 0.0
+
+
+def _experts_touched(shape: ModelShape, tokens: float) -> float:
+    """Expected distinct routed experts per MoE layer for ``tokens`` independent tokens."""
+    if not shape.is_moe or tokens <= 0:
+        return 0.0
+    e, k = shape.num_experts, shape.experts_per_token
+    return float(e * (1 - (1 - k / e) ** tokens))
+
+
+def forward_time(
+    scn: Scenario,
+    shape: ModelShape,
+    weight_bytes: int,
+    cell_bytes: int,
+    batch: int,
+    positions: int,
+    context: float,
+    cal: Calibration,
+    speculative: bool = False,
+) -> float:
+    """Seconds for one forward over ``batch`` requests x ``positions`` tokens each (in a
+    speculative launch: its graphs are captured at SGLang's finer speculative list).
+
+    Under a CUDA graph the batch pads to the captured size that holds it: the padding rows'
+    positions run the linear layers too (``cudagraphs.replayed_batch``), which a verify of
+    many draft tokens per request pays in compute.
+    """
+    tp = scn.tp_size
+    tokens = batch * positions
+    computed = replayed_batch(batch, scn.cuda_graph_max_bs, speculative) * positions
+    # Embedding rows are looked up, not streamed; the LM head (tied or not) is read in full.
+    weights = float(weight_bytes)
+    if not shape.tie_embeddings:
+        weights -= shape.vocab_size * shape.hidden_size * shape.dtype_bytes
+    if shape.is_moe:
+        independent = batch * (1 + (positions - 1) * cal.moe_routing_independence)
+        touched = min(shape.num_experts, _experts_touched(shape, independent))
+        routed_share = shape.num_experts * shape.expert_params() * shape.moe_layers
+        routed_bytes = weights * routed_share / max(1, shape.total_params())
+        weights += routed_bytes * (touched / shape.num_experts - 1)
+    kv = batch * context * cell_bytes * tp  # cell is per GPU; total across the TP group
+    bytes_read = (weights + kv) / tp
+    linear = 2 * shape.active_params_per_token() * computed / tp
+    # Attention score/value FLOPs grow with context: 4 * layers * heads * head_dim per position.
+    attention = 4 * shape.num_layers * shape.num_heads * shape.head_dim * context * tokens / tp
+    mem_s = bytes_read / (scn.gpu.bandwidth_gbs * 1e9 * cal.bandwidth_efficiency)
+    rate = scn.gpu.bf16_tflops * 1e12 * cal.compute_efficiency * scn.clock_scale
+    cmp_s = linear / (rate * linear_rate_factor(scn, shape)) + attention / rate
+    fixed = layer_launch_s(scn, shape, cal) + allreduce_s(scn, shape, tokens, cal)
+    return float(max(mem_s, cmp_s) + fixed)
+
+
+def linear_rate_factor(scn: Scenario, shape: ModelShape) -> float:
+    """The matmul rate of ``shape``'s weights relative to dense BF16 on ``scn``'s GPU.
+
+    FP16 and BF16 run at the same tensor-core rate (and are the same bytes). An FP8 checkpoint
+    runs its linear layers as FP8 GEMMs, twice the BF16 rate, on cards with FP8 tensor cores
+    (sm89 and later); sm80-88 run Marlin weight-only FP8 (``can_auto_enable_marlin_fp8``: half
+    the bytes, the BF16 compute). Attention runs in the compute dtype either way.
+    """
+    return 2.0 if shape.checkpoint_fp8 and scn.gpu.sm >= 89 else 1.0
+
+
+def eager_overhead(scn: Scenario, shape: ModelShape, batch: int, cal: Calibration) -> float:
+    """Launch cost of one forward that runs eagerly (``batch`` above the captured graphs)."""
+    if scn.cuda_graph_max_bs is None or batch <= scn.cuda_graph_max_bs:
+        return 0.0
+    return shape.num_layers * cal.eager_s_per_layer
+
+
+def schedule_host_time(batch: int, cal: Calibration) -> float:
+    """The scheduler's CPU time around one step of ``batch`` requests (hidden by overlap)."""
+    return cal.schedule_s_per_step + cal.schedule_s_per_request * batch
+
+
+def step_time(
+    scn: Scenario, batch: int, speculative: bool, cal: Calibration, steps: int | None = None
+) -> float:
+    """One decode step as the client sees it: the GPU's step and the scheduler's CPU work.
+
+    With the overlap scheduler the CPU prepares step n+1 while the GPU runs step n, so a step
+    takes the longer of the two; without it they run one after the other.
+    """
+    return scheduled_step_time(scn, gpu_step_time(scn, batch, speculative, cal, steps), batch, cal)
+
+
+def scheduled_step_time(scn: Scenario, gpu_s: float, batch: int, cal: Calibration) -> float:
+    """Any scheduler step (decode, prefill chunk or both) of ``gpu_s`` GPU work over ``batch``
+    requests as the client sees it: the longer of GPU and scheduler CPU under the overlap
+    scheduler, their sum without it.
+    """
+    host = schedule_host_time(batch, cal)
+    return max(gpu_s, host) if scn.overlap_schedule else gpu_s + host
+
+
+def gpu_step_time(
+    scn: Scenario, batch: int, speculative: bool, cal: Calibration, steps: int | None = None
+) -> float:
+    """One decode step (speculative: draft steps + verify + draft extend) for ``batch`` requests.
+
+    ``steps`` overrides the launch's draft steps (SGLang's adaptive mode; chain, topk 1); 0 is
+    a plain target decode that still extends the loaded draft over the committed token.
+    Above the captured CUDA-graph batch every forward (draft steps included) pays its launches.
+    A tree (topk > 1) costs host work per request in proportion to its size.
+    """
+    context = scn.input_len + scn.output_len / 2
+    target_eager = eager_overhead(scn, scn.target, batch, cal)
+    if not speculative or scn.spec is None:
+        plain = forward_time(
+            scn, scn.target, scn.target_weight_bytes, scn.kv_cell_bytes, batch, 1, context, cal
+        )
+        return plain + target_eager
+    spec = scn.spec
+    accept = scn.accept_length
+    if steps is not None:
+        spec = SpecShape(spec.algorithm, steps, 1, steps + 1)
+        accept = 1.0 + min(max(0.0, accept - 1.0), float(steps))
+    draft_s = 0.0
+    if scn.draft is not None and scn.draft_weight_bytes:
+        draft_eager = eager_overhead(scn, scn.draft, batch, cal)
+        one = forward_time(
+            scn,
+            scn.draft,
+            scn.draft_weight_bytes,
+            scn.draft_kv_cell_bytes,
+            batch,
+            spec.topk,
+            context,
+            cal,
+            True,
+        )
+        # num_steps draft forwards, plus the draft extend over the accepted tokens.
+        extend = forward_time(
+            scn,
+            scn.draft,
+            scn.draft_weight_bytes,
+            scn.draft_kv_cell_bytes,
+            batch,
+            max(1, round(accept)),
+            context,
+            cal,
+            True,
+        )
+        draft_s = spec.num_steps * (one + draft_eager) + extend + draft_eager
+    if steps == 0:
+        plain = forward_time(
+            scn,
+            scn.target,
+            scn.target_weight_bytes,
+            scn.kv_cell_bytes,
+            batch,
+            1,
+            context,
+            cal,
+            True,
+        )
+        return plain + target_eager + draft_s
+    verify = forward_time(
+        scn,
+        scn.target,
+        scn.target_weight_bytes,
+        scn.kv_cell_bytes,
+        batch,
+        spec.num_draft_tokens,
+        context,
+        cal,
+        True,
+    )
+    # An EAGLE-family tree (topk > 1) is built, sorted and masked per request; NGRAM's trie is
+    # built from the request's own text and priced by the fitted per-request cost as it was.
+    eagle_tree = spec.topk > 1 and spec.algorithm != "NGRAM"
+    tree = spec.num_draft_tokens / (spec.num_steps + 1) if eagle_tree else 1.0
+    host = cal.spec_step_overhead_s + cal.spec_s_per_request * batch * max(1.0, tree)
+    return verify + target_eager + draft_s + host
+
+
+def prefill_time(scn: Scenario, speculative: bool, cal: Calibration) -> float:
+    """Seconds to prefill one request's prompt (compute-bound), draft prefill included; the
+    mean over the prompt mix when there is one."""
+    return sum(p.share * p.prefill_s for p in prompt_prefills(scn, speculative, cal))
+
+
+def prompt_prefills(scn: Scenario, speculative: bool, cal: Calibration) -> list[PromptPrefill]:
+    """Each prompt length of the workload (``prompt_mix``, else ``input_len``) with its prefill."""
+    mix = scn.prompt_mix or ((scn.input_len, 1.0),)
+    return [
+        PromptPrefill(
+            share,
+            prefill_tokens_time(scn, tokens, speculative, cal),
+            prefill_chunks(scn, tokens),
+        )
+        for tokens, share in mix
+    ]
+
+
+def prefill_tokens_time(scn: Scenario, tokens: int, speculative: bool, cal: Calibration) -> float:
+    """Seconds of prefill compute for the first ``tokens`` of a prompt, draft included."""
+    target = scn.target
+    attention = 2 * target.num_layers * target.num_heads * target.head_dim * tokens**2
+    linear = 2 * target.active_params_per_token() * tokens / linear_rate_factor(scn, target)
+    if speculative and scn.draft is not None:
+        linear += (
+            2 * scn.draft.active_params_per_token() * tokens / linear_rate_factor(scn, scn.draft)
+        )
+    rate = scn.gpu.bf16_tflops * 1e12 * cal.prefill_efficiency * scn.clock_scale * scn.tp_size
+    return (linear + attention) / rate
+
+
+def prefill_chunk_time(
+    scn: Scenario, start: int, end: int, speculative: bool, cal: Calibration
+) -> float:
+    """Seconds of prefill compute for prompt tokens ``start``..``end`` (one chunk), the
+    attention over the tokens before it included: the chunks of a prompt sum to its prefill.
+    """
+    return prefill_tokens_time(scn, end, speculative, cal) - prefill_tokens_time(
+        scn, start, speculative, cal
+    )
+
+
+def chunk_tokens(scn: Scenario) -> int | None:
+    """Prompt tokens one scheduler step prefills (``--chunked-prefill-size``; None: no limit)."""
+    size = scn.chunked_prefill_size
+    return size if size and size > 0 else None
+
+
+def prefill_chunks(scn: Scenario, prompt: int | None = None) -> int:
+    """Steps of the running decodes one prompt's prefill is mixed into (1: not mixed).
+
+    With ``--enable-mixed-chunk`` each ``--chunked-prefill-size`` chunk runs with the decodes;
+    without it the chunks run back to back ahead of them (``get_next_batch_to_run``: a prefill
+    batch, the chunked request's included, goes before the decode batch). ``prompt``: its
+    tokens (default ``input_len``).
+    """
+    size = chunk_tokens(scn)
+    if not scn.mixed_chunk or size is None:
+        return 1
+    return max(1, math.ceil((scn.input_len if prompt is None else prompt) / size))
+
+
+def predict(
+    scn: Scenario,
+    concurrency: int,
+    capacity: int,
+    speculative: bool,
+    cal: Calibration = DEFAULT_CALIBRATION,
+) -> Prediction:
+    """Closed-loop steady state: ``concurrency`` users, at most ``capacity`` running.
+
+    Each request costs its prefill plus output_len / accept_length steps of the shared batch;
+    queued requests wait for a slot (Little's law on the queue). With fixed lengths requests
+    arrive in waves, so a new request also waits for the prefills of half its wave; with
+    staggered arrivals it waits for the step in flight and its own prefill.
+    """
+    accept = scn.accept_length if speculative and scn.spec else 1.0
+    if scn.prompt_mix and scn.staggered and not stays_staggered(scn, speculative):
+        scn = replace(scn, staggered=False)
+    running = max(1, min(concurrency, capacity)) if capacity > 0 else 0
+    step = step_time(scn, running, speculative, cal) if running else 0.0
+    prompts = prompt_prefills(scn, speculative, cal)
+    prefill = sum(p.share * p.prefill_s for p in prompts)
+    return closed_loop(scn, concurrency, capacity, step, accept, prefill, prompts)
+
+
+def stays_staggered(scn: Scenario, speculative: bool) -> bool:
+    """Whether the arrivals of a varied prompt mix drift apart, with fixed output lengths.
+
+    SGLang 0.5.23 runs every prefill batch ahead of the decode batch (``get_next_batch_to_run``),
+    so the prompts that arrive together, long and short, start decoding in the same step and,
+    committing one token a step, finish in the same step: the mix alone keeps the waves. They
+    drift apart where the tokens committed per step vary (speculation) or where the decodes
+    advance while longer prompts still prefill (``--enable-mixed-chunk`` with chunking).
+    """
+    return (speculative and scn.spec is not None) or (
+        scn.mixed_chunk and chunk_tokens(scn) is not None
+    )
+
+
+def closed_loop(
+    scn: Scenario,
+    concurrency: int,
+    capacity: int,
+    step: float,
+    accept: float,
+    prefill: float,
+    prompts: Sequence[PromptPrefill] | None = None,
+) -> Prediction:
+    """The closed-loop steady state for a given step time, accept length and (mean) prefill
+    time; ``prompts`` (default: every prompt ``prefill``) sets the slow steps and tails.
+    """
+    running = max(1, min(concurrency, capacity)) if capacity > 0 else 0
+    if running == 0:
+        inf = float("inf")
+        return Prediction(concurrency, 0, concurrency, inf, inf, inf, inf, inf, 0.0, inf)
+    queued = max(0, concurrency - running)
+    steps_per_request = scn.output_len / accept
+    decode_s = steps_per_request * step
+    wave_s = running * prefill + decode_s
+    req_per_s = running / wave_s
+    wait = queued * wave_s / running
+    prompts = list(prompts or [PromptPrefill(1.0, prefill, prefill_chunks(scn))])
+    chunks = sum(p.share * p.chunks for p in prompts)
+    if scn.staggered:
+        # A request decodes while the other running - 1 slots each admit about one request per
+        # wave: their prefills run ahead of its steps or mixed into them, so its decode
+        # stretches to D = decode_s + arrivals x prefill with arrivals = (running-1) D/wave.
+        decode_elapsed = decode_s * wave_s / (prefill + decode_s)
+        arrivals = (running - 1) * decode_elapsed / wave_s
+    else:
+        decode_elapsed, arrivals = decode_s, 0.0
+    # A decode step that also carries a prefill (all of it, or one chunk when mixed) is slow;
+    # the ITL P99 is the slowest kind of step that still makes up 1% of a request's steps.
+    slow = sorted(
+        ((step + p.prefill_s / p.chunks, arrivals * p.share * p.chunks) for p in prompts),
+        reverse=True,
+    )
+    total_steps = steps_per_request + sum(n for _, n in slow)
+    itl_p99, seen = step, 0.0
+    for seconds, n in slow:
+        seen += n
+        if seen / total_steps >= 0.01:
+            itl_p99 = seconds
+            break
+    if scn.staggered:
+        # Its own prompt waits for the step in flight, or (mixed) runs one chunk per step
+        # alongside the decodes; the TTFT P99 also pays the P99 prompt's own prefill.
+        own = prefill + chunks * step
+        tail = _p99([(p.prefill_s + p.chunks * step, p.share) for p in prompts])
+    else:
+        own = (running + 1) / 2 * prefill + step
+        # A wave holding the P99 prompt waits for its longer prefill.
+        tail = own + _p99([(p.prefill_s, p.share) for p in prompts]) - prefill
+    ttft = wait + own
+    ttft_p99 = max(1.5 * ttft, wait + tail)
+    return Prediction(
+        concurrency=concurrency,
+        running=running,
+        queued=queued,
+        step_s=step,
+        tpot_ms=decode_elapsed / scn.output_len * 1000,
+        itl_ms=decode_elapsed / steps_per_request * 1000,
+        ttft_ms=ttft * 1000,
+        ttft_p99_ms=ttft_p99 * 1000,
+        output_tok_s=req_per_s * scn.output_len,
+        prefill_s=prefill,
+        itl_p99_ms=itl_p99 * 1000,
+    )
+
+
+def _p99(values: list[tuple[float, float]]) -> float:
+    """The 99th percentile of ``values`` given as (value, share)."""
+    seen = 0.0
+    for value, share in sorted(values):
+        seen += share
+        if seen >= 0.99 - 1e-9:
+            return value
+    return max(v for v, _ in values)
+
+
+def throughput(p: Prediction) -> float:
+    """Output tokens per second (the default thing a crossover compares)."""
+    return p.output_tok_s
+
+
+def crossover(
+    scn: Scenario,
+    cap_on: int,
+    cap_off: int,
+    concurrencies: list[int],
+    cal: Calibration = DEFAULT_CALIBRATION,
+    value: Callable[[Prediction], float] = throughput,
+) -> float | None:
+    """The concurrency above which speculation stops paying (in ``value``, throughput default).
+
+    The first point where the on/off ratio falls through 1, interpolated. None when it never
+    does in range (speculation wins everywhere, or already loses at the lowest load).
+    """
+    prev: tuple[int, float] | None = None
+    for c in sorted(set(concurrencies)):
+        on = value(predict(scn, c, cap_on, True, cal))
+        off = value(predict(scn, c, cap_off, False, cal))
+        gain = on / off if off else (math.inf if on else 1.0)
+        if prev is not None and prev[1] >= 1 > gain:
+            c0, g0 = prev
+            return c0 + (g0 - 1) * (c - c0) / (g0 - gain) if math.isfinite(g0) else float(c0)
+        prev = (c, gain)
+    return None
+
+
+def break_even_accept_length(
+    scn: Scenario,
+    concurrency: int,
+    cap_on: int,
+    cap_off: int,
+    cal: Calibration = DEFAULT_CALIBRATION,
+) -> float:
+    """The accept length at which speculation's throughput equals plain decoding's."""
+    off = predict(scn, concurrency, cap_off, False, cal).output_tok_s
+    lo, hi = 1.0, float(scn.spec.num_draft_tokens if scn.spec else 1) + 1
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        on = predict(replace(scn, accept_length=mid), concurrency, cap_on, True, cal).output_tok_s
+        lo, hi = (mid, hi) if on < off else (lo, mid)
+    return round((lo + hi) / 2, 3)

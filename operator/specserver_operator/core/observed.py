@@ -1,0 +1,93 @@
+"""One SpecServer and what the cluster and its signals show, at one instant (pure data).
+
+``observe.observe`` takes the snapshot; the pure core (``desired``) decides from it.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from specserver_advisor.loaders.configchain import ModelConfigs
+from specserver_advisor.models import (
+    AutoSpeculation,
+    SpecServer,
+    SwitchInProgress,
+    SwitchStrategy,
+)
+from specserver_advisor.policy.decide import Observation, PolicyState
+from specserver_operator.core import children, policystate
+from specserver_operator.core.autopilot import NO_PROMETHEUS_URL
+
+Autoscaler = tuple[str, str, str, str]  # (kind, name, target kind, target name)
+ChildKey = tuple[str, str]  # (kind, name)
+
+
+@dataclass(frozen=True)
+class Observed:
+    """One SpecServer and what the cluster and its signals show, at one instant."""
+
+    body: dict[str, Any]
+    #: the parsed SpecServer (None: invalid, ``invalid`` says why)
+    server: SpecServer | None
+    invalid: str | None
+    #: model configs (None: not read, ``config_error`` says why when a source failed)
+    configs: ModelConfigs | None = None
+    config_error: str | None = None
+    #: every child the SpecServer may own, by (kind, name); None where there is none
+    children: dict[ChildKey, dict[str, Any] | None] = field(default_factory=dict)
+    #: the namespace's autoscalers (None: not listed or not readable)
+    autoscalers: list[Autoscaler] | None = None
+    #: (reason, message) when the HF token Secret the engine reads is missing
+    missing_secret: tuple[str, str] | None = None
+    #: why the HF token Secret may not reach a pod (no grant approves it: secretgrants.py)
+    unapproved_secret: str | None = None
+    #: status.switch / status.policyState as the operator last wrote them (ownstatus.py)
+    own_status: dict[str, Any] | None = None
+    #: the newest Prometheus signals for the engine pods (None: none), and why there are none
+    metrics: Observation | None = None
+    metrics_error: str | None = NO_PROMETHEUS_URL
+    now: str = ""
+    now_ts: float = 0.0
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return self.body["metadata"]  # type: ignore[no-any-return]
+
+    @property
+    def current(self) -> dict[str, Any]:
+        """The status as stored."""
+        return dict(self.body.get("status") or {})
+
+    @functools.cached_property
+    def policy_state(self) -> PolicyState | None:
+        """``status.policyState`` as the policy's state (None: none, or unreadable): parsed
+        here, once per snapshot, on first use (a pass that neither evaluates nor rebuilds the
+        status reads none); the decision takes it from here, never from the stored dict."""
+        return policystate.parse((self.body.get("status") or {}).get("policyState"))
+
+    @functools.cached_property
+    def switch(self) -> SwitchInProgress | None:
+        """``status.switch``, typed (None: no switch under way, or one the schema refuses)."""
+        stored = (self.body.get("status") or {}).get("switch")
+        if not stored:
+            return None
+        try:
+            return SwitchInProgress.model_validate(stored)
+        except ValidationError:
+            return None
+
+    @property
+    def blue_green(self) -> bool:
+        """The SpecServer switches BlueGreen (two mode Deployments): from the typed spec, or,
+        for a spec that does not parse, from the stored one (what runs is still judged by it)."""
+        if self.server is not None:
+            policy = self.server.spec.auto_speculation or AutoSpeculation()
+            return policy.switch_strategy == SwitchStrategy.BLUE_GREEN
+        return children.is_blue_green(self.body)
+
+    def child(self, kind: str, name: str) -> dict[str, Any] | None:
+        return self.children.get((kind, name))

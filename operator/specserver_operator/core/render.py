@@ -1,0 +1,192 @@
+"""Render a SpecServer's children from the jinja2 templates in ``templates/`` (pure).
+
+``build_children`` returns parsed dicts (Deployment, Service) with owner references and labels;
+callers never see YAML strings. Called by status.py; no API access, no clock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import jinja2
+import yaml
+
+from specserver_advisor.launch.model import EngineConfig
+from specserver_advisor.models import API_VERSION, KIND, SpecServer
+from specserver_advisor.policy.model import SpecMode
+from specserver_operator.core.names import child_name
+from specserver_operator.core.podpolicy import pod_resources, shm_gib
+
+ENV = jinja2.Environment(
+    loader=jinja2.PackageLoader("specserver_operator.core", "templates"),
+    undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    autoescape=False,
+)
+MANAGED_BY = "specserver"
+
+
+def labels(server: SpecServer, mode: str) -> dict[str, str]:
+    """Labels on every child and pod."""
+    name = child_name(server.metadata.name or "")
+    return {
+        "app.kubernetes.io/name": "sglang",
+        "app.kubernetes.io/instance": name,
+        "app.kubernetes.io/component": "engine",
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+        "specserver.io/name": name,
+        "specserver.io/mode": mode,
+    }
+
+
+def owner_reference(server: SpecServer, uid: str) -> dict[str, Any]:
+    """The SpecServer as controller owner (deleting it deletes the children)."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "name": server.metadata.name,
+        "uid": uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _volume(server: SpecServer) -> dict[str, Any] | None:
+    src = server.spec.model_source
+    vol = src.volume if src else None
+    if vol is None:
+        return None
+    if vol.persistent_volume_claim_name:
+        return {
+            "persistentVolumeClaim": {
+                "claimName": vol.persistent_volume_claim_name,
+                "readOnly": True,
+            }
+        }
+    if vol.host_path:
+        return {"hostPath": {"path": vol.host_path, "type": "Directory"}}
+    return None
+
+
+def _env(server: SpecServer) -> list[dict[str, Any]]:
+    src = server.spec.model_source
+    env: list[dict[str, Any]] = []
+    if src and src.volume and src.volume.hf_cache:
+        env.append({"name": "HF_HOME", "value": src.volume.mount_path})
+    if src and src.hf_endpoint:
+        env.append({"name": "HF_ENDPOINT", "value": src.hf_endpoint})
+    if src and src.hf_token_secret_ref:
+        ref = src.hf_token_secret_ref
+        env.append(
+            {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
+        )
+    env += [{"name": e.name, "value": e.value} for e in server.spec.engine.env]
+    return env
+
+
+def config_hash(cfg: EngineConfig, server: SpecServer) -> str:
+    """Changes exactly when the pod template would."""
+    material = {
+        "args": cfg.args,
+        "image": server.spec.engine.image,
+        "env": _env(server),
+        "resources": server.spec.resources.model_dump(mode="json"),
+        "requests": pod_resources(server.spec, cfg.weight_gib),
+        "volume": _volume(server),
+    }
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:16]
+
+
+DEFAULT_PREFLIGHT_IMAGE = "ghcr.io/specserver/specserver-engine:0.1.0-sglang0.5.23"
+
+
+def _context(
+    server: SpecServer, cfg: EngineConfig, preflight_image: str, strategy: str
+) -> dict[str, Any]:
+    spec = server.spec
+    mode = SpecMode.of(cfg.speculative).value
+    res = spec.resources
+    limits, requests = pod_resources(spec, cfg.weight_gib)
+    return {
+        "name": child_name(server.metadata.name or ""),
+        "namespace": server.metadata.namespace,
+        "labels": labels(server, mode),
+        "selector": {"specserver.io/name": child_name(server.metadata.name or "")},
+        "config_hash": config_hash(cfg, server),
+        "replicas": spec.replicas,
+        "mode": mode,
+        "image": spec.engine.image,
+        "port": spec.engine.port,
+        "serve_args": cfg.args,
+        "strategy": strategy,
+        "preflight_image": preflight_image,
+        "preflight_args": ["preflight", "--gpu-type", res.gpu_type, "--", *cfg.args],
+        "env": _env(server),
+        "limits": limits,
+        "requests": requests,
+        "shm_size": f"{shm_gib(res.gpus)}Gi",
+        "startup_failures": max(3, spec.engine.startup_timeout_seconds // 10),
+        "node_selector": res.node_selector,
+        "tolerations": [t.model_dump(by_alias=True, exclude_none=True) for t in res.tolerations],
+        "volume": _volume(server),
+        "mount_path": spec.model_source.volume.mount_path
+        if spec.model_source and spec.model_source.volume
+        else "/models",
+    }
+
+
+def _render(template: str, context: dict[str, Any], server: SpecServer, uid: str) -> dict[str, Any]:
+    text = ENV.get_template(template).render(**context)
+    obj: dict[str, Any] = yaml.load(text, Loader=_LOADER)
+    obj["metadata"]["ownerReferences"] = [owner_reference(server, uid)]
+    return obj
+
+
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def build_children(
+    server: SpecServer,
+    uid: str,
+    cfg: EngineConfig,
+    preflight_image: str = DEFAULT_PREFLIGHT_IMAGE,
+    strategy: str = "Recreate",
+) -> list[dict[str, Any]]:
+    """The Deployment and the Service for a validated engine config.
+
+    The engine container runs ``sglang serve`` in ``spec.engine.image`` (a stock SGLang image
+    works); the init container runs ``specserver-engine preflight`` from ``preflight_image``
+    (engine-image/Dockerfile) on the same arguments and files.
+    """
+    context = _context(server, cfg, preflight_image, strategy)
+    return [_render(t, context, server, uid) for t in ("deployment.yaml.j2", "service.yaml.j2")]
+
+
+def build_blue_green(
+    server: SpecServer,
+    uid: str,
+    configs: dict[str, EngineConfig],
+    replicas: dict[str, int],
+    serve: str,
+    preflight_image: str = DEFAULT_PREFLIGHT_IMAGE,
+) -> list[dict[str, Any]]:
+    """BlueGreen children: one Deployment per mode in ``configs`` and the Service on ``serve``.
+
+    Each Deployment is ``<name>-<mode>`` with its own selector (the mode label), so the two never
+    adopt each other's pods; the Service selects the serving mode only.
+    """
+    name = child_name(server.metadata.name or "")
+    children = []
+    for mode, cfg in sorted(configs.items()):
+        context = _context(server, cfg, preflight_image, "Recreate")
+        context["name"] = f"{name}-{mode}"
+        context["replicas"] = replicas.get(mode, 0)
+        context["selector"] = {"specserver.io/name": name, "specserver.io/mode": mode}
+        children.append(_render("deployment.yaml.j2", context, server, uid))
+    context = _context(server, configs[serve], preflight_image, "Recreate")
+    context["selector"] = {"specserver.io/name": name, "specserver.io/mode": serve}
+    children.append(_render("service.yaml.j2", context, server, uid))
+    return children

@@ -1,0 +1,237 @@
+"""What the CRD schema cannot check, checked before anything is rendered (pure).
+
+Every spec the API server accepts must get a status within one cycle: a value the schema lets
+through but Kubernetes (or SGLang) would refuse, wrap or choke on is reported here as
+``ConfigValid=False`` (reason ``InvalidSpec``) with the field's path, instead of a child the
+API server rejects on every pass. ``spec_problems`` runs on the parsed SpecServer;
+``context_problems`` once the model config is known.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+
+from specserver_advisor.models import SpecServer
+from specserver_advisor.sglang import draftcontext
+from specserver_advisor.sglang.flags import match_option
+
+INT32_MAX = 2**31 - 1
+#: Sane upper bounds (values far beyond any real deployment are mistakes, not plans).
+MAX_REPLICAS = 1000
+MAX_GPUS_PER_NODE = 16  # one engine replica is one pod, so its GPUs sit on one node
+MAX_STARTUP_TIMEOUT_S = 86_400
+MAX_RUNNING_REQUESTS = 65_536
+MAX_CONTEXT_TOKENS = 10_000_000
+MAX_NUM_STEPS = 32
+MAX_EAGLE_TOPK = 64
+MAX_DRAFT_TOKENS = 1024
+MAX_NGRAM = 1_000_000_000
+MAX_POLICY_SECONDS = 7 * 86_400
+MAX_EXTRA_ARGS = 256
+MAX_ARG_CHARS = 4096
+#: Variables the operator sets itself (a second definition would be ambiguous).
+RESERVED_ENV = ("HF_HOME", "HF_ENDPOINT", "HF_TOKEN")
+#: Paths a model volume may not be mounted over (the engine's own mounts, kernel file systems).
+RESERVED_MOUNTS = ("/dev", "/proc", "/sys", "/etc", "/var/run/secrets")
+
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+DNS_SUBDOMAIN = re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*")
+_NAME_PART = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
+ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
+QUANTITY = re.compile(r"[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei|[eE][0-9]+)?")
+TOLERATION_OPERATORS = ("Exists", "Equal")
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def qualified_name_problem(value: str) -> str | None:
+    """Why ``value`` is not a Kubernetes qualified name (``[prefix/]name``), or None."""
+    prefix, _, name = value.rpartition("/")
+    if prefix and (len(prefix) > 253 or not DNS_SUBDOMAIN.fullmatch(prefix)):
+        return f"prefix {prefix!r} is not a DNS subdomain"
+    if not name or len(name) > 63 or not _NAME_PART.fullmatch(name):
+        return f"name part {name!r} must be 1-63 alphanumerics, '-', '_' or '.'"
+    return None
+
+
+def _control(value: str) -> bool:
+    return any(ord(c) < 32 or ord(c) == 127 for c in value)
+
+
+def _dns_name(value: str) -> bool:
+    return len(value) <= 253 and DNS_SUBDOMAIN.fullmatch(value) is not None
+
+
+def _quantity(value: str) -> bool:
+    return QUANTITY.fullmatch(value) is not None and any(c in "123456789" for c in value)
+
+
+def _bounded(out: list[str], path: str, value: int | None, upper: int) -> None:
+    if value is not None and value > upper:
+        out.append(f"{path}: {value} is above the maximum {upper}")
+
+
+def spec_problems(server: SpecServer) -> list[str]:
+    """Every problem of ``server`` the schema let through, each naming its field."""
+    spec, out = server.spec, list[str]()
+    if spec.speculative.draft_context_from_target:
+        algorithm = spec.speculative.algorithm.value
+        refused = draftcontext.refusal(algorithm, spec.draft is not None, False, None)
+        if refused:
+            out.append(refused)
+    refs = [("spec.model", spec.model)] + ([("spec.draft", spec.draft)] if spec.draft else [])
+    for where, model in refs:
+        for field, value in (("path", model.path), ("revision", model.revision)):
+            if value is not None and (len(value) > MAX_ARG_CHARS or _control(value)):
+                out.append(f"{where}.{field}: too long or contains control characters")
+    _bounded(out, "spec.replicas", spec.replicas, MAX_REPLICAS)
+    res = spec.resources
+    _bounded(out, "spec.resources.gpus", res.gpus, MAX_GPUS_PER_NODE)
+    problem = qualified_name_problem(res.gpu_resource_name)
+    if problem or "/" not in res.gpu_resource_name:
+        out.append(
+            f"spec.resources.gpuResourceName: {res.gpu_resource_name!r} is not an extended "
+            f"resource name (domain/name){': ' + problem if problem else ''}"
+        )
+    for field, value in (("cpu", res.cpu), ("memory", res.memory)):
+        if value is not None and not _quantity(value):
+            out.append(f"spec.resources.{field}: {value!r} is not a Kubernetes quantity")
+    for key, value in res.node_selector.items():
+        problem = qualified_name_problem(key)
+        if problem:
+            out.append(f"spec.resources.nodeSelector: key {key!r}: {problem}")
+        if len(value) > 63 or not LABEL_VALUE.fullmatch(value):
+            out.append(f"spec.resources.nodeSelector[{key}]: {value!r} is not a label value")
+    for i, tol in enumerate(res.tolerations):
+        path = f"spec.resources.tolerations[{i}]"
+        if tol.key and (problem := qualified_name_problem(tol.key)):
+            out.append(f"{path}.key: {problem}")
+        if tol.operator is not None and tol.operator not in TOLERATION_OPERATORS:
+            out.append(f"{path}.operator: {tol.operator!r} is not Exists or Equal")
+        if tol.effect and tol.effect not in TAINT_EFFECTS:
+            out.append(f"{path}.effect: {tol.effect!r} is not one of {', '.join(TAINT_EFFECTS)}")
+        if tol.value and (len(tol.value) > 63 or not LABEL_VALUE.fullmatch(tol.value)):
+            out.append(f"{path}.value: {tol.value!r} is not a label value")
+        if tol.toleration_seconds is not None and abs(tol.toleration_seconds) > 2**63 - 1:
+            out.append(f"{path}.tolerationSeconds: out of range")
+    engine = spec.engine
+    _bounded(
+        out,
+        "spec.engine.startupTimeoutSeconds",
+        engine.startup_timeout_seconds,
+        MAX_STARTUP_TIMEOUT_S,
+    )
+    _bounded(
+        out, "spec.engine.maxRunningRequests", engine.max_running_requests, MAX_RUNNING_REQUESTS
+    )
+    _bounded(out, "spec.engine.contextLength", engine.context_length, MAX_CONTEXT_TOKENS)
+    _bounded(
+        out, "spec.engine.expectedInputTokens", engine.expected_input_tokens, MAX_CONTEXT_TOKENS
+    )
+    _bounded(
+        out, "spec.engine.expectedOutputTokens", engine.expected_output_tokens, MAX_CONTEXT_TOKENS
+    )
+    if not engine.image.strip() or any(c.isspace() for c in engine.image):
+        out.append(f"spec.engine.image: {engine.image!r} is not an image reference")
+    if len(engine.extra_args) > MAX_EXTRA_ARGS:
+        out.append(f"spec.engine.extraArgs: more than {MAX_EXTRA_ARGS} items")
+    for i, arg in enumerate(engine.extra_args):
+        if len(arg) > MAX_ARG_CHARS or "\x00" in arg:
+            out.append(f"spec.engine.extraArgs[{i}]: too long or contains NUL")
+    seen: set[str] = set()
+    for i, env in enumerate(engine.env):
+        path = f"spec.engine.env[{i}].name"
+        if not ENV_NAME.fullmatch(env.name):
+            out.append(f"{path}: {env.name!r} is not a valid environment variable name")
+        elif env.name in RESERVED_ENV:
+            out.append(f"{path}: {env.name} is set by the operator (use spec.modelSource)")
+        elif env.name in seen:
+            out.append(f"{path}: {env.name} is given twice")
+        seen.add(env.name)
+    s = spec.speculative
+    out += _choice_problems("spec.speculative.draftKvCacheDtype", s.draft_kv_cache_dtype)
+    _bounded(out, "spec.speculative.numSteps", s.num_steps, MAX_NUM_STEPS)
+    _bounded(out, "spec.speculative.eagleTopk", s.eagle_topk, MAX_EAGLE_TOPK)
+    _bounded(out, "spec.speculative.numDraftTokens", s.num_draft_tokens, MAX_DRAFT_TOKENS)
+    if s.ngram is not None:
+        for field in ("min_bfs_breadth", "max_bfs_breadth", "max_trie_depth", "capacity"):
+            camel = re.sub(r"_([a-z])", lambda m: m.group(1).upper(), field)
+            _bounded(out, f"spec.speculative.ngram.{camel}", getattr(s.ngram, field), MAX_NGRAM)
+    src = spec.model_source
+    if src is not None:
+        if src.config_map_name is not None and not _dns_name(src.config_map_name):
+            out.append(f"spec.modelSource.configMapName: {src.config_map_name!r} is not a name")
+        ref = src.hf_token_secret_ref
+        if ref is not None and not _dns_name(ref.name):
+            out.append(f"spec.modelSource.hfTokenSecretRef.name: {ref.name!r} is not a name")
+        if ref is not None and not re.fullmatch(r"[-._a-zA-Z0-9]+", ref.key):
+            out.append(f"spec.modelSource.hfTokenSecretRef.key: {ref.key!r} is not a key")
+        vol = src.volume
+        if vol is not None:
+            out += _volume_problems(vol.mount_path, vol.persistent_volume_claim_name, vol.host_path)
+    auto = spec.auto_speculation
+    if auto is not None:
+        for field in (
+            "evaluation_interval_seconds",
+            "switch_timeout_seconds",
+            "min_dwell_seconds",
+            "stale_after_seconds",
+            "relearn_after_seconds",
+        ):
+            camel = re.sub(r"_([a-z])", lambda m: m.group(1).upper(), field)
+            _bounded(out, f"spec.autoSpeculation.{camel}", getattr(auto, field), MAX_POLICY_SECONDS)
+        for field in (
+            "disable_after_breaches",
+            "enable_after_passes",
+            "max_switches_per_hour",
+            "queue_growth_evaluations",
+        ):
+            camel = re.sub(r"_([a-z])", lambda m: m.group(1).upper(), field)
+            _bounded(out, f"spec.autoSpeculation.{camel}", getattr(auto, field), 10_000)
+    return out
+
+
+#: Spec fields rendered as the value of an SGLang flag that takes one of fixed choices.
+CHOICE_FLAGS = {"spec.speculative.draftKvCacheDtype": "--speculative-draft-kv-cache-dtype"}
+
+
+def _choice_problems(path: str, value: str | None) -> list[str]:
+    """Why ``value`` is not one SGLang accepts for ``path``'s flag (its own choices)."""
+    flag = match_option(CHOICE_FLAGS[path])[0]
+    choices = flag.choices if flag is not None else None
+    if value is None or not choices or value in choices:
+        return []
+    return [f"{path}: {value[:64]!r} is not one of {', '.join(choices)}"]
+
+
+def _volume_problems(mount: str, claim: str | None, host: str | None) -> list[str]:
+    out = []
+    path = "spec.modelSource.volume"
+    clean = posixpath.normpath(mount) if mount else ""
+    if not mount.startswith("/") or clean != mount.rstrip("/") or clean == "/" or ":" in mount:
+        out.append(f"{path}.mountPath: {mount!r} must be a plain absolute path")
+    elif any(clean == r or clean.startswith(r + "/") for r in RESERVED_MOUNTS):
+        out.append(
+            f"{path}.mountPath: {mount} is reserved (the engine's /dev/shm or a system path)"
+        )
+    if claim is not None and not _dns_name(claim):
+        out.append(f"{path}.persistentVolumeClaimName: {claim!r} is not a name")
+    if host is not None and (not host.startswith("/") or posixpath.normpath(host) != host):
+        out.append(f"{path}.hostPath: {host!r} must be a plain absolute path")
+    return out
+
+
+def context_problems(server: SpecServer, model_context: int | None) -> list[str]:
+    """Expected tokens against the context the engine will have (spec, else the model's)."""
+    engine = server.spec.engine
+    context = engine.context_length or model_context
+    if not context:
+        return []
+    total = engine.expected_input_tokens + engine.expected_output_tokens
+    if total > context:
+        return [
+            f"spec.engine.expectedInputTokens + expectedOutputTokens: {total} tokens do not fit "
+            f"the {context}-token context"
+        ]
+    return []

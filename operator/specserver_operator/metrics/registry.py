@@ -1,0 +1,140 @@
+"""The operator's own Prometheus metrics (``/metrics`` on ``SPECSERVER_METRICS_PORT``).
+
+Counters are exposed with the ``_total`` suffix (prometheus_client appends it). Series labelled
+by SpecServer are removed once their SpecServer is gone (``retain``, called by the cycle), so a
+deleted SpecServer does not linger in the dashboard or in alerts.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from specserver_advisor.policy.model import SpecMode
+from specserver_operator.metrics.seriesbook import Series
+
+#: ``specserver_speculation_mode`` values: with speculation, without, and no engine at all
+#: (invalid spec, nothing deployed yet): distinct, so "off" never hides "not serving".
+MODE_ON, MODE_OFF, MODE_NO_ENGINE = 1, 0, -1
+
+REGISTRY = CollectorRegistry()
+#: The series labelled by SpecServer are plain values exposed at scrape time (seriesbook.py):
+#: a prometheus_client child per series was about 1 KB, three or more per SpecServer.
+DECISIONS = Series(
+    "specserver_decisions",
+    "Auto-speculation decisions.",
+    ("namespace", "specserver", "action", "reason"),
+    counter=True,
+    registry=REGISTRY,
+)
+MODE = Series(
+    "specserver_speculation_mode",
+    "1: the engine runs with speculation; 0: without; -1: no engine (invalid or not deployed).",
+    ("namespace", "specserver"),
+    registry=REGISTRY,
+)
+READY = Series(
+    "specserver_ready",
+    "1 when the SpecServer's Ready condition is True, else 0.",
+    ("namespace", "specserver"),
+    registry=REGISTRY,
+)
+EVALUATION = Histogram(
+    "specserver_evaluation_duration_seconds",
+    "Time to evaluate the policy for one SpecServer.",
+    registry=REGISTRY,
+)
+QUERY_ERRORS = Counter(
+    "specserver_prometheus_query_errors",
+    "Prometheus queries (grouped, one per signal) that failed.",
+    registry=REGISTRY,
+)
+SWITCHES = Series(
+    "specserver_switches",
+    "Speculation switches that ended, by result (completed, failed, cancelled).",
+    ("namespace", "specserver", "result"),
+    counter=True,
+    registry=REGISTRY,
+)
+
+API_WRITES = Counter(
+    "specserver_api_writes",
+    "Kubernetes API writes (applies, status patches, events, deletes).",
+    registry=REGISTRY,
+)
+PROMETHEUS_QUERIES = Counter(
+    "specserver_prometheus_queries",
+    "PromQL queries sent (one per signal per cycle, for all SpecServers).",
+    registry=REGISTRY,
+)
+CYCLES = Counter(
+    "specserver_cycles",
+    "Shared observation cycles run.",
+    registry=REGISTRY,
+)
+CYCLE_CPU = Counter(
+    "specserver_cycle_cpu_seconds",
+    "CPU time spent in observation cycles (the cycle thread's own time).",
+    registry=REGISTRY,
+)
+CYCLE_DURATION = Histogram(
+    "specserver_cycle_duration_seconds",
+    "Wall time of one observation cycle over every SpecServer.",
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
+    registry=REGISTRY,
+)
+CYCLE_SPECSERVERS = Gauge(
+    "specserver_cycle_specservers",
+    "SpecServers seen by the newest cycle.",
+    registry=REGISTRY,
+)
+CYCLE_ERRORS = Counter(
+    "specserver_cycle_errors",
+    "Cycles or per-SpecServer passes that failed (the log says why).",
+    registry=REGISTRY,
+)
+LEASE_FORBIDDEN = Gauge(
+    "specserver_lease_forbidden",
+    "1 while the API server refuses this replica's leader Lease requests (403): it cannot lead.",
+    registry=REGISTRY,
+)
+
+
+#: Metrics with ``namespace`` and ``specserver`` labels (their series die with the SpecServer).
+PER_SPECSERVER = (DECISIONS, MODE, READY, SWITCHES)
+_QUERY_ERRORS_SEEN = [0]
+
+
+def mode_value(speculation_mode: str | None) -> int:
+    """The gauge value for ``status.speculationMode`` (None: no engine)."""
+    if speculation_mode is None:
+        return MODE_NO_ENGINE
+    return MODE_ON if SpecMode.from_status(speculation_mode).speculative else MODE_OFF
+
+
+def count_query_errors(total: int) -> None:
+    """Advance the query-error counter to ``total`` (the signal caches' running count)."""
+    if total > _QUERY_ERRORS_SEEN[0]:
+        QUERY_ERRORS.inc(total - _QUERY_ERRORS_SEEN[0])
+    _QUERY_ERRORS_SEEN[0] = total
+
+
+def retain(live: set[tuple[str, str]]) -> int:
+    """Remove every per-SpecServer series whose (namespace, name) is not in ``live``.
+
+    Returns:
+        How many series were removed.
+    """
+    removed = 0
+    for series in PER_SPECSERVER:
+        with series.lock:  # the first two labels are namespace and specserver
+            for key in [k for k in series.values if k[:2] not in live]:
+                del series.values[key]
+                removed += 1
+    return removed
+
+
+def serve(port: int, host: str = "127.0.0.1") -> None:
+    """Expose the registry on ``host`` (loopback unless told: the series name every tenant's
+    SpecServers; no-op for port 0)."""
+    if port:
+        start_http_server(port, addr=host, registry=REGISTRY)

@@ -1,0 +1,228 @@
+"""Everything one reconcile pass reads, in one snapshot taken before anything is decided.
+
+``observe`` reads (through a ``cachedclient.PassClient``: the cycle's watch-fed cache, or the
+API for a handler's pass) the children a SpecServer may own, the namespace's autoscalers, the
+model configs (ConfigMap or endpoint, memoised per generation), the HF token Secret's existence,
+and the Prometheus signals the signal thread already fetched; the result is an ``Observed`` the pure
+core (desired.py) decides from. Called by controller.reconcile; nothing here writes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from typing import Any
+
+from pydantic import ValidationError
+
+from specserver_advisor.loaders.configchain import ConfigSourceError, ModelConfigs
+from specserver_advisor.models import SpecServer, SpecServerSpec
+from specserver_operator.core import bluegreen, ownstatus, speccheck
+from specserver_operator.core.autopilot import NO_PROMETHEUS_URL
+from specserver_operator.core.names import child_name
+from specserver_operator.core.observed import Autoscaler, ChildKey, Observed
+from specserver_operator.core.passcache import PassCache
+from specserver_operator.kube import secretgrants
+from specserver_operator.kube.cachedclient import PassClient
+from specserver_operator.kube.errors import ApiError, NotFoundError
+from specserver_operator.reconcile import configsource
+from specserver_operator.reconcile.runsettings import Settings
+from specserver_operator.reconcile.signals import SignalCache
+
+#: Seconds before a config source that failed is read again (for the same generation).
+CONFIG_RETRY_S = 30.0
+#: Seconds between checks that the HF token Secret exists (per generation).
+SECRET_RECHECK_S = 60.0
+#: How often a namespace's HPAs and ScaledObjects are listed.
+AUTOSCALER_REFRESH_S = 60.0
+
+
+def child_keys(name: str) -> list[ChildKey]:
+    """Every child a SpecServer of this name may own, under any switch strategy."""
+    base = child_name(name)
+    return [
+        ("Deployment", base),
+        *[("Deployment", bluegreen.deployment_name(base, m)) for m in bluegreen.MODES],
+        ("Service", base),
+    ]
+
+
+def observe_children(
+    client: PassClient, namespace: str, name: str, now_ts: float, memo: PassCache
+) -> tuple[dict[ChildKey, dict[str, Any] | None], list[Autoscaler] | None]:
+    """The children (and, when an engine Deployment exists, the namespace's autoscalers)."""
+    found = {(kind, child): client.get(kind, namespace, child) for kind, child in child_keys(name)}
+    deployed = any(obj is not None for (kind, _), obj in found.items() if kind == "Deployment")
+    return found, autoscalers(client, namespace, now_ts, memo) if deployed else None
+
+
+def observe(
+    client: PassClient,
+    body: dict[str, Any],
+    now: str,
+    now_ts: float,
+    settings: Settings,
+    signals: SignalCache | None,
+    memo: PassCache,
+) -> Observed:
+    """Read everything the pass decides from (no writes)."""
+    meta = body["metadata"]
+    ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
+    server, invalid = validated(body, memo)
+    found, scalers = observe_children(client, ns, name, now_ts, memo)
+    configs, config_error, missing, unapproved = None, None, None, None
+    if server is not None:
+        unapproved = _unapproved_secret(client, server, uid, settings)
+        try:
+            configs = read_configs(client, server, uid, settings, memo)
+        except ConfigSourceError as exc:
+            config_error = str(exc)
+        else:
+            missing = _missing_secret(client, server, uid, now_ts, memo)
+    metrics = signals.get(ns, child_name(name)) if signals else None  # the pods' name label
+    own = memo.own_status[uid] = ownstatus.seen(memo.own_status.get(uid), body.get("status") or {})
+    return Observed(
+        body=body,
+        server=server,
+        invalid=invalid,
+        configs=configs,
+        config_error=config_error,
+        children=found,
+        autoscalers=scalers,
+        missing_secret=missing,
+        unapproved_secret=unapproved,
+        own_status=own,
+        metrics=metrics,
+        metrics_error=signals.last_error if signals else NO_PROMETHEUS_URL,
+        now=now,
+        now_ts=now_ts,
+    )
+
+
+def validated(body: dict[str, Any], memo: PassCache) -> tuple[SpecServer | None, str | None]:
+    """The SpecServer model (or why the spec is invalid), kept until spec or annotations change."""
+    meta = body["metadata"]
+    annotations = meta.get("annotations") or {}
+    key = (meta.get("generation"), tuple(sorted(annotations.items())))
+    hit = memo.validated.get(meta["uid"])
+    if hit and hit[0] == key:
+        return hit[1], hit[2]
+    # The admission webhook's own check, on the spec model identical specs share.
+    server, problems = speccheck.parse(body, lambda doc: _parsed(doc, memo))
+    invalid = "; ".join(problems[:3]) if problems else None
+    memo.validated[meta["uid"]] = (key, server, invalid)
+    return server, invalid
+
+
+def _parsed(body: dict[str, Any], memo: PassCache) -> SpecServer:
+    """The SpecServer model of ``body``; its spec model is shared with every SpecServer whose
+    spec is the same (a fleet of identical engines keeps one parsed copy, ~5 KB each)."""
+    rest = {k: v for k, v in body.items() if k not in ("status", "spec")}
+    digest = hashlib.sha256(
+        json.dumps(body.get("spec"), sort_keys=True, separators=(",", ":")).encode()
+    ).hexdigest()
+    spec = memo.specs.get(digest)
+    if spec is None:
+        try:
+            spec = SpecServerSpec.model_validate(body.get("spec"))
+        except ValidationError:  # the whole object's validation names the field from spec.
+            SpecServer.model_validate({**rest, "spec": body.get("spec")})
+            raise
+        memo.specs[digest] = spec
+    return SpecServer.model_validate({**rest, "spec": spec})  # the instance, not a copy
+
+
+def read_configs(
+    client: PassClient, server: SpecServer, uid: str, settings: Settings, memo: PassCache
+) -> ModelConfigs:
+    """Model configs from the first source that has them (cached per generation)."""
+    key = (uid, server.metadata.generation or 0)
+    if key in memo.configs:
+        return memo.configs[key]  # type: ignore[no-any-return]
+    failed = memo.config_failed.get(key)
+    if failed is not None and time.monotonic() < failed[0]:
+        raise ConfigSourceError(failed[1])  # an endpoint that failed is not asked every pass
+    try:
+        configs = _read_configs(client, server, settings, memo)
+    except ConfigSourceError as exc:
+        memo.config_failed[key] = (time.monotonic() + CONFIG_RETRY_S, str(exc))
+        raise
+    memo.config_failed.pop(key, None)
+    memo.configs[key] = configs
+    return configs
+
+
+def _read_configs(
+    client: PassClient, server: SpecServer, settings: Settings, memo: PassCache
+) -> ModelConfigs:
+    ns = server.metadata.namespace or "default"
+
+    def configmap(name: str) -> dict[str, str]:
+        try:
+            return client.get_configmap_data(ns, name)
+        except NotFoundError as exc:
+            raise ConfigSourceError(str(exc)) from exc
+
+    return configsource.read_configs(server.spec, configmap, settings.hf, memo.bundled)
+
+
+def _unapproved_secret(
+    client: PassClient, server: SpecServer, uid: str, settings: Settings
+) -> str | None:
+    """Why no admission review approved the HF token Secret for this generation (None: one
+    did, or no Secret is named, or the admin requires no approval)."""
+    src = server.spec.model_source
+    ref = src.hf_token_secret_ref if src else None
+    if ref is None or not settings.require_secret_approval:
+        return None
+    generation = server.metadata.generation or 0
+    ns = server.metadata.namespace or "default"
+    grant = client.get_secret_grant(secretgrants.grant_namespace(), uid, generation)
+    if secretgrants.approved(grant, uid, generation, ref.name):
+        return None
+    return secretgrants.refusal(ns, ref.name, generation)
+
+
+def _missing_secret(
+    client: PassClient, server: SpecServer, uid: str, now_ts: float, memo: PassCache
+) -> tuple[str, str] | None:
+    """A warning when the HF token Secret the engine pod reads is missing, whatever the config
+    source (the pod could not start); checked once a minute per generation, not every pass."""
+    src = server.spec.model_source
+    ref = src.hf_token_secret_ref if src else None
+    if ref is None:
+        return None
+    key = (uid, server.metadata.generation or 0)
+    cached = memo.secrets.get(key)
+    if cached and now_ts - cached[0] < SECRET_RECHECK_S:
+        return cached[1]
+    ns = server.metadata.namespace or "default"
+    found: tuple[str, str] | None = None
+    try:
+        if not client.secret_exists(ns, ref.name):
+            found = (
+                "SecretNotFound",
+                f"Secret {ns}/{ref.name} not found (spec.modelSource.hfTokenSecretRef): the "
+                "engine pod cannot start until it exists",
+            )
+    except ApiError:
+        # No `get` on Secrets in this namespace (the default install grants none): unknown.
+        found = cached[1] if cached else None
+    memo.secrets[key] = (now_ts, found)
+    return found
+
+
+def autoscalers(
+    client: PassClient, namespace: str, now_ts: float, memo: PassCache
+) -> list[Autoscaler] | None:
+    """HPAs/ScaledObjects of a namespace, listed at most once a minute (None if unreadable)."""
+    cached = memo.autoscalers.get(namespace)
+    if cached and now_ts - cached[0] < AUTOSCALER_REFRESH_S:
+        return cached[1]
+    try:
+        found = client.list_autoscalers(namespace)
+    except (ApiError, NotFoundError):
+        return cached[1] if cached else None
+    memo.autoscalers[namespace] = (now_ts, found)
+    return found
