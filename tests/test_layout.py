@@ -1,10 +1,13 @@
-"""Tripwires for the source layout: no package may shadow the standard library's ``operator``."""
+"""Tripwires for the source layout: no package may shadow the standard library's ``operator``;
+only entry points and ground leaves sit at the top of a package; every layer says what it is."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import subprocess
 import sys
+from pathlib import Path
 
 from stack import REPO
 
@@ -36,3 +39,44 @@ def test_packages_import_from_their_source_roots() -> None:
         module = importlib.import_module(name)
         assert module.__file__ is not None
         assert str(REPO / root) in module.__file__
+
+
+#: The only modules at the top of each package: entry points and the ground leaves (README's
+#: layout table); everything else lives in a layer package.
+TOP_LEVEL = {
+    "advisor/specserver_advisor": {"__init__", "models", "findings", "errors", "gpus", "bounded"},
+    "operator/specserver_operator": {"__init__", "main", "handlers", "settings"},
+    "engine-image/specserver_engine": {
+        "__init__",
+        "cli",
+        "launch",
+        "preflight",
+        "loadgen",
+        "ports",
+    },
+}
+
+
+def test_only_entry_points_and_ground_leaves_sit_at_the_top() -> None:
+    for root, allowed in TOP_LEVEL.items():
+        found = {p.stem for p in (REPO / root).glob("*.py")}
+        assert found == allowed, f"{root}: move {sorted(found - allowed)} into a layer package"
+
+
+def test_every_package_says_what_its_layer_is() -> None:
+    for root in TOP_LEVEL:
+        for init in (REPO / root).rglob("__init__.py"):
+            doc = ast.get_docstring(ast.parse(init.read_text()))
+            assert doc and len(doc) > 40, f"{init.relative_to(REPO)} needs a docstring"
+
+
+def test_the_readme_layout_table_names_every_layer_package() -> None:
+    readme = (REPO / "README.md").read_text()
+    for root in TOP_LEVEL:
+        for init in (REPO / root).rglob("__init__.py"):
+            package = init.parent.relative_to(REPO / root.split("/")[0])
+            if package.parent == Path(".") or "rules" in package.parts:
+                continue
+            assert f"`{package.relative_to(package.parts[0])}/`" in readme, (
+                f"README's layout table lacks {package}"
+            )

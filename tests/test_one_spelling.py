@@ -20,23 +20,23 @@ CODE = [
     REPO / "operator" / "specserver_operator",
     REPO / "engine-image" / "specserver_engine",
 ]
-#: The module that spells them (``Reason``, ``SpecMode``), by file name.
+#: The module that spells them (``Reason``, ``SpecMode``), by its path in the package.
 HOME = "policy/model.py"
 #: The plan and its front ends: the plan's output has a prediction per mode, keyed on/off.
-PLAN_FILES = "plan"
-#: Where the mode's words are spelled, and why they may be (by file name: the tree may move).
+PLAN_FILES = ("perf/plan.py", "perf/autocontext.py", "cli/plan")
+#: Where the mode's words are spelled, and why they may be (by path in the package).
 MODE_WORDS = {"on", "off", "On", "Off", "enable", "disable", "keep"}
 MODE_WORDS_ALLOWED = {
     # the API's own enum (SpeculationState) and the previous spec.mode values
     "models.py",
     # the calibration's measured arms (a prediction per mode; the plan's front ends, every
-    # ``plan*.py``, spell its on/off output keys: PLAN_FILES)
-    "calibration.py",
+    # ``cli/plan*.py``, spell its on/off output keys: PLAN_FILES)
+    "perf/calibration.py",
     # fleetsim's arm names (on, off, on_adaptive, auto, ...), not modes
-    "fleetsim.py",
+    "replay/fleetsim.py",
     # the webhook probe's answer ("off": no webhook), the simulated engine's banner
     "handlers.py",
-    "simulate.py",
+    "sim/simulate.py",
 }
 
 
@@ -45,11 +45,12 @@ def literals(words: set[str]) -> list[str]:
     found = []
     for root in CODE:
         for path in sorted(root.rglob("*.py")):
-            if path.name == HOME:
+            rel = path.relative_to(root).as_posix()
+            if rel == HOME:
                 continue
             for node in ast.walk(ast.parse(path.read_text(), str(path))):
                 if isinstance(node, ast.Constant) and node.value in words:
-                    found.append(f"{path.name}:{node.lineno} {node.value} ({path.parent.name})")
+                    found.append(f"{rel}:{node.lineno} {node.value}")
     return found
 
 
@@ -73,5 +74,5 @@ def test_the_mode_is_spelled_only_by_specmode() -> None:
 
 def test_an_allowed_file_is_still_there() -> None:
     """The allow-list names files that exist (a renamed file is checked, not skipped)."""
-    names = {path.name for root in CODE for path in root.rglob("*.py")}
+    names = {p.relative_to(root).as_posix() for root in CODE for p in root.rglob("*.py")}
     assert sorted(MODE_WORDS_ALLOWED - names) == []

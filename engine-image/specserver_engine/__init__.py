@@ -1,1 +1,3 @@
-"""What runs in the engine pod: preflight, argument composition, and the simulated engine."""
+"""What runs in the engine pod: preflight, argument composition (``launch``), the entrypoint
+(``cli``), and the simulated engine (``sim``) with its load generator (``loadgen``).
+"""

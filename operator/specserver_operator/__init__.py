@@ -1,4 +1,8 @@
-"""specserver's Kubernetes operator: the kopf shell around specserver_advisor.
+"""specserver's Kubernetes operator: the kopf shell around specserver_advisor, in layers.
 
-``handlers`` holds every ``@kopf.on.*``; ``client`` is the only Kubernetes I/O.
+From the top: ``main`` > ``handlers`` (every ``@kopf.on.*``) > ``webhook`` | ``loop`` >
+``reconcile`` (observe -> decide -> apply) > ``kube`` (the only code that talks to the API) >
+``core`` (pure: desired state, children, templates, conditions, validation, policy state),
+with ``settings`` and ``metrics`` as leaves. import-linter contracts (pyproject.toml) hold the
+order and keep ``core`` free of I/O.
 """

@@ -16,7 +16,7 @@ for _unused in ("kubernetes", "kubernetes_asyncio", "pykube"):
 import kopf  # noqa: E402
 
 from specserver_operator import settings  # noqa: E402
-from specserver_operator.reconcile import runsettings
+from specserver_operator.reconcile import runsettings  # noqa: E402
 
 
 def build_parser() -> argparse.ArgumentParser:

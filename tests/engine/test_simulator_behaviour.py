@@ -41,12 +41,13 @@ def test_cap_makes_a_queue_whose_wait_is_the_ttft(start_simulator: Any) -> None:
     results = run_load(sim.url, users=8, requests=16)
     assert len(results) == 16
     # Two slots for eight users: the last admitted waited while at least two whole requests
-    # ran ahead of it in its slot (three, in the first wave), so its TTFT is longer than two
-    # of the shortest request's whole lifetimes. Uncapped, every TTFT is a prefill: shorter
-    # than any request's lifetime. Host noise lengthens the lifetimes it is compared with too.
+    # ran ahead of it in its slot (three, in the first wave), so its TTFT is longer than the
+    # shortest request's whole lifetime by half again at least (two lifetimes on a quiet host).
+    # Uncapped, every TTFT is a prefill: shorter than any request's lifetime. Host noise
+    # lengthens the lifetimes it is compared with too (a loaded 2-core run measured 1.8x).
     last_admitted = max(r.ttft for r in results)
     shortest_request = min(r.latency for r in results)
-    assert last_admitted > 2 * shortest_request
+    assert last_admitted > 1.5 * shortest_request
     with urllib.request.urlopen(f"{sim.url}/server_info", timeout=10) as resp:
         info = json.loads(resp.read())
     assert info["internal_states"][0]["effective_max_running_requests_per_dp"] == 2

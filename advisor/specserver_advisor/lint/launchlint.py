@@ -2,11 +2,11 @@
 
 One floor above both the launch model (``launch.settle``: the one pass from spec to argv and
 plan) and the linter (``lint``): the launch model never runs the linter, so neither imports the
-other. ``build_engine_config`` is what the operator (engineconfig.py: ConfigValid, the warning
-events, admission) and ``plan --from`` call; ``launch_findings`` lints an argv the engine's
-preflight and the parity tests plan with ``launch.launch_from_argv``. The warnings are the rule
-registry's own findings on the exact argv rendered (the rules ``lint`` runs), not messages
-matched by substring. Pure.
+other. ``build_engine_config`` is what the operator (``core.desired``, ``core.speccheck``:
+ConfigValid, the warning events, admission) and ``plan --from`` call; ``launch_findings`` lints an
+argv the engine's preflight and the parity tests plan with ``launch.launch_from_argv``. The
+warnings are the rule registry's own findings on the exact argv rendered (the rules ``lint`` runs),
+not messages matched by substring. Pure.
 """
 
 from __future__ import annotations

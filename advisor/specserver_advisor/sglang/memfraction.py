@@ -4,7 +4,7 @@ SGLang 0.5.23 sizes the KV pool as ``pre_load_free * mem_fraction_static - weigh
 (``memory.plan_memory``); its heuristic fraction (0.701 on a 22.5 GiB L4) is below what an 8B
 BF16 target plus an EAGLE-3 head need for their weights alone. The operator then renders the
 smallest fraction whose pool holds the planned requests, never above ``CEILING``, or says
-how many GPUs the model needs. Called by the operator's engineconfig.py. Pure.
+how many GPUs the model needs. Called by the launch model (``launch.settle``). Pure.
 """
 
 from __future__ import annotations

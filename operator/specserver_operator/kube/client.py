@@ -241,7 +241,7 @@ class KubeClient:
                 "DELETE", object_path("ConfigMap", namespace, name), f"ConfigMap {namespace}/{name}"
             )
 
-    # ----------------------------------------------------------- admission webhook (webhook/service.py)
+    # ------------------------------------------------------- admission webhook (webhook/service.py)
 
     def review_access(self, review: dict[str, Any]) -> dict[str, Any]:
         """Create a SubjectAccessReview (nothing is stored); its ``status``."""

@@ -3,8 +3,8 @@
 The engine pod runs the tenant's image, so the Secret a SpecServer names as
 ``spec.modelSource.hfTokenSecretRef`` is readable by whoever wrote the spec. The admission
 webhook asks the API server whether the author may ``get`` it (admission.py); when it may, the
-webhook records a *grant* here (``Recorder``, called by admission.py through webhook/service.py), and
-the operator renders the ``secretKeyRef`` only for a SpecServer whose uid, current generation
+webhook records a *grant* here (``Recorder``, called by admission.py through webhook/service.py),
+and the operator renders the ``secretKeyRef`` only for a SpecServer whose uid, current generation
 and Secret name a grant holds (observe.py reads it, desired.py refuses with
 ``SecretNotApproved``). A SpecServer admitted without that review (the webhook down or stalled
 under ``failurePolicy: Ignore``, or off) never gets the Secret into a pod.

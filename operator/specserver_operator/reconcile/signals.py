@@ -1,7 +1,7 @@
 """The only Prometheus I/O: one PromQL query per signal per cycle, for all SpecServers at once.
 
-``SignalCache.refresh`` runs the grouped queries of ``specserver_advisor.policy.promql`` (which match
-both ``sglang:`` and ``sglang_`` names) and keeps one ``Observation`` per (namespace, name);
+``SignalCache.refresh`` runs the grouped queries of ``specserver_advisor.policy.promql`` (which
+match both ``sglang:`` and ``sglang_`` names) and keeps one ``Observation`` per (namespace, name);
 the shared cycle (cycle.py) reads from it. The number of queries does not grow with the number
 of SpecServers. A failed refresh is counted; the last good observations stand in for up to
 ``HOLD_S`` (their ``age_s`` growing with the time since they were read, so a SpecServer whose
