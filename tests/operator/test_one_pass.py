@@ -31,8 +31,10 @@ from specserver_advisor.models import SpecServer
 from specserver_advisor.perf.plan import policy_context
 from specserver_advisor.policy.model import NEUTRAL_CONTEXT
 from specserver_operator.core.desired import desired
+from specserver_operator.core.observed import Observed
 from specserver_operator.core.passcache import PassCache
-from specserver_operator.reconcile.observe import Observed, Settings, validated
+from specserver_operator.reconcile.observe import validated
+from specserver_operator.reconcile.runsettings import Settings
 from stack import REPO
 
 EXAMPLE = REPO / "manifests" / "examples" / "qwen3-8b-eagle3-l4.yaml"

@@ -23,7 +23,8 @@ from specserver_operator.core.autopilot import iso
 from specserver_operator.core.desired import desired
 from specserver_operator.core.observed import Observed
 from specserver_operator.core.passcache import PassCache
-from specserver_operator.reconcile.observe import Settings, validated
+from specserver_operator.reconcile.observe import validated
+from specserver_operator.reconcile.runsettings import Settings
 
 NOW, NOW_TS = "2026-11-30T12:00:00Z", 1_800_000_000.0
 BODY: dict[str, Any] = {
