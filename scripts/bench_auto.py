@@ -32,7 +32,7 @@ import aiohttp
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
 import demo  # noqa: E402
-from specserver_advisor.policy.decide import learned_preference  # noqa: E402
+from specserver_advisor.policy.model import learned_preference  # noqa: E402
 from specserver_operator.core import policystate  # noqa: E402
 
 NAMESPACE = "default"

@@ -24,7 +24,7 @@ from specserver_advisor.perf.autocontext import (
     floor_and_typical,
     no_crossover_reason,
 )
-from specserver_advisor.replay.replay import NEUTRAL_CONTEXT
+from specserver_advisor.policy.model import NEUTRAL_CONTEXT
 from stack import REPO
 
 EXAMPLES = sorted((REPO / "manifests" / "examples").glob("*.yaml"))

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from specserver_advisor.models import AutoSpeculation, SwitchStrategy
-from specserver_advisor.policy.decide import OFF, ON
+from specserver_advisor.policy.model import OFF, ON
 from specserver_advisor.replay import fleetbounds as fleetsim_oracle
 from specserver_advisor.replay import fleetsim
 from specserver_advisor.replay import fleetworld as fleetsim_model

@@ -6,7 +6,8 @@ import pytest
 
 from specserver_advisor.gpus import lookup_gpu
 from specserver_advisor.sglang import memory
-from specserver_advisor.sglang.modelshape import ConfigShapeError, shape_from_config
+from specserver_advisor.sglang.configvalues import ConfigShapeError
+from specserver_advisor.sglang.modelshape import shape_from_config
 from stack import load_config
 
 QWEN = shape_from_config(load_config("qwen3-8b"))

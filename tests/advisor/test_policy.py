@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specserver_advisor.models import AutoSpeculation
-from specserver_advisor.policy.decide import (
+from specserver_advisor.policy.decide import decide
+from specserver_advisor.policy.model import (
     OFF,
     ON,
     Decision,
@@ -20,7 +21,6 @@ from specserver_advisor.policy.decide import (
     PolicyContext,
     PolicyState,
     band_of,
-    decide,
 )
 
 # Crossover 20 at accept 2.5 (30 at 3.5); speculation stops paying below accept 1.3.

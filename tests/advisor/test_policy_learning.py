@@ -17,12 +17,7 @@ from specserver_advisor.perf import calibration
 from specserver_advisor.perf.model import Prediction, predict
 from specserver_advisor.perf.plan import Plan, policy_context
 from specserver_advisor.policy.autocycle import COUNT_CAP, evaluate
-from specserver_advisor.policy.decide import (
-    ON,
-    Observation,
-    PolicyState,
-    learned_preference,
-)
+from specserver_advisor.policy.model import ON, Observation, PolicyState, learned_preference
 
 POLICY = AutoSpeculation()
 ACCEPT = 2.7

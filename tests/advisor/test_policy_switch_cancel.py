@@ -11,7 +11,7 @@ from test_policy_switch_cost import CTX, seen  # the same context and signals
 
 from specserver_advisor.models import AutoSpeculation, SwitchStrategy
 from specserver_advisor.policy.autocycle import evaluate, reconsider
-from specserver_advisor.policy.decide import OFF, ON, PolicyState
+from specserver_advisor.policy.model import OFF, ON, PolicyState
 
 KEEPS_SERVING = [SwitchStrategy.BLUE_GREEN, SwitchStrategy.ROLLING_UPDATE]
 

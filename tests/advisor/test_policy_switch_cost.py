@@ -13,7 +13,7 @@ import pytest
 
 from specserver_advisor.models import AutoSpeculation, SwitchStrategy
 from specserver_advisor.policy.autocycle import evaluate
-from specserver_advisor.policy.decide import OFF, ON, Observation, PolicyContext, PolicyState
+from specserver_advisor.policy.model import OFF, ON, Observation, PolicyContext, PolicyState
 
 #: Speculation pays below 16 users at any acceptance above 1.3.
 CTX = PolicyContext([(1.0, 16.0), (4.0, 16.0)], break_even_accept=1.3, prior_accept=2.7)

@@ -10,7 +10,7 @@ import pytest
 
 from specserver_advisor.cli.main import main
 from specserver_advisor.models import AutoSpeculation, SwitchStrategy
-from specserver_advisor.policy.decide import OFF, ON
+from specserver_advisor.policy.model import OFF, ON
 from specserver_advisor.replay import fleetsim
 from specserver_advisor.replay import fleetworld as fleetsim_model
 from stack import DATA, REPO

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from specserver_advisor.sglang.flags import parse_server_argv
-from specserver_advisor.sglang.resolve import RESET_MESSAGE, Resolution, resolve_launch
+from specserver_advisor.sglang.resolve import Resolution, resolve_launch
+from specserver_advisor.sglang.speculative_tables import RESET_MESSAGE
 from stack import load_config
 
 

@@ -12,7 +12,8 @@ import math
 
 from specserver_advisor.models import AutoSpeculation
 from specserver_advisor.policy import zerosteps
-from specserver_advisor.policy.decide import ON, Observation, PolicyContext, PolicyState, decide
+from specserver_advisor.policy.decide import decide
+from specserver_advisor.policy.model import ON, Observation, PolicyContext, PolicyState
 from specserver_advisor.sglang import adaptivetiers
 from specserver_advisor.sglang.adaptivetiers import DEFAULT_TIERS, tier_index
 from specserver_advisor.sglang.cudagraphs import graph_batch_sizes

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sglangflags import HAND_REGISTERED_AND_DEPRECATED
-from specserver_advisor.sglang.flags import Flag, flag_table, option_strings
+from specserver_advisor.sglang.flagtable import Flag, flag_table, option_strings
 from specserver_engine.launch import LaunchError, compose
 
 

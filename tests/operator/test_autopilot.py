@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from specserver_advisor.policy.autocycle import COUNT_CAP
-from specserver_advisor.policy.decide import Observation
+from specserver_advisor.policy.model import Observation
 from specserver_operator.core.hashes import HASH_ANNOTATION, applied_hash, object_hash
 from specserver_operator.reconcile import controller
 
@@ -227,8 +227,8 @@ def test_stale_metrics_hold_and_report() -> None:
 
 
 def test_policy_state_is_rewritten_only_for_a_material_change() -> None:
-    from specserver_advisor.policy.decide import PolicyState
-    from specserver_operator.core.autopilot import persisted
+    from specserver_advisor.policy.autocycle import persisted
+    from specserver_advisor.policy.model import PolicyState
 
     first = persisted(PolicyState(mode="on", last_queued=0.0, last_accept=2.7), None, 1000.0)
     noisy = PolicyState(mode="on", last_queued=3.0, last_accept=2.74)

@@ -17,7 +17,7 @@ import pytest
 
 from specserver_advisor.loaders.configchain import ModelConfigs
 from specserver_advisor.loaders.configs import bundled
-from specserver_advisor.policy.decide import Observation
+from specserver_advisor.policy.model import Observation
 from specserver_operator.core import policystate
 from specserver_operator.core.autopilot import iso
 from specserver_operator.core.desired import desired

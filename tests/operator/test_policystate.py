@@ -13,7 +13,7 @@ from specserver_advisor.models import (
     SpecServerStatus,
 )
 from specserver_advisor.policy.autocycle import evaluate, load_state
-from specserver_advisor.policy.decide import Observation, PolicyContext, PolicyState
+from specserver_advisor.policy.model import Observation, PolicyContext, PolicyState
 from specserver_operator.core import policystate
 
 CTX = PolicyContext(crossover_by_accept=[(2.0, 8.0), (3.0, 16.0)], break_even_accept=1.4,

@@ -75,8 +75,7 @@ def test_a_valid_spec_waiting_for_its_engine_says_engine_not_ready() -> None:
 
 def test_no_prometheus_url_is_named_as_the_cause_not_metrics_stale() -> None:
     from specserver_advisor.models import SpecServerSpec
-    from specserver_advisor.policy.decide import SpecMode
-    from specserver_advisor.policy.model import NEUTRAL_CONTEXT
+    from specserver_advisor.policy.model import NEUTRAL_CONTEXT, SpecMode
     from specserver_operator.core.autopilot import NO_PROMETHEUS_URL, auto_step
 
     spec = SpecServerSpec.model_validate(

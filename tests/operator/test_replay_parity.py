@@ -22,7 +22,7 @@ from specserver_advisor.launch.model import policy_context_for
 from specserver_advisor.loaders.configchain import ModelConfigs
 from specserver_advisor.loaders.configs import bundled
 from specserver_advisor.models import Mode, SpecServer, SpecServerSpec, SwitchInProgress
-from specserver_advisor.policy.decide import Decision, Observation, PolicyContext, SpecMode
+from specserver_advisor.policy.model import Decision, Observation, PolicyContext, SpecMode
 from specserver_advisor.replay.replay import replay
 from specserver_operator.core import policystate
 from specserver_operator.core.autopilot import auto_step

@@ -16,7 +16,7 @@ from specserver_advisor.lint.launchlint import build_engine_config
 from specserver_advisor.loaders.configchain import ModelConfigs
 from specserver_advisor.models import SpecServer
 from specserver_advisor.policy import zerosteps
-from specserver_advisor.policy.decide import ON, Observation
+from specserver_advisor.policy.model import ON, Observation
 from specserver_operator.core.autopilot import auto_step
 from stack import load_config
 

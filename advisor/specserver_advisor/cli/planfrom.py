@@ -30,7 +30,7 @@ from specserver_advisor.lint.sources import InputError, from_yaml
 from specserver_advisor.loaders.reading import read_bytes
 from specserver_advisor.models import Mode, SpecServer, SpecServerSpec
 from specserver_advisor.perf.plan import DEFAULT_CONCURRENCY, Plan
-from specserver_advisor.policy.decide import PolicyContext
+from specserver_advisor.policy.model import PolicyContext
 from specserver_advisor.sglang.configcheck import LoadedConfig
 from specserver_advisor.sglang.flags import parse_server_argv
 
@@ -152,7 +152,8 @@ MODEL_FIELDS = ("model_path", "speculative_draft_model_path")
 def unset_variables(launch: Launch, where: Path) -> str | None:
     """Why a launch cannot be planned from its file: a model path comes from a variable the
     file never sets (the linter's INFO002), named rather than looked up as a model."""
-    from specserver_advisor.sglang.flags import cli_name, match_option
+    from specserver_advisor.sglang.flags import match_option
+    from specserver_advisor.sglang.flagtable import cli_name
 
     for name in MODEL_FIELDS:
         if name not in launch.unresolved_fields:

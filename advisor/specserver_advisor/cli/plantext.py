@@ -16,7 +16,7 @@ from specserver_advisor.gpus import Gpu
 from specserver_advisor.launch.args import OWNED
 from specserver_advisor.models import AutoSpeculation, SpecServerSpec
 from specserver_advisor.perf.plan import Plan
-from specserver_advisor.policy.decide import PolicyContext, accept_floor
+from specserver_advisor.policy.model import PolicyContext, accept_floor
 from specserver_advisor.sglang.flags import match_option
 from specserver_advisor.sglang.memfraction import choose_fraction
 

@@ -15,8 +15,7 @@ from typing import Any
 
 from specserver_advisor.errors import UsageError
 from specserver_advisor.models import AutoSpeculation, ModelRef, SpecServerSpec, SwitchStrategy
-from specserver_advisor.policy.decide import PolicyContext, SpecMode
-from specserver_advisor.policy.model import NEUTRAL_CONTEXT
+from specserver_advisor.policy.model import NEUTRAL_CONTEXT, PolicyContext, SpecMode
 
 
 def add_parsers(sub: Any) -> None:

@@ -19,7 +19,8 @@ from specserver_advisor.models import Algorithm, SpecServerSpec
 from specserver_advisor.sglang import configvalues, drafts
 from specserver_advisor.sglang.drafts import has_mtp_layers
 from specserver_advisor.sglang.flags import match_option
-from specserver_advisor.sglang.resolve import MTP_TARGETS, Resolution
+from specserver_advisor.sglang.resolve import Resolution
+from specserver_advisor.sglang.speculative_tables import MTP_TARGETS
 
 #: Fields the operator renders itself; extraArgs may not set them (spec field to use instead).
 OWNED = {

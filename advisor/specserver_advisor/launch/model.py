@@ -47,8 +47,7 @@ from specserver_advisor.perf.plan import (
     make_plan,
     policy_context,
 )
-from specserver_advisor.policy.decide import PolicyContext
-from specserver_advisor.policy.model import NEUTRAL_CONTEXT
+from specserver_advisor.policy.model import NEUTRAL_CONTEXT, PolicyContext
 from specserver_advisor.sglang import adaptivetiers, draftcontext
 from specserver_advisor.sglang.configcheck import LoadedConfig, check_configs
 from specserver_advisor.sglang.configvalues import ConfigShapeError

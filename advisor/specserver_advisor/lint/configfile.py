@@ -24,7 +24,8 @@ from typing import Any
 from specserver_advisor.lint.argv import sglang_decides
 from specserver_advisor.lint.model import Launch
 from specserver_advisor.lint.shell.evaluate import forget_unresolved
-from specserver_advisor.sglang.flags import CONFIG_FLAG, Flag, option_strings, parse_server_argv
+from specserver_advisor.sglang.flags import CONFIG_FLAG, parse_server_argv
+from specserver_advisor.sglang.flagtable import Flag, option_strings
 
 
 @dataclass

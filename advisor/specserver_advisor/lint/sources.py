@@ -27,7 +27,7 @@ from specserver_advisor.lint.shell.evaluate import (
 )
 from specserver_advisor.lint.shell.words import ShellSyntaxError
 from specserver_advisor.loaders import yamlnodes
-from specserver_advisor.sglang.flags import flag_table
+from specserver_advisor.sglang.flagtable import flag_table
 
 WORKLOAD_KINDS = {
     "Deployment",

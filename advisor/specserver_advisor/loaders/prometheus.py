@@ -9,7 +9,7 @@ import math
 import time
 from typing import Any
 
-from specserver_advisor.policy.decide import Observation, SpecMode
+from specserver_advisor.policy.model import Observation, SpecMode
 from specserver_advisor.policy.promql import signal_queries
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}

@@ -14,8 +14,7 @@ import math
 
 from specserver_advisor.models import AutoSpeculation, SpecServerSpec
 from specserver_advisor.perf.plan import policy_context
-from specserver_advisor.policy.decide import PolicyContext, accept_floor
-from specserver_advisor.policy.model import NEUTRAL_CONTEXT
+from specserver_advisor.policy.model import NEUTRAL_CONTEXT, PolicyContext, accept_floor
 
 #: The highest load the context is planned at (``plan.policy_context``'s concurrencies).
 PLANNED_LOADS: tuple[int, ...] = (

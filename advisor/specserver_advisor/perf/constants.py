@@ -1,6 +1,7 @@
 """The performance model's constants: fitted to the field figures, or first-principles estimates.
 
-``perfmodel`` uses (and re-exports) them; ``calibration`` fits the fitted ones (docs/advisor.md).
+``perf.model`` uses them (callers import them from here); ``calibration`` fits the fitted
+ones (docs/advisor.md).
 """
 
 from __future__ import annotations

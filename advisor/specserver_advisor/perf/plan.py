@@ -24,7 +24,7 @@ from specserver_advisor.perf.model import (
     crossover,
     predict,
 )
-from specserver_advisor.policy.decide import PolicyContext, score
+from specserver_advisor.policy.model import PolicyContext, score
 from specserver_advisor.sglang import memory
 from specserver_advisor.sglang.context import ContextCheck, check_context
 from specserver_advisor.sglang.modelshape import (
@@ -35,13 +35,9 @@ from specserver_advisor.sglang.modelshape import (
     with_launch_dtype,
 )
 from specserver_advisor.sglang.overrides import OverrideArgsError, effective_configs
-from specserver_advisor.sglang.resolve import (
-    MTP_TARGETS,
-    RESET_MESSAGE,
-    Resolution,
-    resolve_launch,
-)
+from specserver_advisor.sglang.resolve import Resolution, resolve_launch
 from specserver_advisor.sglang.resolve_model_hooks import model_max_running_requests
+from specserver_advisor.sglang.speculative_tables import MTP_TARGETS, RESET_MESSAGE
 
 #: Prior per-position acceptance (probability the next draft token is kept, given the previous
 #: was) by algorithm, for plans without a measured accept length. The operator learns the real

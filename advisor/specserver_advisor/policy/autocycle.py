@@ -19,7 +19,8 @@ import math
 from typing import Any
 
 from specserver_advisor.models import AutoSpeculation
-from specserver_advisor.policy.decide import (
+from specserver_advisor.policy.decide import decide
+from specserver_advisor.policy.model import (
     MIN_SAMPLES,
     ON,
     Decision,
@@ -28,9 +29,8 @@ from specserver_advisor.policy.decide import (
     PolicyState,
     Reason,
     SpecMode,
-    decide,
+    readings,
 )
-from specserver_advisor.policy.model import readings
 from specserver_advisor.policy.switchcost import cancel_reason
 
 #: Learned band scores are persisted at most this often (they move every cycle).

@@ -4,8 +4,8 @@ A pure decision engine: ``decide(observation, state, policy, context, now, ...)`
 ``Decision`` and the next ``PolicyState``. Called by the operator each evaluation cycle, by
 ``specserver-advisor replay`` over recorded metrics and by ``fleetsim``. The state is kept in
 the SpecServer status (JSON round-trippable) so a restarted operator continues where it stopped. The
-data types and per-band learning are in ``policy_model`` (re-exported here), the reasons to
-switch in ``policy_reasons``, what a switch costs in ``switchcost``.
+data types and per-band learning are in ``policy.model`` (import them from there), the reasons
+to switch in ``policy.reasons``, what a switch costs in ``switchcost``.
 """
 
 from __future__ import annotations
@@ -19,11 +19,9 @@ from specserver_advisor.policy import zerosteps
 from specserver_advisor.policy.model import (
     DISABLE,
     ENABLE,
-    EWMA,
     KEEP,
     LEARN_MARGIN,
     MIN_SAMPLES,
-    OFF,
     ON,
     Decision,
     Observation,
@@ -42,29 +40,6 @@ from specserver_advisor.policy.model import (
 )
 from specserver_advisor.policy.reasons import after_switch, disable_reason, enable_reason
 from specserver_advisor.policy.switchcost import breaches_needed, overload_ended
-
-__all__ = [
-    "DISABLE",
-    "ENABLE",
-    "EWMA",
-    "KEEP",
-    "LEARN_MARGIN",
-    "MIN_SAMPLES",
-    "OFF",
-    "ON",
-    "Decision",
-    "Observation",
-    "PolicyContext",
-    "PolicyState",
-    "Readings",
-    "Reason",
-    "SpecMode",
-    "accept_floor",
-    "band_of",
-    "decide",
-    "learned_preference",
-    "score",
-]
 
 
 @dataclass

@@ -24,7 +24,7 @@ from typing import Any
 from specserver_advisor.models import AutoSpeculation
 from specserver_advisor.perf.plan import policy_context
 from specserver_advisor.policy.autocycle import evaluate, load_state, persisted, reconsider
-from specserver_advisor.policy.decide import (
+from specserver_advisor.policy.model import (
     KEEP,
     OFF,
     ON,

@@ -18,7 +18,7 @@ from specserver_advisor.models import AutoSpeculation, SwitchStrategy
 from specserver_advisor.perf import adaptive, calibration
 from specserver_advisor.perf.model import Prediction, predict
 from specserver_advisor.perf.plan import Plan, PlanInputs, make_plan
-from specserver_advisor.policy.decide import OFF, ON
+from specserver_advisor.policy.model import OFF, ON
 from specserver_advisor.sglang.flags import parse_server_argv
 
 TICK_S = 30.0

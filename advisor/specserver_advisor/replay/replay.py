@@ -16,14 +16,14 @@ from specserver_advisor.bounded import InputLimitError, json_object
 from specserver_advisor.loaders.reading import read_text
 from specserver_advisor.models import AutoSpeculation, SpecServerSpec
 from specserver_advisor.policy.autocycle import evaluate
-from specserver_advisor.policy.decide import (
+from specserver_advisor.policy.model import (
+    NEUTRAL_CONTEXT,
     Decision,
     Observation,
     PolicyContext,
     PolicyState,
     SpecMode,
 )
-from specserver_advisor.policy.model import NEUTRAL_CONTEXT
 
 
 class ReplayInputError(ValueError):

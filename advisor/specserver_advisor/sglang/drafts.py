@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from specserver_advisor.sglang import configvalues
-from specserver_advisor.sglang.resolve import PATHLESS_MTP_ARCHS
+from specserver_advisor.sglang.speculative_tables import PATHLESS_MTP_ARCHS
 
 NEEDS_DRAFT = frozenset({"NEXTN", "EAGLE", "EAGLE3", "STANDALONE", "DFLASH"})
 #: Algorithms that may run on the target's own MTP layers.

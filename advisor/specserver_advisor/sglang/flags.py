@@ -4,8 +4,8 @@
 (``flagtable``): exact match, then unique prefix (``allow_abbrev``), ``ambiguous option``
 listing every match in registration order, ``nargs``, ``choices`` and ``type`` checks
 (``flagvalues``), and argparse's order of errors. Used by the resolver, the linter (which needs
-the position of every flag) and the engine entrypoint. The table's names are re-exported here,
-the import path callers use. Pure: no I/O beyond reading the data file.
+the position of every flag) and the engine entrypoint. The table's own names (``Flag``,
+``flag_table``, ...) are imported from ``flagtable``. Pure: no I/O beyond reading the data file.
 """
 
 from __future__ import annotations
@@ -17,38 +17,17 @@ from typing import Any
 
 from specserver_advisor.sglang.flagtable import (
     PROG,
-    SGLANG_VERSION,
     Flag,
-    cli_name,
     default_of,
     display_name,
     flag_table,
     option_strings,
-    values_from_config,
 )
 from specserver_advisor.sglang.flagvalues import (
     convert_value,
-    human_readable_int,
     nargs_error,
     switch_value,
 )
-
-__all__ = [
-    "CONFIG_FLAG",
-    "REMOVED_FLAGS",
-    "SGLANG_VERSION",
-    "ArgvIssue",
-    "Flag",
-    "ParsedArgs",
-    "cli_name",
-    "default_of",
-    "flag_table",
-    "human_readable_int",
-    "match_option",
-    "option_strings",
-    "parse_server_argv",
-    "values_from_config",
-]
 
 #: Flags that existed in earlier releases and are gone in 0.5.23 (name -> what to use instead).
 #: Only consulted for flags the parser does not accept (the hint beside argparse's error).

@@ -13,8 +13,6 @@ from specserver_advisor.sglang import configvalues
 from specserver_advisor.sglang.configvalues import ConfigShapeError
 from specserver_advisor.sglang.context import text_config
 
-__all__ = ["ConfigShapeError", "ModelShape", "shape_from_config"]
-
 DTYPE_BYTES = {
     "float32": 4,
     "float": 4,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specserver_advisor.sglang import configvalues
-from specserver_advisor.sglang.flags import default_of
+from specserver_advisor.sglang.flagtable import default_of
 from specserver_advisor.sglang.overrides import OverrideArgsError, effective_configs
 from specserver_advisor.sglang.resolve_eagle import adaptive, eagle
 from specserver_advisor.sglang.resolve_model_hooks import model_hooks
@@ -25,27 +25,13 @@ from specserver_advisor.sglang.speculative_tables import (
     ADAPTIVE_CANDIDATE_STEPS,
     BUILTIN_ALGORITHMS,
     GEMMA4_ASSISTANTS,
-    MTP_TARGETS,
-    PATHLESS_MTP_ARCHS,
     RESERVING_ALGORITHMS,
     RESET_MESSAGE,
     RESETS_MAX_RUNNING,
     SPEC_MAX_RUNNING_REQUESTS,
-    auto_choose,
 )
 
 #: Re-exported: callers import the tables they need beside the resolver.
-__all__ = [
-    "MTP_TARGETS",
-    "PATHLESS_MTP_ARCHS",
-    "RESET_MESSAGE",
-    "Resolution",
-    "Resolver",
-    "StartupError",
-    "Value",
-    "auto_choose",
-    "resolve_launch",
-]
 
 
 @dataclass(frozen=True)

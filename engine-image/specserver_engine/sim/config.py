@@ -96,7 +96,7 @@ class SimConfig:
 
     def resolved_args(self) -> dict[str, Any]:
         """Every field flat with its resolved value, as ``/server_info`` shows them."""
-        from specserver_advisor.sglang.flags import flag_table
+        from specserver_advisor.sglang.flagtable import flag_table
 
         out: dict[str, Any] = {name: flag.default for name, flag in flag_table().items()}
         out.update(self.parsed.values)

@@ -28,8 +28,9 @@ from specserver_advisor.models import (
 from specserver_advisor.policy import zerosteps
 from specserver_advisor.policy.autocycle import evaluate, load_state, persisted, reconsider
 from specserver_advisor.policy.autocycle import round_significant as _round
-from specserver_advisor.policy.decide import (
+from specserver_advisor.policy.model import (
     KEEP,
+    ROUTINE_REASONS,
     Decision,
     Observation,
     PolicyContext,
@@ -37,7 +38,6 @@ from specserver_advisor.policy.decide import (
     Reason,
     SpecMode,
 )
-from specserver_advisor.policy.model import ROUTINE_REASONS
 from specserver_operator.core import policystate
 
 PAUSE_ANNOTATION = "specserver.io/pause-auto-speculation"

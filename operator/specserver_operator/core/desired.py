@@ -29,8 +29,8 @@ from specserver_advisor.models import (
     SpecServer,
     SpecServerStatus,
 )
-from specserver_advisor.policy.decide import Observation, PolicyContext, SpecMode
-from specserver_advisor.sglang.modelshape import ConfigShapeError
+from specserver_advisor.policy.model import Observation, PolicyContext, SpecMode
+from specserver_advisor.sglang.configvalues import ConfigShapeError
 from specserver_operator.core import children, speccheck
 from specserver_operator.core import conditions as cond
 from specserver_operator.core.autopilot import PAUSE_ANNOTATION, AutoStep, auto_step

@@ -18,7 +18,7 @@ from specserver_advisor.models import (
     SwitchInProgress,
     SwitchStrategy,
 )
-from specserver_advisor.policy.decide import Observation, PolicyState
+from specserver_advisor.policy.model import Observation, PolicyState
 from specserver_operator.core import children, policystate
 from specserver_operator.core.autopilot import NO_PROMETHEUS_URL
 

@@ -26,7 +26,7 @@ from specserver_advisor.models import (
     MAX_SWITCH_TIMES,
     AutoPolicyState,
 )
-from specserver_advisor.policy.decide import PolicyState, SpecMode
+from specserver_advisor.policy.model import PolicyState, SpecMode
 
 #: Containers inside containers of a policy state (bands -> mode -> score is 3).
 POLICY_DEPTH = 8

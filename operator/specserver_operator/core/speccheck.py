@@ -19,7 +19,7 @@ from specserver_advisor.launch.model import INVALID_MODEL_CONFIG, EngineConfig
 from specserver_advisor.lint.launchlint import build_engine_config
 from specserver_advisor.loaders.configchain import ModelConfigs
 from specserver_advisor.models import SpecServer
-from specserver_advisor.sglang.modelshape import ConfigShapeError
+from specserver_advisor.sglang.configvalues import ConfigShapeError
 from specserver_operator.core import podpolicy
 from specserver_operator.core.validation import context_problems, spec_problems
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from specserver_advisor.launch.model import EngineConfig
 from specserver_advisor.models import Condition, Mode, SpecServerSpec
-from specserver_advisor.policy.decide import PolicyState, SpecMode
+from specserver_advisor.policy.model import PolicyState, SpecMode
 from specserver_operator.core import conditions as cond
 
 

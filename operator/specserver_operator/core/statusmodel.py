@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from specserver_advisor.models import SpecServerStatus
-from specserver_advisor.policy.decide import PolicyState
+from specserver_advisor.policy.model import PolicyState
 from specserver_operator.core import policystate
 from specserver_operator.core.passcache import PassCache
 from specserver_operator.core.status import status_changes

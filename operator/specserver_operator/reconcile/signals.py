@@ -30,7 +30,7 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from specserver_advisor.loaders import outbound
-from specserver_advisor.policy.decide import Observation
+from specserver_advisor.policy.model import Observation
 from specserver_advisor.policy.promql import signal_queries
 from specserver_operator import settings
 from specserver_operator.metrics.registry import PROMETHEUS_QUERIES

@@ -59,7 +59,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from specserver_operator.webhook.admission import HEAD_BYTES, Caller, refusal, review_uid
+from specserver_operator.webhook.admission import HEAD_BYTES, refusal, review_uid
+from specserver_operator.webhook.secretreview import Caller
 
 log = logging.getLogger("specserver.webhook")
 PATH = "/validate"

@@ -13,8 +13,8 @@ from specserver_advisor.lint.model import Diagnostic, Launch, Position
 from specserver_advisor.lint.specservers import COMPUTED_CAP
 from specserver_advisor.models import Mode, SpecServerSpec
 from specserver_advisor.perf.plan import Plan, PlanInputError, PlanInputs, make_plan
+from specserver_advisor.sglang.configvalues import ConfigShapeError
 from specserver_advisor.sglang.context import ContextCheck, check_context, env_true
-from specserver_advisor.sglang.modelshape import ConfigShapeError
 from specserver_advisor.sglang.overrides import OverrideArgsError, effective_configs
 from specserver_advisor.sglang.resolve import Resolution, resolve_launch
 
@@ -147,7 +147,7 @@ def draft_path_ignored(target: dict[str, Any] | None) -> bool:
     """A target that carries its MTP layers: SGLang ignores a draft path given with it (so
     the draft's config is not needed)."""
     from specserver_advisor.sglang import configvalues
-    from specserver_advisor.sglang.resolve import MTP_TARGETS
+    from specserver_advisor.sglang.speculative_tables import MTP_TARGETS
 
     arch = configvalues.architecture(target or {})
     return arch in MTP_TARGETS and arch not in (

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 
 from specserver_advisor.lint.model import Context, Diagnostic, Launch
 from specserver_advisor.lint.rules._base import diag, is_set, resolution, speculative
-from specserver_advisor.sglang.resolve import RESET_MESSAGE
+from specserver_advisor.sglang.speculative_tables import RESET_MESSAGE
 
 CODE = "SPEC001"
 NAME = "max-running-requests-unset"
