@@ -500,7 +500,22 @@ class Toleration(ApiModel):
 class Resources(ApiModel):
     """Accelerators and placement."""
 
-    gpus: int = Field(default=1, ge=1, description="GPUs per replica (also --tp-size).")
+    gpus: int = Field(
+        default=1,
+        ge=1,
+        description="GPUs per replica, over all its nodes (also --tp-size).",
+    )
+    nodes: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description=(
+            "Nodes one replica spans. 1: one Deployment pod holds all the GPUs. More: a "
+            "LeaderWorkerSet group of this many pods, gpus / nodes GPUs each, one tensor-parallel "
+            "group across them (--nnodes, --node-rank and --dist-init-addr from LeaderWorkerSet's "
+            "environment); gpus must be a multiple of nodes."
+        ),
+    )
     gpu_type: str = Field(
         description=(
             "GPU model used for planning, e.g. L4, A10G, L40S, A100-80G, H100, H200, B200. "

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from specserver_advisor.launch.multinode import multinode_args
 from specserver_advisor.models import Algorithm, SpecServerSpec
 from specserver_advisor.sglang import configvalues, drafts
 from specserver_advisor.sglang.drafts import has_mtp_layers
@@ -33,6 +34,9 @@ OWNED = {
     "context_length": "engine.contextLength",
     "mem_fraction_static": "engine.memFractionStatic",
     "revision": "model.revision",
+    "nnodes": "resources.nodes",
+    "node_rank": "(from LeaderWorkerSet: $(LWS_WORKER_INDEX))",
+    "dist_init_addr": "(the LeaderWorkerSet leader: $(LWS_LEADER_ADDRESS))",
 }
 #: Algorithms that load a draft model: without one, only a target with MTP layers can run them.
 NEEDS_DRAFT = drafts.NEEDS_DRAFT
@@ -150,6 +154,8 @@ def render_spec(
     add("--port", e.port, "engine")
     add("--enable-metrics", True, "engine")
     add("--tp-size", spec.resources.gpus, "resources")
+    for flag, value in multinode_args(spec.resources.nodes):
+        add(flag, value, "resources")
     add("--context-length", e.context_length or None, "engine")
     add("--mem-fraction-static", e.mem_fraction_static or None, "engine", FRACTION)
     add("--max-running-requests", None, "engine", CAP)

@@ -38,6 +38,7 @@ from specserver_advisor.launch.args import (
     spec_env,
 )
 from specserver_advisor.launch.fraction import computed_fraction, given_fraction_message
+from specserver_advisor.launch.multinode import as_leader
 from specserver_advisor.models import AutoSpeculation, SpecServerSpec
 from specserver_advisor.perf.plan import (
     DEFAULT_CONCURRENCY,
@@ -391,7 +392,8 @@ def _settle(
     cap = None if fraction_open else given_cap
     for _ in range(MAX_PLANS):
         settled = settled_values(spec, None, cap, fraction.fraction if fraction else None)
-        plan = plan_launch(spec, configs, gpu, argv_of(fill(rendered, settled)), env)
+        argv = as_leader(argv_of(fill(rendered, settled)), spec.resources.nodes)
+        plan = plan_launch(spec, configs, gpu, argv, env)
         cfg.plan = plan
         cannot = launch_findings.refusal(plan, speculative)
         if fraction_open:
@@ -430,7 +432,7 @@ def _settle(
             ),
         )
     )
-    final = parse_server_argv(cfg.args)
+    final = parse_server_argv(as_leader(cfg.args, spec.resources.nodes))
     assert not final.issues, final.issues  # rendered from validated parts
     cfg.speculative = speculative
     cfg.env = dict(env)

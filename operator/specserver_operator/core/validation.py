@@ -12,6 +12,7 @@ from __future__ import annotations
 import posixpath
 import re
 
+from specserver_advisor.launch.multinode import topology_problems
 from specserver_advisor.models import SpecServer
 from specserver_advisor.sglang import draftcontext
 from specserver_advisor.sglang.flags import match_option
@@ -19,7 +20,6 @@ from specserver_advisor.sglang.flags import match_option
 INT32_MAX = 2**31 - 1
 #: Sane upper bounds (values far beyond any real deployment are mistakes, not plans).
 MAX_REPLICAS = 1000
-MAX_GPUS_PER_NODE = 16  # one engine replica is one pod, so its GPUs sit on one node
 MAX_STARTUP_TIMEOUT_S = 86_400
 MAX_RUNNING_REQUESTS = 65_536
 MAX_CONTEXT_TOKENS = 10_000_000
@@ -87,7 +87,7 @@ def spec_problems(server: SpecServer) -> list[str]:
                 out.append(f"{where}.{field}: too long or contains control characters")
     _bounded(out, "spec.replicas", spec.replicas, MAX_REPLICAS)
     res = spec.resources
-    _bounded(out, "spec.resources.gpus", res.gpus, MAX_GPUS_PER_NODE)
+    out += topology_problems(spec)
     problem = qualified_name_problem(res.gpu_resource_name)
     if problem or "/" not in res.gpu_resource_name:
         out.append(
