@@ -1,74 +1,65 @@
 """``plan --search-shape``: the speculative shape to run per concurrency band, searched.
 
-Called by ``plan_command`` with the launch as planned. Pure: for each candidate shape (steps,
-topk, draft tokens; SGLang's ``--speculative-adaptive`` on and off where SGLang runs it) the
-launch is resolved and planned by the launch model (``launch.plan_argv``, SGLang 0.5.23's
-resolution included); a shape SGLang refuses, or one that would not start (``plan_render``'s
-verdict), is dropped. The search is bounded: ``STEPS`` x ``TOPKS`` x ``TREE_TOKENS`` (chains
-take steps + 1 tokens, as SGLang forces), under ``MAX_CANDIDATES`` plans in all. The given
-shape is always a candidate, so no band's best is worse than it in the model.
+Called by ``plan_command`` with the launch as planned. Pure: each candidate shape
+(``plansearchshape``: steps, topk, draft tokens, SGLang's ``--speculative-adaptive`` on and
+off where SGLang runs it) is resolved and planned by the launch model (``launch.plan_argv``,
+SGLang 0.5.23's resolution included); a shape SGLang refuses, or one that would not start
+(``plan_render``'s verdict), is dropped. The given shape is always a candidate, so no band's
+best is worse than it in the model.
 
-Acceptance per shape follows the plan's prior rule (``plan.prior_accept_length``: a per-depth
-keep probability, widened by ``sqrt(width)`` for trees), anchored on the given launch's accept
-length (measured with ``--accept-length``, else the prior); a tree's depth x width is bounded by
-the drafted nodes one verify checks (``draft tokens - 1``).
+Shapes are ranked on what mode Auto optimises (``policy.model.score``): output tok/s, scaled
+down where the predicted TTFT P99 misses the TTFT SLO (the SpecServer's
+``autoSpeculation.ttftP99SloSeconds``, else its default). Where every TTFT P99 meets the SLO
+that is throughput. On a card whose KV pool with the draft holds fewer requests than without it
+(the L4), requests queue for the smaller pool and their first token waits: the field's L4 sweep
+measured even throughput and a first token 2-3x later at 32 users. Ranked on throughput alone,
+a wide tree saturated at the pool's request count beat speculation off at every load there, so
+the search printed no crossover for the case it was built for.
+
+The crossover (the best shape's score falls through off's) is looked for over the loads asked
+and those the operator's policy context plans (``autocontext.PLANNED_LOADS``, to 256), so one
+past the printed range (DeepSeek-V3 NEXTN on 8 x H200) is still found; where there is none the
+result says why. Bands and the choice use the loads asked.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from specserver_advisor.cli.planfrom import Planned
-from specserver_advisor.cli.plantext import shape_fields, verdict
+from specserver_advisor.cli.plansearchshape import (
+    MAX_CANDIDATES,
+    Shape,
+    accept_at,
+    argv_with,
+    bound_text,
+    candidates,
+    given_shape,
+    keep_probability,
+    with_shape,
+)
+from specserver_advisor.cli.plantext import verdict
 from specserver_advisor.launch.model import TargetDraftConfigs, plan_argv
+from specserver_advisor.models import AutoSpeculation
 from specserver_advisor.perf import adaptive
+from specserver_advisor.perf.autocontext import PLANNED_LOADS
 from specserver_advisor.perf.plan import Plan, PlanInputError
-
-STEPS = tuple(range(1, 9))
-TOPKS = (1, 2, 4, 8)
-#: Draft tokens tried for trees (topk > 1), within what SGLang's tree builder can select.
-TREE_TOKENS = (2, 4, 8, 16, 32, 64)
-#: Draft tokens tried for token-only algorithms (NGRAM, DFLASH, DSPARK).
-TOKEN_ONLY = (2, 4, 8, 12, 16, 24, 32)
-MAX_CANDIDATES = 200
-#: The flag names of a shape, as SGLang parses them.
-FIELDS = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
+from specserver_advisor.policy.model import score
 
 
 @dataclass(frozen=True)
-class Shape:
-    """One speculative shape; ``steps``/``topk`` are None for token-only algorithms."""
+class Point:
+    """One engine at one load: output tok/s, TTFT P99 and Auto's score of them."""
 
-    steps: int | None
-    topk: int | None
-    draft_tokens: int
-    adaptive: bool = False
+    tok_s: float
+    ttft_p99_ms: float
+    score: float
 
-    @property
-    def label(self) -> str:
-        if self.steps is None:
-            return f"draft tokens {self.draft_tokens}"
-        text = f"({self.steps},{self.topk},{self.draft_tokens})"
-        return text + (" adaptive" if self.adaptive else "")
-
-    def flags(self) -> list[str]:
-        """The SGLang flags that set this shape."""
-        out = []
-        for name, value in zip(FIELDS, (self.steps, self.topk, self.draft_tokens), strict=True):
-            if value is not None:
-                out += [f"--{name.replace('_', '-')}", str(value)]
-        return out + (["--speculative-adaptive"] if self.adaptive else [])
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "steps": self.steps,
-            "topk": self.topk,
-            "draft_tokens": self.draft_tokens,
-            "adaptive": self.adaptive,
-        }
+    @classmethod
+    def of(cls, tok_s: float, ttft_p99_ms: float, slo_s: float) -> Point:
+        return cls(tok_s, ttft_p99_ms, score(tok_s, ttft_p99_ms / 1000, slo_s))
 
 
 @dataclass
@@ -78,8 +69,8 @@ class Band:
     low: int
     high: int
     shape: Shape | None
-    #: Per point: (concurrency, best shape's out tok/s, given shape's, speculation off's).
-    points: list[tuple[int, float, float | None, float]]
+    #: Per point: (concurrency, the best shape's, the given shape's, speculation off's).
+    points: list[tuple[int, Point, Point | None, Point]]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -87,11 +78,23 @@ class Band:
             "to": self.high,
             "shape": self.shape.to_json() if self.shape else None,
             "label": self.shape.label if self.shape else "off",
-            "points": [
-                {"concurrency": c, "best_tok_s": b, "given_tok_s": g, "off_tok_s": o}
-                for c, b, g, o in self.points
-            ],
+            "points": [_point_json(c, b, g, o) for c, b, g, o in self.points],
         }
+
+
+def _point_json(c: int, best: Point, given: Point | None, off: Point) -> dict[str, Any]:
+    return {
+        "concurrency": c,
+        "best_tok_s": round(best.tok_s, 1),
+        "given_tok_s": None if given is None else round(given.tok_s, 1),
+        "off_tok_s": round(off.tok_s, 1),
+        "best_ttft_p99_ms": round(best.ttft_p99_ms, 1),
+        "given_ttft_p99_ms": None if given is None else round(given.ttft_p99_ms, 1),
+        "off_ttft_p99_ms": round(off.ttft_p99_ms, 1),
+        "best_score": round(best.score, 1),
+        "given_score": None if given is None else round(given.score, 1),
+        "off_score": round(off.score, 1),
+    }
 
 
 @dataclass
@@ -108,6 +111,14 @@ class Search:
     given: Shape | None
     #: Which bound sets ``max_running_requests``.
     cap_reason: str = ""
+    #: The TTFT P99 objective the score discounts against (seconds).
+    slo_s: float = AutoSpeculation().ttft_p99_slo_seconds
+    #: Why there is no crossover in the loads searched ("" when there is one).
+    no_crossover_reason: str = ""
+    #: Where the choice itself stops paying (what its cap and mode Auto act on).
+    choice_crossover: float | None = None
+    #: The highest load the crossover was looked for at.
+    top_load: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -115,131 +126,38 @@ class Search:
             "tried": self.tried,
             "accepted": self.accepted,
             "given": self.given.to_json() if self.given else None,
+            "ttft_p99_slo_seconds": self.slo_s,
+            "crossover_loads_to": self.top_load,
             "bands": [b.to_json() for b in self.bands],
-            "crossover_concurrency": None if self.crossover is None else round(self.crossover, 1),
+            "crossover_concurrency": _rounded(self.crossover),
+            "no_crossover_reason": self.no_crossover_reason or None,
             "choice": self.choice.to_json() if self.choice else None,
+            "choice_crossover_concurrency": _rounded(self.choice_crossover),
             "max_running_requests": self.max_running_requests,
             "max_running_requests_reason": self.cap_reason,
             "argv": choice_argv(self) if self.choice_plan else None,
         }
 
 
-def bound_text() -> str:
-    return (
-        f"steps {STEPS[0]}..{STEPS[-1]}, topk {','.join(map(str, TOPKS))}, draft tokens "
-        f"steps+1 for chains and {','.join(map(str, TREE_TOKENS))} for trees; adaptive on/off "
-        f"for {'/'.join(adaptive.SUPPORTED_ALGORITHMS)}; at most {MAX_CANDIDATES} plans"
-    )
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
 
 
-def tree_capacity(steps: int, topk: int) -> int:
-    """The most draft tokens SGLang's tree builder can pick: the root plus the top
-    ``num_draft_tokens - 1`` of ``topk + (steps - 1) * topk**2`` scored candidates
-    (``organize_draft_results``); more fail its ``torch.topk`` at the first decode."""
-    return 1 + topk + (steps - 1) * topk * topk
+def ttft_slo(given: Planned) -> float:
+    """The TTFT P99 SLO Auto scores against: the SpecServer's, else the policy's default."""
+    policy = given.spec.auto_speculation if given.spec is not None else None
+    return (policy or AutoSpeculation()).ttft_p99_slo_seconds
 
 
-def candidates(algorithm: str) -> Iterator[Shape]:
-    """The bounded candidate shapes for an algorithm (before SGLang's resolution)."""
-    if shape_fields(algorithm) == ("speculative_num_draft_tokens",):
-        yield from (Shape(None, None, n) for n in TOKEN_ONLY)
-        return
-    for steps in STEPS:
-        yield Shape(steps, 1, steps + 1)
-        if algorithm in adaptive.SUPPORTED_ALGORITHMS and steps in adaptive.candidate_union():
-            yield Shape(steps, 1, steps + 1, adaptive=True)
-        for topk in TOPKS[1:]:
-            for tokens in sorted({*TREE_TOKENS, steps + 1}):
-                if tokens <= tree_capacity(steps, topk):
-                    yield Shape(steps, topk, tokens)
-
-
-def given_shape(plan: Plan) -> Shape | None:
-    r = plan.resolution
-    if not r.speculative:
-        return None
-    ndt = int(r.get("speculative_num_draft_tokens") or 1)
-    if shape_fields(r.algorithm) == ("speculative_num_draft_tokens",):
-        return Shape(None, None, ndt)
-    return Shape(
-        int(r.get("speculative_num_steps") or 0),
-        int(r.get("speculative_eagle_topk") or 1),
-        ndt,
-        bool(r.get("speculative_adaptive")),
-    )
-
-
-def _depth_width(shape: Shape) -> tuple[int, int]:
-    """Draft depth and tree width: token-only algorithms draft a chain of tokens - 1."""
-    if shape.steps is None:
-        return max(0, shape.draft_tokens - 1), 1
-    return shape.steps, max(1, shape.topk or 1)
-
-
-def keep_probability(accept: float, shape: Shape) -> float:
-    """The chain keep probability behind an accept length at a shape (the prior's rule)."""
-    depth, width = _depth_width(shape)
-    if depth < 1:
-        return 0.0
-    widened = adaptive.keep_probability(accept, depth)
-    return float(1 - (1 - widened) ** (1 / math.sqrt(width)))
-
-
-def accept_at(q: float, shape: Shape) -> float:
-    """Expected accept length of ``shape`` for chain keep probability ``q``.
-
-    The verify pass checks ``draft tokens - 1`` drafted nodes, so a tree reaches depth d at
-    width w only when d * w fits in them (d <= steps, w <= topk): the best such allocation
-    counts.
-    """
-    steps, topk = _depth_width(shape)
-    budget = max(1, shape.draft_tokens - 1)
-    best = 1.0
-    for width in range(1, topk + 1):
-        depth = min(steps, budget // width)
-        if depth < 1:
-            break
-        widened = 1 - (1 - q) ** math.sqrt(width)
-        best = max(best, sum(widened**i for i in range(depth + 1)))
-    return round(best, 3)
-
-
-def with_shape(values: dict[str, Any], shape: Shape) -> dict[str, Any]:
-    out = {k: v for k, v in values.items() if k not in (*FIELDS, "speculative_adaptive")}
-    for name, value in zip(FIELDS, (shape.steps, shape.topk, shape.draft_tokens), strict=True):
-        if value is not None:
-            out[name] = value
-    if shape.adaptive:
-        out["speculative_adaptive"] = True
-    return out
-
-
-def _argv_with(argv: list[str], shape: Shape) -> list[str]:
-    """``argv`` with its shape flags replaced by ``shape``'s."""
-    drop = {f"--{n.replace('_', '-')}" for n in FIELDS}
-    out: list[str] = []
-    k = 0
-    while k < len(argv):
-        token = argv[k]
-        if token.split("=", 1)[0] in drop:
-            k += 1 if "=" in token else 2
-            continue
-        if token == "--speculative-adaptive":
-            k += 1
-            continue
-        out.append(token)
-        k += 1
-    return out + shape.flags()
-
-
-def on_tok_s(planned: Planned, shape: Shape, concurrency: int) -> float:
-    """Output tok/s with speculation at one load (adaptive: SGLang's per-tier steps)."""
+def on_point(planned: Planned, shape: Shape, concurrency: int, slo_s: float) -> Point:
+    """Speculation on at one load (adaptive: SGLang's per-tier steps)."""
     plan = planned.plan
     assert plan is not None
     if shape.adaptive:
-        return adaptive.predict_adaptive(plan.scenario, concurrency, plan.cap_on).output_tok_s
-    point = next(p for p in plan.curves if p["concurrency"] == concurrency)
-    return float(point["on"]["output_tok_s"])
+        p = adaptive.predict_adaptive(plan.scenario, concurrency, plan.cap_on)
+        return Point.of(p.output_tok_s, p.ttft_p99_ms, slo_s)
+    on = next(p for p in plan.curves if p["concurrency"] == concurrency)["on"]
+    return Point.of(float(on["output_tok_s"]), float(on["ttft_p99_ms"]), slo_s)
 
 
 def search(
@@ -251,36 +169,90 @@ def search(
     """Plan every bounded candidate shape of the launch and pick the best per band."""
     assert given.plan is not None
     base = given_shape(given.plan)
-    concurrency = sorted(set(options["concurrency"]))
+    shown = sorted(set(options["concurrency"]))
+    loads = sorted({*shown, *PLANNED_LOADS})
+    slo = ttft_slo(given)
     algorithm = given.plan.resolution.algorithm or ""
-    anchor = given.plan.accept_length
-    q = keep_probability(anchor, base) if base else 0.0
+    q = keep_probability(given.plan.accept_length, base) if base else 0.0
     shapes = list(candidates(algorithm))[:MAX_CANDIDATES]
     if base is not None and base not in shapes:
         shapes.append(base)
     planned: dict[Shape, Planned] = {}
     for shape in shapes:
-        inputs = dict(options, accept_length=accept_at(q, shape))
+        inputs = dict(options, concurrency=loads, accept_length=accept_at(q, shape))
         try:
             plan = plan_argv(with_shape(values, shape), given.env, configs, given.gpu, **inputs)
         except PlanInputError:
             continue
-        candidate = Planned(plan, _argv_with(given.argv, shape), given.gpu, given.env)
+        candidate = Planned(plan, argv_with(given.argv, shape), given.gpu, given.env)
         if verdict(candidate).starts:
             planned[shape] = candidate
     if not planned:
-        return Search(len(shapes), 0, [], None, None, None, None, base)
-    off = _off_curve(given, planned)
-    table = {s: [on_tok_s(p, s, c) for c in concurrency] for s, p in planned.items()}
-    bands = _bands(concurrency, table, off, base)
-    crossover = _crossover(concurrency, table, off)
-    choice = _choose(concurrency, table, off, crossover)
-    choice_plan, cap, why = None, None, ""
+        return Search(len(shapes), 0, [], None, None, None, None, base, slo_s=slo)
+    any_plan = planned.get(base) if base is not None else None
+    off_plan = (any_plan or next(iter(planned.values()))).plan
+    assert off_plan is not None
+    off = [
+        Point.of(p["off"]["output_tok_s"], p["off"]["ttft_p99_ms"], slo) for p in off_plan.curves
+    ]
+    table = {s: [on_point(p, s, c, slo) for c in loads] for s, p in planned.items()}
+    best = [_best(k, table) for k in range(len(loads))]
+    gains = [_gain(b.score, o.score) for (_, b), o in zip(best, off, strict=True)]
+    crossover = fall_through(loads, gains)
+    at = [loads.index(c) for c in shown]
+    bands = _bands(shown, [best[k] for k in at], [off[k] for k in at], table, at, base)
+    choice = _choose(shown, at, table, best, off, crossover)
+    result = Search(len(shapes), len(planned), bands, crossover, None, None, None, base, slo_s=slo)
+    result.top_load = loads[-1]
+    if crossover is None:
+        result.no_crossover_reason = no_crossover_reason(loads, gains, values, given)
     if choice is not None:
-        choice_plan = planned[choice]
-        assert choice_plan.plan is not None
-        cap, why = _cap(choice_plan.plan, crossover)
-    return Search(len(shapes), len(planned), bands, crossover, choice, choice_plan, cap, base, why)
+        result.choice, result.choice_plan = choice, planned[choice]
+        own = [_gain(p.score, o.score) for p, o in zip(table[choice], off, strict=True)]
+        result.choice_crossover = fall_through(loads, own)
+        assert result.choice_plan.plan is not None
+        cap, why = _cap(result.choice_plan.plan, result.choice_crossover)
+        result.max_running_requests, result.cap_reason = cap, why
+    return result
+
+
+def _gain(on: float, off: float) -> float:
+    return on / off if off > 0 else (math.inf if on > 0 else 1.0)
+
+
+def fall_through(loads: list[int], gains: list[float]) -> float | None:
+    """The load where ``gains`` (on / off) first falls through 1, interpolated; None if never."""
+    prev: tuple[int, float] | None = None
+    for c, gain in zip(loads, gains, strict=True):
+        if prev is not None and prev[1] >= 1 > gain:
+            c0, g0 = prev
+            return c0 + (g0 - 1) * (c - c0) / (g0 - gain) if math.isfinite(g0) else float(c0)
+        prev = (c, gain)
+    return None
+
+
+def no_crossover_reason(
+    loads: list[int], gains: list[float], values: dict[str, Any], given: Planned
+) -> str:
+    """Why the best shape's score never falls through off's in ``loads`` (the wording of
+    ``autocontext.no_crossover_reason``)."""
+    top = loads[-1]
+    paying = [c for c, g in zip(loads, gains, strict=True) if g >= 1]
+    if not paying:
+        return (
+            f"speculation off scores higher at every load searched ({loads[0]}-{top}): no "
+            "shape pays, even at one request"
+        )
+    cap = values.get("max_running_requests")
+    if isinstance(cap, int) and cap < top:
+        name = "spec.engine.maxRunningRequests" if given.spec else "--max-running-requests"
+        return (
+            f"{name} {cap} caps both engines: above {cap} requests queue in either mode, "
+            "and speculation still pays at that batch"
+        )
+    if gains[0] < 1:
+        return f"speculation loses below {paying[0]} users and pays from there up to {top}"
+    return f"the best shape beats speculation off at every load searched (up to {top} users)"
 
 
 def _cap(plan: Plan, crossover: float | None) -> tuple[int, str]:
@@ -290,24 +262,15 @@ def _cap(plan: Plan, crossover: float | None) -> tuple[int, str]:
         (plan.mem.settings.cuda_graph_max_bs, "the decode CUDA-graph max batch"),
     ]
     if crossover is not None:
-        bounds.append((int(crossover), "the crossover; mode Auto runs without speculation above"))
+        bounds.append(
+            (int(crossover), "the choice's crossover; mode Auto runs without speculation above")
+        )
     value, why = min(bounds, key=lambda b: b[0])
     return max(1, value), why
 
 
-def _off_curve(given: Planned, planned: dict[Shape, Planned]) -> list[float]:
-    """Speculation off (the draft not loaded) at each load: the same for every shape."""
-    plan = given.plan if given.plan and verdict(given).starts else None
-    if plan is None and planned:
-        plan = next(iter(planned.values())).plan
-    assert plan is not None or not planned
-    return [float(p["off"]["output_tok_s"]) for p in plan.curves] if plan else []
-
-
-def _best(k: int, table: dict[Shape, list[float]]) -> tuple[Shape | None, float]:
-    if not table:
-        return None, 0.0
-    shape = max(table, key=lambda s: (table[s][k], -_cost(s)))
+def _best(k: int, table: dict[Shape, list[Point]]) -> tuple[Shape, Point]:
+    shape = max(table, key=lambda s: (table[s][k].score, -_cost(s)))
     return shape, table[shape][k]
 
 
@@ -317,56 +280,46 @@ def _cost(shape: Shape) -> int:
 
 
 def _bands(
-    concurrency: list[int],
-    table: dict[Shape, list[float]],
-    off: list[float],
+    shown: list[int],
+    best: list[tuple[Shape, Point]],
+    off: list[Point],
+    table: dict[Shape, list[Point]],
+    at: list[int],
     base: Shape | None,
 ) -> list[Band]:
     bands: list[Band] = []
-    for k, c in enumerate(concurrency):
-        shape, best = _best(k, table)
-        off_k = off[k] if off else 0.0
-        choice = shape if shape is not None and best > off_k else None
-        given = table[base][k] if base in table and base is not None else None
-        point = (c, round(best, 1), None if given is None else round(given, 1), round(off_k, 1))
+    for c, (shape, point), off_k, k in zip(shown, best, off, at, strict=True):
+        choice = shape if point.score > off_k.score else None
+        given = table[base][k] if base is not None and base in table else None
+        row = (c, point, given, off_k)
         if bands and bands[-1].shape == choice:
             bands[-1].high = c
-            bands[-1].points.append(point)
+            bands[-1].points.append(row)
         else:
-            bands.append(Band(c, c, choice, [point]))
+            bands.append(Band(c, c, choice, [row]))
     return bands
 
 
-def _crossover(
-    concurrency: list[int], table: dict[Shape, list[float]], off: list[float]
-) -> float | None:
-    """Where the best shape's tok/s falls through speculation off's (interpolated)."""
-    prev: tuple[int, float] | None = None
-    for k, c in enumerate(concurrency):
-        _, best = _best(k, table)
-        gain = best / off[k] if off and off[k] else 1.0
-        if prev is not None and prev[1] >= 1 > gain:
-            c0, g0 = prev
-            return c0 + (g0 - 1) * (c - c0) / (g0 - gain)
-        prev = (c, gain)
-    return None
-
-
 def _choose(
-    concurrency: list[int],
-    table: dict[Shape, list[float]],
-    off: list[float],
+    shown: list[int],
+    at: list[int],
+    table: dict[Shape, list[Point]],
+    best: list[tuple[Shape, Point]],
+    off: list[Point],
     crossover: float | None,
 ) -> Shape | None:
-    """The one shape to launch: the best geometric mean of tok/s over the loads where
+    """The one shape to launch: the best geometric mean of score over the loads asked where
     speculation pays (below the crossover); Auto runs without speculation above it."""
-    paying = [k for k, c in enumerate(concurrency) if crossover is None or c <= crossover]
-    paying = [k for k in paying if _best(k, table)[1] > (off[k] if off else 0.0)]
-    if not table or not paying:
+    paying = [
+        k
+        for c, k in zip(shown, at, strict=True)
+        if (crossover is None or c <= crossover) and best[k][1].score > off[k].score
+    ]
+    if not paying:
         return None
 
     def mean_log(shape: Shape) -> float:
-        return sum(math.log(max(table[shape][k], 1e-9)) for k in paying)
+        return sum(math.log(max(table[shape][k].score, 1e-9)) for k in paying)
 
     return max(table, key=lambda s: (mean_log(s), -_cost(s)))
 
