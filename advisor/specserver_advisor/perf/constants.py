@@ -31,6 +31,11 @@ class Calibration:
     #: paid by batches above the captured decode max. First-principles (about a dozen kernels
     #: per layer at ~20 us each), not fitted: no field figure runs above its captured batch.
     eager_s_per_layer: float = 0.00025
+    #: Host time of one kernel launched eagerly from Python (the ~20 us that
+    #: ``eager_s_per_layer`` counts a dozen of): what an eager speculative step pays for each
+    #: kernel of its draft loop's top-k selection and tree organisation, which a captured draft
+    #: graph replays. First-principles, not fitted, for the same reason.
+    eager_s_per_kernel: float = 0.00002
     #: The scheduler's CPU work per step that the overlap scheduler runs while the GPU computes
     #: the previous step (pick the next batch, build its inputs, process the last results): a
     #: fixed part and a part per running request (Python loops over the batch). Not fitted:
@@ -54,6 +59,7 @@ class Calibration:
 #: Constants the fit leaves alone (no field figure constrains them).
 UNFITTED = (
     "eager_s_per_layer",
+    "eager_s_per_kernel",
     "schedule_s_per_step",
     "schedule_s_per_request",
     "kernel_floor_s",

@@ -176,6 +176,34 @@ def eager_overhead(scn: Scenario, shape: ModelShape, batch: int, cal: Calibratio
     return shape.num_layers * cal.eager_s_per_layer
 
 
+#: Kernels of the EAGLE draft loop outside its forwards (SGLang 0.5.23's
+#: ``EagleDraftWorker.draft_forward``), which a captured draft graph replays and an eager step
+#: launches one by one: per draft step, ``select_top_k_tokens`` (the expanded scores, their
+#: top-k, the gather of the next input ids, the parent indices, the gather of hidden-state
+#: rows); after each draft forward but the last step's, the softmax, the top-k, the hot-token
+#: map and the position increment; once, the organisation of the tree (two concatenations, the
+#: top-k of the draft tokens, their sort, the gather, the parents' concatenation).
+SELECT_TOP_K_KERNELS = 5
+DRAFT_SAMPLE_KERNELS = 4
+ORGANIZE_TREE_KERNELS = 6
+
+
+def eager_draft_loop_s(scn: Scenario, spec: SpecShape, batch: int, cal: Calibration) -> float:
+    """Launch cost of the draft loop's selection kernels in an eager speculative step.
+
+    Zero under a captured draft graph (``batch`` at most the captured max) and for a step with
+    no draft steps (SGLang's adaptive zero-step tier). Per kernel at ``eager_s_per_kernel``.
+    """
+    if scn.cuda_graph_max_bs is None or batch <= scn.cuda_graph_max_bs or spec.num_steps < 1:
+        return 0.0
+    kernels = (
+        spec.num_steps * SELECT_TOP_K_KERNELS
+        + (spec.num_steps - 1) * DRAFT_SAMPLE_KERNELS
+        + ORGANIZE_TREE_KERNELS
+    )
+    return kernels * cal.eager_s_per_kernel
+
+
 def schedule_host_time(batch: int, cal: Calibration) -> float:
     """The scheduler's CPU time around one step of ``batch`` requests (hidden by overlap)."""
     return cal.schedule_s_per_step + cal.schedule_s_per_request * batch
@@ -208,7 +236,8 @@ def gpu_step_time(
 
     ``steps`` overrides the launch's draft steps (SGLang's adaptive mode; chain, topk 1); 0 is
     a plain target decode that still extends the loaded draft over the committed token.
-    Above the captured CUDA-graph batch every forward (draft steps included) pays its launches.
+    Above the captured CUDA-graph batch every forward (draft steps included) pays its launches,
+    and the draft loop its top-k selection and tree kernels (``eager_draft_loop_s``).
     A tree (topk > 1) costs host work per request in proportion to its size.
     """
     context = scn.input_len + scn.output_len / 2
@@ -250,6 +279,7 @@ def gpu_step_time(
             True,
         )
         draft_s = spec.num_steps * (one + draft_eager) + extend + draft_eager
+        draft_s += eager_draft_loop_s(scn, spec, batch, cal)
     if steps == 0:
         plain = forward_time(
             scn,

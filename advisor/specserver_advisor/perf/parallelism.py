@@ -1,11 +1,13 @@
 """The fixed costs of a forward that depend on the card and the GPU count, not the bytes read.
 
-``perfmodel.forward_time`` adds them to the slower of memory and compute: the layers' small
+``perf.model.forward_time`` adds them to the slower of memory and compute: the layers' small
 kernels under CUDA graphs (norms, rotary, activation, routing, the attention of one query: work
-that runs at the card's compute rate, not its bandwidth), and tensor parallelism's all-reduces
-(two per layer, after attention and after the MLP), each a latency plus its bytes over the
-link inside a node (NVLink or PCIe, ``Gpu.link_gbs``) or, when the TP group spans nodes
-(``--nnodes``), across them. Constants come from ``modelconstants.Calibration``.
+that runs at the card's compute rate, not its bandwidth; under tensor parallelism each rank runs
+the sharded ones over its 1/N of the heads or intermediate and the ones on the full hidden state
+whole), and tensor parallelism's all-reduces (two per layer, after attention and after the
+MLP), each a latency plus its bytes over the link inside a node (NVLink or PCIe,
+``Gpu.link_gbs``) or, when the TP group spans nodes (``--nnodes``), across them. Constants come
+from ``perf.constants.Calibration``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,34 @@ ALLREDUCES_PER_LAYER = 2
 #: the expert GEMMs and the combine), each paying at least ``Calibration.kernel_floor_s``.
 DENSE_LAYER_KERNELS = 10
 MOE_LAYER_KERNELS = 16
+#: A layer's small (non-GEMM) kernels at decode and whether each runs on the full hidden state
+#: (True: the same work on every TP rank) or on the rank's shard. SGLang 0.5.23's
+#: ``LlamaDecoderLayer`` (Qwen3's is the same plus a per-head q/k norm, also sharded): the two
+#: RMSNorms (fused residual add) on the hidden state; rotary, the KV store and attention over
+#: the rank's ``num_heads / tp`` heads; SiLU-and-mul over its ``intermediate / tp``.
+DENSE_SMALL_KERNELS: tuple[tuple[str, bool], ...] = (
+    ("input RMSNorm", True),
+    ("rotary", False),
+    ("KV store", False),
+    ("attention", False),
+    ("post-attention RMSNorm", True),
+    ("SiLU and mul", False),
+)
+#: An MoE layer's: the router is a ``ReplicatedLinear`` and every rank selects the top-k and
+#: aligns the blocks of all tokens and combines the experts' outputs on the full hidden state;
+#: the fused experts' activation runs over the rank's slice of each expert's intermediate.
+MOE_SMALL_KERNELS: tuple[tuple[str, bool], ...] = (
+    ("input RMSNorm", True),
+    ("rotary", False),
+    ("KV store", False),
+    ("attention", False),
+    ("post-attention RMSNorm", True),
+    ("router", True),
+    ("top-k", True),
+    ("block alignment", True),
+    ("experts' activation", False),
+    ("combine", True),
+)
 
 
 class Parallel(Protocol):
@@ -45,14 +75,28 @@ def layer_launch_s(scn: Parallel, shape: ModelShape, cal: Calibration) -> float:
     """The layers' small kernels of one forward under CUDA graphs, on one GPU of the group.
 
     Per layer (dense and MoE apart) at ``REFERENCE_TFLOPS``, scaled by the card's compute rate;
-    a locked clock slows them by its square root (the fit on the L4 at 900 MHz). However fast
-    the card, a layer pays at least its kernels' launch floor under the graph. The same on
-    every GPU of a TP group: each runs every layer's kernels on its slice.
+    a locked clock slows them by its square root (the fit on the L4 at 900 MHz). Under tensor
+    parallelism each GPU runs every kernel, the sharded ones on 1/tp of the work
+    (``tp_work_share``). However fast the card and wide the group, a layer pays at least its
+    kernels' launch floor under the graph.
     """
     rate = REFERENCE_TFLOPS / scn.gpu.bf16_tflops / scn.clock_scale**0.5
-    dense = max(DENSE_LAYER_KERNELS * cal.kernel_floor_s, cal.launch_s_per_dense_layer * rate)
-    moe = max(MOE_LAYER_KERNELS * cal.kernel_floor_s, cal.launch_s_per_moe_layer * rate)
+    dense_work = cal.launch_s_per_dense_layer * rate * tp_work_share(DENSE_SMALL_KERNELS, scn)
+    moe_work = cal.launch_s_per_moe_layer * rate * tp_work_share(MOE_SMALL_KERNELS, scn)
+    dense = max(DENSE_LAYER_KERNELS * cal.kernel_floor_s, dense_work)
+    moe = max(MOE_LAYER_KERNELS * cal.kernel_floor_s, moe_work)
     return float((shape.num_layers - shape.moe_layers) * dense + shape.moe_layers * moe)
+
+
+def tp_work_share(kernels: tuple[tuple[str, bool], ...], scn: Parallel) -> float:
+    """The share of a layer's small-kernel work one GPU of the TP group runs (1 at TP 1).
+
+    Each small kernel counts alike (at decode they are latency-bound, not work-bound by size):
+    the whole ones fully, the sharded ones at 1/tp.
+    """
+    whole = sum(1 for _, full in kernels if full)
+    sharded = len(kernels) - whole
+    return (whole + sharded / max(1, scn.tp_size)) / len(kernels)
 
 
 def allreduce_s(scn: Parallel, shape: ModelShape, tokens: int, cal: Calibration) -> float:
