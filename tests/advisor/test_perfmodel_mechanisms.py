@@ -291,3 +291,24 @@ def test_an_eager_speculative_step_pays_its_draft_loops_selection_kernels() -> N
     # Within the captured batch nothing is eager: the batch-1 gain stands.
     one, _ = wide_tree_a6000("--cuda-graph-max-bs-decode", "16").curves
     assert one["on"]["output_tok_s"] > 2 * one["off"]["output_tok_s"]
+
+
+def test_a_tree_prior_is_bounded_by_the_nodes_one_verify_checks() -> None:
+    """A tree's extra candidates are right far less often than the first (its misses fall as
+    1/sqrt(width)), and the verify pass checks only draft tokens - 1 nodes: a (5,8,6) launch is
+    a chain, and an 8-wide tree of 5 steps stays well under the 6-token ceiling."""
+    from specserver_advisor.perf.plan import prior_accept_length
+
+    chain = prior_accept_length("EAGLE3", 5, 1, 6)
+    assert prior_accept_length("EAGLE3", 5, 8, 6) == chain
+    assert chain < prior_accept_length("EAGLE3", 5, 8, 32) < 5.0
+    assert prior_accept_length("EAGLE3", 3, 1, 4) == pytest.approx(2.73, abs=0.01)
+
+
+def test_the_wide_tree_run_as_its_user_ran_it_loses_at_twenty_users() -> None:
+    """The workstation case with a captured max below 20 (both modes eager at 20 users): still
+    more than twice as fast at batch 1, slower at 20 (the field: about a quarter slower)."""
+    plan = wide_tree_a6000("--cuda-graph-max-bs-decode", "16")
+    one, twenty = plan.curves
+    assert one["on"]["output_tok_s"] > 2 * one["off"]["output_tok_s"]
+    assert twenty["on"]["output_tok_s"] < twenty["off"]["output_tok_s"]

@@ -4,21 +4,20 @@ Called by ``cli.plansearch``. Pure. The search is bounded: ``STEPS`` x ``TOPKS``
 ``TREE_TOKENS`` (chains take steps + 1 tokens, as SGLang forces), under ``MAX_CANDIDATES`` plans
 in all, never more draft tokens than SGLang's tree builder can select.
 
-Acceptance per shape follows the plan's prior rule (``plan.prior_accept_length``: a per-depth
-keep probability, widened by ``sqrt(width)`` for trees), anchored on the given launch's accept
-length (measured with ``--accept-length``, else the prior); a tree's depth x width is bounded by
-the drafted nodes one verify checks (``draft tokens - 1``).
+Acceptance per shape follows the plan's prior rule (``perf.treeaccept``: a per-depth keep
+probability, a tree's misses falling as ``1 / sqrt(width)``, its depth x width bounded by the
+drafted nodes one verify checks, ``draft tokens - 1``), anchored on the given launch's accept
+length (measured with ``--accept-length``, else the prior).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from specserver_advisor.cli.plantext import shape_fields
-from specserver_advisor.perf import adaptive
+from specserver_advisor.perf import adaptive, treeaccept
 from specserver_advisor.perf.plan import Plan
 
 STEPS = tuple(range(1, 9))
@@ -122,27 +121,14 @@ def keep_probability(accept: float, shape: Shape) -> float:
     depth, width = _depth_width(shape)
     if depth < 1:
         return 0.0
-    widened = adaptive.keep_probability(accept, depth)
-    return float(1 - (1 - widened) ** (1 / math.sqrt(width)))
+    return treeaccept.chain_keep(accept, depth, width, shape.draft_tokens)
 
 
 def accept_at(q: float, shape: Shape) -> float:
-    """Expected accept length of ``shape`` for chain keep probability ``q``.
-
-    The verify pass checks ``draft tokens - 1`` drafted nodes, so a tree reaches depth d at
-    width w only when d * w fits in them (d <= steps, w <= topk): the best such allocation
-    counts.
-    """
+    """Expected accept length of ``shape`` for chain keep probability ``q``
+    (``treeaccept.tree_accept``: the best allocation of the verified nodes)."""
     steps, topk = _depth_width(shape)
-    budget = max(1, shape.draft_tokens - 1)
-    best = 1.0
-    for width in range(1, topk + 1):
-        depth = min(steps, budget // width)
-        if depth < 1:
-            break
-        widened = 1 - (1 - q) ** math.sqrt(width)
-        best = max(best, sum(widened**i for i in range(depth + 1)))
-    return round(best, 3)
+    return treeaccept.tree_accept(q, steps, topk, shape.draft_tokens)
 
 
 def with_shape(values: dict[str, Any], shape: Shape) -> dict[str, Any]:

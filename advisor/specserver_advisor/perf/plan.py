@@ -24,6 +24,7 @@ from specserver_advisor.perf.model import (
     crossover,
     predict,
 )
+from specserver_advisor.perf.treeaccept import tree_accept
 from specserver_advisor.policy.model import PolicyContext, score
 from specserver_advisor.sglang import memory
 from specserver_advisor.sglang.context import ContextCheck, check_context
@@ -55,26 +56,18 @@ ACCEPT_PRIOR = {
 DEFAULT_CONCURRENCY = [1, 2, 4, 8, 16, 32, 64]
 #: Steps and tree width past which the prior no longer changes (it has converged long before).
 MAX_PRIOR_STEPS = MAX_PRIOR_WIDTH = 2**40
-#: Steps up to which the prior is summed term by term (every real launch; the closed form
-#: past it can differ in the third decimal).
-SUMMED_STEPS = 1000
 
 
-def prior_accept_length(algorithm: str | None, steps: int, topk: int) -> float:
-    """Expected accept length (incl. bonus token) of a chain/tree of ``steps`` draft tokens."""
+def prior_accept_length(
+    algorithm: str | None, steps: int, topk: int, draft_tokens: int | None = None
+) -> float:
+    """Expected accept length (incl. bonus token) of a chain/tree of ``steps`` draft steps of
+    width ``topk`` over ``draft_tokens`` verified positions (``treeaccept.tree_accept``)."""
     if not algorithm:
         return 1.0
     q = ACCEPT_PRIOR.get(algorithm, 0.6)
-    # A wider tree (topk > 1) gives each depth more chances to match.
-    q = 1 - (1 - q) ** math.sqrt(min(max(1, topk), MAX_PRIOR_WIDTH))
     steps = max(0, min(steps, MAX_PRIOR_STEPS))
-    if steps <= SUMMED_STEPS:
-        return round(float(sum(q**i for i in range(steps + 1))), 3)
-    if q >= 1:
-        return float(steps + 1)
-    # Past that, the sum in closed form: a hostile --speculative-num-steps of 10^23 summed
-    # for ever (F's campaign).
-    return round(float((1 - q ** (steps + 1)) / (1 - q)), 3)
+    return tree_accept(q, steps, min(max(1, topk), MAX_PRIOR_WIDTH), draft_tokens)
 
 
 @dataclass
@@ -327,7 +320,10 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
     )
     steps = int(r.get("speculative_num_steps") or 0)
     topk = int(r.get("speculative_eagle_topk") or 1)
-    accept = inp.accept_length or prior_accept_length(r.algorithm, steps, topk)
+    draft_tokens = r.get("speculative_num_draft_tokens")
+    accept = inp.accept_length or prior_accept_length(
+        r.algorithm, steps, topk, int(draft_tokens) if draft_tokens else None
+    )
     notes: list[str] = []
     if inp.accept_length is None and r.algorithm:
         notes.append(
