@@ -109,6 +109,10 @@ def test_a_service_pinned_to_the_leader_index_selects_no_worker(
         )
     )
     assert lint(capsys, pinned) == []
+    head = pinned.read_text().split("worker-index: ")[0]
+    for index, selects in (("1", True), ("9" * 5000, False), ("\u00b2", False), ("-1", False)):
+        pinned.write_text(f"{head}worker-index: '{index}'\n")  # hostile values: no index
+        assert ("MN004" in {d["code"] for d in lint(capsys, pinned)}) is selects, index[:8]
     other = tmp_path / "other.yaml"
     other.write_text(text.replace("name: sglang\n  ports", "name: another-lws\n  ports"))
     assert lint(capsys, other) == []

@@ -110,19 +110,26 @@ def selects_workers(sel: Selecting, group: Group) -> bool | None:
         return False
     for key, value in sel.labels.items():
         if key == INDEX_LABEL:
-            if not value.isdigit() or int(value) == 0 or (group.size and int(value) >= group.size):
+            index = _index(value)
+            if not index or (group.size is not None and index >= group.size):
                 return False
         elif key == NAME_LABEL:
             if value != group.name:
                 return False
         elif key == GROUP_INDEX_LABEL:
-            if not value.isdigit():
+            if _index(value) is None:
                 return False
         elif key.startswith(LABELS):
             return None
         elif group.labels.get(key) != value:
             return False
     return True
+
+
+def _index(value: str) -> int | None:
+    """A label's value as LWS writes an index (a short decimal), else None."""
+    ok = value.isascii() and value.isdigit() and len(value) <= 18
+    return int(value) if ok else None
 
 
 def http_ports(launch: Launch, ctx: Context) -> set[int]:
