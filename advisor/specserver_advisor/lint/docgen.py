@@ -126,6 +126,24 @@ def launchers_section() -> list[str]:
         "",
         "A process that serves no SGLang HTTP API (a LeaderWorkerSet worker, an OME worker "
         "runner, a Dynamo worker, whose frontend serves) gets neither SPEC011 nor SPEC012.",
+        "",
+        "### Multi-node launches (LeaderWorkerSet)",
+        "",
+        "A LeaderWorkerSet's containers get the environment LWS injects: `LWS_GROUP_SIZE` "
+        "(`leaderWorkerTemplate.size`, default 1), `LWS_WORKER_INDEX` (0 on the leader, 1 on a "
+        "worker) and `LWS_LEADER_ADDRESS` (a stand-in name), as `$(VAR)` in `command`/`args` "
+        "and as shell variables in `bash -c` strings. A worker template is read a second time "
+        "with another index: a `--node-rank` that changes with it comes from the index however "
+        "the command builds it (MN002). Without a `leaderTemplate` LWS runs the worker "
+        "template as the leader too: it serves HTTP there (SPEC011, SPEC012 apply) and its "
+        "probes run on every worker (MN006). The Services and PodMonitors of the same file are "
+        "matched against the worker pods' labels (the template's, plus "
+        "`leaderworkerset.sigs.k8s.io/name` and a `worker-index` other than 0; a selector on "
+        "a label whose value the file does not show, such as the group key, is not judged) "
+        "for MN004. MN003 and MN005 also apply to multi-node launches outside a "
+        "LeaderWorkerSet (scripts, StatefulSets). The rank layout MN005 checks is SGLang "
+        "0.5.23's `_calculate_rank_ranges`, compared with SGLang's own source by "
+        "`tests/oracle/test_multinode_ranks.py`.",
     ]
 
 

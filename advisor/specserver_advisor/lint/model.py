@@ -58,6 +58,36 @@ class Workload:
 
 
 @dataclass
+class Selecting:
+    """A Service or PodMonitor in the launch's file: the pod labels it selects, where."""
+
+    kind: str
+    name: str
+    namespace: str | None
+    labels: dict[str, str]
+    position: Position
+
+
+@dataclass
+class Group:
+    """Where a launch runs in a LeaderWorkerSet group (``lwsgroup`` reads it)."""
+
+    #: "leader", "worker", or "shared": no ``leaderTemplate``, so LWS runs the worker
+    #: template as the leader too (it serves HTTP there, and runs on every worker).
+    role: str
+    #: ``leaderWorkerTemplate.size``: pods in a group (None when it is not a number).
+    size: int | None
+    name: str | None
+    namespace: str | None
+    #: The template's own pod labels (LWS adds its ``leaderworkerset.sigs.k8s.io/*`` ones).
+    labels: dict[str, str]
+    #: Whether ``--node-rank`` follows ``LWS_WORKER_INDEX`` (None: could not tell).
+    rank_from_index: bool | None = None
+    #: The Services and PodMonitors in the same file.
+    selecting: list[Selecting] = field(default_factory=list)
+
+
+@dataclass
 class Launch:
     """An SGLang server launch or a benchmark command found in a file."""
 
@@ -112,6 +142,8 @@ class Launch:
     embedded_files: dict[str, tuple[str, int, str]] = field(default_factory=dict)
     #: The validated spec of a SpecServer launch (the operator renders from it).
     specserver: SpecServerSpec | None = None
+    #: Its place in a LeaderWorkerSet group (None outside one).
+    group: Group | None = None
 
     def position_of(self, field_name: str) -> Position:
         """Where the flag that set ``field_name`` is (else the launch itself)."""

@@ -8,7 +8,7 @@ source readers, each as (pod-level fields, containers, whether they serve SGLang
 - NVIDIA Dynamo ``DynamoGraphDeployment``: ``spec.services.NAME.extraPodSpec.mainContainer``,
   the service's ``resources`` (``gpu: N``) being the container's GPUs; a Dynamo worker serves
   no SGLang HTTP (the frontend does).
-- ``LeaderWorkerSet``: the leader and worker templates (the worker serves no HTTP).
+- ``LeaderWorkerSet``: read by ``lwsgroup`` (the leader serves HTTP, a worker does not).
 
 Pure; every accessor tolerates any shape (hostile YAML) and yields nothing for a bad one.
 """
@@ -91,8 +91,3 @@ def _with_service_gpus(main: dict[Any, Any], service: dict[Any, Any]) -> dict[An
         out.lc = lc
     out["resources"] = given
     return out
-
-
-def lws_serves_http(template_key: str) -> bool:
-    """A LeaderWorkerSet's leader serves the API; its workers (node rank > 0) do not."""
-    return template_key != "workerTemplate"

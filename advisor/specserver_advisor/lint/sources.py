@@ -14,10 +14,10 @@ import shlex
 from typing import Any
 
 from specserver_advisor.bounded import InputLimitError
-from specserver_advisor.lint import servingkinds
+from specserver_advisor.lint import lwsgroup, servingkinds
 from specserver_advisor.lint.argv import detect, launcher_of, make_launch
 from specserver_advisor.lint.configfile import config_argv
-from specserver_advisor.lint.model import Launch, Position, Workload
+from specserver_advisor.lint.model import Launch, Position, Selecting, Workload
 from specserver_advisor.lint.shell.budget import Budget
 from specserver_advisor.lint.shell.evaluate import (
     Relocate,
@@ -126,30 +126,19 @@ def _scope(launches: list[Launch], obj: Any, workload: Workload) -> None:
             la.first_line, la.last_line = lc.line + 1, max(lc.end_line + 1, la.last_line)
 
 
-def _injected_env(doc: Any) -> dict[str, str]:
-    """Env a LeaderWorkerSet's controller injects: the group size from the manifest; the leader
-    address and worker index as stand-ins (they only feed --dist-init-addr and --node-rank,
-    which no rule reads)."""
-    if doc.get("kind") != "LeaderWorkerSet":
-        return {}
-    spec = doc.get("spec")
-    template = spec.get("leaderWorkerTemplate") if isinstance(spec, dict) else None
-    size = template.get("size") if isinstance(template, dict) else None
-    out = {"LWS_LEADER_ADDRESS": "lws-leader-address", "LWS_WORKER_INDEX": "1"}
-    if isinstance(size, int):
-        out["LWS_GROUP_SIZE"] = str(size)
-    return out
-
-
 def _pods(doc: Any) -> list[servingkinds.Pod]:
     """(pod spec, its init and main containers, whether they serve SGLang's HTTP API)."""
     if doc.get("kind") in servingkinds.KINDS:
         return servingkinds.serving_pods(doc)
-    out: list[servingkinds.Pod] = []
-    for pod, serves_http in _pod_specs(doc):
-        containers = [c for key in ("initContainers", "containers") for c in pod.get(key) or []]
-        out.append((pod, containers, serves_http))
-    return out
+    return [(pod, _containers(pod), serves_http) for pod, serves_http in _pod_specs(doc)]
+
+
+def _containers(pod: dict[str, Any]) -> list[Any]:
+    return [c for key in ("initContainers", "containers") for c in _as_list(pod.get(key))]
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _pod_specs(doc: Any) -> list[tuple[Any, bool]]:
@@ -163,15 +152,6 @@ def _pod_specs(doc: Any) -> list[tuple[Any, bool]]:
     elif kind == "CronJob":
         found = [
             (((spec.get("jobTemplate") or {}).get("spec") or {}).get("template") or {}).get("spec")
-        ]
-    elif kind == "LeaderWorkerSet":
-        tmpl = spec.get("leaderWorkerTemplate") or {}
-        return [
-            (tmpl[key].get("spec"), servingkinds.lws_serves_http(key))
-            for key in ("leaderTemplate", "workerTemplate")
-            if isinstance(tmpl, dict)
-            and isinstance(tmpl.get(key), dict)
-            and isinstance(tmpl[key].get("spec"), dict)
         ]
     else:
         template = spec.get("template") or {}
@@ -275,7 +255,10 @@ def _container_launches(
     # A whole command given as one string (compose), or bash -c "...": parse as shell.
     for k, item in enumerate(items):
         if len(items) == 1 or (k > 0 and items[k - 1] in ("-c", "-lc", "-ec")):
-            out += launches_in_command(path, item, positions[k], env, in_container, lines, budget)
+            shell_env = {**(injected or {}), **env}  # LWS's variables are the container's too
+            out += launches_in_command(
+                path, item, positions[k], shell_env, in_container, lines, budget
+            )
     if not out:
         found = detect(items)
         if found:
@@ -331,6 +314,7 @@ def from_yaml(path: str, text: str) -> tuple[list[Launch], list[Any]]:
     lines = text.splitlines()
     budget = Budget()  # one shell budget for every command in the file
     files: dict[str, tuple[str, int, str]] = {}
+    selecting: list[Selecting] = []  # the file's Services and PodMonitors, for LWS groups
     for doc in load_yaml_documents(text, path):
         if not isinstance(doc, dict):
             continue
@@ -338,23 +322,20 @@ def from_yaml(path: str, text: str) -> tuple[list[Launch], list[Any]]:
         kind = doc.get("kind")
         if kind == "SpecServer":
             specservers.append(doc)
+        elif kind == "LeaderWorkerSet":
+            launches += _group_launches(path, doc, doc_suppress, lines, budget, selecting)
         elif kind in WORKLOAD_KINDS or kind in servingkinds.KINDS:
-            injected = _injected_env(doc)
             for pod, containers, serves_http in _pods(doc):
                 for container in containers:
                     found = _container_launches(
-                        path,
-                        container,
-                        True,
-                        doc_suppress,
-                        lines=lines,
-                        injected=injected,
-                        budget=budget,
+                        path, container, True, doc_suppress, lines=lines, budget=budget
                     )
                     _scope(found, doc, Workload(str(kind), doc, pod, container))
                     for la in found:
                         la.serves_http = la.serves_http and serves_http
                     launches += found
+        elif (found_sel := lwsgroup.selecting(doc, _selector_pos(doc))) is not None:
+            selecting.append(found_sel)
         elif isinstance(doc.get("services"), dict):  # docker-compose
             for service in doc["services"].values():
                 found = _container_launches(
@@ -369,6 +350,63 @@ def from_yaml(path: str, text: str) -> tuple[list[Launch], list[Any]]:
     for la in launches:
         la.embedded_files = files
     return launches, specservers
+
+
+def _group_launches(
+    path: str,
+    doc: Any,
+    doc_suppress: dict[str, str],
+    lines: list[str],
+    budget: Budget,
+    selecting: list[Selecting],
+) -> list[Launch]:
+    """The launches of a LeaderWorkerSet's templates, each with its place in the group.
+
+    A worker's (or a shared template's) containers are read a second time with another
+    ``LWS_WORKER_INDEX`` (on a budget of their own): a ``--node-rank`` that changes with it
+    comes from the index, however the command builds it.
+    """
+    out: list[Launch] = []
+    size = lwsgroup.group_size(doc)
+    for role, template, serves_http in lwsgroup.templates(doc):
+        pod = template["spec"]
+        for container in _containers(pod):
+            found = _container_launches(
+                path,
+                container,
+                True,
+                doc_suppress,
+                lines=lines,
+                injected=lwsgroup.injected_env(size, role),
+                budget=budget,
+            )
+            probe = []
+            if role != "leader" and found:
+                probe = _container_launches(
+                    path,
+                    container,
+                    True,
+                    doc_suppress,
+                    lines=lines,
+                    injected=lwsgroup.injected_env(size, role, probe=True),
+                    budget=Budget(),
+                )
+            _scope(found, doc, Workload("LeaderWorkerSet", doc, pod, container))
+            for k, la in enumerate(found):
+                la.serves_http = la.serves_http and serves_http
+                la.group = lwsgroup.group_of(doc, role, template)
+                la.group.selecting = selecting
+                if len(probe) == len(found):
+                    la.group.rank_from_index = lwsgroup.rank_follows_index(la, probe[k])
+            out += found
+    return out
+
+
+def _selector_pos(doc: Any) -> Position:
+    spec = doc.get("spec")
+    if isinstance(spec, dict) and "selector" in spec:
+        return _pos(spec, key="selector")
+    return _pos(doc)
 
 
 def _configmap_files(doc: Any, lines: list[str]) -> dict[str, tuple[str, int, str]]:

@@ -10,6 +10,12 @@ from specserver_advisor.lint.rules import (
     bench002_bench_synthetic_only,
     bench003_bench_concurrency_over_cap,
     bench004_bench_lifetime_accept_length,
+    mn001_nnodes_not_group_size,
+    mn002_node_rank_not_from_index,
+    mn003_dist_init_addr_not_leader,
+    mn004_http_port_on_worker,
+    mn005_tp_not_divisible_by_nodes,
+    mn006_worker_probe_on_http_port,
     pod001_tp_exceeds_gpu_limit,
     pod002_shm_not_memory,
     pod003_liveness_without_startup,
@@ -68,6 +74,12 @@ _MODULES: tuple[ModuleType, ...] = (
     pod005_hf_cache_emptydir,
     pod006_image_unpinned,
     pod007_no_gpu_resource,
+    mn001_nnodes_not_group_size,
+    mn002_node_rank_not_from_index,
+    mn003_dist_init_addr_not_leader,
+    mn004_http_port_on_worker,
+    mn005_tp_not_divisible_by_nodes,
+    mn006_worker_probe_on_http_port,
 )
 
 
