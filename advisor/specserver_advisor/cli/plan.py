@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from specserver_advisor.cli.planfrom import Planned
+from specserver_advisor.cli.plannodes import nnodes_of, nnodes_problem
 from specserver_advisor.cli.plantext import Verdict, verdict, with_changes
 from specserver_advisor.errors import UsageError
 from specserver_advisor.gpus import GPUS
@@ -154,7 +155,16 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--draft", help="draft directory or repo id (omit for NGRAM / MTP targets)")
     p.add_argument("--draft-revision")
     p.add_argument("--gpu", help=f"GPU type: {', '.join(GPUS)}")
-    p.add_argument("--gpus", type=int, default=None, help="tensor-parallel GPUs (--tp-size)")
+    p.add_argument(
+        "--gpus", type=int, default=None, help="tensor-parallel GPUs over all nodes (--tp-size)"
+    )
+    p.add_argument(
+        "--nnodes",
+        type=_positive_int,
+        default=None,
+        help="nodes the tensor-parallel group spans (SGLang's --nnodes; --gpus / N GPUs per "
+        "node; a SpecServer's resources.nodes)",
+    )
     p.add_argument(
         "--algorithm", help="speculative algorithm (default EAGLE3 with --draft, else NEXTN)"
     )
@@ -214,6 +224,7 @@ def _option_argv(a: argparse.Namespace) -> list[str]:
         ("--speculative-draft-model-path", a.draft),
         ("--speculative-draft-model-revision", a.draft_revision),
         ("--tp-size", a.gpus),
+        ("--nnodes", a.nnodes),
         ("--speculative-num-steps", a.steps),
         ("--speculative-eagle-topk", a.topk),
         ("--speculative-num-draft-tokens", a.draft_tokens),
@@ -297,6 +308,7 @@ def build(a: argparse.Namespace, extra: list[str], fix: list[str] | None = None)
                     spec, configs, a.gpu, extra, a.accept_length, a.concurrency, mix
                 )
             la = launches[a.launch - len(docs) - 1]
+            group = plan_from.group_size(la)
             if unset := plan_from.unset_variables(la, a.from_file):
                 raise UsageError(unset)
             # ``sglang serve MODEL``: written as launch_server takes it.
@@ -324,8 +336,11 @@ def build(a: argparse.Namespace, extra: list[str], fix: list[str] | None = None)
                 raise UsageError(parsed.issues[0].message)
             values = parsed.values
             gpu_name = a.gpu
+            group = None
         if not values.get("model_path"):
             raise UsageError("give --model (or --from FILE)")
+        if problem := nnodes_problem(values):
+            raise UsageError(problem)
         gpu = plan_from.gpu_named(gpu_name, "plan")
         target_file, draft_file = config_file_names(values)
         target = _load(values["model_path"], values.get("revision"), a, target_file)
@@ -338,7 +353,10 @@ def build(a: argparse.Namespace, extra: list[str], fix: list[str] | None = None)
         )
         if issues:
             return Planned(None, argv, gpu, env, refused=f"SGLang's parser rejects it: {issues[0]}")
-        return plan_from.plan_values(values, argv, env, target, draft, gpu, options)
+        planned = plan_from.plan_values(values, argv, env, target, draft, gpu, options)
+        if group is not None and planned.plan is not None and nnodes_of(values) != group:
+            planned.plan.notes.append(plan_from.group_mismatch(values, group))
+        return planned
     except (ConfigNotFoundError, ConfigUnreadableError, ConfigShapeError) as exc:
         raise UsageError(str(exc)) from exc
     except PlanInputError as exc:

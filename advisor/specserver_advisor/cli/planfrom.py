@@ -20,6 +20,7 @@ from specserver_advisor.errors import UsageError
 from specserver_advisor.gpus import Gpu, UnknownGpuError, lookup_gpu
 from specserver_advisor.launch.args import argv_of, draftless_error, spec_env, specserver_args
 from specserver_advisor.launch.model import Configs, EngineConfig, plan_argv, plan_launch
+from specserver_advisor.launch.multinode import as_leader
 from specserver_advisor.lint.configsource import merge_configs
 from specserver_advisor.lint.engine import MAX_BYTES, decode, is_yaml
 from specserver_advisor.lint.launchlint import build_engine_config
@@ -85,7 +86,48 @@ def read_file(path: Path) -> tuple[list[Launch], list[Any]]:
     except (RecursionError, ValueError, TypeError, AttributeError) as exc:
         raise UsageError(f"{path}: cannot interpret this file: {exc}") from exc
     merge_configs(launches, name)  # a --config file is part of the launch, as for lint
-    return [la for la in launches if la.kind == "server"], docs
+    return [la for la in launches if la.kind == "server" and not _lws_worker(la)], docs
+
+
+def _lws_template(la: Launch) -> tuple[dict[str, Any], Any] | None:
+    """(``leaderWorkerTemplate``, the launch's pod spec) of a LeaderWorkerSet's launch."""
+    w = la.workload
+    if w is None or w.kind != "LeaderWorkerSet" or not isinstance(w.obj, dict):
+        return None
+    spec = w.obj.get("spec")
+    tmpl = spec.get("leaderWorkerTemplate") if isinstance(spec, dict) else None
+    return (tmpl, w.pod) if isinstance(tmpl, dict) else None
+
+
+def _lws_worker(la: Launch) -> bool:
+    """A LeaderWorkerSet worker's launch: the leader's launch at another node rank, planned as
+    the group (its leader). With no ``leaderTemplate`` the worker template is the leader's too."""
+    found = _lws_template(la)
+    if found is None:
+        return False
+    tmpl, pod = found
+    worker, leader = tmpl.get("workerTemplate"), tmpl.get("leaderTemplate")
+    return isinstance(leader, dict) and isinstance(worker, dict) and worker.get("spec") is pod
+
+
+def group_size(la: Launch) -> int | None:
+    """The pods of a LeaderWorkerSet group this launch leads (``leaderWorkerTemplate.size``,
+    LeaderWorkerSet's default 1), what ``$(LWS_GROUP_SIZE)`` holds; None for any other kind."""
+    found = _lws_template(la)
+    if found is None:
+        return None
+    size = found[0].get("size", 1)
+    return size if isinstance(size, int) and not isinstance(size, bool) else None
+
+
+def group_mismatch(values: dict[str, Any], size: int) -> str:
+    """The note for a leader whose ``--nnodes`` is not the group's size."""
+    given = values.get("nnodes")
+    return (
+        f"--nnodes {given if given is not None else '1 (unset)'} but the LeaderWorkerSet group "
+        f"has {size} pods (leaderWorkerTemplate.size): SGLang waits for --nnodes nodes, LWS "
+        "starts size pods; set --nnodes $(LWS_GROUP_SIZE)"
+    )
 
 
 def gpu_named(name: str | None, where: str) -> Gpu:
@@ -139,8 +181,10 @@ def plan_specserver(
         if (list(concurrency), accept_length, prompt_mix) != (DEFAULT_CONCURRENCY, None, ()):
             # The rendered launch, cap included, at the asked concurrency and accept length
             # (the settled plan is the operator's, at its defaults).
+            # The leader's view of a multi-node launch, as the launch model judges it.
+            leader = as_leader(argv, spec.resources.nodes)
             out.plan = plan_launch(
-                spec, configs, gpu, argv, spec_env(spec), concurrency, accept_length, prompt_mix
+                spec, configs, gpu, leader, spec_env(spec), concurrency, accept_length, prompt_mix
             )
     return out
 

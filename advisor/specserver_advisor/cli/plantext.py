@@ -2,7 +2,8 @@
 
 Pure: a ``Planned`` in, lines out. The verdict is one line: ``won't start: ...`` with what to
 change, or ``starts; set ...`` with the flags to add. Advice never asks for a mem-fraction above
-what a card can give: a model whose weights do not fit is told the GPUs or quantization it needs.
+what a card can give: a model whose weights do not fit is told the GPUs or quantization it needs,
+and how many nodes of the card's usual server hold them (``plannodes``).
 """
 
 from __future__ import annotations
@@ -12,13 +13,19 @@ import shlex
 from dataclasses import dataclass, field
 
 from specserver_advisor.cli.planfrom import Planned
+from specserver_advisor.cli.plannodes import layout, layout_notes, node_advice
 from specserver_advisor.gpus import Gpu
 from specserver_advisor.launch.args import OWNED
 from specserver_advisor.models import AutoSpeculation, SpecServerSpec
 from specserver_advisor.perf.plan import Plan
 from specserver_advisor.policy.model import PolicyContext, accept_floor
 from specserver_advisor.sglang.flags import match_option
-from specserver_advisor.sglang.memfraction import choose_fraction
+from specserver_advisor.sglang.memfraction import (
+    CEILING,
+    choose_fraction,
+    fraction_for_tokens,
+    gpus_needed,
+)
 
 #: Where predicted output tok/s with speculation falls below without it (the table's gain < 1).
 THROUGHPUT_CROSSOVER = "throughput crossover (out tok/s on = off)"
@@ -93,23 +100,41 @@ def shape_fields(algorithm: str | None) -> tuple[str, ...]:
     return ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
 
 
-def _no_memory(plan: Plan, gpu: Gpu) -> Verdict:
-    """No KV cache: the operator's fraction (``memfraction.choose_fraction``), or the GPUs."""
+def _request_tokens(plan: Plan) -> int:
+    """KV tokens one request holds at its longest (prompt, output, reserved, draft slots)."""
     r, scn = plan.resolution, plan.scenario
     request = scn.input_len + scn.output_len + r.reserved_tokens
-    request += 2 * r.draft_slots if r.speculative else 0
+    return request + (2 * r.draft_slots if r.speculative else 0)
+
+
+def _nodes_needed(plan: Plan | None, gpu: Gpu) -> str:
+    """``; 16 GPUs are 2 nodes of 8 x H100: set ...`` for weights that do not fit under
+    ``CEILING`` on the GPUs given (empty when they do, or nothing was planned)."""
+    if plan is None:
+        return ""
+    with_draft = plan.resolution.speculative and plan.mem.draft_weight_gib > 0
+    if fraction_for_tokens(plan.mem, _request_tokens(plan), with_draft) <= CEILING:
+        return ""
+    need = gpus_needed(plan.mem, _request_tokens(plan), with_draft, plan.scenario.tp_size)
+    return f"; {need} GPUs are {node_advice(need, gpu)}"
+
+
+def _no_memory(plan: Plan, gpu: Gpu) -> Verdict:
+    """No KV cache: the operator's fraction (``memfraction.choose_fraction``), or the GPUs
+    and the nodes that hold them."""
+    r, scn = plan.resolution, plan.scenario
     cap = r.values.get("max_running_requests")
     given = cap.value if cap is not None and cap.source == "user" else None
     choice = choose_fraction(
         plan.mem,
-        request_tokens=request,
+        request_tokens=_request_tokens(plan),
         planned_requests=int(given or plan.mem.settings.cuda_graph_max_bs),
         with_draft=r.speculative and plan.mem.draft_weight_gib > 0,
         gpus=scn.tp_size,
         gpu_name=gpu.name,
     )
     if choice.fraction is None:
-        return Verdict(False, f"won't start: {choice.message}")
+        return Verdict(False, f"won't start: {choice.message}{_nodes_needed(plan, gpu)}")
     return Verdict(
         False,
         f"won't start: no KV cache under --mem-fraction-static "
@@ -198,7 +223,8 @@ def specserver_snippet(
         pairs = ", ".join(f"{{name: {k}, value: {json.dumps(v)}}}" for k, v in env.items())
         engine.append(f"env: [{pairs}]")
     lines.append("  engine: {" + ", ".join(engine) + "}")
-    lines.append(f"  resources: {{gpus: {plan.scenario.tp_size}, gpuType: {gpu.name}}}")
+    nodes = f", nodes: {plan.scenario.nnodes}" if plan.scenario.nnodes > 1 else ""
+    lines.append(f"  resources: {{gpus: {plan.scenario.tp_size}{nodes}, gpuType: {gpu.name}}}")
     return lines
 
 
@@ -292,7 +318,7 @@ def _sizes(plan: Plan) -> list[str]:
     j = plan.to_json()
     mem, pool, c = j["memory"], j["kv_pool_tokens"], j["context"]
     lines = [
-        f"memory on {plan.scenario.tp_size} x {mem['gpu']}: "
+        f"memory on {layout(plan.scenario.tp_size, plan.scenario.nnodes, plan.scenario.gpu)}: "
         f"mem-fraction-static {mem['mem_fraction_static']} ({mem['mem_fraction_static_source']}),"
         f" weights {mem['target_weights_gib']} GiB + draft {mem['draft_weights_gib']} GiB per GPU",
         f"KV pool: {pool['without_draft']} tokens without the draft, {pool['with_draft']} with it;"
@@ -320,6 +346,8 @@ def _body(p: Planned, v: Verdict) -> list[str]:
     if p.policy is not None and p.spec is not None:
         lines.append(auto_line(p.policy, p.spec))
     lines += [f"note: {n}" for n in plan.notes]
+    scn = plan.scenario
+    lines += [f"note: {n}" for n in layout_notes(scn.tp_size, scn.nnodes, scn.gpu)]
     return lines
 
 

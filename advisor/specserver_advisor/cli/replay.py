@@ -49,6 +49,12 @@ def add_parsers(sub: Any) -> None:
         action="store_true",
         help="no GPU for a RollingUpdate surge pod (then its switches time out and roll back)",
     )
+    f.add_argument(
+        "--nodes",
+        type=int,
+        default=1,
+        help="the replica is a group across this many nodes (1..64): its restart is longer",
+    )
 
 
 def _context(args: argparse.Namespace, spec: SpecServerSpec | None) -> PolicyContext:
@@ -156,7 +162,11 @@ def run_fleetsim(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from exc
     if args.switch_strategy:
         policy = policy.model_copy(update={"switch_strategy": SwitchStrategy(args.switch_strategy)})
-    rows = fleetsim.simulate(policy, gpu=gpu, spare_gpu=not args.no_spare_gpu)
+    from specserver_advisor.replay.fleetworld import MAX_NODES
+
+    if not 1 <= args.nodes <= MAX_NODES:
+        raise UsageError(f"--nodes {args.nodes}: expected a node count in 1..{MAX_NODES}")
+    rows = fleetsim.simulate(policy, gpu=gpu, spare_gpu=not args.no_spare_gpu, nodes=args.nodes)
     if args.format == "json":
         print(json.dumps(rows, indent=2))
     else:

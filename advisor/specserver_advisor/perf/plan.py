@@ -26,6 +26,7 @@ from specserver_advisor.perf.model import (
 )
 from specserver_advisor.perf.treeaccept import tree_accept
 from specserver_advisor.policy.model import PolicyContext, score
+from specserver_advisor.policy.switchcost import group_restart_extra_s
 from specserver_advisor.sglang import memory
 from specserver_advisor.sglang.context import ContextCheck, check_context
 from specserver_advisor.sglang.modelshape import (
@@ -481,4 +482,12 @@ def policy_context(
         table.append((round(accept, 2), cross))
         accept += 0.2
     even = break_even_accept_length(scn, 1, plan.cap_on, plan.cap_off, cal)
-    return PolicyContext(table, even, plan.accept_length, engine_adapts_steps)
+    ctx = PolicyContext(table, even, plan.accept_length, engine_adapts_steps)
+    ctx.restart_extra_s = group_restart_extra_s(weight_bytes_per_node(plan), scn.nnodes)
+    return ctx
+
+
+def weight_bytes_per_node(plan: Plan) -> float:
+    """What each node of the launch reads at a restart: its GPUs' shards of target and draft."""
+    per_gpu = plan.mem.target_weight_gib + plan.mem.draft_weight_gib
+    return per_gpu * memory.GIB * plan.scenario.tp_size / max(1, plan.scenario.nnodes)

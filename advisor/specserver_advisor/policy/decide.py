@@ -221,7 +221,7 @@ def decide(
             return cycle.explore(band, crossover, crossover_prior) or cycle.finish(
                 KEEP, Reason.WITHIN_THRESHOLDS
             )
-        needed = breaches_needed(policy, state)
+        needed = breaches_needed(policy, state, ctx.restart_extra_s)
         thresholds["breaches"] = f"{state.disable_breaches}/{needed}"
         if state.disable_breaches < needed:
             return cycle.finish(KEEP, Reason.BREACH_PENDING, would=f"{DISABLE}:{reason}")

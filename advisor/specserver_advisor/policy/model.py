@@ -223,6 +223,9 @@ class PolicyContext:
     #: The smallest running batch the On engine's adaptive tiers may run zero draft steps at,
     #: under its cap (``zerosteps.zero_step_batch``); inf: none reachable or not adaptive.
     zero_step_batch: float = math.inf
+    #: Seconds a restart of this replica takes beyond one pod's (a multi-node group's slowest
+    #: pod and rendezvous: ``switchcost.group_restart_extra_s``); 0 on one node.
+    restart_extra_s: float = 0.0
 
     def crossover(self, accept: float) -> float:
         """Predicted crossover concurrency at an accept length (linear interpolation)."""

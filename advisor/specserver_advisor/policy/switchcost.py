@@ -5,7 +5,10 @@ overload is confirmed over ``disableAfterBreaches`` evaluations. BlueGreen and R
 keep the old mode serving meanwhile: a switch costs no downtime, only the new engine's GPU
 time, so an overload is confirmed sooner and a switch that landed after its overload ended is
 undone at once, and a switch whose reason ended before the new engine is Ready is cancelled
-(``cancel_reason``). Pure; called by ``policy.decide`` and ``autocycle.reconsider``.
+(``cancel_reason``). How long a restart takes is modelled here too (``restart_seconds``): a
+LeaderWorkerSet group across nodes restarts slower than one pod, and an overload must outlast
+the extra before a switch is worth it (``breaches_needed``). Pure; called by
+``policy.decide``, ``autocycle.reconsider``, ``perf.plan.policy_context`` and ``fleetsim``.
 """
 
 from __future__ import annotations
@@ -16,6 +19,39 @@ import math
 from specserver_advisor.models import AutoSpeculation, SwitchStrategy
 from specserver_advisor.policy.model import OFF, ON, PolicyState, Readings, Reason, SpecMode
 
+#: A pod's start before it reads weights: the old pod's termination, scheduling, the
+#: container's start, Python, torch and SGLang imports and the CUDA context (an assumption
+#: for a cached image, stated in docs/advisor.md).
+POD_START_S = 30.0
+#: What one node reads its checkpoint shards at, GB/s (a local NVMe or a node's PVC mount:
+#: sequential reads of safetensors files; every node reads from its own storage at once).
+STORAGE_GBS = 1.0
+#: CUDA-graph capture of the decode batch sizes on each rank after the weights load (all
+#: ranks capture at once; a rank's capture is the same on any node count).
+GRAPH_CAPTURE_S = 30.0
+#: Across nodes: NCCL's bootstrap over TCP to the leader's rendezvous port and its
+#: inter-node communicators (IB/RoCE queue pairs) before the first collective, once a group.
+RENDEZVOUS_S = 20.0
+#: Spread of one pod's start-to-ready time (coefficient of variation: storage, page cache,
+#: scheduling); a group is Ready only when its slowest pod is.
+POD_SPREAD = 0.10
+
+
+def restart_seconds(weight_bytes_per_node: float, nodes: int = 1) -> float:
+    """From a restart until a replica of ``nodes`` pods is Ready again.
+
+    Each pod starts (``POD_START_S``), reads its node's share of the weights from its own
+    storage (all nodes in parallel, at ``STORAGE_GBS``) and captures its CUDA graphs; across
+    nodes the group then meets at the leader's rendezvous (``RENDEZVOUS_S``), and it is
+    Ready only when its slowest pod is: the expected maximum of ``nodes`` pod times spread by
+    ``POD_SPREAD`` (about ``1 + spread * sqrt(2 ln n)``). The same weights per node restart
+    slower across more nodes; ``group_restart_extra_s`` is by how much.
+    """
+    nodes = max(1, nodes)
+    pod = POD_START_S + max(0.0, weight_bytes_per_node) / (STORAGE_GBS * 1e9) + GRAPH_CAPTURE_S
+    slowest = pod * (1 + POD_SPREAD * math.sqrt(2 * math.log(nodes)))
+    return slowest + (RENDEZVOUS_S if nodes > 1 else 0.0)
+
 
 def switch_keeps_serving(policy: AutoSpeculation) -> bool:
     """A switch leaves the old mode serving until the new engine is Ready (no downtime):
@@ -23,19 +59,33 @@ def switch_keeps_serving(policy: AutoSpeculation) -> bool:
     return policy.switch_strategy != SwitchStrategy.RECREATE
 
 
-def breaches_needed(policy: AutoSpeculation, state: PolicyState) -> int:
+def group_restart_extra_s(weight_bytes_per_node: float, nodes: int) -> float:
+    """Seconds a group of ``nodes`` pods takes to restart beyond one pod with the same weights
+    per node (0 on one node): its slowest pod and the cross-node rendezvous."""
+    if nodes <= 1:
+        return 0.0
+    return restart_seconds(weight_bytes_per_node, nodes) - restart_seconds(weight_bytes_per_node)
+
+
+def breaches_needed(policy: AutoSpeculation, state: PolicyState, extra_s: float = 0.0) -> int:
     """Consecutive breaching evaluations before speculation is switched off.
 
     ``disableAfterBreaches`` when a switch is a restart (Recreate: confirming waits out
-    overloads too short to pay back the downtime); half of it, rounded up, when the old mode
-    keeps serving through the switch: then a switch costs no downtime, only the new engine's
-    GPU time, and a switch that lands after the overload is undone at once (``OverloadEnded``).
-    Not while a switch of the last hour was undone within the dwell (a round trip: the overload
-    behind it was shorter than a switch, so the next one may be too).
+    overloads too short to pay back the downtime). It is stated for one pod's restart: a
+    multi-node group's restart is ``extra_s`` seconds longer (``group_restart_extra_s``), and
+    an overload must outlast that too, so the evaluations it spans are added. Half of that,
+    rounded up, when the old mode keeps serving through the switch: then a switch costs no
+    downtime, only the new engine's GPU time, and a switch that lands after the overload is
+    undone at once (``OverloadEnded``). Not while a switch of the last hour was undone within
+    the dwell (a round trip: the overload behind it was shorter than a switch, so the next one
+    may be too).
     """
+    needed = policy.disable_after_breaches
+    if extra_s > 0:
+        needed += math.ceil(extra_s / policy.evaluation_interval_seconds)
     if switch_keeps_serving(policy) and not _round_trip(state, policy):
-        return math.ceil(policy.disable_after_breaches / 2)
-    return policy.disable_after_breaches
+        return math.ceil(needed / 2)
+    return needed
 
 
 def _round_trip(state: PolicyState, policy: AutoSpeculation) -> bool:

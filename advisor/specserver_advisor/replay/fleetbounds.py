@@ -13,13 +13,13 @@ from __future__ import annotations
 from specserver_advisor.models import AutoSpeculation
 from specserver_advisor.replay.fleetworld import (
     MODES,
-    STARTUP_S,
-    SWITCH_TICKS,
     TickResult,
     Trace,
     keeps_serving,
     serve,
     switch_lands,
+    switch_seconds,
+    switch_ticks,
 )
 
 
@@ -43,11 +43,13 @@ def run_oracle(
     return results, switches
 
 
-def _switching(served: dict[str, TickResult], old: str, new: str, serves: bool) -> TickResult:
-    """A tick while the switch from ``old`` to ``new`` is under way."""
+def _switching(
+    served: dict[str, TickResult], old: str, new: str, serves: bool, down_s: float
+) -> TickResult:
+    """A tick while the switch from ``old`` to ``new`` (``down_s`` seconds) is under way."""
     if serves:
         return served[old]
-    return TickResult(0.0, 0.0, served[new].ttft_p99_s + STARTUP_S)  # down: Recreate
+    return TickResult(0.0, 0.0, served[new].ttft_p99_s + down_s)  # down: Recreate
 
 
 def paid_oracle_table(
@@ -56,12 +58,14 @@ def paid_oracle_table(
     gpu: str = "L4",
     spare_gpu: bool = True,
     hold: frozenset[int] = frozenset(),
+    nodes: int = 1,
 ) -> tuple[list[dict[str, TickResult]], list[dict[str, float]], list[dict[str, str]]]:
     """The paid oracle's dynamic programme: what each mode serves per tick, and the best totals.
 
     ``best[i][m]``: the most goodput (summed over ticks) from tick ``i`` on with mode ``m``
     serving at tick ``i``; ``choice[i][m]``: the mode it runs next (another mode: a switch
-    decided at the end of tick ``i``, taking ``SWITCH_TICKS`` ticks as in the policy arm, during
+    decided at the end of tick ``i``, taking ``switch_ticks`` ticks as in the policy arm (more
+    for a replica across ``nodes`` nodes), during
     which the replica is down under Recreate and ``m`` keeps serving under BlueGreen, and no
     other switch can start). No switch is decided at the end of a tick in ``hold`` (a bound for
     schedules that cannot time a switch there), nor at all when no switch can land (a
@@ -70,13 +74,14 @@ def paid_oracle_table(
     ticks = trace.ticks
     n = len(ticks)
     serves = keeps_serving(policy.switch_strategy)
+    wait = switch_ticks(gpu, nodes)
     if not switch_lands(policy.switch_strategy, spare_gpu):
         hold = frozenset(range(n))
     served = [{m: serve(t, m, 0.0, policy, gpu) for m in MODES} for t in ticks]
     best: list[dict[str, float]] = [dict.fromkeys(MODES, 0.0) for _ in range(n + 1)]
     choice: list[dict[str, str]] = [dict.fromkeys(MODES, "") for _ in range(n)]
     for i in range(n - 1, -1, -1):
-        end = min(n, i + 1 + SWITCH_TICKS)
+        end = min(n, i + 1 + wait)
         for m in MODES:
             options = {m: best[i + 1][m]}
             bridge = sum(served[j][m].good_tok_s for j in range(i + 1, end)) if serves else 0.0
@@ -93,15 +98,16 @@ def paid_oracle_table(
 
 
 def run_paid_oracle(
-    trace: Trace, policy: AutoSpeculation, gpu: str = "L4", spare_gpu: bool = True
+    trace: Trace, policy: AutoSpeculation, gpu: str = "L4", spare_gpu: bool = True, nodes: int = 1
 ) -> tuple[list[TickResult], int]:
     """The best schedule of on, off and on_adaptive knowing the whole trace, paying each switch.
 
     Dynamic programming over the trace (``paid_oracle_table``) with no dwell time or switch
     budget; the first mode is free. Returns the ticks and the number of switches.
     """
-    served, best, choice = paid_oracle_table(trace, policy, gpu, spare_gpu)
+    served, best, choice = paid_oracle_table(trace, policy, gpu, spare_gpu, nodes=nodes)
     serves = keeps_serving(policy.switch_strategy)
+    wait, down_s = switch_ticks(gpu, nodes), switch_seconds(gpu, nodes)
     n = len(served)
     mode = max(MODES, key=lambda m: best[0][m])
     results: list[TickResult] = []
@@ -111,9 +117,9 @@ def run_paid_oracle(
         nxt = choice[i][mode]
         if nxt != mode:
             switches += 1
-            for j in range(i + 1, min(n, i + 1 + SWITCH_TICKS)):
-                results.append(_switching(served[j], mode, nxt, serves))
-            i += SWITCH_TICKS
+            for j in range(i + 1, min(n, i + 1 + wait)):
+                results.append(_switching(served[j], mode, nxt, serves, down_s))
+            i += wait
         mode = nxt
         i += 1
     return results, switches

@@ -9,9 +9,10 @@ schedule knowing the whole trace, each switch priced as the strategy prices it).
 ``Recreate`` a switch is a restart: the replica serves nothing until the new engine is Ready
 (two-minute bursts are shorter than that, so the paid oracle is close to always-on there).
 Under ``BlueGreen`` the old mode serves until the new engine is Ready (the switch lands
-``STARTUP_S`` later, no downtime) and the switch costs GPU time instead, reported apart from
-goodput. Also reports the bands the policy learned and the goodput learning added (auto
-against auto without exploration). Printed by ``specserver-advisor fleetsim``. Pure and
+``STARTUP_S`` later, more for a group across nodes: ``fleetworld.switch_seconds``; no
+downtime) and the switch costs GPU time instead, reported apart from goodput. Also reports
+the bands the policy learned and the goodput learning added (auto against auto without
+exploration). Printed by ``specserver-advisor fleetsim``. Pure and
 deterministic.
 """
 
@@ -36,8 +37,6 @@ from specserver_advisor.policy.model import (
 from specserver_advisor.replay.fleetbounds import run_oracle, run_paid_oracle
 from specserver_advisor.replay.fleetworld import (
     ON_ADAPTIVE,
-    STARTUP_S,
-    SWITCH_TICKS,
     TICK_S,
     Tick,
     TickResult,
@@ -48,6 +47,8 @@ from specserver_advisor.replay.fleetworld import (
     run_static,
     serve,
     switch_lands,
+    switch_seconds,
+    switch_ticks,
     traces,
 )
 
@@ -77,23 +78,27 @@ def run_auto(
     on_engine: str = ON,
     gpu: str = "L4",
     spare_gpu: bool = True,
+    nodes: int = 1,
 ) -> AutoRun:
     """The policy deciding every tick from what the replica showed in the previous one.
 
     ``on_engine`` is what the policy's "on" runs: ``on`` (fixed steps) or ``on_adaptive``
     (two-level control: SGLang adapts the steps, the policy decides whether the draft is loaded).
-    A switch takes ``SWITCH_TICKS`` ticks, priced by ``policy.switch_strategy``: the replica is
-    down (Recreate) or the old mode keeps serving (BlueGreen, RollingUpdate). A RollingUpdate
-    without ``spare_gpu`` never lands: the old mode serves until ``switchTimeoutSeconds``, then
-    the operator rolls the switch back. While a switch that keeps the old mode serving is under
-    way the policy is asked each tick, as the operator asks it, whether to cancel it
-    (``autocycle.reconsider``); a cancelled switch stops, the old mode serving on.
+    A switch takes ``switch_ticks`` ticks (more for a replica across ``nodes`` nodes, whose
+    longer restart the policy's context also carries), priced by ``policy.switch_strategy``:
+    the replica is down (Recreate) or the old mode keeps serving (BlueGreen, RollingUpdate). A
+    RollingUpdate without ``spare_gpu`` never lands: the old mode serves until
+    ``switchTimeoutSeconds``, then the operator rolls the switch back. While a switch that
+    keeps the old mode serving is under way the policy is asked each tick, as the operator
+    asks it, whether to cancel it (``autocycle.reconsider``); a cancelled switch stops, the
+    old mode serving on.
     """
     ctx = policy_context(base_plan(gpu), policy)
     ctx.engine_adapts_steps = on_engine == ON_ADAPTIVE
+    ctx.restart_extra_s = switch_seconds(gpu, nodes) - switch_seconds(gpu)
     serves = keeps_serving(policy.switch_strategy)
     lands = switch_lands(policy.switch_strategy, spare_gpu)
-    wait = SWITCH_TICKS if lands else math.ceil(policy.switch_timeout_seconds / TICK_S)
+    wait = switch_ticks(gpu, nodes) if lands else math.ceil(policy.switch_timeout_seconds / TICK_S)
     state, mode, old, switch_left = PolicyState(mode=ON), ON, ON, 0
     stored: PolicyState | None = None
     results: list[TickResult] = []
@@ -187,21 +192,23 @@ def _p99(results: list[TickResult]) -> float:
 
 
 def simulate(
-    policy: AutoSpeculation | None = None, gpu: str = "L4", spare_gpu: bool = True
+    policy: AutoSpeculation | None = None, gpu: str = "L4", spare_gpu: bool = True, nodes: int = 1
 ) -> list[dict[str, Any]]:
     """Run every trace and arm on ``gpu`` (L4 by default); one result object per trace.
 
     Switches are priced by ``policy.switch_strategy`` (the SpecServer's); ``spare_gpu``: a
-    RollingUpdate surge pod finds a GPU (``fleetsim_model.switch_lands``).
+    RollingUpdate surge pod finds a GPU (``fleetsim_model.switch_lands``); ``nodes``: the
+    replica is a group across that many nodes, each holding the same weights, whose restart
+    is longer (``fleetworld.switch_seconds``).
     """
     policy = policy or AutoSpeculation()
     no_explore = policy.model_copy(update={"explore": False})
     rows = []
     for trace in traces():
-        auto = run_auto(trace, policy, ON, gpu, spare_gpu)
-        two_level = run_auto(trace, policy, ON_ADAPTIVE, gpu, spare_gpu)
-        blind = run_auto(trace, no_explore, ON, gpu, spare_gpu)
-        paid, paid_switches = run_paid_oracle(trace, policy, gpu, spare_gpu)
+        auto = run_auto(trace, policy, ON, gpu, spare_gpu, nodes)
+        two_level = run_auto(trace, policy, ON_ADAPTIVE, gpu, spare_gpu, nodes)
+        blind = run_auto(trace, no_explore, ON, gpu, spare_gpu, nodes)
+        paid, paid_switches = run_paid_oracle(trace, policy, gpu, spare_gpu, nodes)
         runs = {
             "auto": (auto.results, auto.switches),
             "auto_two_level": (two_level.results, two_level.switches),
@@ -219,6 +226,8 @@ def simulate(
                 "switch_strategy": str(policy.switch_strategy),
                 "keeps_serving": keeps_serving(policy.switch_strategy),
                 "switch_lands": switch_lands(policy.switch_strategy, spare_gpu),
+                "nodes": nodes,
+                "switch_s": round(switch_seconds(gpu, nodes), 1),
                 "mixed": trace.mixed,
                 "hours": trace.hours,
                 "goodput": {k: round(v, 1) for k, v in goodput.items()},
@@ -253,14 +262,15 @@ def render_table(rows: list[dict[str, Any]]) -> str:
     if rows:
         first = rows[0]
         how = (
-            f"the replica serves nothing until the new engine is Ready ({STARTUP_S:.0f} s)"
+            f"the replica serves nothing until the new engine is Ready ({first['switch_s']:.0f} s)"
             if not first["keeps_serving"]
-            else f"the old mode serves until the new engine is Ready ({STARTUP_S:.0f} s); "
+            else f"the old mode serves until the new engine is Ready ({first['switch_s']:.0f} s); "
             "both hold GPUs meanwhile"
             if first["switch_lands"]
             else "no spare GPU: the surge pod stays Pending and the switch is rolled back"
         )
-        lines += [f"switchStrategy {first['switch_strategy']}: {how}", ""]
+        across = f" (a group across {first['nodes']} nodes)" if first["nodes"] > 1 else ""
+        lines += [f"switchStrategy {first['switch_strategy']}{across}: {how}", ""]
     lines.append(
         "| trace | goodput auto | two-level | on | off | on+adaptive | oracle | paid oracle | "
         "auto/oracle | auto/paid oracle | "

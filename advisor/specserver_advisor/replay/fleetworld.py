@@ -2,7 +2,8 @@
 
 The performance model's prediction for Qwen3-8B + EAGLE-3 at each tick's load and acceptance,
 turned into goodput under the SLOs. A switch costs what the operator's ``switchStrategy`` makes
-it cost (``keeps_serving``). Pure; used by ``fleetsim`` and ``fleetsim_oracle``.
+it cost (``keeps_serving``), for as long as the replica takes to restart (``switch_seconds``:
+longer for a group across nodes). Pure; used by ``fleetsim`` and ``fleetsim_oracle``.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from specserver_advisor.gpus import lookup_gpu
 from specserver_advisor.models import AutoSpeculation, SwitchStrategy
 from specserver_advisor.perf import adaptive, calibration
 from specserver_advisor.perf.model import Prediction, predict
-from specserver_advisor.perf.plan import Plan, PlanInputs, make_plan
+from specserver_advisor.perf.plan import Plan, PlanInputs, make_plan, weight_bytes_per_node
 from specserver_advisor.policy.model import OFF, ON
+from specserver_advisor.policy.switchcost import group_restart_extra_s
 from specserver_advisor.sglang.flags import parse_server_argv
 
 TICK_S = 30.0
@@ -26,6 +28,8 @@ TICK_S = 30.0
 STARTUP_S = 90.0
 #: Whole ticks a switch takes: the new engine takes the traffic at the first tick after it.
 SWITCH_TICKS = math.ceil(STARTUP_S / TICK_S)
+#: The most nodes a replica may span (``spec.resources.nodes``' bound).
+MAX_NODES = 64
 #: The on engine with SGLang's adaptive steps (the draft stays loaded).
 ON_ADAPTIVE = "on_adaptive"
 MODES = (ON, OFF, ON_ADAPTIVE)
@@ -118,6 +122,18 @@ def base_plan(gpu: str = "L4", adaptive_steps: bool = False) -> Plan:
         concurrency=[1, 8, 32],
     )
     return make_plan(inputs)
+
+
+def switch_seconds(gpu: str = "L4", nodes: int = 1) -> float:
+    """From a switch's decision until the new engine is Ready: ``STARTUP_S`` for one pod; a
+    replica across ``nodes`` nodes, each with the base plan's weights, adds its slowest pod and
+    the cross-node rendezvous (``switchcost.group_restart_extra_s``)."""
+    return STARTUP_S + group_restart_extra_s(weight_bytes_per_node(base_plan(gpu)), nodes)
+
+
+def switch_ticks(gpu: str = "L4", nodes: int = 1) -> int:
+    """Whole ticks a switch takes (``SWITCH_TICKS`` on one node)."""
+    return math.ceil(switch_seconds(gpu, nodes) / TICK_S)
 
 
 @cache
