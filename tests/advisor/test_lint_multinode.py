@@ -135,3 +135,16 @@ def test_scripts_outside_a_group_get_the_launch_rules(
     fixed = "--tp 4 --pp-size 2 --nnodes 2 --node-rank 0 --dist-init-addr 10.0.0.1:5000"
     script.write_text(f"#!/bin/sh\npython3 -m sglang.launch_server --model-path m {fixed}\n")
     assert lint(capsys, script) == []
+
+
+def test_a_multi_node_specserver_lints_as_its_leader_runs_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A SpecServer with resources.nodes 2 renders --node-rank $(LWS_WORKER_INDEX): read as the
+    leader runs it, SGLang's parser takes it (no SPEC015), and no multi-node rule fires on the
+    operator's own flags."""
+    path = REPO / "tests" / "data" / "deepseek-v3-two-nodes.yaml"
+    assert yaml.safe_load(path.read_text())["spec"]["resources"]["nodes"] == 2
+    found = lint(capsys, path)
+    codes = {f["code"] for f in found}
+    assert "SPEC015" not in codes and not codes & set(CODES), found

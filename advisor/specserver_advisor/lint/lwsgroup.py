@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from specserver_advisor.launch.multinode import LEADER_STAND_IN
 from specserver_advisor.lint.model import Context, Group, Launch, Position, Selecting
 
-#: The value the linter gives ``$(LWS_LEADER_ADDRESS)`` (the leader pod's DNS name in LWS).
-LEADER_ADDRESS = "lws-leader-address"
+#: The value the linter gives ``$(LWS_LEADER_ADDRESS)`` (the leader pod's DNS name in LWS): the
+#: launch model's stand-in, so both read a group's launch alike.
+LEADER_ADDRESS = LEADER_STAND_IN
 LABELS = "leaderworkerset.sigs.k8s.io/"
 NAME_LABEL = LABELS + "name"
 INDEX_LABEL = LABELS + "worker-index"

@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from specserver_advisor.launch.args import specserver_args
+from specserver_advisor.launch.multinode import as_leader
 from specserver_advisor.lint.argv import make_launch
 from specserver_advisor.lint.model import Launch, Position
 from specserver_advisor.lint.sources import _annotation_suppressions, _pos
@@ -110,7 +111,8 @@ def launch_from_specserver(path: str, doc: Any) -> Launch:
         args.append(arg.flag)
         positions.append(pos)
         if arg.value is not None:
-            args.append(arg.value)
+            # a multi-node launch read as its leader runs it (LWS's $(VAR)s expanded)
+            args.append(as_leader([arg.value], spec.resources.nodes)[0])
             positions.append(pos)
     e = spec.engine
     launch = make_launch(
