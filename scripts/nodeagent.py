@@ -6,6 +6,14 @@ reports readiness back through ``pods/status`` (so readiness-gated switching is 
 stops processes whose pods are gone (a changed pod template rolls out new pods), and writes
 Prometheus file-based discovery with the labels a PodMonitor would attach. Used by scripts/demo
 and the closed-loop tests. Needs the project's virtualenv (kubernetes client).
+
+It also plays LeaderWorkerSet's controller (lwsstandin.py, run each step) for multi-node
+SpecServers. A group's pods are treated as one TP group across nodes: the leader runs ONE
+simulated engine for the whole group (its args, ``$(VAR)`` expanded from the pod's env as the
+kubelet does, carry ``--tp-size`` and ``--nnodes``, so the advisor's performance model prices the
+cross-node all-reduces), and its start-up is ``MULTINODE_STARTUP_FACTOR`` times the single-node
+one; workers run no process (they serve no HTTP) and are Running/Ready at once; only the leader
+is a scrape target and an endpoint.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -26,12 +35,36 @@ from typing import Any
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from lwsstandin import WORKER_INDEX_LABEL, LwsStandIn
 from specserver_engine.ports import free_loopback_port
 
 NODE = "specserver-dev-node"
 #: Wall seconds a deleted pod's engine keeps serving its in-flight requests (not new ones).
 DRAIN_S = 5.0
 SELECTOR = "app.kubernetes.io/managed-by=specserver"
+#: A multi-node group's simulated start-up relative to one node's (``--startup-seconds``): each
+#: node loads its own shard in parallel, but the group starts when the slowest node has, after
+#: the cross-node NCCL rendezvous and communicator set-up of the TP group. The stand-in's figure
+#: (not measured); the advisor's switch budget prices multi-node restarts on its own.
+MULTINODE_STARTUP_FACTOR = 1.5
+_VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+def expand(arg: str, env: dict[str, str]) -> str:
+    """``$(VAR)`` in a container arg from the container's env, as the kubelet expands it (an
+    unknown name stays as written; ``$$(VAR)`` is the escaped literal)."""
+
+    def one(match: re.Match[str]) -> str:
+        start = match.start()
+        if start > 0 and arg[start - 1] == "$":
+            return match.group(0)
+        return env.get(match.group(1), match.group(0))
+
+    return _VAR.sub(one, arg).replace("$$(", "$(")
+
+
+def _flag(args: list[str], name: str) -> str | None:
+    return args[args.index(name) + 1] if name in args[:-1] else None
 
 
 def _now() -> str:
@@ -55,7 +88,8 @@ class Engine:
     pod: str
     specserver: str
     port: int
-    proc: subprocess.Popen[bytes]
+    #: None for a LeaderWorkerSet worker: the leader's process models the whole group
+    proc: subprocess.Popen[bytes] | None
     labels: dict[str, str] = field(default_factory=dict)
     ready: bool = False
     terminating_since: float | None = None
@@ -75,6 +109,8 @@ class Agent:
     time_scale: float
     startup_s: float
     engines: dict[str, Engine] = field(default_factory=dict)
+    #: LeaderWorkerSet's controller, played here (None: not played)
+    lws: LwsStandIn | None = None
 
     def register_node(self) -> None:
         node = {
@@ -116,18 +152,34 @@ class Agent:
     def start(self, pod: Any) -> Engine:
         containers = {c.name: c for c in pod.spec.containers}
         engine = containers.get("engine") or pod.spec.containers[0]
+        labels = pod.metadata.labels or {}
+        if labels.get(WORKER_INDEX_LABEL, "0") != "0":
+            return Engine(
+                pod.metadata.uid,
+                pod.metadata.namespace,
+                pod.metadata.name,
+                labels.get("specserver.io/name", ""),
+                0,
+                None,
+                dict(labels),
+                ready=True,
+            )
+        env = {e.name: e.value for e in engine.env or [] if e.value is not None}
+        args = [expand(a, env) for a in engine.args or []]
+        nnodes = int(_flag(args, "--nnodes") or 1)
+        startup = self.startup_s * (MULTINODE_STARTUP_FACTOR if nnodes > 1 else 1.0)
         gpu = "L4"
         for init in pod.spec.init_containers or []:
-            args = list(init.args or [])
-            if "--gpu-type" in args:
-                gpu = args[args.index("--gpu-type") + 1]
+            init_args = list(init.args or [])
+            if "--gpu-type" in init_args:
+                gpu = init_args[init_args.index("--gpu-type") + 1]
         port = free_loopback_port()
         argv = [
             sys.executable,
             "-m",
             "specserver_engine.cli",
             "simulate",
-            *(engine.args or []),
+            *args,
             "--host",
             "127.0.0.1",
             "--port",
@@ -137,12 +189,11 @@ class Agent:
             "--time-scale",
             str(self.time_scale),
             "--sim-startup-seconds",
-            str(self.startup_s),
+            str(startup),
         ]
         log = open(self.state_dir / f"{pod.metadata.name}.log", "ab")  # noqa: SIM115
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
-        labels = pod.metadata.labels or {}
         return Engine(
             pod.metadata.uid,
             pod.metadata.namespace,
@@ -178,7 +229,7 @@ class Agent:
                         if not exited
                         else {
                             "terminated": {
-                                "exitCode": engine.proc.returncode or 1,
+                                "exitCode": (engine.proc and engine.proc.returncode) or 1,
                                 "reason": "Error",
                             }
                         },
@@ -193,6 +244,8 @@ class Agent:
                 raise
 
     def step(self) -> None:
+        if self.lws is not None:
+            self.lws.step()
         pods = self.core.list_pod_for_all_namespaces(label_selector=SELECTOR).items
         alive = set()
         for pod in pods:
@@ -239,6 +292,8 @@ class Agent:
             if uid not in alive:
                 self.stop(uid)
         for engine in self.engines.values():
+            if engine.proc is None:
+                continue  # a worker: Ready since it started (report above)
             exited = engine.proc.poll() is not None
             ready = not exited and _ready(engine.url)
             if ready != engine.ready or exited:
@@ -254,7 +309,7 @@ class Agent:
 
     def stop(self, uid: str) -> None:
         engine = self.engines.pop(uid, None)
-        if engine and engine.proc.poll() is None:
+        if engine and engine.proc is not None and engine.proc.poll() is None:
             os.killpg(engine.proc.pid, signal.SIGTERM)
             try:
                 engine.proc.wait(timeout=10)
@@ -275,6 +330,7 @@ class Agent:
                 "labels": {"namespace": e.namespace, "specserver": e.specserver, "pod": e.pod},
             }
             for e in self.engines.values()
+            if e.proc is not None
         ]
         endpoints: dict[str, list[str]] = {}
         for (namespace, name), selector in sorted(services.items()):
@@ -282,6 +338,7 @@ class Agent:
                 e.url
                 for e in self.engines.values()
                 if e.ready
+                and e.proc is not None
                 and e.terminating_since is None
                 and e.namespace == namespace
                 and selector
@@ -318,8 +375,14 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     config.load_kube_config(args.kubeconfig)
     args.state_dir.mkdir(parents=True, exist_ok=True)
+    core = client.CoreV1Api()
     agent = Agent(
-        client.CoreV1Api(), args.state_dir, args.targets_file, args.time_scale, args.startup_seconds
+        core,
+        args.state_dir,
+        args.targets_file,
+        args.time_scale,
+        args.startup_seconds,
+        lws=LwsStandIn(core, client.CustomObjectsApi()),
     )
     agent.register_node()
     stopping = []
