@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from specserver_advisor.launch.args import specserver_args
+from specserver_advisor.launch.multinode import as_leader
 from specserver_advisor.lint.argv import make_launch
 from specserver_advisor.lint.model import Launch, Position
 from specserver_advisor.lint.sources import _annotation_suppressions, _pos
@@ -113,6 +114,9 @@ def launch_from_specserver(path: str, doc: Any) -> Launch:
             args.append(arg.value)
             positions.append(pos)
     e = spec.engine
+    # Across nodes the argv carries LeaderWorkerSet's $(VAR) references (--node-rank
+    # $(LWS_WORKER_INDEX)): judged as the group's leader runs it (multinode.as_leader).
+    args = as_leader(args, spec.resources.nodes)
     launch = make_launch(
         path, "specserver", args, positions, _pos(doc), {v.name: v.value for v in e.env}, True
     )
