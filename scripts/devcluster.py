@@ -45,6 +45,9 @@ RUN_PACKAGES = {"etcd": "etcd-server", "openssl": "openssl", "kubectl": "kuberne
 BUILD_PACKAGES = ["golang-go", "rsync", "dpkg-dev", "golang-github-modern-go-reflect2-dev"]
 REFLECT2_SRC = Path("/usr/share/gocode/src/github.com/modern-go/reflect2")
 LOOPBACK = "127.0.0.1"
+#: CRDs of the controllers played by stand-ins (scripts/standins/*-crd.yaml), installed by ``up``.
+STANDIN_CRDS = {"leaderworkersets.leaderworkerset.x-k8s.io": "leaderworkerset-crd.yaml"}
+STANDINS_DIR = REPO / "scripts" / "standins"
 
 
 class DevClusterError(RuntimeError):
@@ -220,6 +223,7 @@ class Cluster:
         """Start etcd, the apiserver and the controller-manager (idempotent)."""
         if self.pid("kube-apiserver") and self.ready():
             log(f"already up at {self.server}")
+            self.install_standin_crds()
             return
         self.down(quiet=True)
         ensure_run_packages()
@@ -303,7 +307,28 @@ class Cluster:
                 "*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle,-ttl",
             ],
         )
+        self.install_standin_crds()
         log(f"up: {self.server}; export KUBECONFIG={self.kubeconfig}")
+
+    def install_standin_crds(self) -> None:
+        """Apply the stand-ins' CRDs (STANDIN_CRDS) and wait until each is Established."""
+        kubectl = ["kubectl", "--kubeconfig", str(self.kubeconfig)]
+        for name, filename in STANDIN_CRDS.items():
+            applied = subprocess.run(
+                [*kubectl, "apply", "-f", str(STANDINS_DIR / filename)],
+                capture_output=True,
+                text=True,
+            )
+            if applied.returncode != 0:
+                raise DevClusterError(f"installing {filename} failed: {applied.stderr.strip()}")
+            established = subprocess.run(
+                [*kubectl, "wait", "--for=condition=Established", "--timeout=60s", f"crd/{name}"],
+                capture_output=True,
+                text=True,
+            )
+            if established.returncode != 0:
+                raise DevClusterError(f"CRD {name} not Established: {established.stderr.strip()}")
+        log(f"installed stand-in CRDs: {', '.join(STANDIN_CRDS)}")
 
     def _write_credentials(self) -> None:
         token = secrets.token_hex(24)
