@@ -369,3 +369,21 @@ def test_rbac_lets_the_operator_manage_leaderworkersets() -> None:
         for v in r["verbs"]
     }
     assert {"get", "list", "watch", "create", "update", "patch", "delete"} <= verbs
+
+
+def test_a_deployment_without_a_spare_gpu_rolls_the_old_pod_first() -> None:
+    """``maxSurge: 0`` on one node: a valid Deployment rollout (Kubernetes refuses both 0)."""
+    import kubernetes_validate
+
+    def rollout(**auto: Any) -> dict[str, Any]:
+        doc = body(
+            resources={"gpus": 8, "gpuType": "H200"},
+            autoSpeculation={"switchStrategy": "RollingUpdate", **auto},
+        )
+        plan = desired(observed(doc), SETTINGS, PassCache())
+        deployment = rendered(plan)[("Deployment", "deepseek-v3-2node")]
+        kubernetes_validate.validate(deployment, "1.25.0", strict=True)
+        return dict(deployment["spec"]["strategy"]["rollingUpdate"])
+
+    assert rollout() == {"maxSurge": 1, "maxUnavailable": 0}
+    assert rollout(maxSurge=0) == {"maxSurge": 0, "maxUnavailable": 1}

@@ -18,7 +18,7 @@ import jinja2
 import yaml
 
 from specserver_advisor.launch.model import EngineConfig
-from specserver_advisor.launch.multinode import gpus_per_node
+from specserver_advisor.launch.multinode import gpus_per_node, rolling_surge
 from specserver_advisor.models import API_VERSION, KIND, SpecServer
 from specserver_advisor.policy.model import SpecMode
 from specserver_operator.core.names import child_name, lws_name
@@ -115,12 +115,7 @@ def max_surge(server: SpecServer, strategy: str) -> int:
     """Surge pods (Deployment) or groups (LeaderWorkerSet) a template change may start: only
     under RollingUpdate; ``autoSpeculation.maxSurge`` when set, else 1 for a Deployment (one
     spare GPU set) and 0 for a LeaderWorkerSet (a spare group is a whole set of nodes)."""
-    if strategy != "RollingUpdate":
-        return 0
-    auto = server.spec.auto_speculation
-    if auto is not None and auto.max_surge is not None:
-        return auto.max_surge
-    return 0 if workload_kind(server) == LEADER_WORKER_SET else 1
+    return rolling_surge(server.spec) if strategy == "RollingUpdate" else 0
 
 
 def config_hash(cfg: EngineConfig, server: SpecServer) -> str:
