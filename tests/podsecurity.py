@@ -61,8 +61,32 @@ def _containers(spec: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
+LWS_ROLES = ("leaderTemplate", "workerTemplate")
+
+
+def pod_templates(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pod specs a workload runs: a Deployment's one, a LeaderWorkerSet's leader and worker
+    (leaderworkerset.x-k8s.io/v1 ``spec.leaderWorkerTemplate``)."""
+    if obj.get("kind") == "LeaderWorkerSet":
+        group = obj["spec"]["leaderWorkerTemplate"]
+        return [dict(group[role]["spec"]) for role in LWS_ROLES]
+    return [pod_spec(obj)]
+
+
 def violations(obj: dict[str, Any]) -> list[str]:
-    """Every "restricted" violation of a Pod or workload (empty when it passes)."""
+    """Every "restricted" violation of a Pod or workload (empty when it passes); a
+    LeaderWorkerSet's leader and worker templates are each held to it like a Pod."""
+    if obj.get("kind") == "LeaderWorkerSet":
+        group = obj["spec"]["leaderWorkerTemplate"]
+        found = []
+        for role in LWS_ROLES:
+            pod = {
+                "kind": "Pod",
+                "metadata": group[role].get("metadata"),
+                "spec": group[role]["spec"],
+            }
+            found += [f"{role}: {v}" for v in violations(pod)]
+        return found
     spec = pod_spec(obj)
     annotations = (
         (obj.get("metadata") or {}).get("annotations")

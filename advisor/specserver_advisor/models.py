@@ -568,6 +568,17 @@ class AutoSpeculation(ApiModel):
             "for the duration of a switch)."
         ),
     )
+    max_surge: int | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description=(
+            "RollingUpdate only: surge pods (one node) or LeaderWorkerSet groups (across nodes) "
+            "a switch may start next to the old ones, 0 or 1: 1 needs a spare replica's GPUs "
+            "(a spare group is a whole set of nodes). Unset: 1 for a Deployment, 0 for a "
+            "LeaderWorkerSet (a switch then restarts each group in place, with downtime)."
+        ),
+    )
     switch_timeout_seconds: int = Field(
         default=900,
         ge=30,

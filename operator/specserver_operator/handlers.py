@@ -1,11 +1,11 @@
 """The only module with ``@kopf.on.*`` handlers; loaded by ``specserver-operator`` (main.py).
 
-kopf watches SpecServers, Deployments and Services; their watch events fill the object cache
-the cycle reads (kube/informer.py), and a SpecServer that is new or has a new generation, labels
-or annotations gets an immediate pass through the shared cycle (cycle.py) on a fresh read.
-Only ``on.event`` handlers, no change-detection ones: kopf then keeps no diff-base or progress
-annotation and writes nothing to any object itself, so a standby replica (leader.py) is
-entirely passive and a thousand SpecServers cost no kopf write at start-up. Everything
+kopf watches SpecServers, Deployments, LeaderWorkerSets and Services; their watch events fill
+the object cache the cycle reads (kube/informer.py), and a SpecServer that is new or has a new
+generation, labels or annotations gets an immediate pass through the shared cycle (cycle.py) on
+a fresh read. Only ``on.event`` handlers, no change-detection ones: kopf then keeps no diff-base
+or progress annotation and writes nothing to any object itself, so a standby replica (leader.py)
+is entirely passive and a thousand SpecServers cost no kopf write at start-up. Everything
 periodic (following engine readiness, the auto-speculation policy, drift repair, resuming after
 a restart) is the shared cycle's: one thread, no per-object timer and therefore no finalizer on
 SpecServers.
@@ -198,6 +198,12 @@ async def specserver_seen(event: kopf.RawEvent, **_: Any) -> None:
 @kopf.on.event("apps", "v1", "deployments", labels=MANAGED)
 async def deployment_seen(event: kopf.RawEvent, **_: Any) -> None:
     CACHE.observe("Deployment", dict(event))
+
+
+@kopf.on.event("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", labels=MANAGED)
+async def leaderworkerset_seen(event: kopf.RawEvent, **_: Any) -> None:
+    """LeaderWorkerSets (multi-node engines); kopf serves none while its CRD is absent."""
+    CACHE.observe("LeaderWorkerSet", dict(event))
 
 
 @kopf.on.event("v1", "services", labels=MANAGED)

@@ -16,6 +16,7 @@ import yaml
 from specserver_advisor.gpus import lookup_gpu
 from specserver_advisor.launch.args import spec_env
 from specserver_advisor.launch.model import launch_from_argv, policy_context_for
+from specserver_advisor.launch.multinode import as_leader
 from specserver_advisor.lint.launchlint import build_engine_config, launch_findings
 from specserver_advisor.loaders.specserver import configs_for_spec
 from specserver_advisor.models import Mode, SpecServer
@@ -34,14 +35,16 @@ def test_an_argv_launch_has_the_operators_findings_and_policy_context(example: P
     if not cfg.valid:
         pytest.skip(f"the operator refuses it: {cfg.reason}")
     gpu = lookup_gpu(spec.resources.gpu_type)
-    launch = launch_from_argv(cfg.args, spec_env(spec), configs, gpu)
+    # The argv as the engine process gets it: Kubernetes expands LeaderWorkerSet's $(VAR)s.
+    args = as_leader(cfg.args, spec.resources.nodes)
+    launch = launch_from_argv(args, spec_env(spec), configs, gpu)
     assert launch.failure() is None
     assert launch_findings(launch) == cfg.warnings
     assert launch.speculative == speculative
     if speculative:
         # A computed cap is sized for the mode rendered; Auto's context compares both modes
         # without it. A cap the spec gives binds both engines, and the context plans with it.
-        argv = list(cfg.args)
+        argv = list(args)
         if cfg.max_running_requests_source == "Computed":
             k = argv.index("--max-running-requests")
             del argv[k : k + 2]

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from specserver_advisor.launch.multinode import as_leader
 from specserver_advisor.lint.launchlint import build_engine_config
 from specserver_advisor.loaders.specserver import configs_for_spec
 from specserver_advisor.models import Mode, SpecServer
@@ -33,7 +34,9 @@ def test_the_simulator_and_preflight_see_the_operators_launch(
     if not cfg.valid:
         pytest.skip(f"the operator refuses it: {cfg.reason}")
     resolved = cfg.resolved
-    sim = build_sim_config([*cfg.args, "--sim-gpu", spec.resources.gpu_type], env={})
+    # What the leader's process sees: Kubernetes expands LeaderWorkerSet's $(VAR)s in args.
+    args = as_leader(cfg.args, spec.resources.nodes)
+    sim = build_sim_config([*args, "--sim-gpu", spec.resources.gpu_type], env={})
     assert sim.pool_tokens == resolved["kvPoolTokens"]
     assert sim.plan.resolution.get("speculative_num_draft_tokens") == resolved["numDraftTokens"]
     assert cfg.plan is not None and sim.plan.mem.settings == cfg.plan.mem.settings
@@ -45,7 +48,7 @@ def test_the_simulator_and_preflight_see_the_operators_launch(
         (d / "config.json").write_text(json.dumps(config))
         return str(d)
 
-    argv = list(cfg.args)
+    argv = list(args)
     argv[argv.index("--model-path") + 1] = write(spec.model.path, configs.target)
     if "--speculative-draft-model-path" in argv and spec.draft is not None:
         k = argv.index("--speculative-draft-model-path") + 1

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from test_render_golden import EXAMPLES, render
 
-from podsecurity import violations
+from podsecurity import pod_templates, violations
 from specserver_advisor.lint.launchlint import build_engine_config
 from specserver_advisor.loaders.configchain import ModelConfigs
 from specserver_advisor.loaders.configs import bundled
@@ -21,6 +21,7 @@ from specserver_operator.core.render import build_children
 from stack import REPO
 
 EXAMPLE = REPO / "manifests" / "examples" / "qwen3-8b-eagle3-l4.yaml"
+MULTINODE = REPO / "manifests" / "examples" / "deepseek-v3-nextn-h100-2node.yaml"
 
 
 def _doc(**engine: Any) -> dict[str, Any]:
@@ -39,16 +40,25 @@ def _configs(server: SpecServer) -> ModelConfigs:
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
 def test_rendered_engine_pods_pass_restricted(path: Path) -> None:
-    deployments = [c for c in render(path) if c["kind"] == "Deployment"]
-    assert deployments
-    for deployment in deployments:
-        assert violations(deployment) == []
-        pod = deployment["spec"]["template"]["spec"]
-        assert pod["automountServiceAccountToken"] is False
-        engine = pod["containers"][0]
-        assert {"cpu", "memory"} <= set(engine["resources"]["requests"])
-        shm = next(v for v in pod["volumes"] if v["name"] == "shm")["emptyDir"]
-        assert shm["medium"] == "Memory" and shm["sizeLimit"].endswith("Gi")
+    workloads = [c for c in render(path) if c["kind"] in ("Deployment", "LeaderWorkerSet")]
+    assert workloads
+    for workload in workloads:
+        assert violations(workload) == []
+        for pod in pod_templates(workload):
+            assert pod["automountServiceAccountToken"] is False
+            engine = pod["containers"][0]
+            assert {"cpu", "memory"} <= set(engine["resources"]["requests"])
+            shm = next(v for v in pod["volumes"] if v["name"] == "shm")["emptyDir"]
+            assert shm["medium"] == "Memory" and shm["sizeLimit"].endswith("Gi")
+
+
+def test_the_checker_sees_a_leaderworkerset_worker() -> None:
+    """The checker holds a LeaderWorkerSet's worker template too (not only its leader)."""
+    lws = next(c for c in render(MULTINODE) if c["kind"] == "LeaderWorkerSet")
+    assert violations(lws) == []
+    worker = lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
+    worker["containers"][0]["securityContext"]["privileged"] = True
+    assert violations(lws) == ["workerTemplate: containers[engine]: privileged must be false"]
 
 
 def test_the_checker_fails_the_pods_we_used_to_render() -> None:

@@ -15,6 +15,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from specserver_advisor.launch.multinode import as_leader
 from specserver_advisor.lint.launchlint import build_engine_config
 from specserver_advisor.loaders.configchain import ModelConfigs
 from specserver_advisor.loaders.configs import bundled
@@ -66,15 +67,34 @@ def test_golden(path: Path, request: pytest.FixtureRequest) -> None:
 @pytest.mark.parametrize("path", sorted(GOLDEN.glob("*.yaml")), ids=lambda p: p.stem)
 def test_golden_files_are_valid_kubernetes(path: Path) -> None:
     for obj in yaml.safe_load_all(path.read_text()):
+        if obj["kind"] == "LeaderWorkerSet":  # a CRD: each pod template validated as a Pod
+            group = obj["spec"]["leaderWorkerTemplate"]
+            for role in ("leaderTemplate", "workerTemplate"):
+                pod = {"apiVersion": "v1", "kind": "Pod", **group[role]}
+                pod["metadata"] = {**pod["metadata"], "name": f"{obj['metadata']['name']}-0"}
+                kubernetes_validate.validate(pod, K8S_VERSION, strict=True)
+            continue
         kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
 
 
 @pytest.mark.parametrize("path", sorted(GOLDEN.glob("*.yaml")), ids=lambda p: p.stem)
 def test_golden_engine_args_pass_the_advisor(path: Path) -> None:
-    deployment = next(o for o in yaml.safe_load_all(path.read_text()) if o["kind"] == "Deployment")
-    engine = deployment["spec"]["template"]["spec"]["containers"][0]
+    deployment = next(
+        o
+        for o in yaml.safe_load_all(path.read_text())
+        if o["kind"] in ("Deployment", "LeaderWorkerSet")
+    )
+    if deployment["kind"] == "LeaderWorkerSet":
+        group = deployment["spec"]["leaderWorkerTemplate"]
+        template = group["leaderTemplate"]
+        worker = group["workerTemplate"]["spec"]["containers"][0]
+        assert worker["args"] == template["spec"]["containers"][0]["args"]  # one launch
+    else:
+        template = deployment["spec"]["template"]
+    engine = template["spec"]["containers"][0]
     assert engine["command"] == ["sglang", "serve"]
-    parsed = parse_server_argv(engine["args"])
+    nodes = deployment["spec"].get("leaderWorkerTemplate", {}).get("size", 1)
+    parsed = parse_server_argv(as_leader(engine["args"], nodes))  # LWS_* as the leader has them
     assert parsed.issues == []
     values = parsed.values
     assert values["host"] == "0.0.0.0" and values["enable_metrics"]
@@ -85,7 +105,7 @@ def test_golden_engine_args_pass_the_advisor(path: Path) -> None:
         assert not [w for w in resolution.warnings if "adjusted" in w or "reset" in w]
         mode = deployment["metadata"]["labels"]["specserver.io/mode"]
         assert mode == "on"
-    preflight = deployment["spec"]["template"]["spec"]["initContainers"][0]
+    preflight = template["spec"]["initContainers"][0]
     assert preflight["args"][-len(engine["args"]) :] == engine["args"]
 
 

@@ -66,6 +66,17 @@ def gpus_per_node(spec: SpecServerSpec) -> int:
     return max(1, res.gpus // max(1, res.nodes))
 
 
+def rolling_surge(spec: SpecServerSpec) -> int:
+    """Replicas (pods on one node, LeaderWorkerSet groups across nodes) a RollingUpdate switch
+    starts next to the old ones: ``autoSpeculation.maxSurge`` when set, else 1 on one node (a
+    spare GPU set) and 0 across nodes (a spare group is a whole set of nodes). With 0 the old
+    engine goes first: that switch does not keep the old mode serving."""
+    auto = spec.auto_speculation
+    if auto is not None and auto.max_surge is not None:
+        return auto.max_surge
+    return 0 if spec.resources.nodes > 1 else 1
+
+
 def topology_problems(spec: SpecServerSpec) -> list[str]:
     """Why the GPUs, nodes and parallel sizes do not make one launch, each naming its field.
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from specserver_advisor.launch.model import EngineConfig, PlannedLaunch, TargetDraftConfigs, settle
+from specserver_advisor.launch.multinode import as_leader
 from specserver_advisor.lint.argv import make_launch
 from specserver_advisor.lint.model import Context, Position
 from specserver_advisor.lint.rules import RULES
@@ -32,7 +33,7 @@ def build_engine_config(
     cfg = settle(spec, configs, speculative, env)
     if cfg.valid:
         cfg.warnings = rule_findings(
-            cfg.args,
+            as_leader(cfg.args, spec.resources.nodes),  # the argv the leader's process gets
             cfg.env,
             configs.target,
             configs.draft if speculative else None,

@@ -115,6 +115,9 @@ def launch_from_specserver(path: str, doc: Any) -> Launch:
             args.append(as_leader([arg.value], spec.resources.nodes)[0])
             positions.append(pos)
     e = spec.engine
+    # Across nodes the argv carries LeaderWorkerSet's $(VAR) references (--node-rank
+    # $(LWS_WORKER_INDEX)): judged as the group's leader runs it (multinode.as_leader).
+    args = as_leader(args, spec.resources.nodes)
     launch = make_launch(
         path, "specserver", args, positions, _pos(doc), {v.name: v.value for v in e.env}, True
     )

@@ -2,10 +2,12 @@
 
 Called by the pure core (desired.py) with the engine config of the wanted mode and a lookup of
 the observed children (observe.py): nothing here reads or writes the cluster. Recreate and
-RollingUpdate: one Deployment ``<name>`` and the Service. BlueGreen: ``<name>-on`` and
-``<name>-off`` and the Service on the serving mode (bluegreen.py). A Deployment another strategy
-left behind is deleted once the current engine is Ready (so changing strategy drops no traffic
-that the old Deployment still serves). Rendered children and their hashes are kept per
+RollingUpdate: one Deployment ``<name>`` (across nodes: a LeaderWorkerSet ``<name>-lws``) and
+the Service. BlueGreen: ``<name>-on`` and ``<name>-off`` (Deployments or LeaderWorkerSets) and
+the Service on the serving mode (bluegreen.py). A workload another strategy or kind left behind
+is deleted once the current engine is Ready (so changing strategy or ``resources.nodes`` drops
+no traffic that the old workload still serves: until then a multi-node Service also selects the
+old Deployment's pods). Rendered children and their hashes are kept per
 SpecServer until their inputs change: a steady cycle renders nothing.
 """
 
@@ -18,10 +20,11 @@ from typing import Any
 from specserver_advisor.launch.model import EngineConfig
 from specserver_advisor.models import SpecServer
 from specserver_advisor.policy.model import SpecMode
-from specserver_operator.core import bluegreen
-from specserver_operator.core.drift import owned_digest, replicas
+from specserver_operator.core import bluegreen, render
+from specserver_operator.core.drift import SCALED_KINDS, owned_digest
+from specserver_operator.core.drift import replicas as replicas_of
 from specserver_operator.core.hashes import object_hash
-from specserver_operator.core.names import child_name
+from specserver_operator.core.names import child_name, lws_name
 from specserver_operator.core.render import build_blue_green, build_children
 from specserver_operator.core.status import deployment_state
 
@@ -34,7 +37,7 @@ class Child:
     name: str
     digest: str
     owned: str  # drift.owned_digest of the rendered object
-    replicas: int | None  # a Deployment's desired replicas
+    replicas: int | None  # a workload's desired replicas (LeaderWorkerSet: groups)
 
 
 @dataclass
@@ -78,7 +81,7 @@ def _cached(
             o["metadata"]["name"],
             object_hash(o),
             owned_digest(o["kind"], o),
-            replicas(o) if o["kind"] == "Deployment" else None,
+            replicas_of(o) if o["kind"] in SCALED_KINDS else None,
         )
         for o in render()
     ]
@@ -95,16 +98,50 @@ def is_blue_green(body: dict[str, Any]) -> bool:
 Lookup = Callable[[str, str], dict[str, Any] | None]
 
 
-def serving_deployment(lookup: Lookup, name: str, blue_green: bool) -> dict[str, Any] | None:
-    """The engine Deployment that takes the traffic now (what status and the policy read)."""
+def serving_workload(
+    lookup: Lookup, name: str, blue_green: bool, kind: str = render.DEPLOYMENT
+) -> dict[str, Any] | None:
+    """The engine workload (a Deployment, or a LeaderWorkerSet: ``kind``) that takes the
+    traffic now (what status and the policy read)."""
     name = child_name(name)
     if blue_green:
         mode = bluegreen.serving_mode(lookup("Service", name))
         if mode is not None:
-            found = lookup("Deployment", bluegreen.deployment_name(name, mode))
+            found = lookup(kind, bluegreen.deployment_name(name, mode))
             if found is not None:
                 return found
-    return lookup("Deployment", name)
+    return lookup(kind, lws_name(name) if kind == render.LEADER_WORKER_SET else name)
+
+
+def workload_keys(name: str) -> list[tuple[str, str]]:
+    """Every engine workload a SpecServer (base name ``name``) may own, any strategy or kind."""
+    modes = [bluegreen.deployment_name(name, m) for m in bluegreen.MODES]
+    return [
+        (render.DEPLOYMENT, name),
+        *[(render.DEPLOYMENT, m) for m in modes],
+        (render.LEADER_WORKER_SET, lws_name(name)),
+        *[(render.LEADER_WORKER_SET, m) for m in modes],
+    ]
+
+
+def _leftovers(
+    lookup: Lookup, name: str, uid: str, keep: list[tuple[str, str]]
+) -> list[tuple[str, str]]:
+    """Owned workloads another strategy or kind left behind (not in ``keep``)."""
+    return [k for k in workload_keys(name) if k not in keep and owned(lookup(*k), uid)]
+
+
+def _other_kind_serves(
+    lookup: Lookup, leftovers: list[tuple[str, str]], kind: str, replicas: int
+) -> bool:
+    """Whether a workload of the other kind (the one a change of ``resources.nodes`` leaves)
+    is Ready with pods: then the Service keeps selecting it too until the new one is Ready."""
+    for other_kind, other in leftovers:
+        found = lookup(other_kind, other)
+        scaled_up = found is not None and (replicas_of(found) or 0) > 0
+        if other_kind != kind and scaled_up and deployment_state(found, replicas)[0]:
+            return True
+    return False
 
 
 def owned(obj: dict[str, Any] | None, uid: str) -> bool:
@@ -125,23 +162,34 @@ def plan_children(
     """The children for ``cfg`` (the wanted mode) under ``strategy``."""
     name = child_name(server.metadata.name or "")
     generation = server.metadata.generation or 0
+    kind, replicas = render.workload_kind(server), server.spec.replicas
     out = Children()
     if strategy != "BlueGreen":
-        key: tuple[Any, ...] = (generation, cfg.speculative, strategy, preflight_image)
-        out.render = lambda: build_children(server, uid, cfg, preflight_image, strategy)
+        current = (kind, render.workload_name(server))
+        serves = deployment_state(lookup(*current), replicas)[0]
+        leftovers = _leftovers(lookup, name, uid, [current])
+        leader = not (
+            kind == render.LEADER_WORKER_SET
+            and not serves
+            and _other_kind_serves(lookup, leftovers, kind, replicas)
+        )
+        key: tuple[Any, ...] = (generation, cfg.speculative, strategy, preflight_image, leader)
+        out.render = lambda: build_children(server, uid, cfg, preflight_image, strategy, leader)
         out.apply = _cached(rendered, uid, key, out.render)
-        if deployment_state(lookup("Deployment", name), server.spec.replicas)[0]:
-            for mode in bluegreen.MODES:
-                left = bluegreen.deployment_name(name, mode)
-                if owned(lookup("Deployment", left), uid):
-                    out.delete.append(("Deployment", left))
+        if serves:
+            out.delete += leftovers
         return out
     want = SpecMode.of(cfg.speculative).value
     old = bluegreen.other(want)
-    deployments = {
-        m: lookup("Deployment", bluegreen.deployment_name(name, m)) for m in bluegreen.MODES
-    }
-    ready = {m: deployment_state(d, server.spec.replicas)[0] for m, d in deployments.items()}
+    deployments = {m: lookup(kind, bluegreen.deployment_name(name, m)) for m in bluegreen.MODES}
+    ready = {m: deployment_state(d, replicas)[0] for m, d in deployments.items()}
+    mine = [(kind, bluegreen.deployment_name(name, m)) for m in bluegreen.MODES]
+    leftovers = _leftovers(lookup, name, uid, mine)
+    leader = not (
+        kind == render.LEADER_WORKER_SET
+        and not ready[want]
+        and _other_kind_serves(lookup, leftovers, kind, replicas)
+    )
     serving = bluegreen.serving_mode(lookup("Service", name))
     the_plan = bluegreen.plan(
         want,
@@ -155,7 +203,7 @@ def plan_children(
     if other_cfg.valid:
         configs[old] = other_cfg
     elif owned(deployments[old], uid):
-        out.delete.append(("Deployment", bluegreen.deployment_name(name, old)))
+        out.delete.append((kind, bluegreen.deployment_name(name, old)))
     key = (
         "BlueGreen",
         generation,
@@ -163,9 +211,10 @@ def plan_children(
         tuple(sorted(the_plan.replicas.items())),
         the_plan.serve,
         preflight_image,
+        leader,
     )
     out.render = lambda: build_blue_green(
-        server, uid, configs, the_plan.replicas, the_plan.serve, preflight_image
+        server, uid, configs, the_plan.replicas, the_plan.serve, preflight_image, leader
     )
     out.apply = _cached(rendered, uid, key, out.render)
     if the_plan.switching:
@@ -173,6 +222,6 @@ def plan_children(
             f"standby {bluegreen.deployment_name(name, want)} is starting; the Service stays "
             f"on {bluegreen.deployment_name(name, old)} until it is Ready"
         )
-    elif ready[want] and owned(lookup("Deployment", name), uid):
-        out.delete.append(("Deployment", name))
+    elif ready[want]:
+        out.delete += leftovers
     return out

@@ -41,6 +41,8 @@ AUTOSCALER_PRESENT = "AutoscalerPresent"
 #: ConfigValid's reason when no admission review's grant lets the HF token Secret reach a pod
 #: (secretgrants.py)
 SECRET_NOT_APPROVED = "SecretNotApproved"
+#: Ready/Progressing reason: a multi-node SpecServer in a cluster without LeaderWorkerSet.
+LWS_MISSING = "LeaderWorkerSetMissing"
 
 TYPES = (
     READY,

@@ -35,7 +35,7 @@ from specserver_operator.core import children, speccheck
 from specserver_operator.core import conditions as cond
 from specserver_operator.core.autopilot import PAUSE_ANNOTATION, AutoStep, auto_step
 from specserver_operator.core.bluegreen import MODE_LABEL
-from specserver_operator.core.drift import drift
+from specserver_operator.core.drift import SCALED_KINDS, drift
 from specserver_operator.core.drift import replicas as live_replicas
 from specserver_operator.core.hashes import applied_hash
 from specserver_operator.core.names import child_name
@@ -84,6 +84,8 @@ class Decided:
     step: AutoStep | None = None
     #: overrides Progressing: (status, reason, message)
     progressing: tuple[str, str, str] | None = None
+    #: overrides Ready: (status, reason, message)
+    not_ready: tuple[str, str, str] | None = None
 
 
 @dataclass
@@ -121,7 +123,9 @@ def desired(observed: Observed, settings: RenderSettings, memo: PassCache) -> Pa
     decided = Decided(config_error=observed.config_error)
     if observed.invalid is not None:
         decided.cfg = EngineConfig(False, "InvalidSpec", observed.invalid)
-    deployment = children.serving_deployment(observed.child, meta["name"], observed.blue_green)
+    deployment = children.serving_workload(
+        observed.child, meta["name"], observed.blue_green, observed.workload_kind
+    )
     evaluation_s = 0.0
     if server is not None and configs is not None:
         try:
@@ -153,10 +157,28 @@ def desired(observed: Observed, settings: RenderSettings, memo: PassCache) -> Pa
             # between finds the switch there on restart and completes it (exactly once).
             plan.intent = {k: v for k, v in step.status.items() if k in INTENT_FIELDS}
     cfg = decided.cfg
-    if server is not None and configs is not None and cfg is not None and cfg.valid:
+    missing = _missing_kind(observed)
+    if missing is not None:
+        decided.progressing = decided.not_ready = missing
+    elif server is not None and configs is not None and cfg is not None and cfg.valid:
         _plan_children(plan, observed, server, configs, cfg, settings, memo)
     plan.status, plan.patch, plan.status_events = status_of(observed, decided, deployment, memo)
     return plan
+
+
+def _missing_kind(observed: Observed) -> tuple[str, str, str] | None:
+    """Ready/Progressing False when the workload's kind has no CRD in the cluster (a
+    multi-node SpecServer without LeaderWorkerSet installed): nothing is written for it."""
+    if observed.server is None or observed.workload_kind not in observed.absent_kinds:
+        return None
+    return (
+        "False",
+        cond.LWS_MISSING,
+        f"spec.resources.nodes = {observed.server.spec.resources.nodes} runs on a "
+        "LeaderWorkerSet (leaderworkerset.x-k8s.io/v1), and this cluster has no LeaderWorkerSet "
+        "CRD: install LeaderWorkerSet v0.10 (https://lws.sigs.k8s.io), or set "
+        "spec.resources.nodes to 1",
+    )
 
 
 def _checked(
@@ -223,11 +245,11 @@ def _plan_children(
 def _drift(observed: Observed, child: children.Child, found: dict[str, Any] | None) -> str | None:
     """What a hand edit changed in an owned field of ``found`` (None: nothing)."""
     what = drift(child.kind, found, child.owned, child.replicas, autoscaled=True)
-    replicas_differ = child.kind == "Deployment" and live_replicas(found) != child.replicas
+    replicas_differ = child.kind in SCALED_KINDS and live_replicas(found) != child.replicas
     if what is None and not replicas_differ:
         return None
     scalers = observed.autoscalers or []
-    scaled = any(tk == "Deployment" and target == child.name for _, _, tk, target in scalers)
+    scaled = any(tk == child.kind and target == child.name for _, _, tk, target in scalers)
     return drift(child.kind, found, child.owned, child.replicas, autoscaled=scaled)
 
 
@@ -263,6 +285,11 @@ def status_of(
         if reason == "NameConflict" and (before is None or before.reason != reason):
             events.append(("Warning", reason, decided.progressing[2]))
         conds = put(conds, cond.PROGRESSING, decided.progressing)
+    if decided.not_ready is not None:
+        before = cond.get_condition(stored, cond.READY)
+        if before is None or before.reason != decided.not_ready[1]:
+            events.append(("Warning", decided.not_ready[1], decided.not_ready[2]))
+        conds = put(conds, cond.READY, decided.not_ready)
     if step is not None:
         fields.update(step.status)
         if step.metrics_condition is not None:

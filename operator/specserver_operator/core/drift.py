@@ -2,7 +2,9 @@
 
 A child is repaired when its live copy differs from the desired one in a field the operator
 owns: replicas (unless an HPA or ScaledObject scales it), and each container's image, command,
-args, env, resources and probes (the Service: its selector and ports). The applied-hash
+args, env, resources and probes (the Service: its selector and ports; a LeaderWorkerSet: the
+containers of its leader and worker templates, the group size, the restart policy and the
+rollout's surge). The applied-hash
 annotation alone cannot see a hand edit (``kubectl scale``, ``kubectl patch`` of the args), so
 the cache keeps this digest of every child it sees, and the controller compares it with the
 digest of the rendered object.
@@ -111,7 +113,21 @@ def owned_view(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
             for p in spec.get("ports") or []
         ]
         return {"selector": spec.get("selector") or {}, "ports": ports}
-    pod = (spec.get("template") or {}).get("spec") or {}
+    if kind == "LeaderWorkerSet":
+        group = spec.get("leaderWorkerTemplate") or {}
+        rollout = (spec.get("rolloutStrategy") or {}).get("rollingUpdateConfiguration") or {}
+        return {
+            "size": group.get("size", 1),
+            "restartPolicy": group.get("restartPolicy"),
+            "maxSurge": str(rollout.get("maxSurge", 0)),
+            "leader": _pod((group.get("leaderTemplate") or {}).get("spec")),
+            "worker": _pod((group.get("workerTemplate") or {}).get("spec")),
+        }
+    return _pod((spec.get("template") or {}).get("spec"))
+
+
+def _pod(pod: dict[str, Any] | None) -> dict[str, Any]:
+    pod = pod or {}
     return {  # replicas are compared on their own (an autoscaler may own them)
         "initContainers": [_container(c) for c in pod.get("initContainers") or []],
         "containers": [_container(c) for c in pod.get("containers") or []],
@@ -126,10 +142,18 @@ def owned_digest(kind: str, obj: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+#: Kinds whose spec.replicas the operator owns (engine workloads).
+SCALED_KINDS = ("Deployment", "LeaderWorkerSet")
+
+
 def replicas(obj: dict[str, Any] | None) -> int | None:
-    """A Deployment's spec.replicas (the cache's slim copy keeps it)."""
+    """A Deployment's (or LeaderWorkerSet's: groups) spec.replicas (the cache's slim copy
+    keeps it)."""
     value = ((obj or {}).get("spec") or {}).get("replicas", 1)
     return value if isinstance(value, int) else None
+
+
+_OWNED_PARTS = {"Deployment": "containers", "LeaderWorkerSet": "group size or templates"}
 
 
 def drift(
@@ -147,7 +171,7 @@ def drift(
     want = desired if isinstance(desired, str) else owned_digest(kind, desired)
     what = []
     if owned_digest(kind, live) != want:
-        what.append("containers" if kind == "Deployment" else "selector or ports")
-    if kind == "Deployment" and not autoscaled and replicas(live) != desired_replicas:
+        what.append(_OWNED_PARTS.get(kind, "selector or ports"))
+    if kind in SCALED_KINDS and not autoscaled and replicas(live) != desired_replicas:
         what.append(f"replicas {replicas(live)} (want {desired_replicas})")
     return ", ".join(what) or None

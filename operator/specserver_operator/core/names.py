@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-#: Longest base name: a Service name (63) less the BlueGreen suffix "-off".
+#: Longest base name: a Service name (63) less the longest suffix ("-off"; "-lws" as long).
 MAX_BASE = 59
 _LABEL_1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 
@@ -27,3 +27,10 @@ def child_name(name: str) -> str:
     stem = re.sub(r"^[^a-z]+", "", stem)  # starts with a letter
     stem = stem[: MAX_BASE - len(digest) - 1].rstrip("-")
     return f"{stem}-{digest}" if stem else f"sps-{digest}"
+
+
+def lws_name(base: str) -> str:
+    """A multi-node SpecServer's LeaderWorkerSet under Recreate/RollingUpdate (``base``: its
+    ``child_name``): ``<base>-lws``, never the Service's name (LeaderWorkerSet's controller
+    creates a headless Service named after the LeaderWorkerSet)."""
+    return f"{base}-lws"

@@ -19,7 +19,7 @@ from specserver_advisor.models import (
     SwitchStrategy,
 )
 from specserver_advisor.policy.model import Observation, PolicyState
-from specserver_operator.core import children, policystate
+from specserver_operator.core import children, policystate, render
 from specserver_operator.core.autopilot import NO_PROMETHEUS_URL
 
 Autoscaler = tuple[str, str, str, str]  # (kind, name, target kind, target name)
@@ -52,6 +52,9 @@ class Observed:
     metrics_error: str | None = NO_PROMETHEUS_URL
     now: str = ""
     now_ts: float = 0.0
+    #: optional child kinds with no CRD in the cluster (``LeaderWorkerSet``: multi-node
+    #: SpecServers cannot run)
+    absent_kinds: frozenset[str] = frozenset()
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -88,6 +91,16 @@ class Observed:
             policy = self.server.spec.auto_speculation or AutoSpeculation()
             return policy.switch_strategy == SwitchStrategy.BLUE_GREEN
         return children.is_blue_green(self.body)
+
+    @property
+    def workload_kind(self) -> str:
+        """Deployment (one node) or LeaderWorkerSet (``resources.nodes`` > 1): from the typed
+        spec, or, for a spec that does not parse, from the stored one."""
+        if self.server is not None:
+            return render.workload_kind(self.server)
+        resources = (self.body.get("spec") or {}).get("resources") or {}
+        nodes = resources.get("nodes") if isinstance(resources, dict) else None
+        return render.LEADER_WORKER_SET if isinstance(nodes, int) and nodes > 1 else "Deployment"
 
     def child(self, kind: str, name: str) -> dict[str, Any] | None:
         return self.children.get((kind, name))

@@ -52,6 +52,12 @@ class PassCache:
     #: uid -> status.switch and status.policyState as this operator last wrote them (or first
     #: saw them): what it decides from (ownstatus.py)
     own_status: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: (kind, namespace, name) -> resourceVersion of the operator's own last write of a
+    #: LeaderWorkerSet's template: its status is not about that template until someone (its
+    #: controller) writes after it (status.lws_state)
+    template_writes: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    #: optional child kinds the last LIST found no CRD for (client.KubeClient.absent_kinds)
+    absent_kinds: frozenset[str] = frozenset()
     lock: threading.RLock = field(default_factory=threading.RLock)
 
     def clear(self) -> None:

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from specserver_advisor.launch.multinode import gpus_per_node
 from specserver_advisor.models import SpecServerSpec
 from specserver_advisor.sglang.flags import match_option
 
@@ -121,12 +122,14 @@ def default_requests(gpus: int, weight_gib_per_gpu: float) -> dict[str, str]:
 def pod_resources(
     spec: SpecServerSpec, weight_gib_per_gpu: float
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(limits, requests) of the engine container: the GPUs; the spec's CPU and memory as
-    request and limit; a sized default request for what the spec leaves out."""
+    """(limits, requests) of the engine container of one pod: its GPUs (``gpus / nodes``: a
+    replica across nodes has one pod per node); the spec's CPU and memory as request and limit
+    (per pod); a sized default request for what the spec leaves out."""
     res = spec.resources
+    gpus = gpus_per_node(spec)
     # Quantities as strings: server-side apply's typed patches refuse bare integers.
-    limits: dict[str, Any] = {res.gpu_resource_name: str(res.gpus)}
-    requests: dict[str, Any] = default_requests(res.gpus, weight_gib_per_gpu)
+    limits: dict[str, Any] = {res.gpu_resource_name: str(gpus)}
+    requests: dict[str, Any] = default_requests(gpus, weight_gib_per_gpu)
     for key, value in (("cpu", res.cpu), ("memory", res.memory)):
         if value:
             limits[key] = requests[key] = value

@@ -1,7 +1,11 @@
 """Render a SpecServer's children from the jinja2 templates in ``templates/`` (pure).
 
-``build_children`` returns parsed dicts (Deployment, Service) with owner references and labels;
-callers never see YAML strings. Called by status.py; no API access, no clock.
+``build_children`` returns parsed dicts (the engine workload and the Service) with owner
+references and labels; callers never see YAML strings. The workload is a Deployment on one node
+(``resources.nodes`` 1) and a LeaderWorkerSet across nodes: one group of ``nodes`` pods per
+replica, leader and workers on the same launch (``pod.yaml.j2`` renders both pod specs; only
+the leader serves HTTP, has the probes and runs the preflight), and the Service on the serving
+group's leader. Called by children.py; no API access, no clock.
 """
 
 from __future__ import annotations
@@ -14,9 +18,10 @@ import jinja2
 import yaml
 
 from specserver_advisor.launch.model import EngineConfig
+from specserver_advisor.launch.multinode import gpus_per_node, rolling_surge
 from specserver_advisor.models import API_VERSION, KIND, SpecServer
 from specserver_advisor.policy.model import SpecMode
-from specserver_operator.core.names import child_name
+from specserver_operator.core.names import child_name, lws_name
 from specserver_operator.core.podpolicy import pod_resources, shm_gib
 
 ENV = jinja2.Environment(
@@ -27,6 +32,12 @@ ENV = jinja2.Environment(
     autoescape=False,
 )
 MANAGED_BY = "specserver"
+DEPLOYMENT = "Deployment"
+LEADER_WORKER_SET = "LeaderWorkerSet"
+#: The workload kinds that run engine pods (what a SpecServer may own besides its Service).
+WORKLOAD_KINDS = (DEPLOYMENT, LEADER_WORKER_SET)
+#: LeaderWorkerSet's label on every pod of a group: "0" on the leader (LWS v1).
+WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 
 
 def labels(server: SpecServer, mode: str) -> dict[str, str]:
@@ -87,6 +98,26 @@ def _env(server: SpecServer) -> list[dict[str, Any]]:
     return env
 
 
+def workload_kind(server: SpecServer) -> str:
+    """The kind that runs the engine: a Deployment on one node, a LeaderWorkerSet across nodes."""
+    return LEADER_WORKER_SET if server.spec.resources.nodes > 1 else DEPLOYMENT
+
+
+def workload_name(server: SpecServer) -> str:
+    """The Recreate/RollingUpdate workload's name: ``<name>`` for a Deployment, ``<name>-lws``
+    for a LeaderWorkerSet (its controller creates a headless Service named after it, which
+    would clash with the SpecServer's own Service ``<name>``)."""
+    base = child_name(server.metadata.name or "")
+    return lws_name(base) if workload_kind(server) == LEADER_WORKER_SET else base
+
+
+def max_surge(server: SpecServer, strategy: str) -> int:
+    """Surge pods (Deployment) or groups (LeaderWorkerSet) a template change may start: only
+    under RollingUpdate; ``autoSpeculation.maxSurge`` when set, else 1 for a Deployment (one
+    spare GPU set) and 0 for a LeaderWorkerSet (a spare group is a whole set of nodes)."""
+    return rolling_surge(server.spec) if strategy == "RollingUpdate" else 0
+
+
 def config_hash(cfg: EngineConfig, server: SpecServer) -> str:
     """Changes exactly when the pod template would."""
     material = {
@@ -111,7 +142,7 @@ def _context(
     res = spec.resources
     limits, requests = pod_resources(spec, cfg.weight_gib)
     return {
-        "name": child_name(server.metadata.name or ""),
+        "name": workload_name(server),
         "namespace": server.metadata.namespace,
         "labels": labels(server, mode),
         "selector": {"specserver.io/name": child_name(server.metadata.name or "")},
@@ -122,12 +153,14 @@ def _context(
         "port": spec.engine.port,
         "serve_args": cfg.args,
         "strategy": strategy,
+        "max_surge": max_surge(server, strategy),
+        "nodes": res.nodes,
         "preflight_image": preflight_image,
         "preflight_args": ["preflight", "--gpu-type", res.gpu_type, "--", *cfg.args],
         "env": _env(server),
         "limits": limits,
         "requests": requests,
-        "shm_size": f"{shm_gib(res.gpus)}Gi",
+        "shm_size": f"{shm_gib(gpus_per_node(spec))}Gi",
         "startup_failures": max(3, spec.engine.startup_timeout_seconds // 10),
         "node_selector": res.node_selector,
         "tolerations": [t.model_dump(by_alias=True, exclude_none=True) for t in res.tolerations],
@@ -138,11 +171,38 @@ def _context(
     }
 
 
+def _pod_spec(context: dict[str, Any], leader: bool) -> dict[str, Any]:
+    spec: dict[str, Any] = yaml.load(
+        ENV.get_template("pod.yaml.j2").render(**context, leader=leader), Loader=_LOADER
+    )
+    return spec
+
+
 def _render(template: str, context: dict[str, Any], server: SpecServer, uid: str) -> dict[str, Any]:
-    text = ENV.get_template(template).render(**context)
+    pods = {"pod_spec": _pod_spec(context, True)}
+    if template == WORKLOAD_TEMPLATES[LEADER_WORKER_SET]:
+        pods = {"leader_pod_spec": pods["pod_spec"], "worker_pod_spec": _pod_spec(context, False)}
+    text = ENV.get_template(template).render(**context, **pods)
     obj: dict[str, Any] = yaml.load(text, Loader=_LOADER)
     obj["metadata"]["ownerReferences"] = [owner_reference(server, uid)]
     return obj
+
+
+WORKLOAD_TEMPLATES = {
+    DEPLOYMENT: "deployment.yaml.j2",
+    LEADER_WORKER_SET: "leaderworkerset.yaml.j2",
+}
+
+
+def service_selector(server: SpecServer, mode: str | None = None) -> dict[str, str]:
+    """What the Service selects: the SpecServer's pods (BlueGreen: of the serving ``mode``);
+    across nodes, only each group's leader (the only pod with the HTTP port)."""
+    selector = {"specserver.io/name": child_name(server.metadata.name or "")}
+    if mode is not None:
+        selector["specserver.io/mode"] = mode
+    if workload_kind(server) == LEADER_WORKER_SET:
+        selector[WORKER_INDEX_LABEL] = "0"
+    return selector
 
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -154,15 +214,23 @@ def build_children(
     cfg: EngineConfig,
     preflight_image: str = DEFAULT_PREFLIGHT_IMAGE,
     strategy: str = "Recreate",
+    leader_service: bool = True,
 ) -> list[dict[str, Any]]:
-    """The Deployment and the Service for a validated engine config.
+    """The engine workload (Deployment or LeaderWorkerSet) and the Service for a validated
+    engine config.
 
     The engine container runs ``sglang serve`` in ``spec.engine.image`` (a stock SGLang image
     works); the init container runs ``specserver-engine preflight`` from ``preflight_image``
-    (engine-image/Dockerfile) on the same arguments and files.
+    (engine-image/Dockerfile) on the same arguments and files. ``leader_service`` False keeps a
+    multi-node SpecServer's Service on every engine pod of its name (the Deployment it is
+    leaving still serves until the LeaderWorkerSet is Ready: children.py).
     """
     context = _context(server, cfg, preflight_image, strategy)
-    return [_render(t, context, server, uid) for t in ("deployment.yaml.j2", "service.yaml.j2")]
+    workload = _render(WORKLOAD_TEMPLATES[workload_kind(server)], context, server, uid)
+    context["name"] = child_name(server.metadata.name or "")
+    if leader_service:
+        context["selector"] = service_selector(server)
+    return [workload, _render("service.yaml.j2", context, server, uid)]
 
 
 def build_blue_green(
@@ -172,21 +240,30 @@ def build_blue_green(
     replicas: dict[str, int],
     serve: str,
     preflight_image: str = DEFAULT_PREFLIGHT_IMAGE,
+    leader_service: bool = True,
 ) -> list[dict[str, Any]]:
-    """BlueGreen children: one Deployment per mode in ``configs`` and the Service on ``serve``.
+    """BlueGreen children: one workload per mode in ``configs`` and the Service on ``serve``.
 
-    Each Deployment is ``<name>-<mode>`` with its own selector (the mode label), so the two never
-    adopt each other's pods; the Service selects the serving mode only.
+    Each workload (Deployment, or LeaderWorkerSet across nodes) is ``<name>-<mode>`` with its
+    own selector (the mode label), so the two never adopt each other's pods; the Service
+    selects the serving mode only (across nodes: its groups' leaders, unless
+    ``leader_service`` is False: a Deployment of that mode still serves, children.py).
     """
     name = child_name(server.metadata.name or "")
+    template = WORKLOAD_TEMPLATES[workload_kind(server)]
     children = []
     for mode, cfg in sorted(configs.items()):
         context = _context(server, cfg, preflight_image, "Recreate")
         context["name"] = f"{name}-{mode}"
         context["replicas"] = replicas.get(mode, 0)
         context["selector"] = {"specserver.io/name": name, "specserver.io/mode": mode}
-        children.append(_render("deployment.yaml.j2", context, server, uid))
+        children.append(_render(template, context, server, uid))
     context = _context(server, configs[serve], preflight_image, "Recreate")
-    context["selector"] = {"specserver.io/name": name, "specserver.io/mode": serve}
+    context["name"] = name
+    context["selector"] = (
+        service_selector(server, serve)
+        if leader_service
+        else {"specserver.io/name": name, "specserver.io/mode": serve}
+    )
     children.append(_render("service.yaml.j2", context, server, uid))
     return children

@@ -87,8 +87,17 @@ def kept(items: list[Any]) -> list[Any]:
     return out
 
 
+#: The kinds of the children a SpecServer may own (LeaderWorkerSet: a CRD, maybe absent).
+CHILD_KINDS = ("Deployment", "LeaderWorkerSet", "Service")
+#: Child kinds that are CustomResources: a cluster without their CRD answers 404 to a LIST.
+OPTIONAL_KINDS = frozenset({"LeaderWorkerSet"})
+
+
 class KubeClient:
     """Typed, minimal access to what the operator reads and writes."""
+
+    #: Optional child kinds whose LIST answered 404 last (their CRD is not installed).
+    absent_kinds: frozenset[str] = frozenset()
 
     def __init__(self, connection: Connection) -> None:
         self.connection = connection
@@ -306,8 +315,9 @@ class KubeClient:
         return found
 
     def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-        """A Deployment or Service as a dict, or None."""
-        if kind not in ("Deployment", "Service"):
+        """A Deployment, LeaderWorkerSet or Service as a dict, or None (also when the
+        LeaderWorkerSet CRD is not installed: the API answers 404 alike)."""
+        if kind not in CHILD_KINDS:
             raise ValueError(f"unsupported kind {kind}")
         return self._get_or_none(kind, namespace, name)
 
@@ -413,15 +423,24 @@ class KubeClient:
         return items
 
     def list_children(self, namespaces: list[str]) -> dict[tuple[str, str, str], dict[str, Any]]:
-        """Deployments and Services this operator manages, by (kind, namespace, name), slimmed
-        to what a pass reads (``slim``)."""
+        """Deployments, LeaderWorkerSets and Services this operator manages, by (kind,
+        namespace, name), slimmed to what a pass reads (``slim``). A LeaderWorkerSet LIST that
+        answers 404 (no LeaderWorkerSet CRD in the cluster) lists none and is noted in
+        ``absent_kinds``: single-node SpecServers are not affected."""
         out: dict[tuple[str, str, str], dict[str, Any]] = {}
-        for kind in ("Deployment", "Service"):
-            for ns in scopes(namespaces):
-                for page in self._pages(kind, ns, MANAGED_SELECTOR):
-                    for item in page:  # slimmed page by page: full pages are dropped at once
-                        meta = item["metadata"]
-                        out[(kind, meta["namespace"], meta["name"])] = compact(slim(kind, item))
+        absent = set()
+        for kind in CHILD_KINDS:
+            try:
+                for ns in scopes(namespaces):
+                    for page in self._pages(kind, ns, MANAGED_SELECTOR):
+                        for item in page:  # slimmed page by page: full pages dropped at once
+                            meta = item["metadata"]
+                            out[(kind, meta["namespace"], meta["name"])] = compact(slim(kind, item))
+            except NotFoundError:
+                if kind not in OPTIONAL_KINDS:
+                    raise
+                absent.add(kind)
+        self.absent_kinds = frozenset(absent)
         return out
 
     def list_autoscalers(self, namespace: str) -> list[AutoscalerRef]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from sys import intern
 from typing import Any
 
-from specserver_operator.core.drift import DIGEST_KEY, owned_digest
+from specserver_operator.core.drift import DIGEST_KEY, SCALED_KINDS, owned_digest
 
 #: (kind, name, target kind, target name) of an HPA or a KEDA ScaledObject.
 AutoscalerRef = tuple[str, str, str, str]
@@ -67,7 +67,7 @@ def slim(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
     selector, status, and a digest of the fields the operator owns in the pod template."""
     meta = {k: v for k, v in obj["metadata"].items() if k != "managedFields"}
     spec = obj.get("spec") or {}
-    keep = ("replicas", "selector") if kind == "Deployment" else ("selector",)
+    keep = ("replicas", "selector") if kind in SCALED_KINDS else ("selector",)
     return {
         "kind": kind,
         "metadata": meta,

@@ -13,6 +13,7 @@ from specserver_operator.kube.errors import InvalidNameError
 SPECSERVERS = f"/apis/{GROUP}/{VERSION}"
 PATHS = {
     "Deployment": ("/apis/apps/v1", "deployments"),
+    "LeaderWorkerSet": ("/apis/leaderworkerset.x-k8s.io/v1", "leaderworkersets"),
     "Service": ("/api/v1", "services"),
     "ConfigMap": ("/api/v1", "configmaps"),
     "Secret": ("/api/v1", "secrets"),

@@ -254,6 +254,7 @@ class Cycle:
         """Replace the cache with one LIST of each kind (first cycle, then every RESYNC_S)."""
         self.cache.list_began()
         listed = dict(self.client.list_children(self.namespaces))
+        self.memo.absent_kinds = self.client.absent_kinds  # no LeaderWorkerSet CRD: noted
         for body in self.client.list_specservers(self.namespaces):
             meta = body["metadata"]
             listed[(KIND, meta["namespace"], meta["name"])] = body

@@ -21,7 +21,7 @@ from specserver_operator.core.observed import Observed
 from specserver_operator.core.passcache import PassCache
 from specserver_operator.kube.cachedclient import PassClient
 from specserver_operator.kube.errors import ApiError, NotFoundError
-from specserver_operator.reconcile.observe import observe_children
+from specserver_operator.reconcile.observe import note_template_write, observe_children
 
 log = logging.getLogger("specserver.controller")
 
@@ -72,10 +72,16 @@ def apply_plan(
     if plan.rendered is not None and not hold:
         for write in plan.writes:
             obj = plan.rendered.object(write.child)
-            if client.apply(obj, write.child.digest, force=write.repair is not None):
+            kind, child = write.child.kind, write.child.name
+            try:
+                applied = client.apply(obj, write.child.digest, force=write.repair is not None)
+            except NotFoundError as exc:  # a LeaderWorkerSet without its CRD (installed later?)
+                out.retry = f"{kind} {child} not written: {exc}"
+                continue
+            if applied:
                 out.written += 1
+                note_template_write(client, memo, observed.child(kind, child), kind, ns, child)
                 if write.repair is not None:
-                    kind, child = write.child.kind, write.child.name
                     log.info("%s: repaired %s %s (%s)", ns, kind, child, write.repair)
                     message = f"{kind} {child} was edited ({write.repair}); restored"
                     out.events.append(("Normal", "DriftRepaired", message))
@@ -89,7 +95,9 @@ def apply_plan(
             observed = dataclasses.replace(observed, children=found, autoscalers=scalers)
             again = True
     if again:  # status describes what runs after the writes
-        deployment = children.serving_deployment(observed.child, name, observed.blue_green)
+        deployment = children.serving_workload(
+            observed.child, name, observed.blue_green, observed.workload_kind
+        )
         status, patch, events = status_of(observed, plan.decided, deployment, memo)
         plan = dataclasses.replace(plan, status=status, patch=patch, status_events=events)
     if plan.patch:

@@ -20,9 +20,10 @@ from specserver_advisor.loaders.configchain import ConfigSourceError, ModelConfi
 from specserver_advisor.models import SpecServer, SpecServerSpec
 from specserver_operator.core import bluegreen, ownstatus, speccheck
 from specserver_operator.core.autopilot import NO_PROMETHEUS_URL
-from specserver_operator.core.names import child_name
+from specserver_operator.core.names import child_name, lws_name
 from specserver_operator.core.observed import Autoscaler, ChildKey, Observed
 from specserver_operator.core.passcache import PassCache
+from specserver_operator.core.status import STATUS_PENDING_KEY
 from specserver_operator.kube import secretgrants
 from specserver_operator.kube.cachedclient import PassClient
 from specserver_operator.kube.errors import ApiError, NotFoundError
@@ -39,11 +40,15 @@ AUTOSCALER_REFRESH_S = 60.0
 
 
 def child_keys(name: str) -> list[ChildKey]:
-    """Every child a SpecServer of this name may own, under any switch strategy."""
+    """Every child a SpecServer of this name may own, under any switch strategy and on one
+    node (Deployments) or across nodes (LeaderWorkerSets)."""
     base = child_name(name)
+    modes = [bluegreen.deployment_name(base, m) for m in bluegreen.MODES]
     return [
         ("Deployment", base),
-        *[("Deployment", bluegreen.deployment_name(base, m)) for m in bluegreen.MODES],
+        *[("Deployment", mode) for mode in modes],
+        ("LeaderWorkerSet", lws_name(base)),
+        *[("LeaderWorkerSet", mode) for mode in modes],
         ("Service", base),
     ]
 
@@ -51,10 +56,42 @@ def child_keys(name: str) -> list[ChildKey]:
 def observe_children(
     client: PassClient, namespace: str, name: str, now_ts: float, memo: PassCache
 ) -> tuple[dict[ChildKey, dict[str, Any] | None], list[Autoscaler] | None]:
-    """The children (and, when an engine Deployment exists, the namespace's autoscalers)."""
-    found = {(kind, child): client.get(kind, namespace, child) for kind, child in child_keys(name)}
+    """The children (and, when an engine Deployment exists, the namespace's autoscalers). A
+    LeaderWorkerSet whose template this operator wrote last, with no write since, is marked
+    ``STATUS_PENDING_KEY``: its status is still about the template before (status.lws_state)."""
+    found = {}
+    for kind, child in child_keys(name):
+        obj = client.get(kind, namespace, child)
+        key = (kind, namespace, child)
+        if obj is not None and key in memo.template_writes:
+            if memo.template_writes[key] == obj["metadata"].get("resourceVersion"):
+                obj = {**obj, STATUS_PENDING_KEY: True}
+            else:
+                memo.template_writes.pop(key, None)  # its controller wrote since
+        found[(kind, child)] = obj
     deployed = any(obj is not None for (kind, _), obj in found.items() if kind == "Deployment")
     return found, autoscalers(client, namespace, now_ts, memo) if deployed else None
+
+
+def note_template_write(
+    client: PassClient,
+    memo: PassCache,
+    before: dict[str, Any] | None,
+    kind: str,
+    namespace: str,
+    name: str,
+) -> None:
+    """After the operator wrote a LeaderWorkerSet: when its generation moved (a new template
+    or size), note the resourceVersion it has now, so its status counts only once written
+    after it (``observe_children``)."""
+    if kind != "LeaderWorkerSet" or before is None:
+        return
+    after = client.get(kind, namespace, name)
+    if after is None:
+        return
+    meta = after["metadata"]
+    if meta.get("generation") != before["metadata"].get("generation"):
+        memo.template_writes[(kind, namespace, name)] = str(meta.get("resourceVersion"))
 
 
 def observe(
@@ -95,6 +132,7 @@ def observe(
         own_status=own,
         metrics=metrics,
         metrics_error=signals.last_error if signals else NO_PROMETHEUS_URL,
+        absent_kinds=memo.absent_kinds,
         now=now,
         now_ts=now_ts,
     )
