@@ -111,8 +111,7 @@ def launch_from_specserver(path: str, doc: Any) -> Launch:
         args.append(arg.flag)
         positions.append(pos)
         if arg.value is not None:
-            # a multi-node launch read as its leader runs it (LWS's $(VAR)s expanded)
-            args.append(as_leader([arg.value], spec.resources.nodes)[0])
+            args.append(arg.value)
             positions.append(pos)
     e = spec.engine
     # Across nodes the argv carries LeaderWorkerSet's $(VAR) references (--node-rank

@@ -118,13 +118,22 @@ def max_surge(server: SpecServer, strategy: str) -> int:
     return rolling_surge(server.spec) if strategy == "RollingUpdate" else 0
 
 
+def _hashed_resources(server: SpecServer) -> dict[str, Any]:
+    """The resources as hashed: a field added later with its default left out, so that an
+    upgraded operator gives an unchanged SpecServer the hash it had (no rollout on upgrade)."""
+    out = server.spec.resources.model_dump(mode="json")
+    if out.get("nodes") == 1:
+        del out["nodes"]
+    return out
+
+
 def config_hash(cfg: EngineConfig, server: SpecServer) -> str:
     """Changes exactly when the pod template would."""
     material = {
         "args": cfg.args,
         "image": server.spec.engine.image,
         "env": _env(server),
-        "resources": server.spec.resources.model_dump(mode="json"),
+        "resources": _hashed_resources(server),
         "requests": pod_resources(server.spec, cfg.weight_gib),
         "volume": _volume(server),
     }
