@@ -113,3 +113,32 @@ def test_fleetsim_charges_a_two_node_restart() -> None:
     down_one = sum(1 for r in one.results if r.tok_s == 0.0)
     down_two = sum(1 for r in two.results if r.tok_s == 0.0)
     assert down_two / two.switches > down_one / one.switches
+
+
+def test_a_rolling_update_without_a_surge_does_not_keep_the_old_mode_serving() -> None:
+    """On a LeaderWorkerSet a RollingUpdate surges only when the spec says a spare group exists
+    (maxSurge 1): without it the old group goes first, so the switch budget treats it as a
+    Recreate (the full breach count), and with it as BlueGreen (half)."""
+    from specserver_advisor.launch.multinode import effective_policy
+    from specserver_advisor.models import SpecServerSpec
+
+    def spec(nodes: int, surge: int | None) -> SpecServerSpec:
+        auto = {"switchStrategy": "RollingUpdate", "disableAfterBreaches": 6}
+        if surge is not None:
+            auto["maxSurge"] = surge
+        return SpecServerSpec.model_validate(
+            {
+                "model": {"path": "deepseek-ai/DeepSeek-V3"},
+                "speculative": {"algorithm": "NEXTN"},
+                "resources": {"gpuType": "H100", "gpus": 8 * nodes, "nodes": nodes},
+                "autoSpeculation": auto,
+            }
+        )
+
+    state = PolicyState(mode=ON)
+    needed = {
+        (nodes, surge): switchcost.breaches_needed(effective_policy(spec(nodes, surge)), state)
+        for nodes, surge in ((1, None), (2, None), (2, 1), (1, 0))
+    }
+    assert needed[(1, None)] == needed[(2, 1)] == 3  # a surge keeps the old mode serving
+    assert needed[(2, None)] == needed[(1, 0)] == 6  # none: the old engine stops first

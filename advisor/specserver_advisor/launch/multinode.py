@@ -15,7 +15,7 @@ by the operator's validation and the webhook (``speccheck``), each naming the fi
 
 from __future__ import annotations
 
-from specserver_advisor.models import SpecServerSpec
+from specserver_advisor.models import AutoSpeculation, SpecServerSpec
 from specserver_advisor.sglang.flags import parse_server_argv
 
 #: The leader's port for torch.distributed's rendezvous (the LeaderWorkerSet SGLang example's).
@@ -75,6 +75,13 @@ def rolling_surge(spec: SpecServerSpec) -> int:
     if auto is not None and auto.max_surge is not None:
         return auto.max_surge
     return 0 if spec.resources.nodes > 1 else 1
+
+
+def effective_policy(spec: SpecServerSpec) -> AutoSpeculation:
+    """The spec's Auto policy with its RollingUpdate surge settled (``rolling_surge``), so the
+    switch budget knows whether a RollingUpdate switch keeps the old mode serving."""
+    policy = spec.auto_speculation or AutoSpeculation()
+    return policy.model_copy(update={"max_surge": rolling_surge(spec)})
 
 
 def topology_problems(spec: SpecServerSpec) -> list[str]:

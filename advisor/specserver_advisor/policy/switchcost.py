@@ -55,7 +55,12 @@ def restart_seconds(weight_bytes_per_node: float, nodes: int = 1) -> float:
 
 def switch_keeps_serving(policy: AutoSpeculation) -> bool:
     """A switch leaves the old mode serving until the new engine is Ready (no downtime):
-    BlueGreen, and RollingUpdate (its surge pod). Recreate stops the engine first."""
+    BlueGreen, and RollingUpdate with a surge (``maxSurge`` unset is one engine's default, 1;
+    ``launch.multinode.effective_policy`` settles it for a LeaderWorkerSet, 0 unless the spec
+    says a spare group exists). Recreate, and a RollingUpdate without a surge, stop the old
+    engine first."""
+    if policy.switch_strategy == SwitchStrategy.ROLLING_UPDATE:
+        return policy.max_surge != 0
     return policy.switch_strategy != SwitchStrategy.RECREATE
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from specserver_advisor.bounded import InputLimitError, json_object
+from specserver_advisor.launch.multinode import effective_policy
 from specserver_advisor.loaders.reading import read_text
 from specserver_advisor.models import AutoSpeculation, SpecServerSpec
 from specserver_advisor.policy.autocycle import evaluate
@@ -81,7 +82,7 @@ def read_policy(path: Path) -> tuple[AutoSpeculation, SpecServerSpec | None]:
     try:
         if is_server:
             spec = SpecServerSpec.model_validate(data.get("spec"))
-            return spec.auto_speculation or AutoSpeculation(), spec
+            return effective_policy(spec), spec
         return AutoSpeculation.model_validate(data), None
     except ValidationError as exc:
         err = exc.errors()[0]

@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from specserver_advisor.launch.multinode import effective_policy
 from specserver_advisor.models import (
     MAX_LEDGER_ENTRIES,
     AutoSpeculation,
@@ -139,7 +140,7 @@ def auto_step(
     step's fields are written over); ``switch`` and ``stored``: its switch under way and policy
     state, typed (observe.py; None: none, or unreadable); ``running``: the mode of the engine
     Deployment (None: none)."""
-    policy = spec.auto_speculation or AutoSpeculation()
+    policy = effective_policy(spec)
     if switch is not None:
         followed = _follow_switch(status, stored, switch, policy, running, engine_ready, now)
         if followed is not None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from specserver_advisor.launch.model import EngineConfig
+from specserver_advisor.launch.multinode import effective_policy
 from specserver_advisor.lint.launchlint import build_engine_config
 from specserver_advisor.loaders.configchain import ModelConfigs
 from specserver_advisor.models import (
@@ -327,7 +328,7 @@ def _auto(
 ) -> AutoStep | None:
     """Evaluate the policy when its interval has passed (or a switch is being followed)."""
     spec, uid, now_ts = server.spec, observed.meta["uid"], observed.now_ts
-    policy = spec.auto_speculation or AutoSpeculation()
+    policy = effective_policy(spec)
     due = now_ts - memo.last_evaluation.get(uid, 0.0) >= policy.evaluation_interval_seconds
     if spec.mode != Mode.AUTO or not (due or observed.switch):
         return None
