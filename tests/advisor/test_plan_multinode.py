@@ -112,13 +112,10 @@ def _configs() -> ModelConfigs:
 
 
 def _rendered_lws(tmp_path: Path) -> Path:
-    """The operator's LeaderWorkerSet for ``SPEC`` where its renderer renders one, else the
-    hand-written one in the contract's shape."""
+    """The operator's LeaderWorkerSet for ``SPEC``, as its renderer writes it."""
     from specserver_operator.core import render
 
     server = SpecServer.model_validate(yaml.safe_load(SPEC.read_text()))
-    if not hasattr(render, "LEADER_WORKER_SET"):
-        return HAND_WRITTEN_LWS
     cfg = build_engine_config(server.spec, _configs(), True)
     children = render.build_children(server, "uid-1", cfg)
     lws = next(c for c in children if c["kind"] == "LeaderWorkerSet")
