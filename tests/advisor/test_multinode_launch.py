@@ -92,3 +92,10 @@ def test_engine_port_may_not_sit_on_the_rendezvous_ports() -> None:
     assert multinode.topology_problems(spec) == []
     dp = _spec(gpus=16, nodes=2, extra=["--enable-dp-attention", "--dp-size", "8"])
     assert multinode.topology_problems(dp) == []
+
+
+def test_extra_args_ports_may_not_sit_on_the_rendezvous_ports() -> None:
+    clash = _spec(gpus=16, nodes=2, extra=["--nccl-port", str(multinode.DIST_INIT_PORT + 1)])
+    assert any("--nccl-port" in p for p in multinode.topology_problems(clash))
+    # on one node there is no rendezvous: the same port is the user's to take
+    assert multinode.topology_problems(_spec(gpus=8, extra=["--nccl-port", "20001"])) == []

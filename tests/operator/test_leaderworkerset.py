@@ -12,6 +12,7 @@ emptyDir, ``restartPolicy: RecreateGroupOnPodRestart``, and a Service selects th
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 from typing import Any
 
@@ -129,12 +130,12 @@ def test_the_example_renders_one_leaderworkerset_of_two_and_a_service_on_its_lea
     assert flags["--node-rank"] == "$(LWS_WORKER_INDEX)"
     assert flags["--dist-init-addr"] == "$(LWS_LEADER_ADDRESS):20000"
     assert flags["--max-running-requests"] == "64"
-    # Only the leader serves HTTP, is probed and runs the preflight.
+    # Only the leader serves HTTP and is probed; every pod checks its own node's files.
     assert lead["ports"] == [{"name": "http", "containerPort": 30000, "protocol": "TCP"}]
     assert {"startupProbe", "readinessProbe", "livenessProbe"} <= set(lead)
     assert not {"ports", "startupProbe", "readinessProbe", "livenessProbe"} & set(work)
     assert [c["name"] for c in leader["spec"]["initContainers"]] == ["preflight"]
-    assert "initContainers" not in worker["spec"]
+    assert [c["name"] for c in worker["spec"]["initContainers"]] == ["preflight"]
     for pod in (leader["spec"], worker["spec"]):
         engine = pod["containers"][0]
         assert engine["resources"]["limits"]["nvidia.com/gpu"] == "8"  # gpus / nodes per pod
@@ -387,3 +388,33 @@ def test_a_deployment_without_a_spare_gpu_rolls_the_old_pod_first() -> None:
 
     assert rollout() == {"maxSurge": 1, "maxUnavailable": 0}
     assert rollout(maxSurge=0) == {"maxSurge": 0, "maxUnavailable": 1}
+
+
+def test_an_hpa_on_the_leaderworkerset_owns_its_replicas_and_is_reported() -> None:
+    """LWS has a scale subresource, so an HPA may scale the groups: the operator then leaves
+    their count alone (it resets it without one) and says so in AutoscalerPresent; the
+    autoscalers are listed for a SpecServer whose only workload is a LeaderWorkerSet."""
+    from specserver_operator.reconcile.observe import observe_children
+
+    memo = PassCache()
+    kids = applied(desired(observed(body()), SETTINGS, memo))
+    key = (LWS, "deepseek-v3-2node-lws")
+    kids[key]["spec"]["replicas"] = 3  # the HPA scaled the groups out
+    hpa = ("HorizontalPodAutoscaler", "ds", LWS, "deepseek-v3-2node-lws")
+
+    class Client:
+        def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+            return kids.get((kind, name))
+
+        def list_autoscalers(self, namespace: str) -> list[Any]:
+            return [hpa]
+
+    _, listed = observe_children(Client(), "llm", "deepseek-v3-2node", NOW_TS, memo)  # type: ignore[arg-type]
+    assert listed == [hpa]
+    without = desired(observed(body(), kids, memo), SETTINGS, memo)
+    assert any((w.child.kind, w.child.name) == key and w.repair for w in without.writes)
+    scaled = dataclasses.replace(observed(body(), kids, memo), autoscalers=[hpa])
+    plan = desired(scaled, SETTINGS, memo)
+    assert not any((w.child.kind, w.child.name) == key for w in plan.writes)
+    present = condition(plan, "AutoscalerPresent")
+    assert (present["status"], present["reason"]) == ("True", "AutoscalerTargetsEngine")

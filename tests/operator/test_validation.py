@@ -92,3 +92,31 @@ def test_child_names_are_short_valid_and_distinct(name: str) -> None:
 def test_a_name_that_fits_is_kept() -> None:
     assert child_name("qwen3-8b") == "qwen3-8b"
     assert child_name("a" * 59) == "a" * 59
+
+
+def _two_nodes(name: str, env: list[dict[str, str]] | None = None) -> SpecServer:
+    doc = copy.deepcopy(BASE)
+    doc["metadata"]["name"] = name
+    doc["spec"]["resources"].update(gpus=16, nodes=2, gpuType="H100")
+    doc["spec"]["engine"] = {"env": env or []}
+    return SpecServer.model_validate(doc)
+
+
+def test_a_multi_node_name_must_leave_room_for_the_group_pods() -> None:
+    """LWS names the worker StatefulSet <lws>-<g> (its controller-revision-hash label adds 11)
+    and the pods <lws>-<g>-<w>: a base past 41 characters would make names Kubernetes refuses.
+    The same name on one node is shortened as every child name is, and accepted."""
+    long = "a" * 50
+    assert any(p.startswith("metadata.name") for p in spec_problems(_two_nodes(long)))
+    assert spec_problems(_two_nodes("a" * 41)) == []
+    one_node = copy.deepcopy(BASE)
+    one_node["metadata"]["name"] = long
+    assert spec_problems(SpecServer.model_validate(one_node)) == []
+
+
+@pytest.mark.parametrize(
+    "name", ["LWS_WORKER_INDEX", "LWS_LEADER_ADDRESS", "SGLANG_DISTRIBUTED_INIT_METHOD_OVERRIDE"]
+)
+def test_a_multi_node_group_reserves_the_rendezvous_env(name: str) -> None:
+    problems = spec_problems(_two_nodes("ds", [{"name": name, "value": "0"}]))
+    assert any(p.startswith("spec.engine.env[0].name") for p in problems), problems

@@ -20,8 +20,9 @@ from specserver_advisor.sglang.flags import parse_server_argv
 
 #: The leader's port for torch.distributed's rendezvous (the LeaderWorkerSet SGLang example's).
 DIST_INIT_PORT = 20000
-#: Ports SGLang opens from the dist-init port on (its ZMQ and NCCL ports follow it).
-RESERVED_PORTS = range(DIST_INIT_PORT, DIST_INIT_PORT + 64)
+#: Ports SGLang opens from the dist-init port on (``PortArgs``: its ZMQ ports follow it, one
+#: more per data-parallel rank; a replica has at most 64 x 16 GPUs, so at most 1,024 ranks).
+RESERVED_PORTS = range(DIST_INIT_PORT, DIST_INIT_PORT + 1100)
 #: LeaderWorkerSet's environment in every pod of a group (the controller injects it).
 LEADER_ADDRESS_ENV = "LWS_LEADER_ADDRESS"
 GROUP_SIZE_ENV = "LWS_GROUP_SIZE"
@@ -109,6 +110,14 @@ def topology_problems(spec: SpecServerSpec) -> list[str]:
             f"{RESERVED_PORTS.stop - 1})"
         )
     values = parse_server_argv(list(spec.engine.extra_args)).values
+    for dest, value in sorted(values.items()):
+        if res.nodes > 1 and dest.endswith("_port") and value in RESERVED_PORTS:
+            flag = "--" + dest.replace("_", "-")
+            out.append(
+                f"spec.engine.extraArgs: {flag} {value} clashes with the ports SGLang opens "
+                f"from the multi-node rendezvous port ({RESERVED_PORTS.start}-"
+                f"{RESERVED_PORTS.stop - 1})"
+            )
     pp = _size(values.get("pp_size"))
     dp = _size(values.get("dp_size"))
     if pp > 1:

@@ -304,7 +304,8 @@ def status_of(
         auto_only = (cond.METRICS_AVAILABLE, cond.ENGINE_ZERO_STEPS)
         conds = [c for c in conds if c.type not in auto_only]
     if server is not None and deployment is not None and observed.autoscalers is not None:
-        found = autoscaler_condition(child_name(meta["name"]), observed.autoscalers)
+        serving = (deployment.get("metadata") or {}).get("name") or child_name(meta["name"])
+        found = autoscaler_condition(serving, observed.autoscalers)
         conds = put(conds, cond.AUTOSCALER_PRESENT, found)
     fields["conditions"] = cond.as_api(conds)
     status, patch = status_plan(

@@ -15,6 +15,7 @@ from specserver_advisor.launch.model import EngineConfig
 from specserver_advisor.models import Condition, Mode, SpecServerSpec
 from specserver_advisor.policy.model import PolicyState, SpecMode
 from specserver_operator.core import conditions as cond
+from specserver_operator.core.drift import SCALED_KINDS
 
 
 def speculation_wanted(spec: SpecServerSpec, status: dict[str, Any]) -> bool:
@@ -208,13 +209,14 @@ def _object_patch(have: dict[str, Any], want: dict[str, Any]) -> dict[str, Any]:
 
 
 def autoscaler_condition(
-    deployment_name: str, autoscalers: list[tuple[str, str, str, str]]
+    workload_name: str, autoscalers: list[tuple[str, str, str, str]]
 ) -> tuple[str, str, str]:
-    """``AutoscalerPresent``: whether an HPA or KEDA ScaledObject scales the engine."""
+    """``AutoscalerPresent``: whether an HPA or KEDA ScaledObject scales the engine workload
+    (the serving Deployment or LeaderWorkerSet, by its name)."""
     hits = [
         f"{kind} {name}"
         for kind, name, target_kind, target in autoscalers
-        if target_kind == "Deployment" and target == deployment_name
+        if target_kind in SCALED_KINDS and target == workload_name
     ]
     if not hits:
         return "False", "NoAutoscaler", "no HPA or ScaledObject targets the engine Deployment"

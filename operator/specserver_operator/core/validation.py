@@ -16,6 +16,7 @@ from specserver_advisor.launch.multinode import topology_problems
 from specserver_advisor.models import SpecServer
 from specserver_advisor.sglang import draftcontext
 from specserver_advisor.sglang.flags import match_option
+from specserver_operator.core.names import child_name
 
 INT32_MAX = 2**31 - 1
 #: Sane upper bounds (values far beyond any real deployment are mistakes, not plans).
@@ -32,6 +33,19 @@ MAX_EXTRA_ARGS = 256
 MAX_ARG_CHARS = 4096
 #: Variables the operator sets itself (a second definition would be ambiguous).
 RESERVED_ENV = ("HF_HOME", "HF_ENDPOINT", "HF_TOKEN")
+#: Variables LeaderWorkerSet gives each pod of a group (its own win: a copy would be ignored),
+#: and SGLang's override of the rendezvous the operator renders (--dist-init-addr).
+MULTINODE_ENV = (
+    "LWS_LEADER_ADDRESS",
+    "LWS_GROUP_SIZE",
+    "LWS_WORKER_INDEX",
+    "SGLANG_DISTRIBUTED_INIT_METHOD_OVERRIDE",
+)
+#: Longest child base name of a multi-node SpecServer: its LeaderWorkerSet (``<base>-off``, 45)
+#: names the worker StatefulSets ``<lws>-<group>``, whose controller-revision-hash label
+#: (``<sts>-<10>``) must stay a 63-character label value, and the pods ``<lws>-<g>-<w>``,
+#: whose hostname must stay a DNS label.
+MAX_MULTINODE_BASE = 41
 #: Paths a model volume may not be mounted over (the engine's own mounts, kernel file systems).
 RESERVED_MOUNTS = ("/dev", "/proc", "/sys", "/etc", "/var/run/secrets")
 
@@ -88,6 +102,13 @@ def spec_problems(server: SpecServer) -> list[str]:
     _bounded(out, "spec.replicas", spec.replicas, MAX_REPLICAS)
     res = spec.resources
     out += topology_problems(spec)
+    base = child_name(server.metadata.name or "")
+    if res.nodes > 1 and len(base) > MAX_MULTINODE_BASE:
+        out.append(
+            f"metadata.name: {len(base)} characters is too long for a multi-node SpecServer "
+            f"(at most {MAX_MULTINODE_BASE}): its LeaderWorkerSet's StatefulSets and pods would "
+            "get names Kubernetes refuses"
+        )
     problem = qualified_name_problem(res.gpu_resource_name)
     if problem or "/" not in res.gpu_resource_name:
         out.append(
@@ -146,6 +167,11 @@ def spec_problems(server: SpecServer) -> list[str]:
             out.append(f"{path}: {env.name!r} is not a valid environment variable name")
         elif env.name in RESERVED_ENV:
             out.append(f"{path}: {env.name} is set by the operator (use spec.modelSource)")
+        elif env.name in MULTINODE_ENV and res.nodes > 1:
+            out.append(
+                f"{path}: {env.name} is set by LeaderWorkerSet and the operator for a "
+                "multi-node group (--node-rank, --dist-init-addr)"
+            )
         elif env.name in seen:
             out.append(f"{path}: {env.name} is given twice")
         seen.add(env.name)

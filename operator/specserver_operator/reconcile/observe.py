@@ -20,6 +20,7 @@ from specserver_advisor.loaders.configchain import ConfigSourceError, ModelConfi
 from specserver_advisor.models import SpecServer, SpecServerSpec
 from specserver_operator.core import bluegreen, ownstatus, speccheck
 from specserver_operator.core.autopilot import NO_PROMETHEUS_URL
+from specserver_operator.core.drift import SCALED_KINDS
 from specserver_operator.core.names import child_name, lws_name
 from specserver_operator.core.observed import Autoscaler, ChildKey, Observed
 from specserver_operator.core.passcache import PassCache
@@ -69,7 +70,7 @@ def observe_children(
             else:
                 memo.template_writes.pop(key, None)  # its controller wrote since
         found[(kind, child)] = obj
-    deployed = any(obj is not None for (kind, _), obj in found.items() if kind == "Deployment")
+    deployed = any(obj is not None for (kind, _), obj in found.items() if kind in SCALED_KINDS)
     return found, autoscalers(client, namespace, now_ts, memo) if deployed else None
 
 
