@@ -130,10 +130,14 @@ def test_the_example_renders_one_leaderworkerset_of_two_and_a_service_on_its_lea
     assert flags["--node-rank"] == "$(LWS_WORKER_INDEX)"
     assert flags["--dist-init-addr"] == "$(LWS_LEADER_ADDRESS):20000"
     assert flags["--max-running-requests"] == "64"
-    # Only the leader serves HTTP and is probed; every pod checks its own node's files.
+    # Only the leader serves the API (the named port the Service and PodMonitor use); a
+    # worker is probed on SGLang's health-only server at its --port, up once its schedulers
+    # are (engine.py, launch_dummy_health_check_server); every pod checks its own files.
     assert lead["ports"] == [{"name": "http", "containerPort": 30000, "protocol": "TCP"}]
     assert {"startupProbe", "readinessProbe", "livenessProbe"} <= set(lead)
-    assert not {"ports", "startupProbe", "readinessProbe", "livenessProbe"} & set(work)
+    assert not {"ports", "livenessProbe"} & set(work)
+    for probe in ("startupProbe", "readinessProbe"):
+        assert work[probe]["httpGet"] == {"path": "/health", "port": 30000}
     assert [c["name"] for c in leader["spec"]["initContainers"]] == ["preflight"]
     assert [c["name"] for c in worker["spec"]["initContainers"]] == ["preflight"]
     for pod in (leader["spec"], worker["spec"]):
