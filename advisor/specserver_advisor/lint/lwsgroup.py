@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from specserver_advisor.launch.multinode import LEADER_STAND_IN
-from specserver_advisor.lint.model import Context, Group, Launch, Position, Selecting
+from specserver_advisor.lint.model import Group, Launch, Position, Selecting
 
 #: The value the linter gives ``$(LWS_LEADER_ADDRESS)`` (the leader pod's DNS name in LWS): the
 #: launch model's stand-in, so both read a group's launch alike.
@@ -23,8 +23,9 @@ LABELS = "leaderworkerset.sigs.k8s.io/"
 NAME_LABEL = LABELS + "name"
 INDEX_LABEL = LABELS + "worker-index"
 GROUP_INDEX_LABEL = LABELS + "group-index"
-#: SGLang 0.5.23's default ``--port``.
+#: SGLang 0.5.23's default ``--port`` and ``--host``.
 DEFAULT_PORT = 30000
+DEFAULT_HOST = "127.0.0.1"
 
 
 def _dict(value: Any) -> dict[Any, Any]:
@@ -134,23 +135,13 @@ def _index(value: str) -> int | None:
     return int(value) if ok else None
 
 
-def http_ports(launch: Launch, ctx: Context) -> set[int]:
-    """The ports the group's HTTP server listens on: the leader's ``--port`` (this launch's
-    own when it sets one, SGLang's default when none does)."""
-    serving = [la for la in _same_group(launch, ctx) if la.group and la.group.role != "worker"]
-    ports = {_port(la) for la in serving}
-    ports |= {_port(launch)} if launch.parsed.is_set("port") else set()
-    return {p for p in ports if p is not None} or {DEFAULT_PORT}
-
-
-def _same_group(launch: Launch, ctx: Context) -> list[Launch]:
-    obj = launch.workload.obj if launch.workload else None
-    return [la for la in ctx.launches if la.workload is not None and la.workload.obj is obj]
-
-
-def _port(launch: Launch) -> int | None:
+def listen_port(launch: Launch) -> int | None:
+    """The port this node's SGLang listens on: its own ``--port`` (SGLang's default when
+    unset; None when a variable the file does not set supplies it). Rank 0 serves the API
+    there, a rank >= 1 its health server (``MN006``)."""
     value = launch.parsed.values.get("port", DEFAULT_PORT)
-    return value if isinstance(value, int) and "port" not in launch.unresolved_fields else None
+    ok = isinstance(value, int) and not isinstance(value, bool)
+    return value if ok and "port" not in launch.unresolved_fields else None
 
 
 def _str(value: Any) -> str | None:

@@ -13,9 +13,9 @@ from specserver_advisor.lint.rules import (
     mn001_nnodes_not_group_size,
     mn002_node_rank_not_from_index,
     mn003_dist_init_addr_not_leader,
-    mn004_http_port_on_worker,
+    mn004_service_selects_workers,
     mn005_tp_not_divisible_by_nodes,
-    mn006_worker_probe_on_http_port,
+    mn006_worker_probe_never_passes,
     pod001_tp_exceeds_gpu_limit,
     pod002_shm_not_memory,
     pod003_liveness_without_startup,
@@ -77,9 +77,9 @@ _MODULES: tuple[ModuleType, ...] = (
     mn001_nnodes_not_group_size,
     mn002_node_rank_not_from_index,
     mn003_dist_init_addr_not_leader,
-    mn004_http_port_on_worker,
+    mn004_service_selects_workers,
     mn005_tp_not_divisible_by_nodes,
-    mn006_worker_probe_on_http_port,
+    mn006_worker_probe_never_passes,
 )
 
 
