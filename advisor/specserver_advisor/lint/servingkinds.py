@@ -3,7 +3,7 @@ source readers, each as (pod-level fields, containers, whether they serve SGLang
 
 - OME ``ServingRuntime`` / ``ClusterServingRuntime`` (``ome.io``): ``spec.engineConfig`` and
   ``spec.decoderConfig``, each with a ``runner`` container, or ``leader.runner`` and
-  ``worker.runner`` for a multi-node engine (the worker serves no HTTP); pod-level fields
+  ``worker.runner`` for a multi-node engine (the worker serves no API); pod-level fields
   (``volumes``...) beside the runner; also the KServe-style ``spec.containers``.
 - NVIDIA Dynamo ``DynamoGraphDeployment``: ``spec.services.NAME.extraPodSpec.mainContainer``,
   the service's ``resources`` (``gpu: N``) being the container's GPUs; a Dynamo worker serves

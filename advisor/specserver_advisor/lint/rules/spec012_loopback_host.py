@@ -2,7 +2,8 @@
 
 What it does:
     Flags an SGLang server in a container (Kubernetes, docker-compose, ``docker run/exec``)
-    without ``--host 0.0.0.0``; not a process that serves no HTTP (an LWS or Dynamo worker).
+    without ``--host 0.0.0.0``; not a process that serves no API (an LWS or Dynamo worker: its
+    health-only server on a loopback host is MN006's, when it is probed).
 Why it matters:
     SGLang binds 127.0.0.1 by default: probes, Services and Prometheus cannot reach it.
 Example (fails):
@@ -29,7 +30,7 @@ APPLIES_TO = ("server",)
 
 def check(launch: Launch, ctx: Context) -> Iterable[Diagnostic]:
     host = launch.parsed.values.get("host")
-    if not launch.serves_http:  # an LWS or Dynamo worker: it binds no SGLang HTTP server
+    if not launch.serves_http:  # an LWS or Dynamo worker: no API traffic reaches it
         return []
     if not launch.in_container or host in ("0.0.0.0", "::", "[::]"):
         return []
