@@ -132,6 +132,22 @@ def required(env: dict[str, str] | None = None) -> bool:
     return value not in ("", "0")
 
 
+def sglang_file(relative: str) -> Path:
+    """A file of SGLang 0.5.23's installed source (``srt/...``), to read (skipped, or failed
+    when the oracle is required, without the environment)."""
+    import pytest
+
+    why = missing()
+    if why and required():
+        pytest.fail(f"{REQUIRE_ENV} is set and {why}", pytrace=False)
+    if why:
+        pytest.skip(why)
+    env = load_oracleenv()
+    found = sorted(Path(env.ENV_DIR).glob(f"lib/python*/site-packages/sglang/{relative}"))
+    assert found, relative
+    return found[0]
+
+
 def worker_or_skip() -> Iterator[Oracle]:
     """The oracle tests' module fixture: a worker, closed after. When the SGLang environment is
     missing: a failure saying why under scripts/test (``required``), else a skip saying why

@@ -12,28 +12,13 @@ from __future__ import annotations
 
 import ast
 import types
-from pathlib import Path
-
-import pytest
 
 import oracle
 from specserver_advisor.lint.rules.mn005_tp_not_divisible_by_nodes import placed_ranks
 
 
-def _sglang_file(relative: str) -> Path:
-    why = oracle.missing()
-    if why and oracle.required():
-        pytest.fail(f"{oracle.REQUIRE_ENV} is set and {why}", pytrace=False)
-    if why:
-        pytest.skip(why)
-    env = oracle.load_oracleenv()
-    found = sorted(Path(env.ENV_DIR).glob(f"lib/python*/site-packages/sglang/{relative}"))
-    assert found, relative
-    return found[0]
-
-
 def test_the_rule_places_ranks_as_sglang_does() -> None:
-    source = _sglang_file("srt/entrypoints/engine.py").read_text()
+    source = oracle.sglang_file("srt/entrypoints/engine.py").read_text()
     (fn,) = [
         node
         for node in ast.parse(source).body
@@ -62,6 +47,6 @@ def test_the_rule_places_ranks_as_sglang_does() -> None:
 
 
 def test_sglang_asserts_tp_times_pp_divisible_by_nodes() -> None:
-    text = _sglang_file("srt/arg_groups/validation_hook.py").read_text()
+    text = oracle.sglang_file("srt/arg_groups/validation_hook.py").read_text()
     assert "(cfg.tp_size * cfg.pp_size) % cfg.nnodes == 0" in text
     assert "tp_size must be divisible by number of nodes" in text

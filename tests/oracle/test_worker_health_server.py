@@ -15,22 +15,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 import oracle
 from specserver_advisor.lint.rules import mn006_worker_probe_never_passes as mn006
-
-
-def _sglang_file(relative: str) -> Path:
-    why = oracle.missing()
-    if why and oracle.required():
-        pytest.fail(f"{oracle.REQUIRE_ENV} is set and {why}", pytrace=False)
-    if why:
-        pytest.skip(why)
-    env = oracle.load_oracleenv()
-    found = sorted(Path(env.ENV_DIR).glob(f"lib/python*/site-packages/sglang/{relative}"))
-    assert found, relative
-    return found[0]
 
 
 def _function(path: Path, name: str) -> ast.FunctionDef:
@@ -68,7 +54,7 @@ def _routes(node: ast.AST) -> set[str]:
 
 
 def test_the_worker_health_server_answers_what_the_rule_says() -> None:
-    common = _sglang_file("srt/utils/common.py")
+    common = oracle.sglang_file("srt/utils/common.py")
     fn = _function(common, "launch_dummy_health_check_server")
     assert [a.arg for a in fn.args.args] == ["host", "port", "enable_metrics"]
     routes = _routes(fn)
@@ -94,7 +80,7 @@ def test_the_worker_health_server_answers_what_the_rule_says() -> None:
 
 
 def test_a_worker_runs_it_on_its_own_host_and_port_and_serves_no_api() -> None:
-    engine = _sglang_file("srt/entrypoints/engine.py")
+    engine = oracle.sglang_file("srt/entrypoints/engine.py")
     (branch,) = [
         n
         for n in ast.walk(ast.parse(engine.read_text()))
@@ -106,7 +92,7 @@ def test_a_worker_runs_it_on_its_own_host_and_port_and_serves_no_api() -> None:
         "get_serving().port",
         "get_observability().enable_metrics",
     ]
-    api = _routes(ast.parse(_sglang_file("srt/entrypoints/http_server.py").read_text()))
+    api = _routes(ast.parse(oracle.sglang_file("srt/entrypoints/http_server.py").read_text()))
     assert {"/v1/models", "/get_model_info", "/health"} <= api
     served = set(mn006.HEALTH_PATHS)
     assert not [r for r in api - served if mn006.answers(r, True) and "metrics" not in r]
