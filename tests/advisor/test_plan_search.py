@@ -116,6 +116,17 @@ def test_l4_qwen3_eagle3_search_names_a_shape_per_band_sglang_accepts(
 ) -> None:
     data, text = search(capsys, *L4)
     assert_invariants(data, L4, [])
+    # "never worse than the given shape" against the given launch planned on its own (plan
+    # without --search-shape), not the search's own row for it
+    main(["plan", *L4, "--concurrency", ",".join(map(str, CONCURRENCY)), "--format", "json"])
+    alone = {
+        p["concurrency"]: p["on"]["output_tok_s"]
+        for p in json.loads(capsys.readouterr().out)["curves"]
+    }
+    for point in (p for b in data["bands"] for p in b["points"]):
+        assert point["given_tok_s"] == pytest.approx(alone[point["concurrency"]], rel=1e-3)
+        if point["best_ttft_p99_ms"] <= 5000 and point["given_ttft_p99_ms"] <= 5000:
+            assert point["best_tok_s"] >= point["given_tok_s"]
     assert all(b["shape"] is not None for b in data["bands"][:1])  # speculation pays at low load
     assert "bands: " in text and "crossover (speculation stops paying" in text
     assert "# SpecServer (the choice)" in text
