@@ -8,7 +8,8 @@ What it does:
 Why it matters:
     Every pod of a worker template gets the same argv: a literal rank makes every worker
     claim the same node rank, and a missing one makes each a second rank 0. SGLang serves
-    HTTP only on node rank 0, so a leader with another rank serves nothing.
+    its API only on node rank 0 (other ranks answer health checks only), so a leader with
+    another rank serves no requests.
 Example (fails):
     workerTemplate: ... --node-rank 1 (size: 4)
 Use instead:
@@ -42,7 +43,7 @@ def check(launch: Launch, ctx: Context) -> Iterable[Diagnostic]:
         if rank == 0:
             return []
         message = f"the leader has {written}: LWS_WORKER_INDEX is 0 there, and SGLang serves "
-        message += "HTTP only on node rank 0"
+        message += "its API only on node rank 0"
     elif group.rank_from_index is not False:
         return []
     elif group.role == "worker" and group.size == 2 and rank == 1:
