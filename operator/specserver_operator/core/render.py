@@ -4,8 +4,9 @@
 references and labels; callers never see YAML strings. The workload is a Deployment on one node
 (``resources.nodes`` 1) and a LeaderWorkerSet across nodes: one group of ``nodes`` pods per
 replica, leader and workers on the same launch (``pod.yaml.j2`` renders both pod specs; only
-the leader serves HTTP, has the probes and runs the preflight), and the Service on the serving
-group's leader. Called by children.py; no API access, no clock.
+the leader serves the API on the named port ``http``, a worker is probed on SGLang's
+health-only server, every pod runs the preflight), and the Service on the serving group's
+leader. Called by children.py; no API access, no clock.
 """
 
 from __future__ import annotations
@@ -188,9 +189,14 @@ def _pod_spec(context: dict[str, Any], leader: bool) -> dict[str, Any]:
 
 
 def _render(template: str, context: dict[str, Any], server: SpecServer, uid: str) -> dict[str, Any]:
-    pods = {"pod_spec": _pod_spec(context, True)}
-    if template == WORKLOAD_TEMPLATES[LEADER_WORKER_SET]:
-        pods = {"leader_pod_spec": pods["pod_spec"], "worker_pod_spec": _pod_spec(context, False)}
+    pods: dict[str, Any] = {}  # the Service renders no pod spec
+    if template == WORKLOAD_TEMPLATES[DEPLOYMENT]:
+        pods = {"pod_spec": _pod_spec(context, True)}
+    elif template == WORKLOAD_TEMPLATES[LEADER_WORKER_SET]:
+        pods = {
+            "leader_pod_spec": _pod_spec(context, True),
+            "worker_pod_spec": _pod_spec(context, False),
+        }
     text = ENV.get_template(template).render(**context, **pods)
     obj: dict[str, Any] = yaml.load(text, Loader=_LOADER)
     obj["metadata"]["ownerReferences"] = [owner_reference(server, uid)]

@@ -18,10 +18,10 @@ from pydantic import ValidationError
 
 from specserver_advisor.loaders.configchain import ConfigSourceError, ModelConfigs
 from specserver_advisor.models import SpecServer, SpecServerSpec
-from specserver_operator.core import bluegreen, ownstatus, speccheck
+from specserver_operator.core import children, ownstatus, speccheck
 from specserver_operator.core.autopilot import NO_PROMETHEUS_URL
 from specserver_operator.core.drift import SCALED_KINDS
-from specserver_operator.core.names import child_name, lws_name
+from specserver_operator.core.names import child_name
 from specserver_operator.core.observed import Autoscaler, ChildKey, Observed
 from specserver_operator.core.passcache import PassCache
 from specserver_operator.core.status import STATUS_PENDING_KEY
@@ -42,22 +42,15 @@ AUTOSCALER_REFRESH_S = 60.0
 
 def child_keys(name: str) -> list[ChildKey]:
     """Every child a SpecServer of this name may own, under any switch strategy and on one
-    node (Deployments) or across nodes (LeaderWorkerSets)."""
+    node (Deployments) or across nodes (LeaderWorkerSets): its workloads and its Service."""
     base = child_name(name)
-    modes = [bluegreen.deployment_name(base, m) for m in bluegreen.MODES]
-    return [
-        ("Deployment", base),
-        *[("Deployment", mode) for mode in modes],
-        ("LeaderWorkerSet", lws_name(base)),
-        *[("LeaderWorkerSet", mode) for mode in modes],
-        ("Service", base),
-    ]
+    return [*children.workload_keys(base), ("Service", base)]
 
 
 def observe_children(
     client: PassClient, namespace: str, name: str, now_ts: float, memo: PassCache
 ) -> tuple[dict[ChildKey, dict[str, Any] | None], list[Autoscaler] | None]:
-    """The children (and, when an engine Deployment exists, the namespace's autoscalers). A
+    """The children (and, when an engine workload exists, the namespace's autoscalers). A
     LeaderWorkerSet whose template this operator wrote last, with no write since, is marked
     ``STATUS_PENDING_KEY``: its status is still about the template before (status.lws_state)."""
     found = {}
