@@ -114,12 +114,13 @@ class Stack:
         )
         log.close()
 
-    def endpoint(self, namespace: str) -> str | None:
+    def endpoint(self, namespace: str, name: str = NAME) -> str | None:
+        """The first Ready endpoint of the Service ``name`` the node agent routes to."""
         try:
             data = json.loads((self.state / "agent" / "endpoints.json").read_text())
         except (OSError, ValueError):
             return None
-        return (data.get(f"{namespace}/{NAME}") or [None])[0]
+        return (data.get(f"{namespace}/{name}") or [None])[0]
 
     def stop(self) -> None:
         if self.operator is not None:

@@ -90,12 +90,8 @@ class MultinodeStack(Stack):
     def env(self) -> dict[str, str]:
         return dict(super().env(), SPECSERVER_SIGNAL_WINDOW_SECONDS="20")
 
-    def endpoint(self, namespace: str) -> str | None:
-        try:
-            data = json.loads((self.state / "agent" / "endpoints.json").read_text())
-        except (OSError, ValueError):
-            return None
-        return (data.get(f"{namespace}/{NAME}") or [None])[0]
+    def endpoint(self, namespace: str, name: str = NAME) -> str | None:
+        return super().endpoint(namespace, name)
 
 
 @pytest.fixture(scope="module")
