@@ -24,7 +24,7 @@ from specserver_operator.kube import kopfdecode, kopfpaging
 from specserver_operator.kube.client import LIST_PAGE, KubeClient
 from specserver_operator.kube.connection import Connection
 from specserver_operator.kube.informer import ObjectCache
-from specserver_operator.kube.secretgrants import Recorder, grant_namespace
+from specserver_operator.kube.secretgrants import Recorder, Sweeper, grant_namespace
 from specserver_operator.loop.cycle import Cycle
 from specserver_operator.loop.leader import Elector
 from specserver_operator.metrics import registry as opmetrics
@@ -131,6 +131,11 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     _STOP.clear()
     threading.Thread(
         target=_run_cycle, args=(interval,), name="specserver-cycle", daemon=True
+    ).start()
+    # Stale Secret grants are deleted here, a bounded batch at a time, never on the cycle.
+    sweeper = Sweeper(cycle().grants, cycle().client, grant_namespace())
+    threading.Thread(
+        target=sweeper.run_forever, args=(_STOP,), name="specserver-grant-sweeper", daemon=True
     ).start()
 
 
