@@ -10,8 +10,8 @@ import copy
 from pathlib import Path
 
 import yaml
-from oracle import REPO, sglang_file
 
+from oracle import REPO, sglang_file
 from specserver_advisor.models import SpecServer
 from specserver_operator.core import podpolicy
 

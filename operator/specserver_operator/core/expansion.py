@@ -156,6 +156,8 @@ def render_args(argv: Sequence[str], nodes: int) -> list[str]:
 def render_env(env: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """``env`` as written into a container: every literal value escaped."""
     return [
-        {**item, "value": escape(str(item["value"]))} if item.get("value") is not None else dict(item)
+        {**item, "value": escape(str(item["value"]))}
+        if item.get("value") is not None
+        else dict(item)
         for item in env
     ]

@@ -183,9 +183,7 @@ def unexpanded_problem(server: SpecServer, cfg: EngineConfig) -> str | None:
     webhook and ConfigValid judged something else than what the engine and the preflight run."""
     injected = group_env(server)
     keep = operator_positions(cfg.args, server.spec.resources.nodes)
-    judged = [
-        expand(a, mapping_for(injected)) if i in keep else a for i, a in enumerate(cfg.args)
-    ]
+    judged = [expand(a, mapping_for(injected)) if i in keep else a for i, a in enumerate(cfg.args)]
     env = rendered_env(server)
     head = ["preflight", "--gpu-type", server.spec.resources.gpu_type, "--"]
     for name, command, args, expected in (
@@ -199,9 +197,11 @@ def unexpanded_problem(server: SpecServer, cfg: EngineConfig) -> str | None:
     ):
         ran = container_argv({"command": command, "args": args, "env": env}, injected)
         if ran != expected:
-            at = next(i for i, (a, b) in enumerate(zip([*ran, ""], expected)) if a != b)
+            n = max(len(ran), len(expected))
+            got, want = [*ran, *[""] * (n - len(ran))], [*expected, *[""] * (n - len(expected))]
+            at = next(i for i in range(n) if got[i] != want[i])
             return (
-                f"the {name} container would run {ran[at]!r} where {expected[at]!r} was "
+                f"the {name} container would run {got[at]!r} where {want[at]!r} was "
                 "checked (Kubernetes expands $(VAR) in args)"
             )
     environment = container_env(env, injected)

@@ -213,9 +213,9 @@ def keep(
     while a SpecServer names a Secret or grants are held (none otherwise: a new generation's
     grant is read by its pass, cachedclient.CachedClient), and, while ``leading``, naming the
     grants of SpecServers that are gone for the ``Sweeper`` to delete (``book.doomed``; no
-    deletion is made here, so no number of grants slows the cycle). A LIST that fails keeps the last one until the next is
-    due (it can only lack grants: a pass then reads its own, or refuses; it never renders
-    without)."""
+    deletion is made here, so no number of grants slows the cycle). A LIST that fails keeps
+    the last one until the next is due (it can only lack grants: a pass then reads its own, or
+    refuses; it never renders without)."""
     where = grant_namespace()
     due = book.listed_at is None or time.monotonic() - book.listed_at >= RELIST_S
     if due and (book.grants or any(names_secret(b) for b in bodies)):
@@ -231,9 +231,7 @@ def keep(
         book.deleted.clear()
         # Only deletions still due: a SpecServer seen again (a relist's late view) keeps its.
         book.doomed = (
-            set(stale(book.grants, live, book.seen, namespaces, time.time()))
-            if leading
-            else set()
+            set(stale(book.grants, live, book.seen, namespaces, time.time())) if leading else set()
         )
     book.seen = (book.seen | live) & (live | set(book.grants))
     book.read = {(uid, g) for uid, g in book.read if uid in live}

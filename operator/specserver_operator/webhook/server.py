@@ -334,7 +334,9 @@ class Server:
                     if size == 0:  # GET /readyz
                         problem = self.health()
                         await _write(
-                            writer, 503 if problem else 200, {"ready": not problem, "why": problem or ""}
+                            writer,
+                            503 if problem else 200,
+                            {"ready": not problem, "why": problem or ""},
                         )
                         return
                     self._check_size(size, self._pool_for(caller) is None)
