@@ -42,6 +42,14 @@ CALL_SITES: dict[tuple[str, str], tuple[tuple[str, ...], ...]] = {
     # Only when the launch's trust_remote_code is on.
     ("utils/hf_transformers/tokenizer.py", "_load_tokenizer_by_declared_class"): (),
 }
+#: Calls the model repository's own files reach with no flag at all (docs/security.md, "Not
+#: covered"): an architecture SGLang does not implement falls back to the Transformers backend
+#: (the three sites above, whatever --model-impl says), and a multimodal model whose
+#: preprocessor_config.json AutoProcessor cannot read builds its processor from auto_map.
+#: Listed so that the test still fails on any site not named here.
+UNGATED = {
+    ("utils/hf_transformers/processor.py", "_build_processor_manually"),
+}
 
 
 def _sites(root: Path) -> set[tuple[str, str]]:
@@ -99,10 +107,11 @@ def _spec(*extra: str) -> SpecServer:
 def test_every_call_that_runs_repository_code_is_reached_only_by_refused_flags() -> None:
     root = sglang_file("srt/server_args.py").parent
     found = _sites(root)
-    assert found == set(CALL_SITES), (
+    known = set(CALL_SITES) | UNGATED
+    assert found == known, (
         "SGLang's calls that run the model repository's code changed; add the flags that "
-        f"reach each new one to podpolicy's refused set: new {sorted(found - set(CALL_SITES))},"
-        f" gone {sorted(set(CALL_SITES) - found)}"
+        f"reach each new one to podpolicy's refused set: new {sorted(found - known)},"
+        f" gone {sorted(known - found)}"
     )
     policy = podpolicy.PodPolicy()
     for site, flags in CALL_SITES.items():
