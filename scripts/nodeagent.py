@@ -22,7 +22,6 @@ import argparse
 import datetime
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -37,6 +36,7 @@ from kubernetes.client.exceptions import ApiException
 
 from lwsstandin import WORKER_INDEX_LABEL, LwsStandIn
 from specserver_engine.ports import free_loopback_port
+from specserver_operator.core import expansion
 
 NODE = "specserver-dev-node"
 #: Wall seconds a deleted pod's engine keeps serving its in-flight requests (not new ones).
@@ -47,20 +47,12 @@ SELECTOR = "app.kubernetes.io/managed-by=specserver"
 #: the cross-node NCCL rendezvous and communicator set-up of the TP group. The stand-in's figure
 #: (not measured); the advisor's switch budget prices multi-node restarts on its own.
 MULTINODE_STARTUP_FACTOR = 1.5
-_VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
 
 def expand(arg: str, env: dict[str, str]) -> str:
-    """``$(VAR)`` in a container arg from the container's env, as the kubelet expands it (an
-    unknown name stays as written; ``$$(VAR)`` is the escaped literal)."""
-
-    def one(match: re.Match[str]) -> str:
-        start = match.start()
-        if start > 0 and arg[start - 1] == "$":
-            return match.group(0)
-        return env.get(match.group(1), match.group(0))
-
-    return _VAR.sub(one, arg).replace("$$(", "$(")
+    """``$(VAR)`` in a container arg from the container's env, as the kubelet expands it
+    (Kubernetes' rules exactly: specserver_operator/core/expansion.py)."""
+    return expansion.expand(arg, expansion.mapping_for(env))
 
 
 def _flag(args: list[str], name: str) -> str | None:
