@@ -16,11 +16,14 @@ from __future__ import annotations
 import base64
 import copy
 import http.client
+import importlib.util
 import json
 import ssl
+import sys
 from typing import Any
 
 import pytest
+import yaml
 from test_operator_e2e import get, wait_for
 from test_webhook import example, operator_webhook
 from test_webhook_hostile import readers
@@ -29,7 +32,7 @@ import webhookpeers
 from specserver_operator.core import expansion
 from specserver_operator.kube import secretgrants
 from specserver_operator.webhook.server import READY_PATH
-from stack import KubeHandle
+from stack import REPO, KubeHandle
 
 pytestmark = pytest.mark.cluster
 
@@ -100,6 +103,56 @@ def test_a_smuggled_reference_is_refused_and_every_container_runs_what_was_judge
         assert "--trust-remote-code" not in ran and "--trust-remote-code" not in checked
         env = expansion.container_env(engine["env"])
         assert env["PRICE"] == "$$(SMUGGLED)$" and env["SMUGGLED"] == "--trust-remote-code"
+
+
+def test_every_pod_of_a_rendered_group_runs_what_was_judged(
+    kube: KubeHandle, namespace: str
+) -> None:
+    """Finding 1 across nodes: the LeaderWorkerSet the operator stores keeps only its own
+    references, which LeaderWorkerSet's environment fills in each pod (the stand-in's
+    desired_pod, what the dev cluster's LeaderWorkerSet does); the spec's "$" text reaches
+    every rank and every preflight as written."""
+    doc = yaml.safe_load(
+        (REPO / "manifests" / "examples" / "deepseek-v3-nextn-h100-2node.yaml").read_text()
+    )
+    literal = ["--served-model-name", "ds$(NOT)$$x"]
+    doc["spec"]["engine"]["extraArgs"] = [*doc["spec"]["engine"].get("extraArgs", []), *literal]
+    with operator_webhook(kube, namespace):
+        refused = _kubectl(kube, namespace, "create", doc)
+        assert "'$(NOT)' is a Kubernetes variable reference" in refused.stderr
+        doc["spec"]["engine"]["extraArgs"][-1] = "ds$$x$"
+        done = _kubectl(kube, namespace, "create", doc)
+        assert done.returncode == 0, done.stderr
+        name = doc["metadata"]["name"]
+        lws = wait_for(
+            lambda: get(
+                kube, "leaderworkersets.leaderworkerset.x-k8s.io", namespace, f"{name}-lws"
+            ),
+            90,
+            "the LeaderWorkerSet",
+        )
+    standin = _standin()
+    group = lws["spec"]["leaderWorkerTemplate"]
+    for worker in range(group["size"]):
+        pod = standin.desired_pod(lws, group, standin.revision(lws), 0, worker)["spec"]
+        (engine,) = pod["containers"]
+        (preflight,) = pod["initContainers"]
+        ran = expansion.container_argv(engine)
+        env = expansion.container_env(engine["env"])
+        assert ran[ran.index("--node-rank") + 1] == str(worker)
+        assert ran[ran.index("--dist-init-addr") + 1] == f"{env['LWS_LEADER_ADDRESS']}:20000"
+        assert ran[-2:] == ["--served-model-name", "ds$$x$"]
+        checked = expansion.container_argv(preflight)
+        assert checked[checked.index("--") + 1 :] == ran[2:]
+
+
+def _standin() -> Any:
+    spec = importlib.util.spec_from_file_location("lwsstandin", REPO / "scripts" / "lwsstandin.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["lwsstandin"] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_a_hand_written_review_approves_no_secret_even_when_trusted(
