@@ -18,12 +18,22 @@ from test_operator_e2e import wait_for
 import loopbackhttp
 from loopbackhttp import Answer, serve
 from specserver_engine.ports import free_loopback_port
-from stack import KubeHandle
+from stack import REPO, KubeHandle
 
 #: What a hostile listener answers (body and reason phrase); must never be read back.
 LEAK = "INTERNAL-ONLY: db_password=hunter2-" + secrets.token_hex(4)
 #: Ports for our listeners (this clone's range; the first free ones are taken).
 PORT_RANGE = range(31453, 31534)
+
+
+def install(kube: KubeHandle) -> KubeHandle:
+    """``kubectl apply -k manifests/`` (the RBAC, the namespace, the operator's objects), less
+    the ValidatingWebhookConfiguration: no operator pod runs on the dev cluster, so nothing
+    serves the installed webhook, and its failurePolicy Fail (issue 37) would refuse every
+    SpecServer write that follows. Tests that need the webhook serve their own."""
+    kube.kubectl("apply", "-k", str(REPO / "manifests"))
+    kube.kubectl("delete", "validatingwebhookconfiguration", "specserver-validation", check=False)
+    return kube
 
 
 def free_port(skip: set[int]) -> int:

@@ -10,11 +10,11 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from tenancy import kubeconfig, sa_token, start_operator, stop
+from tenancy import install, kubeconfig, sa_token, start_operator, stop
 from test_operator_e2e import apply, example, get, wait_for
 
 from specserver_engine.ports import free_loopback_port
-from stack import REPO, KubeHandle
+from stack import KubeHandle
 
 pytestmark = pytest.mark.cluster
 
@@ -30,7 +30,7 @@ def _get(url: str) -> str:
 def test_a_service_account_without_lease_rights_says_so_once_and_writes_nothing(
     kube: KubeHandle, namespace: str, tmp_path: Path
 ) -> None:
-    kube.kubectl("apply", "-k", str(REPO / "manifests"))
+    install(kube)
     token = sa_token(kube, "specserver-system", "specserver-operator")
     config = kubeconfig(tmp_path / "operator.kubeconfig", kube.server, token)
     metrics_port = free_loopback_port()

@@ -16,7 +16,16 @@ from typing import Any
 
 import pytest
 import yaml
-from tenancy import LEAK, Recorder, free_port, kubeconfig, sa_token, start_operator, stop
+from tenancy import (
+    LEAK,
+    Recorder,
+    free_port,
+    install,
+    kubeconfig,
+    sa_token,
+    start_operator,
+    stop,
+)
 from test_operator_e2e import condition, wait_for
 
 from podsecurity import violations
@@ -31,8 +40,7 @@ EXAMPLE = REPO / "manifests" / "examples" / "qwen3-8b-eagle3-l4.yaml"
 
 @pytest.fixture(scope="module")
 def installed(kube: KubeHandle) -> KubeHandle:
-    kube.kubectl("apply", "-k", str(REPO / "manifests"))
-    return kube
+    return install(kube)
 
 
 def _documented_rights(table: str = "rbac-snapshot") -> dict[str, set[str]]:
