@@ -33,6 +33,7 @@ from specserver_operator.core import expansion
 from specserver_operator.kube import secretgrants
 from specserver_operator.webhook.server import READY_PATH
 from stack import REPO, KubeHandle
+from test_network_exposure import admits
 
 pytestmark = pytest.mark.cluster
 
@@ -133,8 +134,29 @@ def test_every_pod_of_a_rendered_group_runs_what_was_judged(
         )
     standin = _standin()
     group = lws["spec"]["leaderWorkerTemplate"]
-    for worker in range(group["size"]):
-        pod = standin.desired_pod(lws, group, standin.revision(lws), 0, worker)["spec"]
+    pods = [
+        standin.desired_pod(lws, group, standin.revision(lws), 0, w) for w in range(group["size"])
+    ]
+    # Finding 5 on the same group: the engine policy (accepted by this apiserver) lets its pods
+    # reach each other on the rendezvous and NCCL ports, and an engine client only the API.
+    policy_file = REPO / "manifests" / "networkpolicy-engines.yaml"
+    # (--validate=false: an apiserver before 1.22 does not know endPort and drops it.)
+    kube.kubectl(
+        "apply", "--dry-run=server", "--validate=false", "-n", namespace, "-f", str(policy_file)
+    )
+    (policy,) = [d for d in yaml.safe_load_all(policy_file.read_text()) if d]
+    leader, worker_pod = (
+        {"labels": p["metadata"]["labels"], "ports": p["spec"]["containers"][0].get("ports", [])}
+        for p in pods
+    )
+    for src, dst in ((worker_pod, leader), (leader, worker_pod)):
+        for port in (20000, 21099, 45123):
+            assert admits(policy, src["labels"], {}, True, dst, port), (port, dst["labels"])
+    client = {"specserver.io/engine-client": "true"}
+    assert not admits(policy, client, {}, True, leader, 20000)
+    assert admits(policy, client, {}, True, leader, leader["ports"][0]["containerPort"])
+    for worker, full in enumerate(pods):
+        pod = full["spec"]
         (engine,) = pod["containers"]
         (preflight,) = pod["initContainers"]
         ran = expansion.container_argv(engine)
