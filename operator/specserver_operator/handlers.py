@@ -83,7 +83,14 @@ def cycle() -> Cycle:
 
 
 def _run_cycle(interval: float) -> None:
-    cycle().run_forever(_STOP, interval)
+    shared = cycle()  # waits for kopf's login (so never on kopf's start-up handler)
+    # Stale Secret grants are deleted on a thread of their own, a bounded batch at a time,
+    # never on the shared cycle (secretgrants.Sweeper).
+    sweeper = Sweeper(shared.grants, shared.client, grant_namespace())
+    threading.Thread(
+        target=sweeper.run_forever, args=(_STOP,), name="specserver-grant-sweeper", daemon=True
+    ).start()
+    shared.run_forever(_STOP, interval)
 
 
 def _run_webhook() -> None:
@@ -131,11 +138,6 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     _STOP.clear()
     threading.Thread(
         target=_run_cycle, args=(interval,), name="specserver-cycle", daemon=True
-    ).start()
-    # Stale Secret grants are deleted here, a bounded batch at a time, never on the cycle.
-    sweeper = Sweeper(cycle().grants, cycle().client, grant_namespace())
-    threading.Thread(
-        target=sweeper.run_forever, args=(_STOP,), name="specserver-grant-sweeper", daemon=True
     ).start()
 
 
