@@ -260,35 +260,53 @@ def _container_launches(
                 path, item, positions[k], shell_env, in_container, lines, budget
             )
     if not out:
-        found = detect(items)
-        if found:
-            kind, first = found
-            positional = kind == "server" and items[first - 1] == "serve"
-            launch = make_launch(
-                path,
-                kind,
-                items[first:],
-                positions[first:] or [start],
-                start,
-                env,
-                in_container,
-                positional,
-                launcher=launcher_of(items, first),
-            )
-            for index, names in unknown.items():
-                for name in names:
-                    launch.unresolved.setdefault(name, positions[index])
-            held = {i - first for i in unknown if i >= first}
-            named = {
-                i for i in held if name_decided(items[i + first], _first_ref(items[i + first]))
-            }
-            forget_unresolved(launch, held, named)
+        launch = launch_from_items(path, items, positions, start, env, in_container, unknown)
+        if launch is not None:
             out.append(launch)
     for la in out:
         la.env_positions = env_pos
         la.document_suppressions = dict(doc_suppress)
         la.last_line = max([p.line for p in positions] + [la.start.line])
     return out
+
+
+def launch_from_items(
+    path: str,
+    items: list[str],
+    positions: list[Position],
+    start: Position,
+    env: dict[str, str],
+    in_container: bool,
+    unknown: dict[int, list[str]] | None = None,
+) -> Launch | None:
+    """The launch an argv list holds (a container's command, a Python list, a Dockerfile exec
+    form), or None; ``unknown``: item index -> the references in it that are not known here
+    (``$(VAR)``, templates, Python names): what they supply is not checked (INFO002)."""
+    found = detect(items)
+    if not found:
+        return None
+    unknown = unknown or {}
+    kind, first = found
+    positional = kind == "server" and items[first - 1] == "serve"
+    launch = make_launch(
+        path,
+        kind,
+        items[first:],
+        positions[first:] or [start],
+        start,
+        env,
+        in_container,
+        positional,
+        launcher=launcher_of(items, first),
+    )
+    for index, names in unknown.items():
+        for name in names:
+            at = positions[index] if index < len(positions) else start
+            launch.unresolved.setdefault(name, at)
+    held = {i - first for i in unknown if i >= first}
+    named = {i for i in held if name_decided(items[i + first], _first_ref(items[i + first]))}
+    forget_unresolved(launch, held, named)
+    return launch
 
 
 def _annotation_suppressions(doc: Any) -> dict[str, str]:
