@@ -83,7 +83,11 @@ def _excluded(path: str, patterns: tuple[str, ...]) -> bool:
 
 def lintable(name: str) -> bool:
     """A file name the directory walk picks up."""
-    return name.endswith(YAML_EXT + SHELL_EXT + OTHER_EXT) or name in OTHER_NAMES
+    return (
+        name.endswith(YAML_EXT + SHELL_EXT + OTHER_EXT)
+        or name in OTHER_NAMES
+        or name.startswith(("Dockerfile.", "Containerfile."))
+    )
 
 
 def select_files(paths: Iterable[Path], patterns: list[str]) -> FileSelection:

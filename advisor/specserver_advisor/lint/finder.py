@@ -155,9 +155,25 @@ def scan(name: str, text: str) -> Scan:
                 raise InputError(f"cannot parse shell script: {exc}", exc.line, exc.column) from exc
             out.form = "text"
             out.launches = _snippets(name, text, budget, lambda p: p)
-    if not out.launches and not out.specservers and not out.why:
-        out.why = _why_none(out.form, text)
+    for la in out.launches:
+        _elided(la)
+    if not out.launches and not out.specservers:
+        out.why = f"read as {out.form}: {out.why}" if out.why else _why_none(out.form, text)
     return out
+
+
+#: An argument written to stand for others in documentation (``python -m ... ...``).
+PLACEHOLDER = re.compile(r"\.\.\.|…|\[(?:options|args|flags)\]|<(?:options|args|flags)>", re.I)
+
+
+def _elided(launch: Launch) -> None:
+    """A launch that elides arguments (``...``): what it leaves out is not reported as an
+    unknown argument, and the launch says it was not fully read (INFO004)."""
+    held = {k for k, arg in enumerate(launch.args) if PLACEHOLDER.fullmatch(arg)}
+    if not held:
+        return
+    launch.parsed.issues = [i for i in launch.parsed.issues if i.index not in held]
+    launch.incomplete = launch.incomplete or "it elides arguments (`...`)"
 
 
 def _why_none(form: str, text: str) -> str:
@@ -441,6 +457,8 @@ class _PythonReader(ast.NodeVisitor):
                 return [], [], {}
             value = _constant(elt, self.consts)
             pos = self.at(elt.lineno, elt.col_offset)
+            if value is _UNKNOWN and _ref(elt) == "sys_executable":
+                value = "python"  # the interpreter running the file
             if value is _UNKNOWN or isinstance(value, list | dict):
                 name = _ref(elt)
                 unknown[len(items)] = [name]
