@@ -801,7 +801,9 @@ def _makefile(path: str, text: str, budget: Budget, where: Where | None = None) 
                 elif m.group(2) != "?" or m.group(1) not in variables:
                     variables[m.group(1)] = value
             continue
-        body = "\n".join(_make_line(ln, variables) for ln in physical)
+        body = "\n".join(
+            _make_line(ln, variables, first=k == 0) for k, ln in enumerate(physical)
+        )
         if not LAUNCH.search(body):
             continue
         found = _shell_snippet(path, body, _relocate(outer, _shift(line0)), budget)
@@ -811,10 +813,13 @@ def _makefile(path: str, text: str, budget: Budget, where: Where | None = None) 
     return out
 
 
-def _make_line(line: str, variables: dict[str, str]) -> str:
+def _make_line(line: str, variables: dict[str, str], first: bool = False) -> str:
+    """One physical recipe line as the shell gets it (``@``/``-``/``+`` prefixes are make's,
+    on the recipe's first line only)."""
     stripped = line.lstrip("\t")
     pad = " " * (len(line) - len(stripped))
-    stripped = re.sub(r"^[@+-]+", lambda m: " " * len(m.group(0)), stripped)
+    if first:
+        stripped = re.sub(r"^\s*[@+-]+", lambda m: " " * len(m.group(0)), stripped)
 
     def sub(m: re.Match[str]) -> str:
         value = variables.get(m.group(1))

@@ -56,10 +56,7 @@ def judge(env: dict[str, str] | None = None) -> Result:
     for d in report.diagnostics:
         by_file[Path(d.path).name].append(d)
     result = Result(files=report.files)
-    spoken = {Path(d.path).name for d in report.diagnostics}
-    result.silent_files = sorted(
-        p.name for p in FILES.iterdir() if p.is_file() and p.name not in spoken
-    )
+    result.silent_files = sorted(Path(name).name for name in report.no_launch)
     taken: dict[str, list[Any]] = {}
     for entry, verdict in zip(launches, verdicts, strict=True):
         name = entry["file"]

@@ -77,8 +77,10 @@ class Corpus:
             self.next += 1
         return out
 
+    out = FILES
+
     def write(self, name: str, lines: list[str]) -> None:
-        (FILES / name).write_text("\n".join(lines) + "\n")
+        (self.out / name).write_text("\n".join(lines) + "\n")
 
     def add(
         self,
@@ -618,11 +620,14 @@ def config_maps(c: Corpus) -> None:
         c.write(name, lines)
 
 
-def main() -> int:
-    if FILES.exists():
-        shutil.rmtree(FILES)
-    FILES.mkdir(parents=True)
+def main(root: Path = HERE) -> int:
+    """Write ``files/`` and ``launches.json`` under ``root`` (the corpus folder by default)."""
+    files = root / "files"
+    if files.exists():
+        shutil.rmtree(files)
+    files.mkdir(parents=True)
     c = Corpus()
+    c.out = files
     writers: list[Callable[[Corpus], None]] = [
         shell_script,
         slurm,
@@ -649,7 +654,7 @@ def main() -> int:
     for writer in writers:
         writer(c)
     data = {"launcher": LAUNCHER, "launches": c.entries}
-    (HERE / "launches.json").write_text(json.dumps(data, indent=1) + "\n")
+    (root / "launches.json").write_text(json.dumps(data, indent=1) + "\n")
     forms = {e["form"] for e in c.entries}
     print(f"wrote {len(c.entries)} launches in {len(forms)} forms")
     return 0
