@@ -29,9 +29,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from oracle import Oracle, missing  # noqa: E402
-from specserver_advisor.gpus import lookup_gpu  # noqa: E402
-from specserver_advisor.loaders.configs import bundled  # noqa: E402
+from oracle import Oracle, missing
+from specserver_advisor.gpus import lookup_gpu
+from specserver_advisor.loaders.configs import bundled
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "advisor" / "lint" / "launchcorpus"
@@ -91,7 +91,13 @@ def main() -> int:
             for entry in launches:
                 argv = local_models(entry["argv"], Path(tmp))
                 answer = oracle.resolve(argv, lookup_gpu(entry["gpu"]), entry["env"])
-                out.append({"file": entry["file"], "lines": entry["lines"], **verdict(answer, entry["argv"])})
+                out.append(
+                    {
+                        "file": entry["file"],
+                        "lines": entry["lines"],
+                        **verdict(answer, entry["argv"]),
+                    }
+                )
     finally:
         oracle.close()
     data = {"sglang": "0.5.23", "script": "tests/oracle/launchcorpus_verdicts.py", "verdicts": out}

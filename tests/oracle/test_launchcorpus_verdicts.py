@@ -8,8 +8,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 from launchcorpus_verdicts import CORPUS, local_models, verdict
+
 from oracle import Oracle, worker_or_skip
 from specserver_advisor.gpus import lookup_gpu
 

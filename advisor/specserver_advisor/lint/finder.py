@@ -801,9 +801,7 @@ def _makefile(path: str, text: str, budget: Budget, where: Where | None = None) 
                 elif m.group(2) != "?" or m.group(1) not in variables:
                     variables[m.group(1)] = value
             continue
-        body = "\n".join(
-            _make_line(ln, variables, first=k == 0) for k, ln in enumerate(physical)
-        )
+        body = "\n".join(_make_line(ln, variables, first=k == 0) for k, ln in enumerate(physical))
         if not LAUNCH.search(body):
             continue
         found = _shell_snippet(path, body, _relocate(outer, _shift(line0)), budget)

@@ -61,7 +61,9 @@ def line_of(text: str, needle: str) -> int:
     return text[: text.index(needle)].count("\n") + 1
 
 
-def test_notebook_helper_string_and_bang_line(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_notebook_helper_string_and_bang_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     text = notebook(
         [
             ("markdown", ["# Launch\n"]),
@@ -90,7 +92,9 @@ def test_notebook_helper_string_and_bang_line(tmp_path: Path, capsys) -> None:  
     assert row[int(found[0]["column"]) - 1 :].startswith(BAD)  # type: ignore[call-overload]
 
 
-def test_notebook_engine_keywords_become_flags(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_notebook_engine_keywords_become_flags(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     text = notebook(
         [
             (
@@ -109,7 +113,9 @@ def test_notebook_engine_keywords_become_flags(tmp_path: Path, capsys) -> None: 
     assert "notebook cell 1, Engine(...) call" in str(hit["message"])
 
 
-def test_markdown_fence_is_read_not_parsed_as_yaml(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_markdown_fence_is_read_not_parsed_as_yaml(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     text = f"# Serve\n\nRun: \n\n```bash\n{LAUNCH}\n```\n\nkey: value\n"
     path = write(tmp_path, "README.md", text)
     found = lint(capsys, path)
@@ -118,19 +124,23 @@ def test_markdown_fence_is_read_not_parsed_as_yaml(tmp_path: Path, capsys) -> No
     assert "INPUT001" not in json.dumps(found)
 
 
-def test_markdown_inline_code(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_markdown_inline_code(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = write(tmp_path, "notes.md", f"Intro\n\nI ran `{LAUNCH}` and it failed.\n")
     found = lint(capsys, path)
     assert codes(found) == [("SPEC015", 3)]
     assert "notes.md inline code at line 3" in str(found[0]["message"])
 
 
-def test_markdown_elided_arguments_are_not_unknown_flags(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_markdown_elided_arguments_are_not_unknown_flags(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = write(tmp_path, "doc.md", "Start `python -m sglang.launch_server ...` first.\n")
     assert codes(lint(capsys, path)) == [("INFO004", 1)]
 
 
-def test_python_argv_list_and_command_string(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_python_argv_list_and_command_string(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     text = (
         "import subprocess, sys\n"
         "cmd = [\n"
@@ -147,13 +157,17 @@ def test_python_argv_list_and_command_string(tmp_path: Path, capsys) -> None:  #
     assert "Python string at line 7" in str(found[1]["message"])
 
 
-def test_python_that_does_not_parse_says_so(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_python_that_does_not_parse_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = write(tmp_path, "broken.py", "import sglang\ndef f(:\n")
     hit = only(lint(capsys, path), "INFO006")
     assert "Python source" in str(hit["message"]) and "does not parse" in str(hit["message"])
 
 
-def test_dockerfile_exec_entrypoint_and_cmd_make_one_argv(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_dockerfile_exec_entrypoint_and_cmd_make_one_argv(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     text = (
         "FROM lmsysorg/sglang:v0.5.23-cu129\n"
         'ENTRYPOINT ["python3", "-m", "sglang.launch_server"]\n'
@@ -165,14 +179,17 @@ def test_dockerfile_exec_entrypoint_and_cmd_make_one_argv(tmp_path: Path, capsys
     assert hit["line"] == 4 and "Dockerfile exec form" in str(hit["message"])
 
 
-def test_dockerfile_shell_form(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
-    text = f"FROM x\nENV PORT=30000\nCMD python3 -m sglang.launch_server \\\n  --model-path Qwen/Qwen3-8B {BAD} --host 0.0.0.0 --port $PORT\n"
+def test_dockerfile_shell_form(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = (
+        "FROM x\nENV PORT=30000\nCMD python3 -m sglang.launch_server \\\n"
+        f"  --model-path Qwen/Qwen3-8B {BAD} --host 0.0.0.0 --port $PORT\n"
+    )
     path = write(tmp_path, "Dockerfile.serve", text)
     hit = only(lint(capsys, path), "SPEC015")
     assert hit["line"] == 4 and "Dockerfile CMD at line 3" in str(hit["message"])
 
 
-def test_makefile_recipe_with_variables(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_makefile_recipe_with_variables(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     text = (
         "MODEL ?= Qwen/Qwen3-8B\nBS = 8\n\nserve:\n"
         "\t@python3 -m sglang.launch_server --model-path $(MODEL) \\\n"
@@ -220,7 +237,9 @@ def test_cookbook_generated_eagle_without_draft_fires_and_neighbour_is_quiet(
     assert "cookbook configuration Qwen3-8B H200/latency" in str(found[0]["message"])
 
 
-def test_cookbook_source_form_crosses_configurations_with_models(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_cookbook_source_form_crosses_configurations_with_models(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     text = (
         "company: Qwen\n"
         "defaults:\n"
@@ -270,7 +289,9 @@ def test_cookbook_source_form_crosses_configurations_with_models(tmp_path: Path,
         ),
     ],
 )
-def test_any_yaml_or_json_key(tmp_path: Path, capsys, name: str, text: str, line: int) -> None:  # type: ignore[no-untyped-def]
+def test_any_yaml_or_json_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, text: str, line: int
+) -> None:
     found = [d for d in lint(capsys, write(tmp_path, name, text)) if d["code"] == "SPEC015"]
     assert [d["line"] for d in found] == [line]
 
@@ -286,7 +307,9 @@ def test_any_yaml_or_json_key(tmp_path: Path, capsys, name: str, text: str, line
         ("bad.ipynb", "{not json", "not valid JSON"),
     ],
 )
-def test_a_file_without_a_launch_gets_one_info006(tmp_path: Path, capsys, name: str, text: str, form: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_file_without_a_launch_gets_one_info006(
+    tmp_path: Path, capsys, name: str, text: str, form: str
+) -> None:  # type: ignore[no-untyped-def]
     found = lint(capsys, write(tmp_path, name, text))
     assert codes(found) == [("INFO006", 1)]
     assert form in str(found[0]["message"])
@@ -307,7 +330,9 @@ COMPOSE = """services:
 """
 
 
-def test_compose_gpu_count_from_a_default_is_the_default(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_compose_gpu_count_from_a_default_is_the_default(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """``"${GPU_IDS:-0,1}"`` is two GPUs (was read as one: POD001's false positive); POD008
     says the count rests on the default; a literal neighbour is quiet, a short default is not."""
     found = lint(capsys, write(tmp_path, "a.yaml", COMPOSE.format(ids='"${GPU_IDS:-0,1}"')))
@@ -318,10 +343,13 @@ def test_compose_gpu_count_from_a_default_is_the_default(tmp_path: Path, capsys)
     assert sorted(codes(found)) == [("POD001", 4), ("POD008", 6)]
 
 
-def test_kubernetes_gpu_limit_from_an_envsubst_default(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_kubernetes_gpu_limit_from_an_envsubst_default(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     text = (
         "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: s}\nspec:\n  template:\n"
-        "    spec:\n      containers:\n        - name: s\n          image: lmsysorg/sglang:v0.5.23\n"
+        "    spec:\n      containers:\n        - name: s\n"
+        "          image: lmsysorg/sglang:v0.5.23\n"
         "          command: [python3, -m, sglang.launch_server, --model-path, Qwen/Qwen3-8B,\n"
         "                    --tp-size, '2', --host, 0.0.0.0]\n"
         "          resources: {limits: {nvidia.com/gpu: '${GPUS:-2}'}}\n"

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from specserver_advisor.lint import docgen
+
 HERE = Path(__file__).resolve().parent / "launchcorpus"
 sys.path.insert(0, str(HERE))
 
@@ -52,3 +54,5 @@ def test_lint_agrees_with_sglang_on_the_corpus() -> None:
     for form, count in result.per_form.items():  # every form is read, none only partly
         assert result.agreed_per_form[form] >= 0.8 * count, (form, result.disagreements)
     assert json.loads((HERE / "verdicts.json").read_text())["sglang"] == "0.5.23"
+    # docs/rules.md quotes scripts/bench-lint-corpus's last line: it must be today's
+    assert judge.table(result).splitlines()[-1] == docgen.CORPUS_FIGURE

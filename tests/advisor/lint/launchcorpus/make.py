@@ -524,7 +524,10 @@ def ray_json(c: Corpus) -> None:
             f'      "name": "sglang-{k}",',
             '      "runtime_env": {"env_vars": {"HF_HOME": "/models"}},',
             '      "server_argv": [',
-            *[f"        {json.dumps(t)}" + ("," if i < len(full) - 1 else "") for i, t in enumerate(full)],
+            *[
+                f"        {json.dumps(t)}" + ("," if i < len(full) - 1 else "")
+                for i, t in enumerate(full)
+            ],
             "      ]",
             "    }" + ("," if k < len(picked) - 1 else ""),
         ]
