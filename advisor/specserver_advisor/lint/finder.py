@@ -26,7 +26,7 @@ from pathlib import PurePath
 from typing import Any
 
 from specserver_advisor.bounded import InputLimitError, json_value
-from specserver_advisor.lint.argv import make_launch
+from specserver_advisor.lint.argv import detect, make_launch
 from specserver_advisor.lint.model import Launch, Position
 from specserver_advisor.lint.shell.budget import Budget
 from specserver_advisor.lint.shell.evaluate import from_shell
@@ -34,6 +34,7 @@ from specserver_advisor.lint.shell.words import ShellSyntaxError
 from specserver_advisor.lint.sources import (
     InputError,
     from_yaml,
+    known_document,
     launch_from_items,
     load_yaml_documents,
 )
@@ -46,7 +47,7 @@ LAUNCH = re.compile(
 #: Bounds on what one file may make the finder do (the file's size is bounded by the engine).
 MAX_SNIPPETS = 400
 MAX_CELLS = 2000
-MAX_NODES = 200_000
+MAX_NODES = 100_000
 MAX_PYTHON_BYTES = 2 * 1024 * 1024
 #: Python callables whose keyword arguments are SGLang's server arguments.
 ENGINE_CALLS = ("Engine", "ServerArgs", "Runtime")
@@ -836,11 +837,14 @@ def tree_launches(
     """Launches in YAML/JSON documents: the workload kinds ``sources.from_yaml`` knows, then,
     in any other document, argv lists, command strings, container-like maps and flag maps under
     any key, and SGLang cookbook model files."""
-    launches, specservers = from_yaml(path, text)
+    docs = load_yaml_documents(text, path)
+    launches, specservers = from_yaml(path, text, docs)
     if launches or specservers:
         return launches, specservers
     lines = text.splitlines()
-    for doc in load_yaml_documents(text, path):
+    for doc in docs:
+        if known_document(doc):
+            continue
         walker = _TreeWalker(path, lines)
         if isinstance(doc, dict) and _cookbook(doc):
             launches += cookbook_launches(path, doc)
@@ -896,12 +900,17 @@ class _TreeWalker:
                 return
             for k, v in node.items():
                 if isinstance(v, str):
-                    self._string(v, sources._pos(node, key=k), str(k))
+                    if LAUNCH.search(v):
+                        self._string(v, sources._pos(node, key=k), str(k))
                 else:
                     self.walk(v, str(k))
         elif isinstance(node, list):
-            if node and all(isinstance(v, str | int | float) for v in node):
-                items = [str(v) for v in node]
+            items = (
+                [str(v) for v in node]
+                if all(isinstance(v, str | int | float) for v in node)
+                else []
+            )
+            if items and detect(items):
                 positions = [sources._pos(node, index=k) for k in range(len(node))]
                 taken = launch_from_items(self.path, items, positions, positions[0], {}, True)
                 if taken is not None:
@@ -910,7 +919,8 @@ class _TreeWalker:
                     return
             for k, v in enumerate(node):
                 if isinstance(v, str):
-                    self._string(v, sources._pos(node, index=k), key)
+                    if LAUNCH.search(v):
+                        self._string(v, sources._pos(node, index=k), key)
                 else:
                     self.walk(v, key)
         return

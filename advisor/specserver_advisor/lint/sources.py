@@ -325,15 +325,18 @@ def _annotation_suppressions(doc: Any) -> dict[str, str]:
     return out
 
 
-def from_yaml(path: str, text: str) -> tuple[list[Launch], list[Any]]:
-    """Launches in YAML documents; also returns SpecServer documents for their own rules."""
+def from_yaml(
+    path: str, text: str, docs: list[Any] | None = None
+) -> tuple[list[Launch], list[Any]]:
+    """Launches in YAML documents; also returns SpecServer documents for their own rules
+    (``docs``: the documents when the caller loaded them already)."""
     launches: list[Launch] = []
     specservers: list[Any] = []
     lines = text.splitlines()
     budget = Budget()  # one shell budget for every command in the file
     files: dict[str, tuple[str, int, str]] = {}
     selecting: list[Selecting] = []  # the file's Services and PodMonitors, for LWS groups
-    for doc in load_yaml_documents(text, path):
+    for doc in load_yaml_documents(text, path) if docs is None else docs:
         if not isinstance(doc, dict):
             continue
         doc_suppress = _annotation_suppressions(doc)
@@ -368,6 +371,20 @@ def from_yaml(path: str, text: str) -> tuple[list[Launch], list[Any]]:
     for la in launches:
         la.embedded_files = files
     return launches, specservers
+
+
+def known_document(doc: Any) -> bool:
+    """A document ``from_yaml`` reads by its kind (a workload, a serving kind, a SpecServer, a
+    ConfigMap, a compose file): the finder does not walk it again."""
+    if not isinstance(doc, dict):
+        return False
+    kind = doc.get("kind")
+    return (
+        kind in WORKLOAD_KINDS
+        or kind in servingkinds.KINDS
+        or kind in ("SpecServer", "ConfigMap", "Service", "PodMonitor")
+        or isinstance(doc.get("services"), dict)
+    )
 
 
 def _group_launches(
