@@ -7,13 +7,10 @@ import json
 import tempfile
 from pathlib import Path
 
-import pytest
 from launchcorpus_verdicts import CORPUS, local_models, verdict
 
-from oracle import Oracle, worker_or_skip
+from oracle import Oracle
 from specserver_advisor.gpus import lookup_gpu
-
-sglang = pytest.fixture(scope="module")(worker_or_skip)
 
 
 def test_stored_verdicts_are_sglangs(sglang: Oracle) -> None:
