@@ -22,7 +22,11 @@ from dataclasses import dataclass, replace
 
 from specserver_advisor.gpus import Gpu
 from specserver_advisor.perf.constants import DEFAULT_CALIBRATION, Calibration
-from specserver_advisor.perf.parallelism import allreduce_s, layer_launch_s
+from specserver_advisor.perf.parallelism import (
+    allreduce_s,
+    layer_launch_s,
+    moe_padded_rows,
+)
 from specserver_advisor.sglang.cudagraphs import replayed_batch
 from specserver_advisor.sglang.modelshape import ModelShape
 
@@ -140,15 +144,20 @@ def forward_time(
     weights = float(weight_bytes)
     if not shape.tie_embeddings:
         weights -= shape.vocab_size * shape.hidden_size * shape.dtype_bytes
+    linear = 2 * shape.active_params_per_token() * computed / tp
     if shape.is_moe:
         independent = batch * (1 + (positions - 1) * cal.moe_routing_independence)
         touched = min(shape.num_experts, _experts_touched(shape, independent))
         routed_share = shape.num_experts * shape.expert_params() * shape.moe_layers
         routed_bytes = weights * routed_share / max(1, shape.total_params())
         weights += routed_bytes * (touched / shape.num_experts - 1)
+        # The fused MoE computes each touched expert's tokens padded to its row block: at a
+        # few tokens per expert that padding, not the tokens, sets the experts' FLOPs.
+        routed_flops = shape.experts_per_token * shape.expert_params() * shape.moe_layers
+        padded = moe_padded_rows(shape, computed, touched) * shape.expert_params()
+        linear += 2 * (padded * shape.moe_layers - routed_flops * computed) / tp
     kv = batch * context * cell_bytes * tp  # cell is per GPU; total across the TP group
     bytes_read = (weights + kv) / tp
-    linear = 2 * shape.active_params_per_token() * computed / tp
     # Attention score/value FLOPs grow with context: 4 * layers * heads * head_dim per position.
     attention = 4 * shape.num_layers * shape.num_heads * shape.head_dim * context * tokens / tp
     mem_s = bytes_read / (scn.gpu.bandwidth_gbs * 1e9 * cal.bandwidth_efficiency)
@@ -308,8 +317,24 @@ def gpu_step_time(
     # built from the request's own text and priced by the fitted per-request cost as it was.
     eagle_tree = spec.topk > 1 and spec.algorithm != "NGRAM"
     tree = spec.num_draft_tokens / (spec.num_steps + 1) if eagle_tree else 1.0
-    host = cal.spec_step_overhead_s + cal.spec_s_per_request * batch * max(1.0, tree)
+    host = cal.spec_step_overhead_s + spec_request_s(scn, cal) * batch * max(1.0, tree)
     return verify + target_eager + draft_s + host
+
+
+def spec_request_s(scn: Scenario, cal: Calibration) -> float:
+    """A speculative step's cost per request beyond its forwards, on ``scn``'s card.
+
+    The draft's and the verify's per-request GPU work is in their forwards (``forward_time``:
+    the draft's steps over ``topk`` rows, the verify over ``num_draft_tokens`` positions and
+    the rows its graph pads to). What remains grows with the requests and not with the card:
+    the host's loop over them (tree build, accept, KV slot bookkeeping in Python between the
+    draft and the verify, which the speculative worker does not overlap). The field's two
+    cards bound it: the L4's figures alone fit 0.27 ms, the GB10's (an Arm host) 1.33 ms; the
+    public corpus's losses at batch on H100/H200/MI300X-class servers test it there
+    (``perf.validation``).
+    """
+    del scn
+    return float(cal.spec_s_per_request)
 
 
 def prefill_time(scn: Scenario, speculative: bool, cal: Calibration) -> float:
