@@ -48,22 +48,23 @@ class Calibration:
     #: fast the card computes (``parallelism.layer_kernels``). Fitted to the public validation
     #: corpus's plain decode of big models (``perf.validation``; docs/advisor.md); on the
     #: L4 and the GB10 the fitted small-kernel work above is larger and binds instead.
-    kernel_floor_s: float = 0.0000044
+    kernel_floor_s: float = 0.0000055
     #: The same on AMD Instinct cards under HIP graphs (a slower launch path). First-principles,
     #: not fitted: the corpus's AMD figures are read at a per-user speed the plain model does
     #: not reach on those cards yet (docs/advisor.md), so they do not constrain it.
     rocm_kernel_floor_s: float = 0.000008
     #: The custom all-reduce's latency inside a node (one-shot: a peer write and a flag round
     #: trip over NVLink/NVSwitch or Infinity Fabric). Fitted to the corpus (TP 2-8 figures).
-    allreduce_latency_s: float = 0.000016
+    allreduce_latency_s: float = 0.0000038
     #: NCCL's (RCCL's) all-reduce latency where the custom kernel does not apply (past its
     #: buffer, or a group spanning nodes). First-principles: about twice the custom kernel's.
     nccl_latency_s: float = 0.00002
     #: Across nodes: the NIC's extra latency and its bandwidth per GPU (400 Gb/s InfiniBand or
     #: RoCE, ~50 GB/s: an order of magnitude below NVLink). The latency is fitted to the
     #: corpus's two-node figures; the bandwidth is the data sheet's.
-    internode_latency_s: float = 0.00009
+    internode_latency_s: float = 0.00008
     internode_gbs: float = 50.0
+
 
 #: Constants the fit leaves alone (no field figure constrains them).
 UNFITTED = (

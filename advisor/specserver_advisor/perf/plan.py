@@ -25,6 +25,7 @@ from specserver_advisor.perf.model import (
     predict,
 )
 from specserver_advisor.perf.treeaccept import tree_accept
+from specserver_advisor.perf.unmodelled import unmodelled_notes
 from specserver_advisor.policy.model import PolicyContext, score
 from specserver_advisor.policy.switchcost import group_restart_extra_s
 from specserver_advisor.sglang import memory
@@ -414,6 +415,7 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
         notes.append(_unset_cap_note(r, sglang_default))
     if mem.error:
         notes.append(mem.error)
+    notes.extend(unmodelled_notes(inp.args, inp.target_config, scn, cal))
     return Plan(
         r,
         ctx,

@@ -194,9 +194,7 @@ def leave_one_source_out(
     held: dict[str, Calibration] = {}
     for source in sorted({f.source for f in figs}):
         held[source] = fit([f for f in figs if f.source != source], start, rounds)
-    scored = [
-        Scored(f, predict_figure(f, full), predict_figure(f, held[f.source])) for f in figs
-    ]
+    scored = [Scored(f, predict_figure(f, full), predict_figure(f, held[f.source])) for f in figs]
     return full, scored
 
 
