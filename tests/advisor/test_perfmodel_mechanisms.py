@@ -148,7 +148,8 @@ def test_tensor_parallel_costs_are_per_gpu_count() -> None:
     dense, _ = layer_kernels(target)
     floor = (80 * dense + FORWARD_KERNELS) * cal.kernel_floor_s
     assert layer_launch_s(one, target, cal) == layer_launch_s(four, target, cal)
-    assert layer_launch_s(four, target, cal) == layer_launch_s(eight, target, cal) == floor
+    assert layer_launch_s(four, target, cal) == layer_launch_s(eight, target, cal)
+    assert layer_launch_s(eight, target, cal) == pytest.approx(floor)
     # The L4's small-kernel work scaled down by the H100's TFLOPS is below that floor.
     assert layer_launch_s(l4_four, target, cal) * 121 / 989 < floor
 
