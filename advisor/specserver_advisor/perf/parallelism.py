@@ -32,6 +32,7 @@ here: ``perf.unmodelled`` names them in the plan's notes with the error they imp
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Protocol
 
 from specserver_advisor.gpus import Gpu
@@ -159,10 +160,19 @@ def layer_launch_s(scn: Parallel, shape: ModelShape, cal: Calibration) -> float:
     1/tp of the work, ``tp_work_share``). The forward's own kernels (embedding, final norm,
     LM head, sampling) pay the floor once.
     """
-    floor = kernel_floor_s(scn.gpu, cal)
-    rate = REFERENCE_TFLOPS / scn.gpu.bf16_tflops / scn.clock_scale**0.5
-    dense_work = cal.launch_s_per_dense_layer * rate * tp_work_share(DENSE_SMALL_KERNELS, scn)
-    moe_work = cal.launch_s_per_moe_layer * rate * tp_work_share(MOE_SMALL_KERNELS, scn)
+    return _layer_launch_s(scn.gpu, scn.tp_size, scn.clock_scale, shape, cal)
+
+
+@lru_cache(maxsize=1024)
+def _layer_launch_s(
+    gpu: Gpu, tp: int, clock_scale: float, shape: ModelShape, cal: Calibration
+) -> float:
+    """``layer_launch_s`` once per card, group, clock and shape: it does not depend on the
+    batch (every forward of every load of a plan asks)."""
+    floor = kernel_floor_s(gpu, cal)
+    rate = REFERENCE_TFLOPS / gpu.bf16_tflops / clock_scale**0.5
+    dense_work = cal.launch_s_per_dense_layer * rate * _share(DENSE_SMALL_KERNELS, tp)
+    moe_work = cal.launch_s_per_moe_layer * rate * _share(MOE_SMALL_KERNELS, tp)
     dense_kernels, moe_kernels = layer_kernels(shape)
     dense = max(dense_kernels * floor, dense_work)
     moe = max(moe_kernels * floor, moe_work)
@@ -176,9 +186,13 @@ def tp_work_share(kernels: tuple[tuple[str, bool], ...], scn: Parallel) -> float
     Each small kernel counts alike (at decode they are latency-bound, not work-bound by size):
     the whole ones fully, the sharded ones at 1/tp.
     """
+    return _share(kernels, scn.tp_size)
+
+
+def _share(kernels: tuple[tuple[str, bool], ...], tp: int) -> float:
     whole = sum(1 for _, full in kernels if full)
     sharded = len(kernels) - whole
-    return (whole + sharded / max(1, scn.tp_size)) / len(kernels)
+    return (whole + sharded / max(1, tp)) / len(kernels)
 
 
 def moe_padded_rows(shape: ModelShape, tokens: float, touched: float) -> float:
