@@ -26,8 +26,8 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from oracle import REQUIRE_ENV, load_oracleenv, missing, required
 
+from oracle import REQUIRE_ENV, load_oracleenv, missing, required
 from specserver_operator.core.enginefs import WRITES
 from stack import REPO
 
@@ -68,7 +68,9 @@ def test_each_listed_source_line_names_what_moves_the_path(write: Any) -> None:
     package = relative.split("/")[0]
     file = site / relative
     if package in NOT_IN_ORACLE:
-        assert not (site / package).exists(), f"{package} is installed now: drop it from NOT_IN_ORACLE"
+        assert not (site / package).exists(), (
+            f"{package} is installed now: drop it from NOT_IN_ORACLE"
+        )
         return
     assert file.is_file(), file
     text = file.read_text().splitlines()[int(line) - 1]

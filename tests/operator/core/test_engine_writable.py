@@ -68,9 +68,9 @@ def _mount_of(path: str, container: dict[str, Any]) -> dict[str, Any] | None:
     best = None
     for mount in container.get("volumeMounts") or []:
         root = mount["mountPath"].rstrip("/") or "/"
-        if path == root or path.startswith(root + "/"):
-            if best is None or len(root) > len(best["mountPath"].rstrip("/")):
-                best = mount
+        inside = path == root or path.startswith(root + "/")
+        if inside and (best is None or len(root) > len(best["mountPath"].rstrip("/"))):
+            best = mount
     return best
 
 
@@ -102,7 +102,9 @@ def test_every_path_the_engine_writes_is_on_a_writable_volume(path: Path) -> Non
                     continue
                 where = resolve(write.path, env)
                 problem = _writable(where, pod, container)
-                assert problem is None, f"{container['name']}: {write.what} ({write.source}): {problem}"
+                assert problem is None, (
+                    f"{container['name']}: {write.what} ({write.source}): {problem}"
+                )
                 checked += 1
             # tempfile.gettempdir() and os.path.expanduser("~") as Python computes them
             for variable in ("TMPDIR", "HOME"):
