@@ -7,7 +7,7 @@ SGLang 0.5.23 oracle environment.
    operator renders for the engine container (every path moved under a scratch root), put each
    of their directories on a writable volume of the rendered pod: SGLang's cache root and the
    caches ``import sglang`` redirects, Triton's, torch inductor's, the hub's home, xet and hub
-   caches, ``tempfile.gettempdir()``, ``~``.
+   caches, transformers' modules, ``tempfile.gettempdir()``, ``~``.
 
 FlashInfer and outlines are not in the oracle environment (it installs what a resolution
 needs); their lines were read from the wheels SGLang 0.5.23 pins (flashinfer-python 0.7.2,
@@ -84,6 +84,7 @@ from sglang.srt.environ import envs
 import triton
 import huggingface_hub.constants as hub
 from torch._inductor.runtime.cache_dir_utils import cache_dir
+from transformers.utils.hub import HF_MODULES_CACHE
 out = {
     "SGLANG_CACHE_DIR": envs.SGLANG_CACHE_DIR.get(),
     "SGLANG_DG_CACHE_DIR": envs.SGLANG_DG_CACHE_DIR.get(),
@@ -92,6 +93,7 @@ out = {
     "HF_HOME": hub.HF_HOME,
     "HF_XET_CACHE": hub.HF_XET_CACHE,
     "HF_ASSETS_CACHE": hub.HF_ASSETS_CACHE,
+    "HF_MODULES_CACHE": HF_MODULES_CACHE,
     "tempdir": tempfile.gettempdir(),
     "home": os.path.expanduser("~"),
 }

@@ -226,6 +226,13 @@ WRITES: tuple[Write, ...] = (
         START,
         unless="HF_HUB_OFFLINE",
     ),
+    # transformers 5.19.0
+    Write(
+        "transformers' dynamic modules (a model's own code, with trust_remote_code)",
+        "${HF_MODULES_CACHE:-${HF_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/huggingface}/modules}",
+        "transformers/utils/hub.py:108",
+        START,
+    ),
     # outlines (only with --grammar-backend outlines; xgrammar, the default, writes nothing)
     Write(
         "outlines' compiled-grammar disk cache",
