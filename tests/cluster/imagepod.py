@@ -39,6 +39,11 @@ class ImageOperator:
         token = sa_token(self.kube, "specserver-system", "specserver-operator")
         config = kubeconfig(self.workdir / "operator.kubeconfig", self.kube.server, token)
         config.chmod(0o644)  # read by the image's UID 10001
+        # What the kubelet mounts from the ServiceAccount besides the token: the pod's namespace
+        # (the operator keeps its leader Lease there, loop/leader.py).
+        pod_namespace = self.workdir / "namespace"
+        pod_namespace.write_text("specserver-system")
+        pod_namespace.chmod(0o644)
         flags = [f"--env={k}={v}" for k, v in {**env, "KUBECONFIG": "/kubeconfig"}.items()]
         cmd = [
             *self.buildimages.podman_cmd(),
@@ -54,6 +59,8 @@ class ImageOperator:
             *self.buildimages.ulimits(),
             "--volume",
             f"{config}:/kubeconfig:ro",
+            "--volume",
+            f"{pod_namespace}:/var/run/secrets/kubernetes.io/serviceaccount/namespace:ro",
             *flags,
             self.image,
             *args,

@@ -44,10 +44,7 @@ def test_the_operator_image_reconciles_a_specserver(
     liveness = free_loopback_port()
     image_operator.start(
         ["-n", namespace, "--liveness", f"http://127.0.0.1:{liveness}/healthz"],
-        {
-            "SPECSERVER_CYCLE_SECONDS": "1",
-            "SPECSERVER_LEASE_NAMESPACE": "specserver-system",
-        },
+        {"SPECSERVER_CYCLE_SECONDS": "1"},
     )
     doc = {
         "apiVersion": "specserver.io/v1alpha1",
