@@ -381,15 +381,18 @@ def spec_request_s(scn: Scenario, cal: Calibration, tree: float = 1.0) -> float:
 
     The draft's and the verify's forwards are priced in ``forward_time`` (the draft's steps over
     ``topk`` rows, the verify over ``num_draft_tokens`` positions and the rows its graph pads
-    to). What remains grows with the requests, in two parts by mechanism: the GPU's small
-    per-request kernels of the tree (build, mask, accept, KV slot moves), latency-bound work
-    that runs faster on a faster card (``spec_s_per_request`` on a card of
-    ``SPEC_REFERENCE_GBS``, scaled by the card's memory bandwidth: gathers and scatters of a
-    few rows per request, bound by memory traffic at small sizes, not by FLOPs; never below
-    one kernel floor per request's tree), and the host's loop over the requests between the draft and the verify,
-    the same on every card (``spec_host_s_per_request``). ``tree``: an EAGLE tree's nodes per
-    draft step (``num_draft_tokens / (num_steps + 1)``; 1 for a chain): the GPU part grows with
-    it, and the host pays ``spec_tree_node_s`` for each node beyond the chain's one.
+    to). What remains grows with the requests, in parts by mechanism:
+
+    - the GPU's small per-request kernels of the tree (build, mask, accept, KV slot moves):
+      gathers and scatters of a few rows a request, bound by memory traffic at small sizes,
+      not by FLOPs, so ``spec_s_per_request`` (stated at ``SPEC_REFERENCE_GBS``) scales with the
+      card's memory bandwidth, never below one kernel floor;
+    - the host's loop over the requests between the draft and the verify, the same on every
+      card (``spec_host_s_per_request``);
+    - for an EAGLE tree, the host's work per node beyond a chain's one (``spec_tree_node_s``).
+
+    ``tree``: the tree's nodes per draft step (``num_draft_tokens / (num_steps + 1)``; 1 for a
+    chain); the GPU part grows with it too.
     """
     rate = SPEC_REFERENCE_GBS / scn.gpu.bandwidth_gbs
     nodes = max(1.0, tree)
