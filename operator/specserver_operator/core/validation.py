@@ -13,6 +13,7 @@ import posixpath
 import re
 
 from specserver_advisor.launch.multinode import topology_problems
+from specserver_advisor import models
 from specserver_advisor.models import SpecServer
 from specserver_advisor.sglang import draftcontext
 from specserver_advisor.sglang.flags import match_option
@@ -29,8 +30,8 @@ MAX_EAGLE_TOPK = 64
 MAX_DRAFT_TOKENS = 1024
 MAX_NGRAM = 1_000_000_000
 MAX_POLICY_SECONDS = 7 * 86_400
-MAX_EXTRA_ARGS = 256
-MAX_ARG_CHARS = 4096
+MAX_EXTRA_ARGS = models.MAX_EXTRA_ARGS  # also the model's own bound (checked before these)
+MAX_ARG_CHARS = models.MAX_EXTRA_ARG_CHARS
 #: Variables the operator sets itself (a second definition would be ambiguous).
 RESERVED_ENV = ("HF_HOME", "HF_ENDPOINT", "HF_TOKEN")
 #: Variables LeaderWorkerSet gives each pod of a group (its own win: a copy would be ignored),
