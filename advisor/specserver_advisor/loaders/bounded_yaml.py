@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from specserver_advisor.bounded import InputLimitError
+from specserver_advisor.bounded import MAX_NUMBER_CHARS, InputLimitError
 
 try:
     _Loader: Any = yaml.CSafeLoader
@@ -142,8 +142,22 @@ def _why(exc: Exception) -> str:
     return str(exc)
 
 
+#: Tags whose constructor converts digits (any base, YAML 1.1 sexagesimal ``1:30:00``):
+#: their text is bounded (``bounded.MAX_NUMBER_CHARS``) before construction, which is
+#: quadratic for long sexagesimal text and yields an integer no ``str()`` may print for long
+#: ``0x...`` text.
+_NUMBER_TAGS = frozenset({"tag:yaml.org,2002:int", "tag:yaml.org,2002:float"})
+
+
 def scalar(node: yaml.Node, what: str) -> Any:
     """The value of one scalar node (its tag applied), or InputLimitError naming where."""
+    if node.tag in _NUMBER_TAGS and len(node.value) > MAX_NUMBER_CHARS:
+        raise _error(
+            what,
+            node,
+            f"a number written with {len(node.value):,} characters (the limit is "
+            f"{MAX_NUMBER_CHARS})",
+        )
     try:
         return _CONSTRUCTOR.construct_object(node, deep=True)
     except yaml.YAMLError as exc:
