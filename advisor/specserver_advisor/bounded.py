@@ -42,6 +42,8 @@ class InputLimitError(ValueError):
     ) -> None:
         super().__init__(f"{what}: {reason}")
         self.what, self.reason, self.line, self.column = what, reason, line, column
+        #: The JSON decoder's own message, when that is what refused the text.
+        self.decoder_message = ""
 
 
 def depth(value: Any) -> int:
@@ -68,7 +70,8 @@ def number_text(text: str, what: str) -> str:
     1.1's ``1:30:00`` sexagesimal) turns a long text into quadratic work or a huge integer."""
     if len(text) > MAX_NUMBER_CHARS:
         raise InputLimitError(
-            what, f"a number written with {len(text):,} characters (the limit is {MAX_NUMBER_CHARS})"
+            what,
+            f"a number written with {len(text):,} characters (the limit is {MAX_NUMBER_CHARS})",
         )
     return text
 
@@ -126,12 +129,14 @@ def json_value(
     except RecursionError:
         raise InputLimitError(what, f"nested more than {max_depth} levels deep") from None
     except json.JSONDecodeError as exc:
-        raise InputLimitError(
+        error = InputLimitError(
             what,
             f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
             exc.lineno,
             exc.colno,
-        ) from None
+        )
+        error.decoder_message = str(exc)
+        raise error from None
     return check_depth(value, what, max_depth)
 
 

@@ -131,7 +131,7 @@ def guarded_output() -> Iterator[None]:
     streams in place when it starts, restored when it ends)."""
     saved = sys.stdout, sys.stderr
     out, err = GuardedStream(saved[0]), GuardedStream(saved[1])
-    sys.stdout, sys.stderr = out, err  # type: ignore[assignment]
+    sys.stdout, sys.stderr = out, err
     try:
         yield
     finally:

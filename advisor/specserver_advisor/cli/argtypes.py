@@ -68,9 +68,7 @@ def whole(low: int | None = None, high: int | None = None) -> Callable[[str], in
         try:
             value = int(_number_text(text, "an integer"), 10)
         except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"expected an integer, got {shown(text)!r}"
-            ) from None
+            raise argparse.ArgumentTypeError(f"expected an integer, got {shown(text)!r}") from None
         if (low is not None and value < low) or (high is not None and value > high):
             lo = "-inf" if low is None else str(low)
             hi = "inf" if high is None else str(high)

@@ -158,7 +158,10 @@ def add_parser(sub: Any) -> None:
         ),
     )
     p.add_argument(
-        "--launch", type=argtypes.whole(1, 1_000_000), default=1, help="which launch in FILE (1-based)"
+        "--launch",
+        type=argtypes.whole(1, 1_000_000),
+        default=1,
+        help="which launch in FILE (1-based)",
     )
     p.add_argument("--model", help="model directory, HF cache dir, or repo id")
     p.add_argument("--model-revision")

@@ -12,8 +12,8 @@ from __future__ import annotations
 import posixpath
 import re
 
-from specserver_advisor.launch.multinode import topology_problems
 from specserver_advisor import models
+from specserver_advisor.launch.multinode import topology_problems
 from specserver_advisor.models import SpecServer
 from specserver_advisor.sglang import draftcontext
 from specserver_advisor.sglang.flags import match_option
