@@ -161,7 +161,10 @@ def test_override_json_of_any_shape(value: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "run.sh"
         script.write_text(f"{LAUNCH} --json-model-override-args '{value}'\n")
-        lint(script, "--gpu", "L4").check()
+        linted = lint(script, "--gpu", "L4")
+        linted.check()
+        named = [line for line in linted.stdout.splitlines() if "SPEC015" in line]
+        assert any("--json-model-override-args" in line for line in named), linted.stdout
         run = advisor(["plan", "--from", str(script), "--gpu", "L4"])
         run.check()
 
