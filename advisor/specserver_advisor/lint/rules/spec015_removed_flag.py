@@ -20,8 +20,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable
 
-from specserver_advisor.lint.model import Context, Diagnostic, Launch
 from specserver_advisor.errors import shown
+from specserver_advisor.lint.model import Context, Diagnostic, Launch
 from specserver_advisor.lint.rules._base import diag, override_error
 from specserver_advisor.sglang.overrides import FLAG, OPTION
 
