@@ -46,7 +46,8 @@ def check(launch: Launch, ctx: Context) -> Iterable[Diagnostic]:
     refused = override_error(launch) if launch.kind == "server" else None
     if refused:  # a value of --json-model-override-args SGLang cannot apply (or no config has)
         at = launch.parsed.positions.get(FLAG)
-        pos = launch.positions[at] if at is not None and at < len(launch.positions) else None
+        known = at is not None and at < len(launch.positions)
+        flag_at = launch.positions[at] if known and at is not None else launch.start
         message = refused if refused.startswith(OPTION) else f"{OPTION}: {refused}"
-        out.append(diag(rule, launch, pos or launch.start, shown(message)))
+        out.append(diag(rule, launch, flag_at, shown(message)))
     return out
