@@ -260,3 +260,17 @@ def test_many_unknown_flags_on_a_pod_are_linted_within_the_budget() -> None:
         run = lint(path, "--format", "json")
         run.check()
         assert run.seconds < 5.0, run.seconds
+
+
+@FUZZ
+@given(st.sampled_from(["---\n", "--- {}\n", "...\n", "--- ~\n"]), st.integers(10_001, 500_000))
+@example("---\n", 499_000)
+@example("--- {}\n", 280_000)
+def test_many_documents_are_counted_before_composing(marker: str, count: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "docs.yaml"
+        path.write_text(marker * min(count, 2_000_000 // len(marker)))
+        run = lint(path, "--format", "json")
+        run.check()
+        assert run.code == 2 and "INPUT001" in run.stdout, run.stdout[-300:]
+        assert run.seconds < 2.0, run.seconds
