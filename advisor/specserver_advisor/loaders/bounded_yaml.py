@@ -115,7 +115,7 @@ def compose(
 ) -> list[yaml.Node]:
     """Every document's node graph (None documents dropped), measured against the limits.
     Documents are counted before any is composed (``MAX_DOCUMENTS``: 500,000 empty ones cost
-    seconds), and each, empty or not, counts one node against ``max_nodes``."""
+    seconds), and an empty one counts one node against ``max_nodes``."""
     markers = text.count("\n---") + text.count("\n...") + text.startswith(("---", "..."))
     if markers > MAX_DOCUMENTS:
         raise InputLimitError(
@@ -137,7 +137,7 @@ def compose(
     if len(every) > MAX_DOCUMENTS:
         raise InputLimitError(what, f"more than {MAX_DOCUMENTS:,} YAML documents")
     docs = [d for d in every if d is not None]
-    left = max_nodes - len(every)
+    left = max_nodes - (len(every) - len(docs))  # an empty document counts one node
     if left < 0:
         raise InputLimitError(what, f"expands to more than {max_nodes} nodes")
     for doc in docs:
