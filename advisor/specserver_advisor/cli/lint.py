@@ -185,7 +185,8 @@ def run_lint(a: argparse.Namespace) -> int:
     if report.files == 0:
         named = " ".join(shown(p) for p in paths)
         print(
-            f"specserver-advisor: nothing linted: no YAML or shell files in {named}"
+            f"specserver-advisor: nothing linted: no YAML, JSON, shell, Markdown, notebook, "
+            f"Python, Dockerfile or Makefile files in {named}"
             + (f" ({report.excluded} excluded)" if report.excluded else ""),
             file=sys.stderr,
         )
