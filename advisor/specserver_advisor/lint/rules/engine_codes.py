@@ -23,9 +23,10 @@ DOCS = {
             "parser stopped), an invalid SpecServer (naming the field, or the key of an inline "
             "model config of the wrong type), a shell script with an unterminated quote, a "
             "binary, non-UTF-8 or oversized file (over 2,000,000 bytes, stdin included), YAML "
-            "whose aliases expand past 1,000,000 nodes or that nests past 100 levels, a "
-            "recursive alias, or a tag that does not fit its value (docs/advisor.md, Input "
-            "limits).",
+            "whose aliases expand past 1,000,000 nodes or that nests past 100 levels, more "
+            "than 10,000 YAML documents, a number written with more than 64 characters (any "
+            "base, sexagesimal included), a recursive alias, or a tag that does not fit its "
+            "value (docs/advisor.md, Input limits).",
             "Nothing in such a file was checked, so the run exits 2 instead of passing.",
             "a YAML file with `args: [--tp, 2` (unclosed flow sequence)",
             "fix the file, or --extend-exclude it",
