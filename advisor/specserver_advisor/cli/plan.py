@@ -23,6 +23,7 @@ from specserver_advisor.cli.plannodes import nnodes_of, nnodes_problem
 from specserver_advisor.cli.plantext import Verdict, verdict, with_changes
 from specserver_advisor.errors import UsageError
 from specserver_advisor.gpus import GPUS
+from specserver_advisor.launch.secrets import mask_argv, mask_values
 from specserver_advisor.loaders.configs import (
     ConfigNotFoundError,
     ConfigUnreadableError,
@@ -479,10 +480,10 @@ def json_output(
     ``at_fix`` is the plan with the fix set (null when no flag change fixes it)."""
     data: dict[str, Any] = planned.plan.to_json() if planned.plan else {}
     data["verdict"] = {"starts": v.starts, "message": v.line}
-    data["argv"] = with_changes(planned.argv, v.changes)
-    data["flags"] = planned.flags
+    data["argv"] = mask_argv(with_changes(planned.argv, v.changes))
+    data["flags"] = mask_values(planned.flags)
     if not v.starts:
-        data["argv"] = list(planned.argv)
+        data["argv"] = mask_argv(planned.argv)
         if planned.plan is not None:
             data["curves"] = []
             data["crossover_concurrency"] = None

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from specserver_advisor.bounded import InputLimitError
+from specserver_advisor.launch.secrets import scrub, secret_values
 from specserver_advisor.lint import suppress
 from specserver_advisor.lint.configsource import merge_configs
 from specserver_advisor.lint.files import DEFAULT_EXCLUDE, STDIN, YAML_EXT, select_files
@@ -138,9 +139,10 @@ def launches_in_text(name: str, text: str) -> tuple[list[Launch], list[Diagnosti
                 try:
                     launches.append(launch_from_specserver(name, doc))
                 except SpecServerError as exc:
-                    problems.append(
-                        _input_error(name, str(exc), exc.position.line, exc.position.column)
-                    )
+                    problems += [
+                        _input_error(name, message, at.line, at.column)
+                        for message, at in exc.problems
+                    ]
         else:
             try:
                 launches = from_shell(name, text)
@@ -330,6 +332,9 @@ def run(paths: list[Path], options: Options) -> Report:
         diagnostics += found
     enabled = options.codes()
     diagnostics = [d for d in diagnostics if d.code in enabled]
+    hidden = set().union(*(secret_values(la.env, la.parsed.values) for la in launches))
+    for d in diagnostics:  # a finding never prints a credential's value
+        d.message, d.fix = scrub(d.message, hidden), scrub(d.fix, hidden)
     diagnostics = suppress.apply(diagnostics, launches, texts, enabled)
     unique = {(d.path, d.line, d.column, d.code, d.message): d for d in diagnostics}
     ordered = sorted(unique.values(), key=lambda d: (d.path, d.line, d.column, d.code))

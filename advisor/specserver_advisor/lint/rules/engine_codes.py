@@ -20,7 +20,8 @@ DOCS = {
         "Fix the file so it parses, or exclude it from the lint run.",
         _doc(
             "Reports a file the linter cannot read: invalid YAML (at the line and column the "
-            "parser stopped), an invalid SpecServer (naming the field, or the key of an inline "
+            "parser stopped), an invalid SpecServer (one the operator refuses: its own validation, "
+            "every problem at its field, or the key of an inline "
             "model config of the wrong type), a shell script with an unterminated quote, a "
             "binary, non-UTF-8 or oversized file (over 2,000,000 bytes, stdin included), YAML "
             "whose aliases expand past 1,000,000 nodes or that nests past 100 levels, a "
