@@ -77,7 +77,7 @@ def verdict(p: Planned) -> Verdict:
     given = user_cap.value if user_cap is not None and user_cap.source == "user" else None
     fits = plan.fits_on if r.speculative else plan.fits_off
     if given is None or given > fits:
-        changes += ["--max-running-requests", str(plan.recommended_mrr if r.speculative else fits)]
+        changes += ["--max-running-requests", str(plan.recommended_mrr)]
     if not changes:
         return Verdict(True, "starts as given; nothing to change")
     return Verdict(True, "starts; set " + " ".join(changes), changes)

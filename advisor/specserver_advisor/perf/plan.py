@@ -397,7 +397,7 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
         curves.append({"concurrency": c, "on": _point(on) if on else None, "off": _point(off)})
     cross = crossover(scn, cap_on, cap_off, inp.concurrency, cal) if r.algorithm else None
     graph_bs = mem.settings.cuda_graph_max_bs
-    candidates = cap_candidates(inp.concurrency, fits_on, graph_bs, cap_on, cross)
+    candidates = cap_candidates(inp.concurrency, fits_on, graph_bs, sglang_default, cross)
     best = best_cap(scn, inp.concurrency, candidates, r.speculative, cal)
     recommended = min(best, safe_cap(fits_on, graph_bs))
     if recommended < best:
@@ -442,10 +442,12 @@ def safe_cap(fits: int, graph_bs: int) -> int:
 def cap_candidates(
     loads: list[int], fits: int, graph_bs: int, sglang_default: int, cross: float | None
 ) -> list[int]:
-    """The caps the plan compares: each load asked, the crossover, SGLang's own default and
-    the largest safe cap (``safe_cap``); goodput only changes where a cap meets a load."""
-    top = max(1, sglang_default, safe_cap(fits, graph_bs))
-    found = {c for c in loads if 1 <= c <= top} | {safe_cap(fits, graph_bs), max(1, sglang_default)}
+    """The caps the plan compares: each load asked, the crossover, SGLang's own default, the
+    largest safe cap (``safe_cap``) and the KV pool's; goodput only changes where a cap meets
+    a load (or the pool's ceiling)."""
+    top = max(1, fits, sglang_default)
+    found = {c for c in loads if 1 <= c <= top}
+    found |= {safe_cap(fits, graph_bs), max(1, sglang_default), max(1, fits)}
     if cross is not None:
         found.add(max(1, min(top, int(cross))))
     return sorted(found)
