@@ -65,12 +65,13 @@ DOCS = {
         ),
     ),
     "INFO003": (
-        "A template (`{{ }}` outside YAML values): not linted as YAML.",
+        "A template (`{{ }}` outside YAML values, a chart's templates/): not linted as YAML.",
         "Lint the rendered output: helm template CHART | specserver-advisor lint -.",
         _doc(
             "Reports a file that does not parse as YAML because of template syntax (Helm, "
-            "Jinja). Chart templates are excluded by default; this covers files given "
-            "explicitly, e.g. by the pre-commit hook.",
+            "Jinja), and a Helm chart whose templates/ the default excludes skipped (once per "
+            "chart, at its Chart.yaml, naming the helm template command): a chart is never "
+            "reported clean when nothing in it was linted.",
             "Template source is not what the cluster runs; its rendered output is.",
             "{{- if .Values.speculative }} on its own line in templates/deployment.yaml",
             "helm template charts/engine | specserver-advisor lint --stdin-filename out.yaml -",
