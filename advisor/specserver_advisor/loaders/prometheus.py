@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 import re
 import time
-from dataclasses import dataclass, field
+import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ class Access:
     the headers every query sends."""
 
     ca_bundle: str | None = None
-    headers: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def _read_small(path: Path, what: str) -> str:
