@@ -9,10 +9,10 @@ line, where other users of the machine could read them.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import time
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
