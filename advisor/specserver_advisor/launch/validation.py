@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from specserver_advisor.launch.multinode import topology_problems
 from specserver_advisor.launch.names import child_name
-from specserver_advisor.models import SpecServer
+from specserver_advisor.models import SpecServer, SpecServerSpec
 from specserver_advisor.sglang import draftcontext
 from specserver_advisor.sglang.flags import match_option
 
@@ -292,7 +292,12 @@ def _volume_problems(mount: str, claim: str | None, host: str | None) -> list[st
 
 def context_problems(server: SpecServer, model_context: int | None) -> list[str]:
     """Expected tokens against the context the engine will have (spec, else the model's)."""
-    engine = server.spec.engine
+    return spec_context_problems(server.spec, model_context)
+
+
+def spec_context_problems(spec: SpecServerSpec, model_context: int | None) -> list[str]:
+    """``context_problems`` of a spec (``lint`` judges a spec, not a whole object)."""
+    engine = spec.engine
     context = engine.context_length or model_context
     if not context:
         return []

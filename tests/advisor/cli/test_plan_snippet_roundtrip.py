@@ -320,3 +320,38 @@ def test_lint_runs_the_operators_validation_on_a_specserver(
     path.write_text(path.read_text().replace("HF_TOKEN", "LOG").replace("Maybe", "Exists"))
     assert speccheck.parse(yaml.safe_load(path.read_text()))[1] == []
     assert main(["lint", str(path), "--format", "json"]) == 0
+
+
+def test_lint_refuses_what_the_default_operator_refuses_at_render(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """POD008: the pod policy and the expected tokens against the context, the same functions
+    the operator's render checks call (``speccheck.render_problems`` under default settings)."""
+    from specserver_operator.core.podpolicy import PodPolicy
+
+    base = (
+        "apiVersion: specserver.io/v1alpha1\nkind: SpecServer\nmetadata: {name: demo}\n"
+        "spec:\n  model: {path: Qwen/Qwen3-8B}\n  speculative: {algorithm: NGRAM}\n"
+        "  resources: {gpus: 1, gpuType: H100}\n"
+    )
+    cases = {
+        "hostPath": "  modelSource:\n    volume: {hostPath: /data, mountPath: /models}\n",
+        "tolerations": "  engine: {}\n",
+        "expected": "  engine: {expectedInputTokens: 50000}\n",
+    }
+    for name, extra in cases.items():
+        text = base + extra
+        if name == "tolerations":
+            text = text.replace(
+                "gpuType: H100}", "gpuType: H100, tolerations: [{operator: Exists}]}"
+            )
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(text)
+        server, problems = speccheck.parse(yaml.safe_load(text))
+        assert server is not None and problems == []
+        refused = speccheck.render_problems(server, None, PodPolicy())
+        assert main(["lint", str(path), "--format", "json", "--select", "POD008"]) == 1
+        found = json.loads(capsys.readouterr().out)
+        assert [d["code"] for d in found] == ["POD008"] * len(found) and found, name
+        if refused:  # the render's own checks (the context needs the model: asserted by lint)
+            assert found[0]["message"] == refused[0][1]
