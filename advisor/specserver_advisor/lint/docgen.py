@@ -55,11 +55,11 @@ def input_limits() -> list[str]:
         "The limits on reading files (size, encoding, JSON and YAML depth, YAML aliases) and on "
         "model configs are in docs/advisor.md (Input limits).",
         "",
-        "The fuzz suite holds these promises: `tests/advisor/test_fuzz_lint.py` and "
-        "`tests/advisor/test_fuzz_plan_replay.py` run `lint`, `plan` and `replay` on mutated "
+        "The fuzz suite holds these promises: `tests/advisor/lint/test_fuzz_lint.py` and "
+        "`tests/advisor/cli/test_fuzz_plan_replay.py` run `lint`, `plan` and `replay` on mutated "
         "corpus files, binary bytes, deep nesting, YAML anchors and tags, pathological shell and "
         "broken model configs, each within 10 s and 1 GiB, and assert exit 0, 1 or 2 and no "
-        "traceback; `tests/advisor/test_shell_budget.py` holds the shell cases (six nested "
+        "traceback; `tests/advisor/lint/test_shell_budget.py` holds the shell cases (six nested "
         "loops, a recursive function around a loop, a variable doubled 25 times, 2,000 "
         "`if`/`else` lines, a launch line with 400,000 arguments) under a hard memory limit.",
     ]
