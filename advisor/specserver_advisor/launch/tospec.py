@@ -223,7 +223,8 @@ def _env(env: dict[str, str], nnodes: int) -> tuple[dict[str, str], list[str]]:
 
 
 _PLAIN = re.compile(r"[A-Za-z_/][A-Za-z0-9_./-]*")
-_YAML_WORDS = {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~"}
+#: Words YAML 1.1 reads as booleans or null (a plain string spelled so must be quoted).
+_YAML_WORDS = re.compile(r"true|false|yes|no|o(n|ff)|null|y|n|~", re.IGNORECASE)
 
 
 def flow(value: Any) -> str:
@@ -234,7 +235,7 @@ def flow(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(flow(v) for v in value) + "]"
     if isinstance(value, str):
-        plain = _PLAIN.fullmatch(value) and value.lower() not in _YAML_WORDS
+        plain = _PLAIN.fullmatch(value) and not _YAML_WORDS.fullmatch(value)
         return value if plain else json.dumps(value)
     return json.dumps(value)
 
