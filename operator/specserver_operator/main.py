@@ -23,6 +23,7 @@ for _unused in ("kubernetes", "kubernetes_asyncio", "pykube"):
 
 import kopf  # noqa: E402
 
+from specserver_advisor.errors import guarded_output, shown  # noqa: E402
 from specserver_operator import settings  # noqa: E402
 from specserver_operator.reconcile import runsettings  # noqa: E402
 
@@ -111,19 +112,22 @@ def run_render(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse operator flags and run kopf until stopped (or ``render FILE``)."""
+    """Parse operator flags and run kopf until stopped (or ``render FILE``). The flags are
+    read, and a bad one refused (exit 2 naming it), through ``errors.guarded_output``: what they
+    echo is escaped."""
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["render"]:
         return run_render(argv[1:])
-    args = vars(build_parser().parse_args(argv))
-    if args.get("SPECSERVER_NAMESPACES") is not None:
-        args["SPECSERVER_NAMESPACES"] = ",".join(args["SPECSERVER_NAMESPACES"])
-    # Where handlers.configure reads them on kopf's start-up.
-    os.environ.update(settings.resolve_environ(args, os.environ))
-    try:
-        runsettings.read_settings()  # only to refuse a bad value now; handlers read it at start-up
-    except ValueError as exc:
-        build_parser().error(str(exc))
+    with guarded_output():
+        args = vars(build_parser().parse_args(argv))
+        if args.get("SPECSERVER_NAMESPACES") is not None:
+            args["SPECSERVER_NAMESPACES"] = ",".join(args["SPECSERVER_NAMESPACES"])
+        # Where handlers.configure reads them on kopf's start-up.
+        os.environ.update(settings.resolve_environ(args, os.environ))
+        try:
+            runsettings.read_settings()  # only to refuse a bad value now; read at start-up
+        except ValueError as exc:
+            build_parser().error(shown(exc))
     value = settings.value
     namespaces = [n for n in value("SPECSERVER_NAMESPACES").split(",") if n]
     verbose = bool(value("SPECSERVER_VERBOSE"))

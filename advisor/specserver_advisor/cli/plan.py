@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from specserver_advisor.cli import argtypes
 from specserver_advisor.cli.planfrom import Planned
 from specserver_advisor.cli.plannodes import nnodes_of, nnodes_problem
 from specserver_advisor.cli.plantext import Verdict, verdict, with_changes
@@ -41,14 +42,17 @@ MAX_FIXES = 3
 SPEC_FIELDS = {"--mem-fraction-static": "mem_fraction_static", "--context-length": "context_length"}
 
 
-def _int_list(text: str) -> list[int]:
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"expected integers like 1,8,32, got {text!r}") from exc
-    if not values or any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError("concurrency values must be positive integers")
-    return values
+#: Values ``--concurrency`` and ``--prompt-len`` take (counted before any is converted: a
+#: 20,000-value list held ``--search-shape`` for minutes), and the largest concurrency.
+MAX_LIST_ITEMS = 512
+MAX_PROMPT_LENGTHS = 64
+MAX_CONCURRENCY = 65_536
+#: ``--search-shape`` searches every shape at each concurrency and prompt length: at most this
+#: many of each.
+MAX_SEARCH_ITEMS = 16
+#: The largest accept length a launch can have (SGLang's most draft tokens, plus one).
+MAX_ACCEPT_LENGTH = 1025.0
+_int_list = argtypes.whole_list(1, MAX_CONCURRENCY, MAX_LIST_ITEMS, "concurrency values")
 
 
 def _positive_int(text: str) -> int:
@@ -69,6 +73,10 @@ def prompt_mix(text: str) -> tuple[tuple[int, float], ...]:
     """``--prompt-len``: one length, equally likely lengths ``128,512,4096``, or percentiles
     ``p50=512,p90=2048,p99=8192`` (each length takes the requests up to its percentile from the
     one before; the last also takes those above it). Returns (tokens, share) by length."""
+    if text.count(",") >= MAX_PROMPT_LENGTHS:
+        raise argparse.ArgumentTypeError(
+            f"{text.count(',') + 1:,} prompt lengths given; at most {MAX_PROMPT_LENGTHS}"
+        )
     items = [x.strip() for x in text.split(",")]
     if not text.strip() or any(not x for x in items):
         raise argparse.ArgumentTypeError(
@@ -150,7 +158,12 @@ def add_parser(sub: Any) -> None:
             "docker-compose file, shell script or SGLang --config YAML"
         ),
     )
-    p.add_argument("--launch", type=int, default=1, help="which launch in FILE (1-based)")
+    p.add_argument(
+        "--launch",
+        type=argtypes.whole(1, 1_000_000),
+        default=1,
+        help="which launch in FILE (1-based)",
+    )
     p.add_argument("--model", help="model directory, HF cache dir, or repo id")
     p.add_argument("--model-revision")
     p.add_argument("--draft", help="draft directory or repo id (omit for NGRAM / MTP targets)")
@@ -172,7 +185,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--steps", type=int, help="--speculative-num-steps")
     p.add_argument("--topk", type=int, help="--speculative-eagle-topk")
     p.add_argument("--draft-tokens", type=int, help="--speculative-num-draft-tokens")
-    p.add_argument("--accept-length", type=float, help="measured mean accept length")
+    p.add_argument(
+        "--accept-length",
+        type=argtypes.real(0, MAX_ACCEPT_LENGTH, low_open=True, name="an accept length"),
+        help="measured mean accept length",
+    )
     p.add_argument(
         "--input-len",
         type=_positive_int,
@@ -443,6 +460,14 @@ def run(a: argparse.Namespace, extra: list[str]) -> int:
     from specserver_advisor.cli import plantext as plan_render
 
     check_extra(extra, getattr(a, "plan_options", []))
+    if a.search_shape:
+        lengths = len(a.prompt_len or ())
+        if len(a.concurrency) > MAX_SEARCH_ITEMS or lengths > MAX_SEARCH_ITEMS:
+            raise UsageError(
+                f"--search-shape searches at most {MAX_SEARCH_ITEMS} --concurrency values and "
+                f"{MAX_SEARCH_ITEMS} --prompt-len lengths (got {len(a.concurrency)} and "
+                f"{lengths})"
+            )
     planned = build(a, extra)
     if a.search_shape:
         fixed = None if verdict(planned).starts else at_fix(a, extra, planned)

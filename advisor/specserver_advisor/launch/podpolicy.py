@@ -5,7 +5,7 @@ A SpecServer's author chooses the engine image, so the admin decides whether its
 run code in the engine (``CODE_EXECUTION_FLAGS``): refused unless allowed
 (``SPECSERVER_ALLOW_HOST_PATH``, ``SPECSERVER_ALLOW_WILDCARD_TOLERATIONS``,
 ``SPECSERVER_ALLOW_CODE_EXECUTION_FLAGS``). The operator (ConfigValid, reason
-``PodPolicyRefused``), its admission webhook and ``lint`` (POD008, under the default policy) all
+``PodPolicyRefused``), its admission webhook and ``lint`` (POD009, under the default policy) all
 call ``refusal``; the operator's ``core.podpolicy`` adds the pod's resources.
 """
 

@@ -38,7 +38,7 @@ from specserver_advisor import bounded, findings
 from specserver_advisor.launch.model import INVALID_MODEL_CONFIG, extra_args_refusal
 from specserver_advisor.lint.model import Context
 from specserver_advisor.lint.rules import RULES
-from specserver_advisor.lint.rules.pod008_operator_refuses import CODE as OPERATOR_REFUSES
+from specserver_advisor.lint.rules.pod009_operator_refuses import CODE as OPERATOR_REFUSES
 from specserver_advisor.lint.specservers import SpecServerError, launch_from_specserver
 from specserver_advisor.loaders import configchain
 from specserver_advisor.loaders.configchain import ConfigSourceError, ModelConfigs
@@ -153,7 +153,7 @@ def _lint(
     ctx = Context([launch])
     for module in RULES.values():
         if "specserver" not in module.APPLIES_TO or module.CODE == OPERATOR_REFUSES:
-            continue  # POD008 is lint's copy of render_problems, which the review runs itself
+            continue  # POD009 is lint's copy of render_problems, which the review runs itself
         for d in module.check(launch, ctx):
             if d.code == findings.NO_KV_MEMORY and computes_memory:
                 continue  # the operator's render decides (it may compute the fraction)

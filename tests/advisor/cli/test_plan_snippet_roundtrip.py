@@ -325,7 +325,7 @@ def test_lint_runs_the_operators_validation_on_a_specserver(
 def test_lint_refuses_what_the_default_operator_refuses_at_render(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """POD008: the pod policy and the expected tokens against the context, the same functions
+    """POD009: the pod policy and the expected tokens against the context, the same functions
     the operator's render checks call (``speccheck.render_problems`` under default settings)."""
     from specserver_operator.core.podpolicy import PodPolicy
 
@@ -350,8 +350,8 @@ def test_lint_refuses_what_the_default_operator_refuses_at_render(
         server, problems = speccheck.parse(yaml.safe_load(text))
         assert server is not None and problems == []
         refused = speccheck.render_problems(server, None, PodPolicy())
-        assert main(["lint", str(path), "--format", "json", "--select", "POD008"]) == 1
+        assert main(["lint", str(path), "--format", "json", "--select", "POD009"]) == 1
         found = json.loads(capsys.readouterr().out)
-        assert [d["code"] for d in found] == ["POD008"] * len(found) and found, name
+        assert [d["code"] for d in found] == ["POD009"] * len(found) and found, name
         if refused:  # the render's own checks (the context needs the model: asserted by lint)
             assert found[0]["message"] == refused[0][1]

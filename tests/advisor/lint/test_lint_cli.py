@@ -167,9 +167,15 @@ def test_excludes_and_helm_templates(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 
 def test_nothing_linted_is_said(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    (tmp_path / "README.md").write_text("hello\n")
+    (tmp_path / "notes.txt").write_text("hello\n")
     assert main(["lint", str(tmp_path)]) == 2
-    assert "nothing linted: no YAML or shell files" in capsys.readouterr().err
+    assert "nothing linted: no YAML, JSON, shell, Markdown" in capsys.readouterr().err
+    (tmp_path / "README.md").write_text("hello\n")  # a form the finder reads: it says so
+    assert main(["lint", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "README.md:1:1: INFO006 [info] no-launch-taken: no SGLang launch taken from this " in out
+    assert "(read as Markdown: it never names SGLang)" in out
+    (tmp_path / "README.md").unlink()
     (tmp_path / "values.yaml").write_text("replicas: 2\n")
     assert main(["lint", str(tmp_path)]) == 0
     assert capsys.readouterr().out.strip() == (

@@ -114,4 +114,15 @@ def test_golden_files_and_examples_lint_clean() -> None:
 
     diagnostics, count = lint([GOLDEN, REPO / "manifests" / "examples"], Options(env={}))
     assert count >= 8
-    assert diagnostics == []
+    # A SpecServer without a model volume downloads into the engine's writable home, an
+    # emptyDir (docs/engine.md, "Where the engine writes"): POD005 says so, and only there.
+    downloads = sorted(
+        f"{p.stem}.yaml"
+        for p in EXAMPLES
+        if not (yaml.safe_load(p.read_text())["spec"].get("modelSource") or {}).get("volume")
+    )
+    assert downloads
+    assert sorted((Path(d.path).name, d.code) for d in diagnostics) == [
+        (name, "POD005") for name in downloads
+    ]
+    assert all(Path(d.path).parent == GOLDEN for d in diagnostics)

@@ -24,9 +24,10 @@ DOCS = {
             "every problem at its field, or the key of an inline "
             "model config of the wrong type), a shell script with an unterminated quote, a "
             "binary, non-UTF-8 or oversized file (over 2,000,000 bytes, stdin included), YAML "
-            "whose aliases expand past 1,000,000 nodes or that nests past 100 levels, a "
-            "recursive alias, or a tag that does not fit its value (docs/advisor.md, Input "
-            "limits).",
+            "whose aliases expand past 1,000,000 nodes or that nests past 100 levels, more "
+            "than 10,000 YAML documents, a number written with more than 64 characters (any "
+            "base, sexagesimal included), a recursive alias, or a tag that does not fit its "
+            "value (docs/advisor.md, Input limits).",
             "Nothing in such a file was checked, so the run exits 2 instead of passing.",
             "a YAML file with `args: [--tp, 2` (unclosed flow sequence)",
             "fix the file, or --extend-exclude it",
@@ -108,6 +109,22 @@ DOCS = {
             "name they are skipped, not passed.",
             "specserver-advisor lint --gpu L4x serve.sh",
             "specserver-advisor lint --gpu L4 serve.sh",
+        ),
+    ),
+    "INFO006": (
+        "A file that names SGLang (or is a form the finder reads) but writes out no launch.",
+        "Write the launch out (a command, an argv list, Engine/ServerArgs keywords, a flag map), "
+        "or exclude the file from the lint run.",
+        _doc(
+            "Reports, once per file, the form the file was read as (Markdown, Jupyter notebook, "
+            "Python source, Dockerfile, Makefile, YAML or JSON document, shell script) and why no "
+            "launch could be taken from it: it never names SGLang, it names SGLang only in prose "
+            "or a `pip install`, its notebook code cells write no launch, or its Python does not "
+            "parse.",
+            "A file lint read and found nothing in is not a file it checked: saying so keeps a "
+            "launch written in a form lint does not read from passing as clean.",
+            "lint README.md (SGLang named only in `pip install sglang`)",
+            "lint the file that holds the launch",
         ),
     ),
     "SUPP001": (

@@ -1,4 +1,4 @@
-"""POD008 operator-refuses.
+"""POD009 operator-refuses.
 
 What it does:
     Flags a SpecServer the operator would refuse once it renders it (``ConfigValid=False``, and
@@ -14,7 +14,7 @@ Example (fails):
     engine: {extraArgs: ["--trust-remote-code"]} (a default install refuses it)
 Use instead:
     drop the flag, or have the admin allow it (SPECSERVER_ALLOW_CODE_EXECUTION_FLAGS) and
-    ``--ignore POD008`` in that cluster's lint settings
+    ``--ignore POD009`` in that cluster's lint settings
 """
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ from specserver_advisor.launch.validation import spec_context_problems
 from specserver_advisor.lint.model import Context, Diagnostic, Launch
 from specserver_advisor.lint.rules._base import context_check, diag
 
-CODE = "POD008"
+CODE = "POD009"
 NAME = "operator-refuses"
 SEVERITY = "error"
 SUMMARY = "A SpecServer the operator refuses under its default pod policy or the model's context."
-FIX = "Change the field the message names (or, where the admin allows it, ignore POD008)."
+FIX = "Change the field the message names (or, where the admin allows it, ignore POD009)."
 APPLIES_TO = ("specserver",)
 
 
