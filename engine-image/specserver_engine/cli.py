@@ -33,6 +33,11 @@ def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     own, sglang_args = _split(argv)
     parser = argparse.ArgumentParser(prog="specserver-engine")
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"specserver-engine {__version__} (SGLang {SGLANG_VERSION})",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("version", help="print versions")
     s = sub.add_parser("serve", help="exec `sglang serve` with the given SGLang flags")

@@ -55,7 +55,8 @@ def _main(argv: list[str] | None) -> int:
     )
     a, extra = parser.parse_known_args(argv)
     if extra and a.command != "plan":
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        # exit 2 naming the option, with the subcommand's own usage
+        sub.choices[a.command].error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         if a.command == "lint":
             return lint_command.run_lint(a)

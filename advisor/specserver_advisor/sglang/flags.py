@@ -69,6 +69,8 @@ class ParsedArgs:
     config_file: str | None = None
     #: deprecated spellings used (option string as matched -> SGLang's replacement hint)
     deprecated: dict[str, str] = field(default_factory=dict)
+    #: field -> (start, end): the argv items of the option that set it and its values
+    spans: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def is_set(self, field_name: str) -> bool:
         return field_name in self.values
@@ -251,6 +253,7 @@ def parse_server_argv(argv: list[str], positional_model: bool = False) -> Parsed
                 )
             else:
                 _store(parsed, flag, name, i, switch_value(flag, matched))
+                parsed.spans[flag.field] = (i, i + 1)
             i += 1
             continue
         values: list[str]
@@ -289,6 +292,7 @@ def parse_server_argv(argv: list[str], positional_model: bool = False) -> Parsed
         if bad:
             parsed.issues.append(ArgvIssue(at, name, bad, "value"))
             continue
+        parsed.spans[flag.field] = (at, i)
         if flag.nargs is None or (flag.nargs == "?" and converted):
             _store(parsed, flag, name, at, converted[0])
         elif flag.nargs == "?":
