@@ -35,8 +35,8 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from lwsstandin import WORKER_INDEX_LABEL, LwsStandIn
+from specserver_advisor.launch import expansion
 from specserver_engine.ports import free_loopback_port
-from specserver_operator.core import expansion
 
 NODE = "specserver-dev-node"
 #: Wall seconds a deleted pod's engine keeps serving its in-flight requests (not new ones).

@@ -29,7 +29,7 @@ from test_webhook import example, operator_webhook
 from test_webhook_hostile import readers
 
 import webhookpeers
-from specserver_operator.core import expansion
+from specserver_advisor.launch import expansion
 from specserver_operator.kube import secretgrants
 from specserver_operator.webhook.server import READY_PATH
 from stack import REPO, KubeHandle

@@ -224,7 +224,7 @@ def search(
         own = [_gain(p.score, o.score) for p, o in zip(table[choice], off, strict=True)]
         result.choice_crossover = fall_through(loads, own)
         assert result.choice_plan.plan is not None
-        cap, why = _cap(result.choice_plan.plan, result.choice_crossover)
+        cap, why = _cap(result.choice_plan.plan)
         result.max_running_requests, result.cap_reason = cap, why
     return result
 
@@ -268,18 +268,16 @@ def no_crossover_reason(
     return f"the best shape beats speculation off at every load searched (up to {top} users)"
 
 
-def _cap(plan: Plan, crossover: float | None) -> tuple[int, str]:
-    """The ``--max-running-requests`` for the choice and which bound sets it."""
-    bounds = [
-        (plan.fits_on, "the requests its KV pool with the draft holds"),
-        (plan.mem.settings.cuda_graph_max_bs, "the decode CUDA-graph max batch"),
-    ]
-    if crossover is not None:
-        bounds.append(
-            (int(crossover), "the choice's crossover; mode Auto runs without speculation above")
-        )
-    value, why = min(bounds, key=lambda b: b[0])
-    return max(1, value), why
+def _cap(plan: Plan) -> tuple[int, str]:
+    """The ``--max-running-requests`` for the choice and why: the plan's own recommendation
+    (the cap with the most goodput over the loads asked, within the KV pool and the decode
+    graphs), never the crossover, which only says where mode Auto switches speculation off."""
+    cap = max(1, plan.recommended_mrr)
+    if cap >= plan.fits_on:
+        return cap, "the requests its KV pool with the draft holds"
+    if cap >= plan.mem.settings.cuda_graph_max_bs:
+        return cap, "the decode CUDA-graph max batch"
+    return cap, "the most goodput over the loads asked"
 
 
 def _best(k: int, table: dict[Shape, list[Point]]) -> tuple[Shape, Point]:

@@ -11,14 +11,22 @@ never sets become ``INFO002``, a launch the shell budget did not fully evaluate 
 from __future__ import annotations
 
 import os
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from specserver_advisor.bounded import InputLimitError
+from specserver_advisor.launch.secrets import scrub, secret_values
 from specserver_advisor.lint import finder, suppress
 from specserver_advisor.lint.configsource import merge_configs
-from specserver_advisor.lint.files import DEFAULT_EXCLUDE, STDIN, YAML_EXT, select_files
+from specserver_advisor.lint.files import (
+    DEFAULT_EXCLUDE,
+    STDIN,
+    YAML_EXT,
+    is_helm_template,
+    select_files,
+)
 from specserver_advisor.lint.model import Context, Diagnostic, Launch
 from specserver_advisor.lint.rules import ENGINE_CODES, RULES
 from specserver_advisor.lint.rules._base import draft_path_ignored
@@ -144,9 +152,9 @@ def launches_in_text(name: str, text: str) -> tuple[list[Launch], list[Diagnosti
             try:
                 launches.append(launch_from_specserver(name, doc))
             except SpecServerError as exc:
-                problems.append(
-                    _input_error(name, str(exc), exc.position.line, exc.position.column)
-                )
+                problems += [
+                    _input_error(name, message, at.line, at.column) for message, at in exc.problems
+                ]
         if not launches and not problems and _say_none(found, text):
             problems.append(
                 engine_diag(
@@ -320,6 +328,7 @@ def run(paths: list[Path], options: Options) -> Report:
     diagnostics: list[Diagnostic] = []
     texts: dict[str, str] = {}
     selection = select_files(paths, options.exclude)
+    diagnostics += skipped_charts(selection.excluded)
     for path in selection.files:
         in_file, problems, text = read_launches(path, options)
         launches += in_file
@@ -350,6 +359,9 @@ def run(paths: list[Path], options: Options) -> Report:
         diagnostics += found
     enabled = options.codes()
     diagnostics = [d for d in diagnostics if d.code in enabled]
+    hidden = set().union(*(secret_values(la.env, la.parsed.values) for la in launches))
+    for d in diagnostics:  # a finding never prints a credential's value
+        d.message, d.fix = scrub(d.message, hidden), scrub(d.fix, hidden)
     diagnostics = suppress.apply(diagnostics, launches, texts, enabled)
     unique = {(d.path, d.line, d.column, d.code, d.message): d for d in diagnostics}
     ordered = sorted(unique.values(), key=lambda d: (d.path, d.line, d.column, d.code))
@@ -358,6 +370,31 @@ def run(paths: list[Path], options: Options) -> Report:
     said = {os.path.normpath(name) for name in spoken}
     quiet = [name for name in texts if os.path.normpath(name) not in said]
     return Report(ordered, len(selection.files), len(launches), len(selection.excluded), quiet)
+
+
+def skipped_charts(excluded: list[Path]) -> list[Diagnostic]:
+    """INFO003 once per Helm chart whose ``templates/`` the excludes skipped: the chart is not
+    clean, it was not linted; the finding names the command that lints it."""
+    charts: dict[Path, None] = {}
+    for path in excluded:
+        chart = next((p.parent for p in (path, *path.parents) if is_helm_template(p)), None)
+        if chart is not None:
+            charts[chart] = None
+    out = []
+    for chart in charts:
+        shown = shlex.quote(str(chart))
+        out.append(
+            engine_diag(
+                "INFO003",
+                str(chart / "Chart.yaml"),
+                1,
+                1,
+                f"a Helm chart: its templates/ are not linted (Go templates are not YAML); "
+                f"lint what they render: helm template {shown} | specserver-advisor lint -",
+                f"helm template {shown} --values YOUR-VALUES.yaml | specserver-advisor lint -",
+            )
+        )
+    return out
 
 
 def _unknown_gpu(launch: Launch) -> list[Diagnostic]:

@@ -18,7 +18,7 @@ from specserver_advisor.lint import lwsgroup, servingkinds
 from specserver_advisor.lint.argv import detect, launcher_of, make_launch
 from specserver_advisor.lint.configfile import config_argv
 from specserver_advisor.lint.model import Launch, Position, Selecting, Workload
-from specserver_advisor.lint.shell.budget import Budget
+from specserver_advisor.lint.shell.budget import MAX_ARGS, Budget
 from specserver_advisor.lint.shell.evaluate import (
     Relocate,
     forget_unresolved,
@@ -241,9 +241,12 @@ def _container_launches(
             items.append(raw)
             positions.append(_pos(container, key=field_key))
         elif isinstance(raw, list):
+            # Past 2 x MAX_ARGS items nothing is checked (make_launch cuts a launch line at
+            # MAX_ARGS, INFO004): those items share the list's position instead of one each.
+            far = _pos(container, key=field_key)
             for k, item in enumerate(raw):
                 items.append(str(item))
-                positions.append(_pos(raw, index=k))
+                positions.append(_pos(raw, index=k) if k <= 2 * MAX_ARGS else far)
     unknown: dict[int, list[str]] = {}
     if kubernetes:
         items, unknown = kube_expand(items, {**(injected or {}), **_literal_env(raw_env)})

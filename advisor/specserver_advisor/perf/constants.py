@@ -20,10 +20,25 @@ class Calibration:
     launch_s_per_dense_layer: float = 0.000281
     launch_s_per_moe_layer: float = 0.0001015
     spec_step_overhead_s: float = 0.000551
-    #: Work per request per speculative step beyond its forwards (``model.spec_request_s``:
-    #: the host's tree build, accept and bookkeeping over the batch, the same on every card):
-    #: the L4's figures alone fit 0.27 ms, the GB10's 1.33 ms (docs/advisor.md, host cost).
-    spec_s_per_request: float = 0.000563
+    #: A speculative step's GPU work per request beyond its forwards (``model.spec_request_s``:
+    #: the tree's build, mask and accept kernels and the KV slot moves, whose size grows with the
+    #: requests), on a card of the L4's 300 GB/s (``model.SPEC_REFERENCE_GBS``), scaled by the
+    #: card's memory bandwidth (small gathers and scatters): the GB10 1.1x, an H100 0.09x, an
+    #: H200 0.06x. Fitted to the field (L4 and GB10); the public corpus's EAGLE-3 gain at
+    #: batch 64 on an H100 bounds it there (<= ~0.07 ms a request).
+    spec_s_per_request: float = 0.0005
+    #: The host's share of the same (Python's loop over the batch's requests between the draft
+    #: and the verify, which the speculative worker does not overlap): the same on every card.
+    #: First-principles (~20 us of Python per request), not fitted: the field's two cards cannot
+    #: separate it from the GPU part, whose card scaling they need.
+    spec_host_s_per_request: float = 0.00002
+    #: The host's work per request for each node of an EAGLE tree (topk > 1) beyond a chain's
+    #: one per step (``model.spec_request_s``: the tree's candidates sorted, its mask and
+    #: positions built, the accepted path walked, in Python per request): card-independent.
+    #: Not fitted: the field ran chains only, which do not pay it, and a corpus fit of it soaks
+    #: up the MoE verify's missing per-step cost (docs/advisor.md); set so that one request on a
+    #: tree pays what the card-independent 0.563 ms per request per node paid before.
+    spec_tree_node_s: float = 0.0005
     #: Fraction of a request's extra verify positions that route like independent tokens.
     moe_routing_independence: float = 0.418
     prefill_efficiency: float = 0.488
@@ -68,6 +83,8 @@ class Calibration:
 
 #: Constants the fit leaves alone (no field figure constrains them).
 UNFITTED = (
+    "spec_host_s_per_request",
+    "spec_tree_node_s",
     "eager_s_per_layer",
     "eager_s_per_kernel",
     "schedule_s_per_step",

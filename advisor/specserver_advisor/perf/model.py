@@ -25,6 +25,7 @@ from specserver_advisor.gpus import Gpu
 from specserver_advisor.perf.constants import DEFAULT_CALIBRATION, Calibration
 from specserver_advisor.perf.parallelism import (
     allreduce_s,
+    kernel_floor_s,
     layer_launch_s,
     moe_padded_rows,
 )
@@ -337,7 +338,8 @@ def gpu_step_time(
             True,
         )
         draft_s = spec.num_steps * (one + draft_eager) + extend + draft_eager
-        draft_s += eager_draft_loop_s(scn, spec, batch, cal)
+        eager_loop = eager_draft_loop_s(scn, spec, batch, cal)
+        draft_s += eager_loop if eager_loop else draft_loop_floor_s(scn, spec, cal)
     if steps == 0:
         plain = forward_time(
             scn,
@@ -366,24 +368,50 @@ def gpu_step_time(
     # built from the request's own text and priced by the fitted per-request cost as it was.
     eagle_tree = spec.topk > 1 and spec.algorithm != "NGRAM"
     tree = spec.num_draft_tokens / (spec.num_steps + 1) if eagle_tree else 1.0
-    host = cal.spec_step_overhead_s + spec_request_s(scn, cal) * batch * max(1.0, tree)
+    host = cal.spec_step_overhead_s + spec_request_s(scn, cal, tree) * batch
     return verify + target_eager + draft_s + host
 
 
-def spec_request_s(scn: Scenario, cal: Calibration) -> float:
+#: The memory bandwidth (GB/s) at which ``Calibration.spec_s_per_request`` is stated: the L4's.
+SPEC_REFERENCE_GBS = 300.0
+
+
+def spec_request_s(scn: Scenario, cal: Calibration, tree: float = 1.0) -> float:
     """A speculative step's cost per request beyond its forwards, on ``scn``'s card.
 
-    The draft's and the verify's per-request GPU work is in their forwards (``forward_time``:
-    the draft's steps over ``topk`` rows, the verify over ``num_draft_tokens`` positions and
-    the rows its graph pads to). What remains grows with the requests and not with the card:
-    the host's loop over them (tree build, accept, KV slot bookkeeping in Python between the
-    draft and the verify, which the speculative worker does not overlap). The field's two
-    cards bound it: the L4's figures alone fit 0.27 ms, the GB10's (an Arm host) 1.33 ms; the
-    public corpus's losses at batch on H100/H200/MI300X-class servers test it there
-    (``perf.validation``).
+    The draft's and the verify's forwards are priced in ``forward_time`` (the draft's steps over
+    ``topk`` rows, the verify over ``num_draft_tokens`` positions and the rows its graph pads
+    to). What remains grows with the requests, in parts by mechanism:
+
+    - the GPU's small per-request kernels of the tree (build, mask, accept, KV slot moves):
+      gathers and scatters of a few rows a request, bound by memory traffic at small sizes,
+      not by FLOPs, so ``spec_s_per_request`` (stated at ``SPEC_REFERENCE_GBS``) scales with the
+      card's memory bandwidth, never below one kernel floor;
+    - the host's loop over the requests between the draft and the verify, the same on every
+      card (``spec_host_s_per_request``);
+    - for an EAGLE tree, the host's work per node beyond a chain's one (``spec_tree_node_s``).
+
+    ``tree``: the tree's nodes per draft step (``num_draft_tokens / (num_steps + 1)``; 1 for a
+    chain); the GPU part grows with it too.
     """
-    del scn
-    return float(cal.spec_s_per_request)
+    rate = SPEC_REFERENCE_GBS / scn.gpu.bandwidth_gbs
+    nodes = max(1.0, tree)
+    gpu = max(cal.spec_s_per_request * rate * nodes, kernel_floor_s(scn.gpu, cal))
+    host = cal.spec_host_s_per_request + cal.spec_tree_node_s * (nodes - 1.0)
+    return float(gpu + host)
+
+
+def draft_loop_floor_s(scn: Scenario, spec: SpecShape, cal: Calibration) -> float:
+    """The draft loop's selection and tree kernels in a captured step, at the card's kernel
+    floor (``eager_draft_loop_s`` prices them launched one by one above the captured batch)."""
+    if spec.num_steps < 1 or spec.algorithm == "NGRAM":
+        return 0.0
+    kernels = (
+        spec.num_steps * SELECT_TOP_K_KERNELS
+        + (spec.num_steps - 1) * DRAFT_SAMPLE_KERNELS
+        + ORGANIZE_TREE_KERNELS
+    )
+    return kernels * kernel_floor_s(scn.gpu, cal)
 
 
 def prefill_time(scn: Scenario, speculative: bool, cal: Calibration) -> float:

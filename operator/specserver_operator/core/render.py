@@ -18,6 +18,16 @@ from typing import Any
 import jinja2
 import yaml
 
+from specserver_advisor.launch.expansion import (
+    container_argv,
+    container_env,
+    escape,
+    expand,
+    mapping_for,
+    operator_positions,
+    render_args,
+    render_env,
+)
 from specserver_advisor.launch.model import EngineConfig
 from specserver_advisor.launch.multinode import (
     GROUP_SIZE_ENV,
@@ -33,16 +43,6 @@ from specserver_operator.core.enginefs import (
     engine_env,
     writable_mounts,
     writable_volumes,
-)
-from specserver_operator.core.expansion import (
-    container_argv,
-    container_env,
-    escape,
-    expand,
-    mapping_for,
-    operator_positions,
-    render_args,
-    render_env,
 )
 from specserver_operator.core.names import child_name, lws_name
 from specserver_operator.core.podpolicy import pod_resources, shm_gib

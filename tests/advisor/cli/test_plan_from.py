@@ -177,7 +177,9 @@ def test_plan_text_leads_with_the_verdict_then_flags_snippet_and_table(
     # The snippet is a SpecServer spec that validates.
     spec = snippet_spec(lines)
     assert spec.engine.mem_fraction_static == 0.85
-    assert spec.engine.max_running_requests is not None
+    # mode Auto: the operator computes a cap per engine; the snippet pins none (issue 40)
+    assert spec.mode.value == "Auto" and spec.engine.max_running_requests is None
+    assert any(line.startswith("# --max-running-requests") for line in lines)
 
 
 @pytest.mark.parametrize(

@@ -132,7 +132,8 @@ def test_l4_qwen3_eagle3_search_names_a_shape_per_band_sglang_accepts(
     assert "# SpecServer (the choice)" in text
     choice = data["choice"]
     snippet = f"numSteps: {choice['steps']}, eagleTopk: {choice['topk']}"
-    assert snippet in text and f"maxRunningRequests: {data['max_running_requests']}" in text
+    assert snippet in text and "maxRunningRequests:" not in text  # mode Auto: a cap per engine
+    assert f"# --max-running-requests {data['max_running_requests']} is left out" in text
 
 
 def test_shapes_sglang_refuses_are_never_chosen(capsys: pytest.CaptureFixture[str]) -> None:

@@ -151,14 +151,19 @@ def test_excludes_and_helm_templates(tmp_path: Path, capsys: pytest.CaptureFixtu
     (tmp_path / "run.sh").write_text(f"{LAUNCH}\n")
     rc, found, _ = lint(capsys, "--select", "SPEC011", "--exclude", "old", str(tmp_path))
     assert found == ["SPEC011"], "the chart template is skipped and old/ is excluded"
-    # The pre-commit hook passes files explicitly: excludes still apply.
+    # The pre-commit hook passes files explicitly: excludes still apply, and the chart is
+    # reported as not linted (INFO003 with the helm template command), never as clean.
     rc, found, err = lint(capsys, str(template))
-    assert (rc, found) == (0, []) and "nothing linted" in err and "1 excluded" in err
+    assert (rc, found) == (0, ["INFO003"]) and "nothing linted" in err and "1 excluded" in err
     # Given explicitly with the defaults replaced, a template is an INFO, not an input error.
     rc, found, _ = lint(capsys, "--exclude", ".git", str(template))
     assert (rc, found) == (0, ["INFO003"])
     rc, found, _ = lint(capsys, "--extend-exclude", "*.sh", str(tmp_path))
-    assert found == [] and rc == 0
+    assert found == ["INFO003"] and rc == 0
+    main(["lint", "--format", "json", str(tmp_path / "chart")])
+    (info,) = json.loads(capsys.readouterr().out)
+    assert info["path"].endswith("chart/Chart.yaml") and info["severity"] == "info"
+    assert f"helm template {tmp_path / 'chart'} | specserver-advisor lint -" in info["message"]
 
 
 def test_nothing_linted_is_said(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -301,3 +306,41 @@ def test_quoted_template_expressions_in_values_are_info(
     found = [(d["code"], d["message"]) for d in json.loads(capsys.readouterr().out)]
     assert [c for c, _ in found] == ["INFO002", "INFO002"]
     assert found[0][1].startswith("{{ .Values.model }} is a template expression")
+
+
+def test_a_suppression_on_the_line_above_any_finding_works(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 40: a standalone comment right above a finding that is not on the launch's line
+    (an ``export`` before the launch, an env entry, an args item) suppresses it, not SUPP001."""
+    script = tmp_path / "run.sh"
+    script.write_text(
+        "#!/bin/sh\n# specserver-advisor: ignore[SPEC003] the draft was retrained\n"
+        "export SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1\n"
+        f"{LAUNCH} --enable-metrics\n"
+    )
+    main(["lint", "--format", "json", "--select", "SPEC003,SUPP001", str(script)])
+    assert json.loads(capsys.readouterr().out) == []
+    deployment = tmp_path / "deploy.yaml"
+    deployment.write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: a}\nspec:\n  template:\n"
+        "    spec:\n      containers:\n        - name: e\n"
+        "          command: [python3, -m, sglang.launch_server]\n"
+        "          args:\n            - --model-path=Qwen/Qwen3-8B\n"
+        "            - --enable-metrics\n"
+        "          env:\n"
+        "            # specserver-advisor: ignore[POD004] a throwaway test cluster\n"
+        "            - {name: HF_TOKEN, value: hf_x}\n"
+        "            - {name: OTHER, value: x}\n"
+    )
+    main(["lint", "--format", "json", "--select", "POD004,SUPP001", str(deployment)])
+    assert json.loads(capsys.readouterr().out) == []
+    # a trailing comment on a command line does not reach the line below it
+    script.write_text(
+        "#!/bin/sh\necho hi  # specserver-advisor: ignore[SPEC003] not standalone\n"
+        "export SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1\n"
+        f"{LAUNCH} --enable-metrics\n"
+    )
+    main(["lint", "--format", "json", "--select", "SPEC003,SUPP001", str(script)])
+    found = sorted(d["code"] for d in json.loads(capsys.readouterr().out))
+    assert found == ["SPEC003", "SUPP001"]

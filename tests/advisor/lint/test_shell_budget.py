@@ -69,7 +69,7 @@ def lint_bounded(path: Path) -> tuple[int, list[dict[str, object]], str, float]:
         "import sys; from specserver_advisor.cli.main import main; "
         "sys.exit(main(['lint', '--format', 'json', '--select', 'SPEC004,INFO', sys.argv[1]]))"
     )
-    start = time.monotonic()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.run(
         [sys.executable, "-c", code, str(path)],
         capture_output=True,
@@ -77,7 +77,10 @@ def lint_bounded(path: Path) -> tuple[int, list[dict[str, object]], str, float]:
         timeout=LIMIT_S,
         preexec_fn=_limit,
     )
-    elapsed = time.monotonic() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # CPU seconds of the lint process (the verdict holds on a busy machine; the timeout above is
+    # the backstop against a hang).
+    elapsed = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     return proc.returncode, json.loads(proc.stdout or "[]"), proc.stderr, elapsed
 
 
@@ -158,9 +161,9 @@ def test_the_commands_of_one_yaml_file_share_one_budget(tmp_path: Path) -> None:
         "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: e}\nspec:\n  template:\n"
         f"    spec:\n      containers:\n{containers}"
     )
-    start = time.monotonic()
+    start = time.process_time()
     diags = run([manifest], Options(env={}, enabled=frozenset({"INFO004"}))).diagnostics
-    assert time.monotonic() - start < 10
+    assert time.process_time() - start < 10
     assert diags and all("not fully evaluated" in d.message for d in diags)
 
 
@@ -177,9 +180,9 @@ def test_blocks_nested_past_the_limit_are_a_clear_input_error(tmp_path: Path) ->
 
 def test_deeply_nested_default_expansions_read_a_few_levels() -> None:
     word = "${A:-" * 5000 + "--enable-metrics" + "}" * 5000
-    start = time.monotonic()
+    start = time.process_time()
     (launch,) = from_shell("run.sh", f"{LAUNCH} {word}\n")
-    assert time.monotonic() - start < 5
+    assert time.process_time() - start < 5
     assert launch.parsed.values["speculative_num_draft_tokens"] == 5
 
 
@@ -188,9 +191,9 @@ def test_arithmetic_is_64_bit_and_short() -> None:
     long expression is not parsed at all."""
     script = f"{LAUNCH} --tp $((4294967296 * 4294967296))\n"
     script += f"{LAUNCH} --tp $(({'1+' * 5000}1))\n"
-    start = time.monotonic()
+    start = time.process_time()
     first, second = from_shell("run.sh", script)
-    assert time.monotonic() - start < 5
+    assert time.process_time() - start < 5
     assert "tp_size" not in first.parsed.values and "tp_size" not in second.parsed.values
     assert first.unresolved and second.unresolved  # INFO002 names the expression
 

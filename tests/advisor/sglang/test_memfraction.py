@@ -155,32 +155,3 @@ def test_choose_fraction_never_exceeds_the_ceiling(
         assert "does not fit on 1 x L4: needs >= " in choice.message
     else:
         assert 0 < choice.fraction <= CEILING
-
-
-def test_the_computed_fraction_is_announced_once_by_an_event() -> None:
-    import copy
-
-    from test_autopilot import SPEC, FakeClient
-
-    from specserver_operator.reconcile import controller
-
-    client = FakeClient()
-    body = copy.deepcopy(SPEC)
-    body["metadata"]["uid"] = "u-mfs"
-    body["spec"]["mode"] = "Enabled"
-    body["spec"]["engine"] = {"maxRunningRequests": 16}
-
-    def reconcile(now: float) -> list[tuple[str, str, str]]:
-        body["status"] = copy.deepcopy(client.status)
-        out = controller.reconcile(client, body, "2026-01-01T00:00:00Z", now_ts=now)  # type: ignore[arg-type]
-        return out.events
-
-    first = [(t, m) for t, r, m in reconcile(1000.0) if r == "MemFractionComputed"]
-    assert len(first) == 1 and first[0][0] == "Normal" and "0.701" in first[0][1]
-    assert client.status["memFractionStaticSource"] == "Computed"
-    assert 0.701 < client.status["memFractionStatic"] <= CEILING
-    assert (
-        "--mem-fraction-static"
-        in client.deployment["spec"]["template"]["spec"]["containers"][0]["args"]
-    )  # type: ignore[index]
-    assert not [r for _, r, _ in reconcile(1005.0) if r == "MemFractionComputed"]

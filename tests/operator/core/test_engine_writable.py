@@ -22,8 +22,9 @@ from typing import Any
 import pytest
 import yaml
 
+from specserver_advisor.launch import validation
 from specserver_advisor.models import SpecServer
-from specserver_operator.core import enginefs, validation
+from specserver_operator.core import enginefs
 from specserver_operator.core.enginefs import WRITES, resolve
 from stack import REPO
 

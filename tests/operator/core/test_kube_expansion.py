@@ -17,11 +17,12 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+from specserver_advisor.launch import expansion
+from specserver_advisor.launch.validation import spec_problems
 from specserver_advisor.loaders.configchain import ModelConfigs
 from specserver_advisor.loaders.configs import bundled
 from specserver_advisor.models import SpecServer
-from specserver_operator.core import expansion, podpolicy, render, speccheck
-from specserver_operator.core.validation import spec_problems
+from specserver_operator.core import podpolicy, render, speccheck
 from stack import REPO
 
 CONTEXT = {"VAR_A": "A", "VAR_B": "B", "VAR_C": "C", "VAR_REF": "$(VAR_A)", "VAR_EMPTY": ""}

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from specserver_advisor.launch.validation import context_problems, spec_problems
 from specserver_advisor.models import SpecServer
 from specserver_operator.core.names import child_name
-from specserver_operator.core.validation import context_problems, spec_problems
 
 BASE: dict[str, Any] = {
     "metadata": {"name": "x", "namespace": "llm"},

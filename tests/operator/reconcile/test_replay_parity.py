@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from specserver_advisor.cli.main import main
+from specserver_advisor.cli.plan import strict_json
 from specserver_advisor.launch.model import policy_context_for
 from specserver_advisor.loaders.configchain import ModelConfigs
 from specserver_advisor.loaders.configs import bundled
@@ -102,7 +103,9 @@ def write_jsonl(path: Path, observations: list[Observation]) -> Path:
 
 
 def as_rows(decisions: list[Decision]) -> list[dict[str, Any]]:
-    return [json.loads(json.dumps(d.to_json(), sort_keys=True)) for d in decisions]
+    """The operator's decisions as ``replay --format jsonl`` writes them (strict JSON: an
+    unbounded value as the text "inf")."""
+    return [json.loads(json.dumps(strict_json(d.to_json()), sort_keys=True)) for d in decisions]
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
@@ -234,7 +237,8 @@ def test_replay_of_the_l4_example_turns_speculation_off_when_acceptance_collapse
     assert first["accept_floor"] > 1.05
     # The example caps both engines at 16 requests (spec.engine.maxRunningRequests) and both
     # pools hold 16: below the cap speculation never loses throughput, so no crossover.
-    assert first["crossover"] == pytest.approx(ctx.crossover(first["expected_accept"]))
+    # (strict JSON writes an unbounded crossover as the text "inf")
+    assert float(first["crossover"]) == pytest.approx(ctx.crossover(first["expected_accept"]))
 
 
 def _yaml(path: Path) -> Any:

@@ -1,24 +1,32 @@
-"""What the CRD schema cannot check, checked before anything is rendered (pure).
+"""The one validation of a SpecServer: what the CRD schema cannot check, before any render (pure).
 
 Every spec the API server accepts must get a status within one cycle: a value the schema lets
 through but Kubernetes (or SGLang) would refuse, wrap or choke on is reported here as
 ``ConfigValid=False`` (reason ``InvalidSpec``) with the field's path, instead of a child the
-API server rejects on every pass. ``spec_problems`` runs on the parsed SpecServer;
-``context_problems`` once the model config is known.
+API server rejects on every pass. ``parse`` (the models' validation, then ``spec_problems``)
+is what the operator (``core.speccheck``: ConfigValid and the admission webhook) and ``lint``
+(``lint.specservers``) both call, so lint passes exactly what the operator admits; each problem
+is a string that starts with the field's path (``field_path`` reads it back).
+``context_problems`` runs once the model config is known.
 """
 
 from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Callable
+from typing import Any
 
+from pydantic import ValidationError
+
+from specserver_advisor import models
+from specserver_advisor.launch.enginefs import OWNED_ENV, WRITABLE_MOUNTS
+from specserver_advisor.launch.expansion import references
 from specserver_advisor.launch.multinode import topology_problems
-from specserver_advisor.models import SpecServer
+from specserver_advisor.launch.names import child_name
+from specserver_advisor.models import SpecServer, SpecServerSpec
 from specserver_advisor.sglang import draftcontext
 from specserver_advisor.sglang.flags import match_option
-from specserver_operator.core.enginefs import OWNED_ENV, WRITABLE_MOUNTS
-from specserver_operator.core.expansion import references
-from specserver_operator.core.names import child_name
 
 INT32_MAX = 2**31 - 1
 #: Sane upper bounds (values far beyond any real deployment are mistakes, not plans).
@@ -31,8 +39,8 @@ MAX_EAGLE_TOPK = 64
 MAX_DRAFT_TOKENS = 1024
 MAX_NGRAM = 1_000_000_000
 MAX_POLICY_SECONDS = 7 * 86_400
-MAX_EXTRA_ARGS = 256
-MAX_ARG_CHARS = 4096
+MAX_EXTRA_ARGS = models.MAX_EXTRA_ARGS  # also the model's own bound (checked before these)
+MAX_ARG_CHARS = models.MAX_EXTRA_ARG_CHARS
 #: Variables the operator sets itself (a second definition would be ambiguous): the hub's and
 #: the engine's writable cache directories (enginefs.py).
 RESERVED_ENV = OWNED_ENV
@@ -89,6 +97,41 @@ def _quantity(value: str) -> bool:
 def _bounded(out: list[str], path: str, value: int | None, upper: int) -> None:
     if value is not None and value > upper:
         out.append(f"{path}: {value} is above the maximum {upper}")
+
+
+def parse(
+    doc: dict[str, Any], model: Callable[[dict[str, Any]], SpecServer] | None = None
+) -> tuple[SpecServer | None, list[str]]:
+    """The SpecServer of ``doc`` (its ``status`` ignored) and every problem, each naming its
+    field; the server is None when there is any. ``model`` builds the SpecServer (the operator
+    passes one that shares the spec model of identical specs); default: the models' own."""
+    build = model or SpecServer.model_validate
+    try:
+        server = build({k: v for k, v in doc.items() if k != "status"})
+    except ValidationError as exc:
+        return None, [
+            f"{'.'.join(str(p) for p in err['loc']) or '(object)'}: {err['msg']}"
+            for err in exc.errors()
+        ]
+    problems = spec_problems(server)
+    return (None if problems else server), problems
+
+
+_PATH = re.compile(r"(metadata|spec)(\.[A-Za-z0-9_]+|\[[^\]]*\])*")
+
+
+def field_path(problem: str) -> tuple[str | int, ...]:
+    """The field a problem names, as keys and list indexes (``spec.engine.env[0].name`` and
+    the models' ``spec.engine.env.0.name`` -> ``("spec", "engine", "env", 0, "name")``); ()
+    when it names none."""
+    found = _PATH.match(problem)
+    if found is None:
+        return ()
+    out: list[str | int] = []
+    for part in re.findall(r"[A-Za-z0-9_]+|\[[^\]]*\]", found.group(0)):
+        inner = part[1:-1] if part.startswith("[") else part
+        out.append(int(inner) if inner.isdigit() else inner)
+    return tuple(out)
 
 
 def spec_problems(server: SpecServer) -> list[str]:
@@ -281,7 +324,12 @@ def _volume_problems(mount: str, claim: str | None, host: str | None) -> list[st
 
 def context_problems(server: SpecServer, model_context: int | None) -> list[str]:
     """Expected tokens against the context the engine will have (spec, else the model's)."""
-    engine = server.spec.engine
+    return spec_context_problems(server.spec, model_context)
+
+
+def spec_context_problems(spec: SpecServerSpec, model_context: int | None) -> list[str]:
+    """``context_problems`` of a spec (``lint`` judges a spec, not a whole object)."""
+    engine = spec.engine
     context = engine.context_length or model_context
     if not context:
         return []
