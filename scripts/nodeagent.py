@@ -51,7 +51,7 @@ MULTINODE_STARTUP_FACTOR = 1.5
 
 def expand(arg: str, env: dict[str, str]) -> str:
     """``$(VAR)`` in a container arg from the container's env, as the kubelet expands it
-    (Kubernetes' rules exactly: specserver_operator/core/expansion.py)."""
+    (Kubernetes' rules exactly: specserver_advisor/launch/expansion.py)."""
     return expansion.expand(arg, expansion.mapping_for(env))
 
 
