@@ -23,8 +23,11 @@ def shared_operator(kube: KubeHandle) -> Iterator[Operator]:
     """The shared operator's process handle (not started here: ``operator`` starts it)."""
     # The ports test_operator_faults_e2e.py's tarpit Prometheus and dripping HF endpoint take,
     # allowed (issue 13's allow-lists); no other test names them.
+    # Cycles every 2 s (as the closed-loop stack's): what the tests wait for is counted in
+    # cycles, so a shorter cycle is a shorter test, not a weaker one.
     op = Operator(
         kube,
+        SPECSERVER_CYCLE_SECONDS="2",
         SPECSERVER_PROMETHEUS_ALLOWED_URLS=f"http://127.0.0.1:{TARPIT_PORT}",
         SPECSERVER_HF_ALLOWED_ENDPOINTS=f"http://127.0.0.1:{DRIP_PORT}",
     )
@@ -39,8 +42,9 @@ def shared_operator(kube: KubeHandle) -> Iterator[Operator]:
 @pytest.fixture
 def operator(shared_operator: Operator) -> Operator:
     """The one operator of the cluster tests: a ``specserver-operator`` process over every
-    namespace, as the cluster's admin, with the default settings (5 s cycles, no Prometheus;
-    the tarpit's and the drip's ports allowed), run until a test that does not ask for it.
+    namespace, as the cluster's admin, with the default settings but 2 s cycles (no
+    Prometheus; the tarpit's and the drip's ports allowed), run until a test that does not ask
+    for it.
 
     What the scopes share: the process is the session's (one per control plane, so one per
     xdist worker), started at the first test that asks for it and kept across every following
