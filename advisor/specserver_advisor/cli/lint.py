@@ -157,7 +157,8 @@ def run_lint(a: argparse.Namespace) -> int:
     if report.files == 0:
         shown = " ".join(str(p) for p in a.paths)
         print(
-            f"specserver-advisor: nothing linted: no YAML or shell files in {shown}"
+            f"specserver-advisor: nothing linted: no YAML, JSON, shell, Markdown, notebook, "
+            f"Python, Dockerfile or Makefile files in {shown}"
             + (f" ({report.excluded} excluded)" if report.excluded else ""),
             file=sys.stderr,
         )

@@ -160,6 +160,19 @@ def on_point(planned: Planned, shape: Shape, concurrency: int, slo_s: float) -> 
     return Point.of(float(on["output_tok_s"]), float(on["ttft_p99_ms"]), slo_s)
 
 
+def on_points(planned: Planned, shape: Shape, loads: list[int], slo_s: float) -> list[Point]:
+    """``on_point`` at each of ``loads`` (the plan's curve read once, not once per load)."""
+    plan = planned.plan
+    assert plan is not None
+    if shape.adaptive:
+        return [on_point(planned, shape, c, slo_s) for c in loads]
+    curve = {p["concurrency"]: p["on"] for p in plan.curves}
+    return [
+        Point.of(float(curve[c]["output_tok_s"]), float(curve[c]["ttft_p99_ms"]), slo_s)
+        for c in loads
+    ]
+
+
 def search(
     given: Planned,
     values: dict[str, Any],
@@ -195,7 +208,7 @@ def search(
     off = [
         Point.of(p["off"]["output_tok_s"], p["off"]["ttft_p99_ms"], slo) for p in off_plan.curves
     ]
-    table = {s: [on_point(p, s, c, slo) for c in loads] for s, p in planned.items()}
+    table = {s: on_points(p, s, loads, slo) for s, p in planned.items()}
     best = [_best(k, table) for k in range(len(loads))]
     gains = [_gain(b.score, o.score) for (_, b), o in zip(best, off, strict=True)]
     crossover = fall_through(loads, gains)

@@ -16,16 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from specserver_advisor.bounded import InputLimitError
-from specserver_advisor.lint import suppress
+from specserver_advisor.lint import finder, suppress
 from specserver_advisor.lint.configsource import merge_configs
 from specserver_advisor.lint.files import DEFAULT_EXCLUDE, STDIN, YAML_EXT, select_files
 from specserver_advisor.lint.model import Context, Diagnostic, Launch
 from specserver_advisor.lint.rules import ENGINE_CODES, RULES
 from specserver_advisor.lint.rules._base import draft_path_ignored
+from specserver_advisor.lint.rules.engine_codes import DOCS as ENGINE_DOCS
 from specserver_advisor.lint.selection import known_codes
-from specserver_advisor.lint.shell.evaluate import from_shell
-from specserver_advisor.lint.shell.words import ShellSyntaxError
-from specserver_advisor.lint.sources import InputError, from_yaml, looks_like_template
+from specserver_advisor.lint.sources import InputError, looks_like_template
 from specserver_advisor.lint.specservers import SpecServerError, launch_from_specserver
 from specserver_advisor.loaders.reading import MAX_FILE_BYTES, decode_utf8, read_bytes
 from specserver_advisor.sglang import draftcontext
@@ -127,25 +126,38 @@ def is_yaml(name: str, text: str) -> bool:
     )
 
 
+#: Forms whose files always say what they held (INFO006 when no launch); other files do when
+#: they name SGLang, else the summary names them among the files with no launch.
+ALWAYS_SAID = ("Markdown", "Jupyter notebook", "Python source", "Dockerfile", "Makefile", "text")
+
+
 def launches_in_text(name: str, text: str) -> tuple[list[Launch], list[Diagnostic]]:
-    """Launches found in one file's text, and input diagnostics."""
+    """Launches found in one file's text (``finder``: every form by its own syntax), and input
+    diagnostics: INPUT001 for a YAML or shell file that does not parse, INFO006 for a file
+    where no launch could be taken."""
     launches: list[Launch] = []
     problems: list[Diagnostic] = []
     try:
-        if is_yaml(name, text):
-            launches, specservers = from_yaml(name, text)
-            for doc in specservers:
-                try:
-                    launches.append(launch_from_specserver(name, doc))
-                except SpecServerError as exc:
-                    problems.append(
-                        _input_error(name, str(exc), exc.position.line, exc.position.column)
-                    )
-        else:
+        found = finder.scan(name, text)
+        launches = found.launches
+        for doc in found.specservers:
             try:
-                launches = from_shell(name, text)
-            except ShellSyntaxError as exc:
-                raise InputError(f"cannot parse shell script: {exc}", exc.line, exc.column) from exc
+                launches.append(launch_from_specserver(name, doc))
+            except SpecServerError as exc:
+                problems.append(
+                    _input_error(name, str(exc), exc.position.line, exc.position.column)
+                )
+        if not launches and not problems and _say_none(found, text):
+            problems.append(
+                engine_diag(
+                    "INFO006",
+                    name,
+                    1,
+                    1,
+                    f"no SGLang launch taken from this file ({found.why})",
+                    ENGINE_DOCS["INFO006"][1],
+                )
+            )
     except InputError as exc:
         if looks_like_template(text):
             problems.append(
@@ -163,6 +175,12 @@ def launches_in_text(name: str, text: str) -> tuple[list[Launch], list[Diagnosti
     except (RecursionError, ValueError, TypeError, AttributeError) as exc:
         problems.append(_input_error(name, f"cannot interpret this file: {exc}"))
     return launches, problems
+
+
+def _say_none(found: finder.Scan, text: str) -> bool:
+    """INFO006 for the finder's own forms always; for YAML and shell files only when a launch
+    is written in them that could not be taken (else the summary names them)."""
+    return found.form in ALWAYS_SAID or finder.LAUNCH.search(text) is not None
 
 
 def read_launches(path: Path, options: Options) -> tuple[list[Launch], list[Diagnostic], str]:
@@ -327,6 +345,8 @@ def run(paths: list[Path], options: Options) -> Report:
             found += list(module.check(launch, ctx))
         for d in found:
             d.origin = index
+            if launch.form:
+                d.message = f"{d.message} (in {launch.form})"
         diagnostics += found
     enabled = options.codes()
     diagnostics = [d for d in diagnostics if d.code in enabled]

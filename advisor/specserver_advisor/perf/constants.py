@@ -20,9 +20,9 @@ class Calibration:
     launch_s_per_dense_layer: float = 0.000281
     launch_s_per_moe_layer: float = 0.0001015
     spec_step_overhead_s: float = 0.000551
-    #: Work per request per speculative step beyond its forwards (tree build, accept,
-    #: bookkeeping, and whatever else grows with the batch): the L4's figures alone fit
-    #: 0.27 ms, the GB10's 1.33 ms (docs/advisor.md, host cost); applied on every card.
+    #: Work per request per speculative step beyond its forwards (``model.spec_request_s``:
+    #: the host's tree build, accept and bookkeeping over the batch, the same on every card):
+    #: the L4's figures alone fit 0.27 ms, the GB10's 1.33 ms (docs/advisor.md, host cost).
     spec_s_per_request: float = 0.000563
     #: Fraction of a request's extra verify positions that route like independent tokens.
     moe_routing_independence: float = 0.418
@@ -42,17 +42,27 @@ class Calibration:
     #: every field figure ran with overlap on and GPU steps of 20 ms or more, which hide it.
     schedule_s_per_step: float = 0.0005
     schedule_s_per_request: float = 0.00002
-    #: The shortest a kernel takes in a CUDA graph replay (launch gap and ramp, ~2 us on any
-    #: card): the floor under a layer's small kernels on fast cards. First-principles, not
-    #: fitted: on the field's cards the layers' fitted cost is far above it.
-    kernel_floor_s: float = 0.000002
-    #: One tensor-parallel all-reduce's latency inside a node (SGLang's custom one-shot
-    #: all-reduce: a peer write and a flag round trip, a few us). First-principles, not
-    #: fitted: every field figure ran on one GPU.
-    allreduce_latency_s: float = 0.000004
+    #: The shortest a latency-bound kernel takes in a CUDA graph replay on NVIDIA cards (the
+    #: launch gap inside the graph, the ramp and tail of a grid that does not fill the card):
+    #: what a decode layer's ~15-30 small kernels each pay on Hopper and Blackwell, however
+    #: fast the card computes (``parallelism.layer_kernels``). Fitted to the public validation
+    #: corpus's plain decode of big models (``perf.validation``; docs/advisor.md); on the
+    #: L4 and the GB10 the fitted small-kernel work above is larger and binds instead.
+    kernel_floor_s: float = 0.0000055
+    #: The same on AMD Instinct cards under HIP graphs (a slower launch path). First-principles,
+    #: not fitted: the corpus's AMD figures are read at a per-user speed the plain model does
+    #: not reach on those cards yet (docs/advisor.md), so they do not constrain it.
+    rocm_kernel_floor_s: float = 0.000008
+    #: The custom all-reduce's latency inside a node (one-shot: a peer write and a flag round
+    #: trip over NVLink/NVSwitch or Infinity Fabric). Fitted to the corpus (TP 2-8 figures).
+    allreduce_latency_s: float = 0.0000038
+    #: NCCL's (RCCL's) all-reduce latency where the custom kernel does not apply (past its
+    #: buffer, or a group spanning nodes). First-principles: about twice the custom kernel's.
+    nccl_latency_s: float = 0.00002
     #: Across nodes: the NIC's extra latency and its bandwidth per GPU (400 Gb/s InfiniBand or
-    #: RoCE, ~50 GB/s: an order of magnitude below NVLink). First-principles, not fitted.
-    internode_latency_s: float = 0.00001
+    #: RoCE, ~50 GB/s: an order of magnitude below NVLink). The latency is fitted to the
+    #: corpus's two-node figures; the bandwidth is the data sheet's.
+    internode_latency_s: float = 0.00008
     internode_gbs: float = 50.0
 
 
@@ -63,9 +73,19 @@ UNFITTED = (
     "schedule_s_per_step",
     "schedule_s_per_request",
     "kernel_floor_s",
+    "rocm_kernel_floor_s",
     "allreduce_latency_s",
+    "nccl_latency_s",
     "internode_latency_s",
     "internode_gbs",
+)
+#: The constants the public validation corpus fits (``perf.validation``): the latency-bound
+#: costs that only fast cards and big groups expose. The field fit (``calibration``) leaves
+#: them alone; the corpus fit leaves the field's alone.
+CORPUS_FITTED = (
+    "kernel_floor_s",
+    "allreduce_latency_s",
+    "internode_latency_s",
 )
 
 

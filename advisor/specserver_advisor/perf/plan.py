@@ -22,9 +22,13 @@ from specserver_advisor.perf.model import (
     SpecShape,
     break_even_accept_length,
     crossover,
+    falls_through,
+    plain_scenario,
     predict,
+    throughput,
 )
 from specserver_advisor.perf.treeaccept import tree_accept
+from specserver_advisor.perf.unmodelled import unmodelled_notes
 from specserver_advisor.policy.model import PolicyContext, score
 from specserver_advisor.policy.switchcost import group_restart_extra_s
 from specserver_advisor.sglang import memory
@@ -391,11 +395,16 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
         prompt_mix=inp.prompt_mix if len(inp.prompt_mix) > 1 else (),
     )
     curves = []
+    both: list[tuple[int, float, float]] = []
+    plain = plain_scenario(scn)
     for c in sorted(set(inp.concurrency)):
         on = predict(scn, c, cap_on, True, cal) if r.algorithm else None
-        off = predict(scn, c, cap_off, False, cal)
+        off = predict(plain, c, cap_off, False, cal)
         curves.append({"concurrency": c, "on": _point(on) if on else None, "off": _point(off)})
-    cross = crossover(scn, cap_on, cap_off, inp.concurrency, cal) if r.algorithm else None
+        if on is not None:
+            both.append((c, throughput(on), throughput(off)))
+    # ``crossover`` over the curves' own predictions (the same loads, the same throughput).
+    cross = falls_through(both) if r.algorithm else None
     recommended = max(1, fits_on)
     graph_bs = mem.settings.cuda_graph_max_bs
     if recommended > graph_bs:
@@ -414,6 +423,7 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
         notes.append(_unset_cap_note(r, sglang_default))
     if mem.error:
         notes.append(mem.error)
+    notes.extend(unmodelled_notes(inp.args, inp.target_config, scn, cal))
     return Plan(
         r,
         ctx,

@@ -16,6 +16,7 @@ from specserver_advisor.launch.multinode import topology_problems
 from specserver_advisor.models import SpecServer
 from specserver_advisor.sglang import draftcontext
 from specserver_advisor.sglang.flags import match_option
+from specserver_operator.core.enginefs import OWNED_ENV, WRITABLE_MOUNTS
 from specserver_operator.core.names import child_name
 
 INT32_MAX = 2**31 - 1
@@ -31,8 +32,11 @@ MAX_NGRAM = 1_000_000_000
 MAX_POLICY_SECONDS = 7 * 86_400
 MAX_EXTRA_ARGS = 256
 MAX_ARG_CHARS = 4096
-#: Variables the operator sets itself (a second definition would be ambiguous).
-RESERVED_ENV = ("HF_HOME", "HF_ENDPOINT", "HF_TOKEN")
+#: Variables the operator sets itself (a second definition would be ambiguous): the hub's and
+#: the engine's writable cache directories (enginefs.py).
+RESERVED_ENV = OWNED_ENV
+#: Of those, the ones spec.modelSource sets.
+MODEL_SOURCE_ENV = ("HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_ENDPOINT", "HF_TOKEN")
 #: Variables LeaderWorkerSet gives each pod of a group (its own win: a copy would be ignored),
 #: and SGLang's override of the rendezvous the operator renders (--dist-init-addr).
 MULTINODE_ENV = (
@@ -47,7 +51,7 @@ MULTINODE_ENV = (
 #: whose hostname must stay a DNS label.
 MAX_MULTINODE_BASE = 41
 #: Paths a model volume may not be mounted over (the engine's own mounts, kernel file systems).
-RESERVED_MOUNTS = ("/dev", "/proc", "/sys", "/etc", "/var/run/secrets")
+RESERVED_MOUNTS = ("/dev", "/proc", "/sys", "/etc", "/var/run/secrets", *WRITABLE_MOUNTS)
 
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 DNS_SUBDOMAIN = re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*")
@@ -166,7 +170,12 @@ def spec_problems(server: SpecServer) -> list[str]:
         if not ENV_NAME.fullmatch(env.name):
             out.append(f"{path}: {env.name!r} is not a valid environment variable name")
         elif env.name in RESERVED_ENV:
-            out.append(f"{path}: {env.name} is set by the operator (use spec.modelSource)")
+            why = (
+                "use spec.modelSource"
+                if env.name in MODEL_SOURCE_ENV
+                else "the engine's writable cache directories, docs/engine.md"
+            )
+            out.append(f"{path}: {env.name} is set by the operator ({why})")
         elif env.name in MULTINODE_ENV and res.nodes > 1:
             out.append(
                 f"{path}: {env.name} is set by LeaderWorkerSet and the operator for a "
@@ -239,7 +248,8 @@ def _volume_problems(mount: str, claim: str | None, host: str | None) -> list[st
         out.append(f"{path}.mountPath: {mount!r} must be a plain absolute path")
     elif any(clean == r or clean.startswith(r + "/") for r in RESERVED_MOUNTS):
         out.append(
-            f"{path}.mountPath: {mount} is reserved (the engine's /dev/shm or a system path)"
+            f"{path}.mountPath: {mount} is reserved (the engine's /dev/shm, its writable "
+            "home and /tmp, or a system path)"
         )
     if claim is not None and not _dns_name(claim):
         out.append(f"{path}.persistentVolumeClaimName: {claim!r} is not a name")

@@ -108,6 +108,22 @@ DOCS = {
             "specserver-advisor lint --gpu L4 serve.sh",
         ),
     ),
+    "INFO006": (
+        "A file that names SGLang (or is a form the finder reads) but writes out no launch.",
+        "Write the launch out (a command, an argv list, Engine/ServerArgs keywords, a flag map), "
+        "or exclude the file from the lint run.",
+        _doc(
+            "Reports, once per file, the form the file was read as (Markdown, Jupyter notebook, "
+            "Python source, Dockerfile, Makefile, YAML or JSON document, shell script) and why no "
+            "launch could be taken from it: it never names SGLang, it names SGLang only in prose "
+            "or a `pip install`, its notebook code cells write no launch, or its Python does not "
+            "parse.",
+            "A file lint read and found nothing in is not a file it checked: saying so keeps a "
+            "launch written in a form lint does not read from passing as clean.",
+            "lint README.md (SGLang named only in `pip install sglang`)",
+            "lint the file that holds the launch",
+        ),
+    ),
     "SUPP001": (
         "A suppression that suppresses nothing.",
         "Remove the stale suppression comment or annotation entry.",
