@@ -32,8 +32,7 @@ DATA = REPO / "tests" / "data"
 #: cluster tier can be split across processes (``-n 2 --dist loadfile``) and run beside another
 #: checkout's. Within a block, from TEST_BASE_PORT: +0 the apiserver, +1 and +2 its etcd
 #: (scripts/devcluster.py); +10..+49 the tests' own listeners (tests/cluster/tenancy.py);
-#: +50..+54 the demo the e2e test runs (tests/e2e/test_closed_loop.py); +60 and +61 the hostile
-#: Prometheus and HF endpoints the shared operator allows (tests/cluster/conftest.py).
+#: +50..+54 the demo the e2e test runs (tests/e2e/test_closed_loop.py).
 #: The state directories follow pytest's per-worker ``tmp_path_factory``.
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 WORKER_INDEX = int(WORKER[2:]) if WORKER[:2] == "gw" and WORKER[2:].isdigit() else 0
@@ -44,7 +43,10 @@ TEST_BASE_PORT = (
 TEST_PROM_PORT = (
     int(os.environ.get("SPECSERVER_TEST_PROM_PORT", "29090")) + PORT_STRIDE * WORKER_INDEX
 )
-TARPIT_PORT, DRIP_PORT = TEST_BASE_PORT + 60, TEST_BASE_PORT + 61
+#: The hostile Prometheus and HF endpoint the shared operator allows (its allow-lists are read at
+#: its start): free loopback ports of this process, as the OS hands them out (a fixed port in the
+#: ephemeral range could be any client's).
+TARPIT_PORT, DRIP_PORT = free_loopback_port(), free_loopback_port()
 #: The fixtures that start the real local control plane or Prometheus (conftest.py): a test that
 #: uses one, directly or through another fixture, is marked ``cluster``; ``-m "not cluster"``
 #: selects the fast tier.
@@ -191,13 +193,12 @@ def operator_env(kube: KubeHandle, **env: str) -> dict[str, str]:
     These operators run without the webhook that records Secret grants, and judge the shipped
     examples (which name a Secret) as an admin writes them; the grant path itself is
     test_secret_grants_e2e.py's (its operator gets the default, approval required)."""
-    return dict(
-        os.environ,
-        KUBECONFIG=str(kube.kubeconfig),
-        SPECSERVER_REQUIRE_SECRET_APPROVAL="false",
-        PYTHONUNBUFFERED="1",
-        **env,
-    )
+    base = {
+        "KUBECONFIG": str(kube.kubeconfig),
+        "SPECSERVER_REQUIRE_SECRET_APPROVAL": "false",
+        "PYTHONUNBUFFERED": "1",
+    }
+    return {**os.environ, **base, **env}
 
 
 def http_ok(url: str) -> bool:
