@@ -68,12 +68,15 @@ def test_the_example_becomes_one_leaderworkerset_repaired_and_collected(
             "value": ["--model-path", "deepseek-ai/DeepSeek-V3"],
         },
     ]
-    kube.kubectl(
-        "patch", LWS_RESOURCE, LWS, "-n", namespace, "--type=json", "-p", json.dumps(patch)
-    )
-    edited = get(kube, LWS_RESOURCE, namespace, LWS)
-    assert edited is not None and edited["spec"]["leaderWorkerTemplate"]["size"] == 3
     cycles = operator.metric("specserver_cycles_total")
+    # The object as the patch stored it (a read after it may already see the repair).
+    edited = json.loads(
+        kube.kubectl(
+            "patch", LWS_RESOURCE, LWS, "-n", namespace, "--type=json", "-p", json.dumps(patch),
+            "-o", "json",
+        ).stdout
+    )  # fmt: skip
+    assert edited["spec"]["leaderWorkerTemplate"]["size"] == 3
     edited_at = time.monotonic()
 
     def repaired() -> dict[str, object] | None:
