@@ -21,6 +21,7 @@ from stack import (
     CLUSTER_FIXTURES,
     REPO,
     TEST_BASE_PORT,
+    TEST_PROM_PORT,
     KubeHandle,
     Simulator,
     load_devcluster,
@@ -71,7 +72,7 @@ def prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     devprom = load_devprom()
     server = devprom.DevProm(
         tmp_path_factory.mktemp("prometheus"),
-        int(os.environ.get("SPECSERVER_TEST_PROM_PORT", "29090")),
+        TEST_PROM_PORT,
     )
     server.up()
     try:

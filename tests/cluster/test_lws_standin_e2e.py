@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_operator_e2e import condition, get, wait_for
+from test_operator_e2e import condition, get
 
-from stack import QWEN_EAGLE3, REPO, KubeHandle
+from stack import QWEN_EAGLE3, REPO, KubeHandle, wait_for
 
 pytestmark = pytest.mark.cluster
 

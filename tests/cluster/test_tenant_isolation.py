@@ -8,7 +8,6 @@ import json
 import re
 import secrets
 import subprocess
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,12 +24,13 @@ from tenancy import (
     sa_token,
     start_operator,
     stop,
+    wait_cycles,
 )
-from test_operator_e2e import condition, wait_for
+from test_operator_e2e import condition
 
 from podsecurity import violations
 from specserver_engine.ports import free_loopback_port
-from stack import REPO, KubeHandle, load_config
+from stack import REPO, KubeHandle, load_config, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -321,7 +321,7 @@ def test_tenant_gets_no_secret_out_of_the_operator(
             "-f",
             str(REPO / "manifests" / "networkpolicy-engines.yaml"),
         )
-        time.sleep(3)  # a few more cycles: every repeat would be recorded too
+        wait_cycles(metrics_port, 3)  # a few more cycles: every repeat would be recorded too
         events = kube.kubectl("get", "events", "-n", namespace, "-o", "json").stdout
         assert "OwnedFlagInExtraArgs" in events  # the operator may post events
     finally:
