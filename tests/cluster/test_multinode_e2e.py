@@ -76,9 +76,18 @@ OFF_REASONS = {"LoadAboveCrossover", "TTFTSLOBreached", "QueueBuilding"}
 ON_REASONS = {"LoadBelowCrossover", "OverloadEnded"}
 
 
+#: The draft shape the test runs: a wide tree. The example's chain (3, 1, 4) pays at every load up
+#: to its cap on 2 x 8 H100 since the per-layer decode cost of big MoE models is priced by
+#: mechanism (issue 42: plan finds no crossover); a (5, 8, 32) tree verifies 32 tokens per
+#: request a step, so an overload of 48 users is one the model says speculation loses at.
+WIDE_TREE = {"algorithm": "NEXTN", "numSteps": 5, "eagleTopk": 8, "numDraftTokens": 32}
+
+
 def spec(strategy: str) -> dict[str, Any]:
-    """The shipped example, with the test's policy and ``strategy``."""
+    """The shipped example with a wide tree (``WIDE_TREE``), the test's policy and
+    ``strategy``."""
     doc: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
+    doc["spec"]["speculative"] = dict(WIDE_TREE)
     doc["spec"]["autoSpeculation"] = {**POLICY, "switchStrategy": strategy}
     return doc
 
