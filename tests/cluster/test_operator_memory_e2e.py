@@ -36,19 +36,20 @@ def memory_limit() -> int:
 
 
 def padded(config: dict[str, Any], chars: int) -> str:
-    """``config`` as JSON text of just under ``chars`` characters (filler keys at the top)."""
-    text = json.dumps(config)
-    filler = {}
-    key = 0
-    while len(text) + 40 < chars:
-        room = (chars - len(text)) // 16
-        filler.update({f"x{key + i:07d}": i for i in range(max(1, room))})
-        key += max(1, room)
-        text = json.dumps({**config, **filler})
-    while len(text) > chars:
-        filler.popitem()
-        text = json.dumps({**config, **filler})
-    return text
+    """``config`` as JSON text of just under ``chars`` characters (filler keys at the top): the
+    most filler keys that fit, found by bisection (a few dumps, not one per key)."""
+
+    def dumped(count: int) -> str:
+        return json.dumps({**config, **{f"x{i:07d}": i for i in range(count)}})
+
+    low, high = 0, max(1, chars // 8)  # each filler key takes more than 8 characters
+    while low < high:
+        mid = (low + high + 1) // 2
+        if len(dumped(mid)) <= chars:
+            low = mid
+        else:
+            high = mid - 1
+    return dumped(low)
 
 
 def largest_allowed(name: str) -> str:
