@@ -32,7 +32,9 @@ pytestmark = pytest.mark.cluster
 
 #: The victim's children must be repaired within this (one 5 s cycle, with room for a loaded
 #: 2-core machine).
-REPAIR_S = 30
+#: A backstop against a stalled cycle, not a speed verdict: at 2 s cycles a repair lands within a
+#: few cycles; the slack is a CI machine running the fast tier beside this one.
+REPAIR_S = 90
 
 
 def crd_with(
@@ -165,7 +167,7 @@ def test_an_object_nested_too_deep_never_ends_the_operator_nor_stops_the_others(
     log_start = operator.log_size()
     create_under(kube, PERMISSIVE, tenant, with_nested_list(named(example(), "deep"), levels))
     # The watch event, the relist after the CRD change, and two whole cycles' resyncs held it.
-    wait_for(lambda: skipped in operator.log_text(log_start), 60, "the deep object's skip logged")
+    wait_for(lambda: skipped in operator.log_text(log_start), 120, "the deep object's skip logged")
     operator.wait_cycles(2)
     assert alive(operator), "the operator exited on the deep object"
     recreated_after_delete(kube, namespace, "qwen3-8b", REPAIR_S)
@@ -176,7 +178,7 @@ def test_an_object_nested_too_deep_never_ends_the_operator_nor_stops_the_others(
 
     operator.stop()  # a restart: kopf's initial LIST and the first cycle's LIST hold it
     operator.start()
-    wait_for(lambda: skipped in operator.log_text(), 60, "the deep object's skip logged again")
+    wait_for(lambda: skipped in operator.log_text(), 120, "the deep object's skip logged again")
     operator.wait_cycles(2)
     assert alive(operator), "the operator exited in its initial LIST"
     hand_edit_is_repaired(kube, namespace, "qwen3-8b")
