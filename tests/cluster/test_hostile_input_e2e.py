@@ -30,9 +30,7 @@ from stack import KubeHandle, Operator, wait_for
 
 pytestmark = pytest.mark.cluster
 
-#: The victim's children must be repaired within this (one 5 s cycle, with room for a loaded
-#: 2-core machine).
-#: A backstop against a stalled cycle, not a speed verdict: at 2 s cycles a repair lands within a
+#: The victim's children must be repaired within this. A backstop against a stalled cycle, not a speed verdict: at 2 s cycles a repair lands within a
 #: few cycles; the slack is a CI machine running the fast tier beside this one.
 REPAIR_S = 90
 
