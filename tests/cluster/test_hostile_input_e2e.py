@@ -30,8 +30,9 @@ from stack import KubeHandle, Operator, wait_for
 
 pytestmark = pytest.mark.cluster
 
-#: The victim's children must be repaired within this. A backstop against a stalled cycle, not a speed verdict: at 2 s cycles a repair lands within a
-#: few cycles; the slack is a CI machine running the fast tier beside this one.
+#: The victim's children must be repaired within this: a backstop against a stalled cycle, not a
+#: speed verdict (at 2 s cycles a repair lands within a few; the slack is a CI machine running
+#: the fast tier beside this tier).
 REPAIR_S = 90
 
 
