@@ -337,20 +337,13 @@ def run(paths: list[Path], options: Options) -> Report:
     for launch in launches:
         finder.attach(launch)
     ctx = Context(launches)
+    chosen: dict[tuple[str, bool], list[Any]] = {}  # the rules for a kind of launch, once
     for index, launch in enumerate(launches):
         found = [*_unresolved(launch), *_incomplete(launch), *_unknown_gpu(launch)]
-        applies = "server" if launch.kind == "specserver" else launch.kind
-        for module in RULES.values():
-            if launch.kind not in module.APPLIES_TO and applies not in module.APPLIES_TO:
-                continue
-            if launch.kind == "specserver" and "specserver" not in module.APPLIES_TO:
-                continue
-            if (
-                launch.config_unknown
-                and module.CODE.startswith("SPEC")
-                and module.CODE not in NAME_RULES
-            ):
-                continue  # any flag may come from the unread --config file
+        kind = (launch.kind, bool(launch.config_unknown))
+        if kind not in chosen:
+            chosen[kind] = _rules_for(*kind)
+        for module in chosen[kind]:
             found += list(module.check(launch, ctx))
         for d in found:
             d.origin = index
@@ -370,6 +363,21 @@ def run(paths: list[Path], options: Options) -> Report:
     said = {os.path.normpath(name) for name in spoken}
     quiet = [name for name in texts if os.path.normpath(name) not in said]
     return Report(ordered, len(selection.files), len(launches), len(selection.excluded), quiet)
+
+
+def _rules_for(kind: str, config_unknown: bool) -> list[Any]:
+    """The rule modules that check a launch of ``kind`` (a SpecServer is also a server)."""
+    applies = "server" if kind == "specserver" else kind
+    out = []
+    for module in RULES.values():
+        if kind not in module.APPLIES_TO and applies not in module.APPLIES_TO:
+            continue
+        if kind == "specserver" and "specserver" not in module.APPLIES_TO:
+            continue
+        if config_unknown and module.CODE.startswith("SPEC") and module.CODE not in NAME_RULES:
+            continue  # any flag may come from the unread --config file
+        out.append(module)
+    return out
 
 
 def skipped_charts(excluded: list[Path]) -> list[Diagnostic]:

@@ -183,6 +183,9 @@ def kube_expand(items: list[str], env: dict[str, str]) -> tuple[list[str], dict[
     unknown: dict[int, list[str]] = {}
     out = []
     for index, item in enumerate(items):
+        if "$(" not in item:  # no reference: most items (KUBE_REF needs "$(")
+            out.append(item)
+            continue
 
         def replace(m: re.Match[str], index: int = index) -> str:
             escaped, name = m.group(1), m.group(2)
@@ -251,6 +254,8 @@ def _container_launches(
     if kubernetes:
         items, unknown = kube_expand(items, {**(injected or {}), **_literal_env(raw_env)})
     for index, item in enumerate(items):  # quoted Helm/Jinja expressions: not rendered here
+        if "{{" not in item and "{%" not in item:
+            continue  # TEMPLATE needs one of them
         for m in TEMPLATE.finditer(item):
             unknown.setdefault(index, []).append(" ".join(m.group(0).split()))
     out: list[Launch] = []
