@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specserver_advisor.bounded import InputLimitError
+from specserver_advisor.bounded import InputLimitError, gc_paused
 from specserver_advisor.launch.secrets import scrub, secret_values
 from specserver_advisor.lint import finder, suppress
 from specserver_advisor.lint.configsource import merge_configs
@@ -330,7 +330,8 @@ def run(paths: list[Path], options: Options) -> Report:
     selection = select_files(paths, options.exclude)
     diagnostics += skipped_charts(selection.excluded)
     for path in selection.files:
-        in_file, problems, text = read_launches(path, options)
+        with gc_paused():  # one file's objects, bounded by its size (``bounded.gc_paused``)
+            in_file, problems, text = read_launches(path, options)
         launches += in_file
         diagnostics += problems
         texts[options.stdin_name if path == STDIN else str(path)] = text
@@ -343,8 +344,9 @@ def run(paths: list[Path], options: Options) -> Report:
         kind = (launch.kind, bool(launch.config_unknown))
         if kind not in chosen:
             chosen[kind] = _rules_for(*kind)
-        for module in chosen[kind]:
-            found += list(module.check(launch, ctx))
+        with gc_paused():
+            for module in chosen[kind]:
+                found += list(module.check(launch, ctx))
         for d in found:
             d.origin = index
             if launch.form:

@@ -28,7 +28,7 @@ from typing import Any
 from specserver_advisor.bounded import InputLimitError, json_value
 from specserver_advisor.lint.argv import detect, make_launch
 from specserver_advisor.lint.model import Launch, Position
-from specserver_advisor.lint.shell.budget import Budget
+from specserver_advisor.lint.shell.budget import CAPPED, MAX_FILE_LAUNCHES, Budget
 from specserver_advisor.lint.shell.evaluate import from_shell
 from specserver_advisor.lint.shell.words import ShellSyntaxError
 from specserver_advisor.lint.sources import (
@@ -49,6 +49,12 @@ MAX_SNIPPETS = 400
 MAX_CELLS = 2000
 MAX_NODES = 100_000
 MAX_PYTHON_BYTES = 2 * 1024 * 1024
+#: Characters of a file read as text (shell, Markdown, Python, Dockerfile, Makefile, plain
+#: text) or of a notebook's code cells: evaluating such text costs microseconds a character
+#: (a file of ``$``, of launch lines, of ``Engine(...)`` calls), so a file past this is
+#: not read and says so (INFO006); YAML and JSON are read up to the engine's file limit.
+#: At this size the costliest text known stays under a second of CPU (scripts/bench-hostile).
+MAX_TEXT_CHARS = 64 * 1024
 #: Python callables whose keyword arguments are SGLang's server arguments.
 ENGINE_CALLS = ("Engine", "ServerArgs", "Runtime")
 SHELL_LANGS = ("", "bash", "sh", "shell", "console", "zsh", "shell-session", "text", "bash-session")
@@ -124,13 +130,35 @@ FORM_NAMES = {
 }
 
 
+def capped(launches: list[Launch]) -> list[Launch]:
+    """The first ``MAX_FILE_LAUNCHES`` launches; the last one kept says the rest were not
+    read (INFO004)."""
+    if len(launches) <= MAX_FILE_LAUNCHES:
+        return launches
+    kept = launches[:MAX_FILE_LAUNCHES]
+    kept[-1].incomplete = kept[-1].incomplete or CAPPED
+    return kept
+
+
+def _too_long(form: str, text: str) -> str:
+    """Why a file read as text is not read (empty when it is short enough)."""
+    if len(text) <= MAX_TEXT_CHARS:
+        return ""
+    return (
+        f"{len(text):,} characters, over the {MAX_TEXT_CHARS:,} lint reads of a {form} "
+        "(YAML and JSON are read whole); lint the launch on its own"
+    )
+
+
 def scan(name: str, text: str) -> Scan:
     """Every launch in one file's text (InputError: a YAML file that does not parse)."""
     form = form_of(name, text)
     out = Scan(FORM_NAMES[form])
     budget = Budget()
     base = shown(PurePath(name).name)
-    if form == "notebook":
+    if form not in ("notebook", "json", "yaml", "yaml?") and _too_long(out.form, text):
+        out.why = _too_long(out.form, text)
+    elif form == "notebook":
         out.launches, out.why = _notebook(name, text, budget)
     elif form == "markdown":
         out.launches = _markdown(name, base, text, budget)
@@ -147,7 +175,9 @@ def scan(name: str, text: str) -> Scan:
             if form == "yaml":
                 raise
             out.form = "text"
-            out.launches = _snippets(name, text, budget, lambda p: p)
+            out.why = _too_long(out.form, text)
+            if not out.why:
+                out.launches = _snippets(name, text, budget, lambda p: p)
     else:
         try:
             out.launches = from_shell(name, text, budget=budget)
@@ -155,7 +185,9 @@ def scan(name: str, text: str) -> Scan:
             if name.endswith((".sh", ".bash", ".zsh")):
                 raise InputError(f"cannot parse shell script: {exc}", exc.line, exc.column) from exc
             out.form = "text"
-            out.launches = _snippets(name, text, budget, lambda p: p)
+            out.launches = _snippets(name, text, budget, lambda p: p)  # no longer than a script
+    if len(out.launches) > MAX_FILE_LAUNCHES:
+        out.launches = capped(out.launches)
     for la in out.launches:
         _elided(la)
     if not out.launches and not out.specservers:
@@ -564,6 +596,7 @@ def _notebook(path: str, text: str, budget: Budget) -> tuple[list[Launch], str]:
     consts: dict[str, Any] = {}
     cursor = 0
     code_cells = 0
+    code_chars = 0
     for number, cell in enumerate(cells[:MAX_CELLS], start=1):
         if not isinstance(cell, dict):
             continue
@@ -579,6 +612,16 @@ def _notebook(path: str, text: str, budget: Budget) -> tuple[list[Launch], str]:
         cell_text = "".join(source)
         if not re.search(r"sglang|Engine|ServerArgs", cell_text):
             continue
+        code_chars += len(cell_text)
+        if code_chars > MAX_TEXT_CHARS:  # the cells after are not read, and that is said
+            cut = (
+                f"its code cells from cell {number} on were not read (over the "
+                f"{MAX_TEXT_CHARS:,} characters of code lint reads of a notebook)"
+            )
+            if not out:
+                return [], cut
+            out[-1].incomplete = out[-1].incomplete or cut
+            break
         found = _cell(path, cell_text, lines_at, budget, consts)
         _label(found, f"notebook cell {number}")
         out += found
@@ -843,6 +886,8 @@ def tree_launches(
         return launches, specservers
     lines = text.splitlines()
     for doc in docs:
+        if len(launches) > MAX_FILE_LAUNCHES:
+            break  # ``scan`` cuts them and says so
         if known_document(doc):
             continue
         walker = _TreeWalker(path, lines)
@@ -878,8 +923,8 @@ class _TreeWalker:
         from specserver_advisor.lint import sources
 
         self.nodes += 1
-        if self.nodes > MAX_NODES:
-            return
+        if self.nodes > MAX_NODES or len(self.found) > MAX_FILE_LAUNCHES:
+            return  # ``scan`` cuts the launches to MAX_FILE_LAUNCHES and says so
         if isinstance(node, dict):
             if any(isinstance(node.get(k), str | list) for k in ("command", "args", "entrypoint")):
                 try:

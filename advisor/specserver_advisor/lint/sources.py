@@ -18,7 +18,7 @@ from specserver_advisor.lint import lwsgroup, servingkinds
 from specserver_advisor.lint.argv import detect, launcher_of, make_launch
 from specserver_advisor.lint.configfile import config_argv
 from specserver_advisor.lint.model import Launch, Position, Selecting, Workload
-from specserver_advisor.lint.shell.budget import MAX_ARGS, Budget
+from specserver_advisor.lint.shell.budget import MAX_ARGS, MAX_FILE_LAUNCHES, Budget
 from specserver_advisor.lint.shell.evaluate import (
     Relocate,
     forget_unresolved,
@@ -345,6 +345,8 @@ def from_yaml(
     files: dict[str, tuple[str, int, str]] = {}
     selecting: list[Selecting] = []  # the file's Services and PodMonitors, for LWS groups
     for doc in load_yaml_documents(text, path) if docs is None else docs:
+        if len(launches) > MAX_FILE_LAUNCHES:
+            break  # the caller (``finder.scan``) cuts them to the limit and says so
         if not isinstance(doc, dict):
             continue
         doc_suppress = _annotation_suppressions(doc)

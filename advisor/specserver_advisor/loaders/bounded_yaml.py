@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from specserver_advisor.bounded import MAX_NUMBER_CHARS, InputLimitError
+from specserver_advisor.bounded import MAX_NUMBER_CHARS, InputLimitError, gc_paused
 
 _Base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when installed
 _STR_TAG = "tag:yaml.org,2002:str"
@@ -149,7 +149,8 @@ def compose(
             what, f"{markers:,} YAML document markers; at most {MAX_DOCUMENTS:,} documents a file"
         )
     try:
-        every = list(yaml.compose_all(text, Loader=_Loader))
+        with gc_paused():
+            every = list(yaml.compose_all(text, Loader=_Loader))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]

@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from specserver_advisor.bounded import gc_paused
 from specserver_advisor.loaders import bounded_yaml
 
 
@@ -83,4 +84,5 @@ def _convert(node: yaml.Node, what: str) -> Any:
 def load_all(text: str, what: str = "YAML") -> list[Any]:
     """Every document, converted; raises InputLimitError (naming ``what``) on bad or
     oversized YAML (``bounded_yaml.compose``)."""
-    return [_convert(node, what) for node in bounded_yaml.compose(text, what)]
+    with gc_paused():  # bounded by the file's size; see ``bounded.gc_paused``
+        return [_convert(node, what) for node in bounded_yaml.compose(text, what)]

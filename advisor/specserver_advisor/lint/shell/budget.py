@@ -23,6 +23,11 @@ MAX_WORDS = 50_000
 MAX_CHARS = 4_000_000
 #: Arguments linted per launch line; SGLang launches have a few dozen.
 MAX_ARGS = 4_096
+#: Launches linted per file (a rendered chart or a docs page holds a few dozen); a file with
+#: more has the rest not read, and its last launch linted says so (INFO004): each launch
+#: costs a fraction of a millisecond to find and check, 5,000 Pods in one file seconds.
+MAX_FILE_LAUNCHES = 500
+CAPPED = f"the file holds more than {MAX_FILE_LAUNCHES} launches (those after were not read)"
 #: The size one variable's value may reach (in ``chars`` units: its text plus ``PIECE_COST``
 #: per piece); a larger one is stored as unknown.
 MAX_VALUE = 262_144
