@@ -136,8 +136,12 @@ def capped(launches: list[Launch]) -> list[Launch]:
     if len(launches) <= MAX_FILE_LAUNCHES:
         return launches
     kept = launches[:MAX_FILE_LAUNCHES]
-    kept[-1].incomplete = kept[-1].incomplete or CAPPED
+    kept[-1].incomplete = _also(kept[-1].incomplete, CAPPED)
     return kept
+
+
+def _also(reason: str | None, more: str) -> str:
+    return f"{reason}; {more}" if reason else more
 
 
 def _too_long(form: str, text: str) -> str:
@@ -620,7 +624,7 @@ def _notebook(path: str, text: str, budget: Budget) -> tuple[list[Launch], str]:
             )
             if not out:
                 return [], cut
-            out[-1].incomplete = out[-1].incomplete or cut
+            out[-1].incomplete = _also(out[-1].incomplete, cut)
             break
         found = _cell(path, cell_text, lines_at, budget, consts)
         _label(found, f"notebook cell {number}")

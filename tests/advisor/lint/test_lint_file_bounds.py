@@ -1,0 +1,90 @@
+"""Issue 38: every file lint accepts is answered within a CPU budget. Text forms (shell,
+Markdown, Python, Dockerfile, Makefile, plain text, a notebook's code cells) are read up to
+``finder.MAX_TEXT_CHARS`` and a file past it says so (INFO006); a file is linted for at most
+``MAX_FILE_LAUNCHES`` launches and the last one linted says the rest were not (INFO004)."""
+
+from __future__ import annotations
+
+import gc
+import json
+import time
+from pathlib import Path
+
+from specserver_advisor.bounded import gc_paused
+from specserver_advisor.lint.engine import Options, run
+from specserver_advisor.lint.finder import MAX_TEXT_CHARS
+from specserver_advisor.lint.shell.budget import CAPPED, MAX_FILE_LAUNCHES
+
+LAUNCH = "python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --tp 2"
+
+
+def lint(path: Path) -> tuple[object, float]:
+    start = time.process_time()
+    report = run([path], Options(env={}))
+    return report, time.process_time() - start
+
+
+def test_text_past_the_limit_is_said_not_read(tmp_path: Path) -> None:
+    for name, text in (
+        ("launch.sh", LAUNCH + " " + "$" * MAX_TEXT_CHARS),
+        ("README.md", "```bash\n" + LAUNCH + "\n```\n" + "x" * MAX_TEXT_CHARS),
+        ("serve.py", "import sglang\n" + "sglang.Engine(model_path='m')\n" * 3000),
+    ):
+        path = tmp_path / name
+        path.write_text(text)
+        report, spent = lint(path)
+        (hit,) = report.diagnostics  # type: ignore[attr-defined]
+        assert hit.code == "INFO006", (name, hit)
+        assert f"over the {MAX_TEXT_CHARS:,} lint reads of a" in hit.message
+        assert report.launches == 0  # type: ignore[attr-defined]
+        assert spent < 1.0, (name, spent)  # CPU seconds: the text is not evaluated
+
+
+def test_text_at_the_limit_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "launch.sh"
+    path.write_text((LAUNCH + " --bogus-flag\n").ljust(MAX_TEXT_CHARS - 1, "#") + "\n")
+    report, _ = lint(path)
+    assert report.launches == 1  # type: ignore[attr-defined]
+    assert "SPEC015" in {d.code for d in report.diagnostics}  # type: ignore[attr-defined]
+
+
+def test_launches_past_the_cap_are_said_not_read(tmp_path: Path) -> None:
+    pod = (
+        "---\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: e\n"
+        "    command: [python3, -m, sglang.launch_server]\n    args: [--model-path, m]\n"
+    )
+    path = tmp_path / "pods.yaml"
+    path.write_text(pod * (MAX_FILE_LAUNCHES + 20))
+    report, _ = lint(path)
+    assert report.launches == MAX_FILE_LAUNCHES  # type: ignore[attr-defined]
+    capped = [d for d in report.diagnostics if d.code == "INFO004"]  # type: ignore[attr-defined]
+    assert [CAPPED in d.message for d in capped] == [True]
+    assert capped[0].line == 1 + 8 * (MAX_FILE_LAUNCHES - 1) + 5  # the last Pod linted
+
+
+def test_notebook_code_past_the_limit_is_said_not_read(tmp_path: Path) -> None:
+    source = ["!" + LAUNCH + " --bogus-flag\n", "# " + "x" * 400 + "\n"]
+    cell = {"cell_type": "code", "source": source}
+    many = MAX_TEXT_CHARS // len("".join(source)) + 10
+    path = tmp_path / "nb.ipynb"
+    path.write_text(json.dumps({"cells": [cell] * many}))
+    report, _ = lint(path)
+    assert 0 < report.launches < many  # type: ignore[attr-defined]
+    said = [d.message for d in report.diagnostics if d.code == "INFO004"]  # type: ignore[attr-defined]
+    assert any("were not read (over the" in m for m in said), said
+
+
+def test_gc_paused_restores_the_collector() -> None:
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+        with gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    try:
+        with gc_paused():
+            raise ValueError("x")
+    except ValueError:
+        pass
+    assert gc.isenabled()
