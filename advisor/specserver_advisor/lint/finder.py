@@ -49,11 +49,12 @@ MAX_SNIPPETS = 400
 MAX_CELLS = 2000
 MAX_NODES = 100_000
 MAX_PYTHON_BYTES = 2 * 1024 * 1024
-#: Characters of a file read as text (shell, Markdown, Python, Dockerfile, Makefile, plain
-#: text) or of a notebook's code cells: evaluating such text costs microseconds a character
-#: (a file of ``$``, of launch lines, of ``Engine(...)`` calls), so a file past this is
-#: not read and says so (INFO006); YAML and JSON are read up to the engine's file limit.
-#: At this size the costliest text known stays under a second of CPU (scripts/bench-hostile).
+#: Characters of a file read as text (Markdown, Python, Dockerfile, Makefile, plain text) or
+#: of a notebook's code cells: finding launches in such text costs microseconds a character
+#: (launch lines, ``Engine(...)`` calls, fences), so a file past this is not read and says so
+#: (INFO006); at this size the costliest text known stays under a second of CPU
+#: (scripts/bench-hostile). YAML and JSON are read up to the engine's file limit, and shell
+#: scripts under the shell budget (``shell.budget``; a script of ``$`` is not bounded by it).
 MAX_TEXT_CHARS = 64 * 1024
 #: Python callables whose keyword arguments are SGLang's server arguments.
 ENGINE_CALLS = ("Engine", "ServerArgs", "Runtime")
@@ -160,7 +161,7 @@ def scan(name: str, text: str) -> Scan:
     out = Scan(FORM_NAMES[form])
     budget = Budget()
     base = shown(PurePath(name).name)
-    if form not in ("notebook", "json", "yaml", "yaml?") and _too_long(out.form, text):
+    if form not in ("notebook", "json", "yaml", "yaml?", "shell") and _too_long(out.form, text):
         out.why = _too_long(out.form, text)
     elif form == "notebook":
         out.launches, out.why = _notebook(name, text, budget)
