@@ -29,7 +29,7 @@ _RESOLVERS: dict[str, tuple[tuple[str, Any], ...]] = {
 _AFTER_SIGN = frozenset("0123456789.")
 
 
-class _Loader(_Base):  # type: ignore[misc,valid-type]
+class _Loader(_Base):  # type: ignore[misc]
     """SafeLoader's tag resolution in fewer steps (it runs once per scalar, and was most of
     the CPU of composing a large file): the same tags, for the same values (a test compares
     it with PyYAML's own ``resolve`` over every resolver's first characters)."""

@@ -11,14 +11,14 @@ import time
 from pathlib import Path
 
 from specserver_advisor.bounded import gc_paused
-from specserver_advisor.lint.engine import Options, run
+from specserver_advisor.lint.engine import Options, Report, run
 from specserver_advisor.lint.finder import MAX_TEXT_CHARS
 from specserver_advisor.lint.shell.budget import CAPPED, MAX_FILE_LAUNCHES
 
 LAUNCH = "python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --tp 2"
 
 
-def lint(path: Path) -> tuple[object, float]:
+def lint(path: Path) -> tuple[Report, float]:
     start = time.process_time()
     report = run([path], Options(env={}))
     return report, time.process_time() - start
@@ -32,10 +32,10 @@ def test_text_past_the_limit_is_said_not_read(tmp_path: Path) -> None:
         path = tmp_path / name
         path.write_text(text)
         report, spent = lint(path)
-        (hit,) = report.diagnostics  # type: ignore[attr-defined]
+        (hit,) = report.diagnostics
         assert hit.code == "INFO006", (name, hit)
         assert f"over the {MAX_TEXT_CHARS:,} lint reads of a" in hit.message
-        assert report.launches == 0  # type: ignore[attr-defined]
+        assert report.launches == 0
         assert spent < 1.0, (name, spent)  # CPU seconds: the text is not evaluated
 
 
@@ -44,8 +44,8 @@ def test_text_at_the_limit_is_read(tmp_path: Path) -> None:
     body = "```bash\n" + LAUNCH + " --bogus-flag\n```\n"
     path.write_text(body.ljust(MAX_TEXT_CHARS - 1, "x") + "\n")
     report, _ = lint(path)
-    assert report.launches == 1  # type: ignore[attr-defined]
-    assert "SPEC015" in {d.code for d in report.diagnostics}  # type: ignore[attr-defined]
+    assert report.launches == 1
+    assert "SPEC015" in {d.code for d in report.diagnostics}
 
 
 def test_launches_past_the_cap_are_said_not_read(tmp_path: Path) -> None:
@@ -56,8 +56,8 @@ def test_launches_past_the_cap_are_said_not_read(tmp_path: Path) -> None:
     path = tmp_path / "pods.yaml"
     path.write_text(pod * (MAX_FILE_LAUNCHES + 20))
     report, _ = lint(path)
-    assert report.launches == MAX_FILE_LAUNCHES  # type: ignore[attr-defined]
-    capped = [d for d in report.diagnostics if d.code == "INFO004"]  # type: ignore[attr-defined]
+    assert report.launches == MAX_FILE_LAUNCHES
+    capped = [d for d in report.diagnostics if d.code == "INFO004"]
     assert [CAPPED in d.message for d in capped] == [True]
     assert capped[0].line == 1 + 8 * (MAX_FILE_LAUNCHES - 1) + 5  # the last Pod linted
 
@@ -69,8 +69,8 @@ def test_notebook_code_past_the_limit_is_said_not_read(tmp_path: Path) -> None:
     path = tmp_path / "nb.ipynb"
     path.write_text(json.dumps({"cells": [cell] * many}))
     report, _ = lint(path)
-    assert 0 < report.launches < many  # type: ignore[attr-defined]
-    said = [d.message for d in report.diagnostics if d.code == "INFO004"]  # type: ignore[attr-defined]
+    assert 0 < report.launches < many
+    said = [d.message for d in report.diagnostics if d.code == "INFO004"]
     assert any("were not read (over the" in m for m in said), said
 
 
