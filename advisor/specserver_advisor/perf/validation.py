@@ -75,6 +75,11 @@ def build(corpus: Mapping[str, Any], configs: Callable[[str], dict[str, Any]]) -
             if f.get("draft"):
                 argv += ["--speculative-draft-model-path", "draft"]
         concurrency = int(f.get("concurrency", 1))
+        if setup.get("capped_at_batch"):
+            # The bench launches its server per batch size with graphs captured up to it and
+            # no more requests running (SpecForge's bench_eagle3).
+            batch = str(f.get("batch", concurrency))
+            argv += ["--cuda-graph-max-bs", batch, "--max-running-requests", batch]
         inputs = PlanInputs(
             parse_server_argv(argv).values,
             configs(setup["model"]),
