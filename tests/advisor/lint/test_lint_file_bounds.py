@@ -88,3 +88,15 @@ def test_gc_paused_restores_the_collector() -> None:
     except ValueError:
         pass
     assert gc.isenabled()
+
+
+def test_a_word_of_a_million_expansions_is_cut(tmp_path: Path) -> None:
+    """1.9 MB of ``$`` on a launch line is one shell word: its expansions are counted too."""
+    from specserver_advisor.lint.shell.budget import MAX_WORDS
+
+    path = tmp_path / "launch.sh"
+    path.write_text(LAUNCH + " " + "$" * (20 * MAX_WORDS))
+    report, spent = lint(path)
+    said = [d.message for d in report.diagnostics if d.code == "INFO004"]
+    assert any(f"more than {MAX_WORDS:,} expansions" in m for m in said), said
+    assert spent < 2.0, spent  # CPU seconds (about 7 s before the expansions were counted)

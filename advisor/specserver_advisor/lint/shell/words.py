@@ -112,6 +112,8 @@ class _Reader:
         self.line = 1
         self.col = 1
         self.heredocs: list[tuple[str, bool]] = []
+        #: Expansions read (``$``, backquotes): a word of 1,000,000 ``$`` is one word.
+        self.expansions = 0
 
     def peek(self, k: int = 0) -> str:
         j = self.i + k
@@ -133,9 +135,19 @@ class _Reader:
 
 
 def tokenize(text: str, budget: Budget | None = None) -> list[Word]:
-    """Words and operators (``\\n`` included) of a whole script, the first ``MAX_WORDS``."""
+    """Words and operators (``\\n`` included) of a whole script, the first ``MAX_WORDS``
+    (and up to the ``MAX_WORDS``-th expansion)."""
     r = _Reader(text.replace("\r\n", "\n"))  # scripts saved with CRLF line ends
     out: list[Word] = []
+    try:
+        _tokens(r, out, budget)
+    except _Cut:
+        if budget is not None:
+            budget.note("file expansions")
+    return out
+
+
+def _tokens(r: _Reader, out: list[Word], budget: Budget | None) -> None:
     last_end = -1
     while r.i < len(r.text):
         if len(out) >= MAX_WORDS:
@@ -183,7 +195,7 @@ def tokenize(text: str, budget: Budget | None = None) -> list[Word]:
         if r.peek() == "(" and word.parts and _ends_with_assign(word):
             word.glued_paren = True
         out.append(word)
-    return out
+    return None
 
 
 def _redirection(r: _Reader, out: list[Word], last_end: int) -> None:
@@ -334,7 +346,14 @@ def _balanced(r: _Reader, open_: str, close: str, line: int, col: int) -> str:
         out.append(r.take(1 + (len(plain.group(0)) if plain else 0)))
 
 
+class _Cut(Exception):
+    """The file has more than ``MAX_WORDS`` expansions: the rest is not read."""
+
+
 def _expansion(r: _Reader, quoted: bool) -> Part:
+    r.expansions += 1
+    if r.expansions > MAX_WORDS:
+        raise _Cut
     line, col = r.line, r.col
     if r.peek() == "`":
         r.take()
