@@ -3,8 +3,9 @@
 The example's shape (DeepSeek-V3 FP8 with NEXTN on 2 x 8 H100, ``resources.nodes: 2``: one
 LeaderWorkerSet group of a leader and a worker) under the operator and the node agent as
 processes (test_closed_loop_e2e's Stack) against the session's apiserver and Prometheus; the
-agent plays the kubelet and LeaderWorkerSet's controller (scripts/lwsstandin.py) and runs one
-simulated engine, time-scaled 10x, for the group on its leader. Closed-loop users of the
+agent plays the kubelets of the nodes the real scheduler binds the group's pods to, the real
+LeaderWorkerSet controller (scripts/devcluster.py) makes the group's StatefulSets, and the agent
+runs one simulated engine, time-scaled 10x, for the group on its leader. Closed-loop users of the
 project's load generator (``loadgen.one_request``) go through the Service as the agent routes it
 (its endpoints file, read again for every request, as the demo's users do) at a low load, an
 overload, then the low load again, each chosen on the advisor's model (``plan --from``):
@@ -52,7 +53,6 @@ LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
 #: The agent's pace (test_closed_loop_e2e's Stack): modelled seconds per wall second, and one
 #: pod's modelled start-up; a group across nodes starts MULTINODE_STARTUP_FACTOR times slower.
 TIME_SCALE, STARTUP_S = 10.0, 40.0
-load_script("lwsstandin")  # what nodeagent imports beside it
 GROUP_START_WALL_S = STARTUP_S * load_script("nodeagent").MULTINODE_STARTUP_FACTOR / TIME_SCALE
 #: Users: below the model's crossovers and well above them (checked against ``plan --from`` at
 #: the accept length measured) and below ``maxRunningRequests`` 64, so the overload is the load,
