@@ -172,7 +172,20 @@ def staging_replacements(gomod: str, version: str) -> list[str]:
     return [f"\t{module} => {module} {published}" for module in staging]
 
 
-def _build(go: str, root: Path, gomod: str, targets: dict[str, str]) -> None:
+def version_ldflags(version: str) -> list[str]:
+    """``-X`` flags stamping Kubernetes binaries with their release (``kubectl version`` and the
+    apiserver's ``/version`` report it; a plain ``go build`` says v0.0.0-master)."""
+    major, minor = version.split(".")[:2]
+    out = []
+    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        for key, value in (("gitVersion", f"v{version}"), ("gitMajor", major), ("gitMinor", minor)):
+            out += ["-X", f"{pkg}.{key}={value}"]
+    return out
+
+
+def _build(
+    go: str, root: Path, gomod: str, targets: dict[str, str], ldflags: list[str] | None = None
+) -> None:
     """Build each ``{binary: package}`` of ``targets`` into ``root/bin`` from the module
     ``gomod`` written to ``root/src`` (a throwaway module, outside the repository)."""
     src, bin_dir = root / "src", root / "bin"
@@ -184,7 +197,8 @@ def _build(go: str, root: Path, gomod: str, targets: dict[str, str]) -> None:
         if (bin_dir / binary).exists():
             continue
         log(f"building {binary} ({package}); log: {logfile}")
-        _go(go, ["build", "-ldflags=-s -w", "-o", str(bin_dir / binary), package], src, logfile)
+        flags = "-ldflags=" + " ".join(["-s", "-w", *(ldflags or [])])
+        _go(go, ["build", flags, "-o", str(bin_dir / binary), package], src, logfile)
 
 
 def build_binaries() -> Path:
@@ -225,6 +239,7 @@ def build_binaries() -> Path:
             kube_root,
             gomod,
             {b: f"k8s.io/kubernetes/cmd/{b}" for b in BINARIES},
+            version_ldflags(KUBE_VERSION),
         )
     if not ETCD.exists():
         gomod = (

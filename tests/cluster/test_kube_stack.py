@@ -98,11 +98,10 @@ def test_the_apiserver_refuses_a_structural_rule_broken_without_a_webhook(
     assert f"{rule.field}: Invalid value" in done.stderr, done.stderr
     # The same document within the rule is accepted (the rule alone refused it).
     fine = copy.deepcopy(doc)
-    _set(
-        fine,
-        rule.path,
-        1 if isinstance(rule, Maximum) else ([] if isinstance(rule, MaxItems) else "img:1"),
-    )
+    if isinstance(rule, Maximum):
+        _set(fine, rule.path, rule.maximum)
+    else:
+        _set(fine, rule.path, [] if isinstance(rule, MaxItems) else "registry.local/engine:1")
     ok = kube.kubectl(
         "create",
         "--dry-run=server",
