@@ -392,6 +392,11 @@ class Cluster:
                 "--service-cluster-ip-range",
                 "10.96.0.0/16",
                 "--enable-priority-and-fairness=false",
+                # A loopback advertise address may not back the kubernetes Service's endpoints.
+                "--endpoint-reconciler-type=none",
+                # As clusters run: privileged pods are allowed by the API, and Pod Security
+                # admission refuses them where a namespace enforces baseline or restricted.
+                "--allow-privileged=true",
                 "--admission-control-config-file",
                 str(self._write_admission_config()),
             ],
@@ -538,10 +543,12 @@ class Cluster:
         webhooks' objectSelector of its kustomize patches), served at loopback URLs."""
         import base64
 
-        docs = json.loads(
-            self.kubectl("create", "--dry-run=client", "-o", "json", "-f", str(LWS_WEBHOOKS))
-        )
-        items = docs.get("items", [docs])
+        text = self.kubectl("create", "--dry-run=client", "-o", "json", "-f", str(LWS_WEBHOOKS))
+        items, decoder, at = [], json.JSONDecoder(), 0
+        while text[at:].strip():  # one JSON document per object, one after the other
+            at = len(text) - len(text[at:].lstrip())
+            doc, at = decoder.raw_decode(text, at)
+            items += doc.get("items", [doc]) if doc.get("kind") == "List" else [doc]
         ca_bundle = base64.b64encode(ca.read_bytes()).decode()
         for item in items:
             for hook in item["webhooks"]:

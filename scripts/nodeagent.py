@@ -178,6 +178,9 @@ class Agent:
                 if exc.status != 409:
                     raise
             self.core.patch_node_status(name, {"status": node["status"]})
+            # The apiserver taints a new Node not-ready (TaintNodesByCondition); the node
+            # lifecycle controller, which would lift it, is off on the dev cluster.
+            self.core.patch_node(name, {"spec": {"taints": None}})
         self.heartbeat()
 
     def heartbeat(self) -> None:

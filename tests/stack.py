@@ -107,7 +107,7 @@ def pod_security_refusals(kube: KubeHandle, namespace: str, obj: dict[str, Any])
                 "name": f"pss-probe-{i}",
                 "labels": dict((template.get("metadata") or {}).get("labels") or {}),
             },
-            "spec": template["spec"],
+            "spec": {**template["spec"], "serviceAccountName": "default"},
         }
         done = kube.kubectl(
             "create",

@@ -130,6 +130,7 @@ def test_pod_security_admits_every_rendered_engine_pod_and_refuses_a_privileged_
     workload = _rendered(EXAMPLE)[0]
     privileged = copy.deepcopy(workload)
     engine = privileged["spec"]["template"]["spec"]["containers"][0]
+    engine["securityContext"].pop("allowPrivilegeEscalation")  # the API forbids it with privileged
     engine["securityContext"]["privileged"] = True
     refused = pod_security_refusals(kube, namespace, privileged)
     assert len(refused) == 1
@@ -137,7 +138,9 @@ def test_pod_security_admits_every_rendered_engine_pod_and_refuses_a_privileged_
     assert "privileged" in refused[0]
     host = copy.deepcopy(workload)
     host["spec"]["template"]["spec"]["volumes"].append({"name": "root", "hostPath": {"path": "/"}})
-    assert "hostPath volumes" in " ".join(pod_security_refusals(kube, namespace, host))
+    assert 'restricted volume type "hostPath"' in " ".join(
+        pod_security_refusals(kube, namespace, host)
+    )
 
 
 def test_the_operator_manifest_passes_pod_security(kube: KubeHandle, namespace: str) -> None:
