@@ -1,6 +1,6 @@
-"""``specserver-advisor`` run as a child process: exit code, output, time and peak memory.
+"""``specserver-advisor`` run as a child process: exit code, output, CPU time and peak memory.
 
-Shared by the input-limit regression tests (tests/advisor/test_input_limits.py,
+Shared by the input-limit regression tests (tests/advisor/cli/test_input_limits.py,
 test_config_values.py): a traceback, a hang or gigabytes only show in a real process.
 """
 
@@ -23,11 +23,15 @@ class Run:
     rc: int
     out: str
     err: str
+    #: CPU seconds (user + system) the CLI spent: the verdict, the same on a busy machine.
     seconds: float
     max_rss_mib: float
+    #: wall seconds, for the report only (the timeout is the backstop against hangs).
+    wall_seconds: float = 0.0
 
 
-#: Runs argv[1:] as its own child and writes that child's peak RSS (KiB) to fd 3's file: Linux
+#: Runs argv[1:] as its own child and writes that child's peak RSS (KiB) and CPU seconds to the
+#: file named by SPECSERVER_MAXRSS_FILE: Linux
 #: carries the peak RSS of the process that forks into its child's ``ru_maxrss`` (across exec),
 #: so a child forked straight from a large pytest process reports pytest's size, not its own.
 _MEASURE = """
@@ -37,7 +41,7 @@ if pid == 0:
     os.execv(sys.argv[1], sys.argv[1:])
 _, status, usage = os.wait4(pid, 0)
 with open(os.environ["SPECSERVER_MAXRSS_FILE"], "w") as f:
-    f.write(str(usage.ru_maxrss))
+    f.write(f"{usage.ru_maxrss} {usage.ru_utime + usage.ru_stime}")
 sys.exit(os.waitstatus_to_exitcode(status))
 """
 
@@ -78,12 +82,15 @@ def advisor(cwd: Path, *argv: str, stdin: bytes = b"", timeout: float = 60) -> R
             finally:
                 timer.cancel()
             proc.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.monotonic() - started
+        peak_kib, cpu = _usage(io / "maxrss", wall)
         return Run(
             proc.returncode,
             (io / "out").read_text(errors="replace"),
             (io / "err").read_text(errors="replace"),
-            time.monotonic() - started,
-            _peak_kib(io / "maxrss") / 1024,
+            cpu,
+            peak_kib / 1024,
+            wall,
         )
 
 
@@ -92,12 +99,14 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
-def _peak_kib(path: Path) -> float:
-    """The measured child's peak RSS; infinite when the wrapper was killed before writing it."""
+def _usage(path: Path, wall: float) -> tuple[float, float]:
+    """The measured child's peak RSS (KiB) and CPU seconds; infinite RSS and the wall time when
+    the wrapper was killed (a hang, at the timeout) before writing them."""
     try:
-        return float(path.read_text())
+        rss, cpu = path.read_text().split()
+        return float(rss), float(cpu)
     except (OSError, ValueError):
-        return float("inf")
+        return float("inf"), wall
 
 
 def clean_refusal(run: Run, *names: str) -> str:

@@ -123,6 +123,22 @@ def start_simulator() -> Iterator[Any]:
             sim.process.stdout.close()
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Draw this run's oracle seed (tests/oracle: a rotating sample of generated launches) once,
+    in the process that starts the xdist workers, so every worker and the header agree."""
+    if not os.environ.get("SPECSERVER_ORACLE_SEED"):
+        os.environ["SPECSERVER_ORACLE_SEED"] = str(int.from_bytes(os.urandom(4), "big"))
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    seed = os.environ["SPECSERVER_ORACLE_SEED"]
+    cases = os.environ.get("SPECSERVER_ORACLE_CASES", "1000")
+    return (
+        f"oracle sample: {cases} generated launches, seed {seed} "
+        f"(SPECSERVER_ORACLE_SEED={seed} SPECSERVER_ORACLE_CASES={cases} reproduces it)"
+    )
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--update-golden",

@@ -2,7 +2,7 @@
 
 ``sglang serve`` registers some flags by hand outside ``ServerArgs.add_cli_args`` and keeps
 deprecated spellings that only warn; both the advisor's argv parser
-(tests/advisor/test_sglang_fixes.py) and the engine's pass-through
+(tests/advisor/sglang/test_sglang_fixes.py) and the engine's pass-through
 (tests/engine/test_serve_passthrough.py) must accept each of these, with its value.
 """
 

@@ -88,3 +88,37 @@ def test_the_readme_layout_table_names_every_layer_package() -> None:
             assert f"`{package.relative_to(package.parts[0])}/`" in readme, (
                 f"README's layout table lacks {package}"
             )
+
+
+#: Test folders named for something other than a layer package: the advisor's ground modules
+#: (models, findings, errors, gpus, bounded) and the operator's entry point and settings.
+TEST_FOLDERS_BESIDE_LAYERS = {"advisor": {"ground"}, "operator": {"main"}}
+
+
+def _layers(package_root: Path) -> set[str]:
+    return {p.parent.name for p in package_root.glob("*/__init__.py")}
+
+
+def test_the_test_tree_mirrors_the_packages() -> None:
+    """tests/advisor/<layer>/ and tests/operator/<layer>/ (issue 36): a package's tests are found
+    by its path; no test file sits loose above the layer folders, each folder has a conftest."""
+    for side, root in (
+        ("advisor", "advisor/specserver_advisor"),
+        ("operator", "operator/specserver_operator"),
+    ):
+        tests = REPO / "tests" / side
+        allowed = _layers(REPO / root) | TEST_FOLDERS_BESIDE_LAYERS[side]
+        folders = {p.parent.name for p in tests.glob("*/test_*.py")}
+        assert folders <= allowed, f"tests/{side}: {sorted(folders - allowed)} is no layer"
+        loose = sorted(p.name for p in tests.glob("test_*.py"))
+        assert not loose, f"tests/{side}: move {loose} into the folder of the layer they test"
+        assert (tests / "conftest.py").is_file()
+    for suite in ("advisor", "operator", "engine", "cluster", "oracle"):
+        assert (REPO / "tests" / suite / "conftest.py").is_file(), f"tests/{suite}/conftest.py"
+
+
+def test_test_module_names_are_unique() -> None:
+    """Test folders have no __init__.py (pytest's rootdir imports): two test modules with one
+    name would collide, so each basename appears once under tests/."""
+    names = [p.name for p in (REPO / "tests").rglob("test_*.py")]
+    assert len(names) == len(set(names)), sorted({n for n in names if names.count(n) > 1})

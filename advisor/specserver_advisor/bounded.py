@@ -22,6 +22,13 @@ from typing import Any
 MAX_DEPTH = 64
 #: Bytes of JSON text accepted by default (an AdmissionReview body is bounded at 4 MiB).
 MAX_BYTES = 4 * 1024 * 1024
+#: Characters of one number as written, in any base and any loader (JSON, YAML, TOML): a
+#: 64-digit integer is far past any count, size or id a config holds, and every such value
+#: still converts to a float (2**1024 needs 309 decimal, 256 hex digits).
+MAX_NUMBER_CHARS = 64
+#: The largest integer magnitude a loaded value may have (the integers ``MAX_NUMBER_CHARS``
+#: decimal digits can write; bits, for values a loader built without showing their text).
+MAX_INT_BITS = 213
 
 
 class InputLimitError(ValueError):
@@ -35,6 +42,8 @@ class InputLimitError(ValueError):
     ) -> None:
         super().__init__(f"{what}: {reason}")
         self.what, self.reason, self.line, self.column = what, reason, line, column
+        #: The JSON decoder's own message, when that is what refused the text.
+        self.decoder_message = ""
 
 
 def depth(value: Any) -> int:
@@ -53,6 +62,43 @@ def depth(value: Any) -> int:
         deepest = max(deepest, level)
         stack.extend((child, level) for child in children)
     return deepest
+
+
+def number_text(text: str, what: str) -> str:
+    """``text`` when a number written so is short enough to convert (``MAX_NUMBER_CHARS``),
+    else InputLimitError: checked before conversion, so no base (``0x``, ``0o``, ``0b``, YAML
+    1.1's ``1:30:00`` sexagesimal) turns a long text into quadratic work or a huge integer."""
+    if len(text) > MAX_NUMBER_CHARS:
+        raise InputLimitError(
+            what,
+            f"a number written with {len(text):,} characters (the limit is {MAX_NUMBER_CHARS})",
+        )
+    return text
+
+
+def check_numbers(value: Any, what: str) -> Any:
+    """``value`` itself when every integer in it is at most ``MAX_INT_BITS`` bits (for loaders
+    that build integers before they can be checked, such as TOML's ``0x...``), else
+    InputLimitError. Iterative, like :func:`depth`."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, int) and item.bit_length() > MAX_INT_BITS:
+            raise InputLimitError(
+                what, f"an integer of {item.bit_length():,} bits (the limit is {MAX_INT_BITS})"
+            )
+    return value
+
+
+def _bounded_int(what: str) -> Any:
+    def parse(text: str) -> int:
+        return int(number_text(text, what))
+
+    return parse
 
 
 def check_depth(value: Any, what: str, max_depth: int = MAX_DEPTH) -> Any:
@@ -79,16 +125,18 @@ def json_value(
         except UnicodeDecodeError as exc:
             raise InputLimitError(what, f"not UTF-8 ({exc.reason} at byte {exc.start})") from None
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_int=_bounded_int(what))
     except RecursionError:
         raise InputLimitError(what, f"nested more than {max_depth} levels deep") from None
     except json.JSONDecodeError as exc:
-        raise InputLimitError(
+        error = InputLimitError(
             what,
             f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
             exc.lineno,
             exc.colno,
-        ) from None
+        )
+        error.decoder_message = str(exc)
+        raise error from None
     return check_depth(value, what, max_depth)
 
 

@@ -5,7 +5,11 @@ Used by the memory planner and the performance model. Figures are vendor data sh
 reports, which is what SGLang's heuristics see. ``context_overhead_gib`` is what the CUDA
 context and NCCL take before weights load. ``capability`` is the CUDA compute capability, which
 SGLang's attention-backend and page-size defaults branch on (sm80 Ampere, sm86/sm89 Ampere/Ada,
-sm90 Hopper, sm100 Blackwell, sm121 GB10).
+sm90 Hopper, sm100 Blackwell, sm121 GB10). AMD Instinct cards (``rocm``) report the gfx target
+as PyTorch on ROCm does (gfx942: (9, 4), gfx950: (9, 5)); SGLang branches on ``is_hip`` for them
+before it looks at the capability (``sglang.serverargs.default_attention_backend``).
+``generation`` names the architecture whose small-kernel floor and launch path the performance
+model prices (``perf.parallelism``).
 """
 
 from __future__ import annotations
@@ -27,6 +31,24 @@ class Gpu:
     #: GPU-to-GPU bandwidth inside a node, one direction, GB/s: NVLink where the card has it
     #: (data sheet: total NVLink bandwidth / 2), else PCIe 4.0 x16 (~25 GB/s achievable).
     link_gbs: float = 25.0
+    #: ROCm/HIP (AMD Instinct): SGLang's ``is_hip`` paths (aiter/triton attention, HIP graphs,
+    #: RCCL and the aiter custom all-reduce).
+    rocm: bool = False
+    #: GPUs a node's fabric connects all-to-all: NVSwitch (8 on HGX), a fully connected
+    #: Infinity Fabric mesh (8 on MI300X/MI325X/MI355X platforms); 1 for PCIe-only cards.
+    node_gpus: int = 8
+
+    @property
+    def generation(self) -> str:
+        """The architecture: ampere, ada, hopper, blackwell, cdna3 or cdna4."""
+        if self.rocm:
+            return "cdna4" if self.capability >= (9, 5) else "cdna3"
+        major = self.capability[0]
+        if major >= 10:
+            return "blackwell"
+        if major == 9:
+            return "hopper"
+        return "ada" if self.sm >= 89 else "ampere"
 
     @property
     def sm(self) -> int:
@@ -55,6 +77,11 @@ GPUS: dict[str, Gpu] = {
         Gpu("GH200", 97871, 4000, 989, (9, 0), link_gbs=450),
         # DGX Spark: 128 GB LPDDR5x shared with the CPU; the runtime sees most of it.
         Gpu("GB10", 122572, 273, 62, (12, 1), context_overhead_gib=2.0, unified_memory=True),
+        # AMD Instinct (data sheets: dense BF16; Infinity Fabric, a fully connected mesh of 8:
+        # 7 peer links, their one-direction total as link_gbs). Memory as ROCm reports it.
+        Gpu("MI300X", 196592, 5300, 1307, (9, 4), link_gbs=448, rocm=True),
+        Gpu("MI325X", 261120, 6000, 1307, (9, 4), link_gbs=448, rocm=True),
+        Gpu("MI355X", 294896, 8000, 2300, (9, 5), link_gbs=537, rocm=True),
     )
 }
 
@@ -67,6 +94,9 @@ _ALIASES = {
     "RTX-A6000": "A6000",
     "L40": "L40S",
     "DGX-SPARK": "GB10",
+    "MI300": "MI300X",
+    "MI325": "MI325X",
+    "MI355": "MI355X",
 }
 
 

@@ -30,6 +30,10 @@ MAX_POLICY_BANDS = 256
 MAX_SWITCH_TIMES = 256
 MAX_NOTES = 64
 MAX_CONDITIONS = 32
+#: spec.engine.extraArgs: items, and characters per item. Checked by the model (and the CRD
+#: schema) before any item is parsed as a flag, so a review's argv work is bounded up front.
+MAX_EXTRA_ARGS = 256
+MAX_EXTRA_ARG_CHARS = 4096
 #: Kubernetes object names (DNS-1123 subdomain); checked here and again in the operator's paths.
 DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 #: URLs the operator or the engine may be pointed at: http(s) only.
@@ -463,8 +467,9 @@ class Engine(ApiModel):
         default=None, gt=0, lt=1, description="--mem-fraction-static; unset: SGLang's heuristic."
     )
     port: int = Field(default=30000, ge=1, le=65535, description="HTTP port of the engine.")
-    extra_args: list[str] = Field(
+    extra_args: list[Annotated[str, Field(max_length=MAX_EXTRA_ARG_CHARS)]] = Field(
         default_factory=list,
+        max_length=MAX_EXTRA_ARGS,
         description=(
             "Further SGLang flags, one argv item each (never a shell string). Flags the "
             "operator owns (--max-running-requests, --speculative-*, --host, --port, "

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from specserver_advisor import SGLANG_VERSION, __version__
+from specserver_advisor.errors import guarded_output
 
 
 def _split(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -22,10 +23,21 @@ def _split(argv: list[str]) -> tuple[list[str], list[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Dispatch subcommands."""
+    """Dispatch subcommands; everything printed goes through ``errors.guarded_output``
+    (input-derived text escaped, no line starting ``::``)."""
+    with guarded_output():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     own, sglang_args = _split(argv)
     parser = argparse.ArgumentParser(prog="specserver-engine")
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"specserver-engine {__version__} (SGLang {SGLANG_VERSION})",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("version", help="print versions")
     s = sub.add_parser("serve", help="exec `sglang serve` with the given SGLang flags")

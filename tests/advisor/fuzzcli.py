@@ -1,10 +1,11 @@
 """The fuzz suites' harness: run ``specserver-advisor`` in-process on one hostile input, under
-a time bound (an interval timer) and a memory bound (an address-space limit), with its output
+a CPU-time bound (a profiling interval timer: CPU seconds, not wall time, so a loaded
+machine does not fail a run) and a memory bound (an address-space limit), with its output
 captured, and say what was wrong with the run.
 
 Used by ``test_fuzz_lint.py`` and ``test_fuzz_plan_replay.py``. The promise checked: exit 0, 1
 or 2, no traceback (nothing escapes ``main``, nothing printed as one), done within
-``SECONDS`` and within ``MEMORY`` bytes more than the test process already had.
+``SECONDS`` of CPU and within ``MEMORY`` bytes more than the test process already had.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from hypothesis import HealthCheck, Phase, settings
 
 from specserver_advisor.cli.main import main
 
-#: Per input. A hostile input the advisor handles takes well under a second.
+#: CPU seconds per input. A hostile input the advisor handles takes well under a second.
 SECONDS = float(os.environ.get("SPECSERVER_FUZZ_SECONDS", "10"))
 MEMORY = 1024 * 2**20
 #: Examples per strategy; CI's default keeps every fuzz test to a few seconds on 2 cores.
@@ -35,7 +36,7 @@ GENERATE_ONLY = os.environ.get("SPECSERVER_FUZZ_GENERATE_ONLY") == "1"
 
 FUZZ = settings(
     max_examples=EXAMPLES,
-    deadline=None,  # the bound is SECONDS, checked by the harness, not Hypothesis's deadline
+    deadline=None,  # the bound is SECONDS of CPU, checked by the harness, not a wall deadline
     derandomize=True,  # the same examples on every CI run
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
@@ -53,6 +54,7 @@ class Outcome:
     code: int | None
     stdout: str
     stderr: str
+    #: CPU seconds (user + system) the run took.
     seconds: float
     #: What escaped ``main`` (formatted), if anything.
     escaped: str = ""
@@ -67,7 +69,7 @@ class Outcome:
         if "Traceback" in self.stderr or "Traceback" in self.stdout:
             out.append(f"a traceback in the output:\n{self.stderr[-3000:]}")
         if self.seconds > SECONDS:
-            out.append(f"took {self.seconds:.1f} s (bound {SECONDS} s)")
+            out.append(f"took {self.seconds:.1f} s of CPU (bound {SECONDS} s)")
         return out
 
     def check(self) -> None:
@@ -93,17 +95,18 @@ def _bounded() -> Iterator[None]:
     def overrun(_signum: int, frame: FrameType | None) -> None:
         if frame is not None and frame.f_code.co_name == "gc_callback":
             return  # Hypothesis's gc hook: raised there it is only printed; the next tick
-        raise Overrun(f"still running after {SECONDS} s")
+        raise Overrun(f"still running after {SECONDS} s of CPU")
 
-    previous = signal.signal(signal.SIGALRM, overrun)
+    previous = signal.signal(signal.SIGPROF, overrun)
     resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
-    # Again every half second, should one land where it cannot propagate.
-    signal.setitimer(signal.ITIMER_REAL, SECONDS, 0.5)
+    # ITIMER_PROF counts the process's CPU time (user + system), not the wall clock; again
+    # every half CPU second, should one land where it cannot propagate.
+    signal.setitimer(signal.ITIMER_PROF, SECONDS, 0.5)
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGPROF, previous)
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
@@ -114,7 +117,7 @@ def advisor(argv: list[str], stdin: bytes = b"") -> Outcome:
     fake_in = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8", errors="surrogateescape")
     code: int | None = None
     escaped = ""
-    start = time.monotonic()
+    start = time.process_time()
     saved_in = sys.stdin
     sys.stdin = fake_in
     try:
@@ -127,4 +130,5 @@ def advisor(argv: list[str], stdin: bytes = b"") -> Outcome:
         escaped = "".join(traceback.format_exception(exc))[-4000:]
     finally:
         sys.stdin = saved_in
-    return Outcome(argv, code, out.getvalue(), err.getvalue(), time.monotonic() - start, escaped)
+    spent = time.process_time() - start
+    return Outcome(argv, code, out.getvalue(), err.getvalue(), spent, escaped)

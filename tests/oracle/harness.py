@@ -256,7 +256,7 @@ EXCEPTIONS: list[Exception_] = [
         "dflash-dspark-need-cuda-kernels",
         "SGLang's DFLASH and DSPARK handlers import sgl_kernel (CUDA kernels) while resolving, "
         "which cannot be imported on the CPU oracle; those launches are held to the advisor's "
-        "own tests (tests/advisor/test_resolve.py) instead",
+        "own tests (tests/advisor/sglang/test_resolve.py) instead",
         lambda d: (
             d.field == "outcome"
             and d.sglang == "ModuleNotFoundError"

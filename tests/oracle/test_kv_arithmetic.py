@@ -14,8 +14,6 @@ from specserver_advisor.sglang import memory
 from specserver_advisor.sglang.modelshape import shape_from_config, with_launch_dtype
 from stack import load_config
 
-sglang = pytest.fixture(scope="module", name="sglang")(oracle.worker_or_skip)
-
 
 @pytest.mark.parametrize("kv_cache_dtype", ["auto", "fp8_e4m3", "fp8_e5m2", "bf16", "bfloat16"])
 @pytest.mark.parametrize("kv_quant", [None, "FP8", "fp8", "INT8"])

@@ -28,9 +28,6 @@ FLAGS = [
 ]
 
 
-sglang = pytest.fixture(scope="module", name="sglang")(oracle.worker_or_skip)
-
-
 @pytest.fixture(scope="module")
 def paths(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return harness.materialize(tmp_path_factory.mktemp("models"))

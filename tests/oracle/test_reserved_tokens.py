@@ -21,8 +21,6 @@ import oracle
 from specserver_advisor.cli.main import main
 from specserver_advisor.gpus import lookup_gpu
 
-sglang = pytest.fixture(scope="module", name="sglang")(oracle.worker_or_skip)
-
 #: (algorithm, num_steps, eagle_topk, num_draft_tokens); None: the flag is not given.
 SHAPES = [
     ("EAGLE3", 5, 4, None),

@@ -22,8 +22,6 @@ import oracle
 from specserver_advisor.cli.main import main
 from specserver_advisor.gpus import lookup_gpu
 
-sglang = pytest.fixture(scope="module", name="sglang")(oracle.worker_or_skip)
-
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:

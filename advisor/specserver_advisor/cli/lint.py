@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from specserver_advisor.errors import UsageError
+from specserver_advisor.errors import UsageError, shown, write_annotations
 from specserver_advisor.lint.files import DEFAULT_EXCLUDE, STDIN
 from specserver_advisor.lint.model import SEVERITIES
 from specserver_advisor.lint.selection import enabled_codes
@@ -136,6 +136,34 @@ def _read_stdin(name: str) -> bytes:
         raise UsageError(str(exc)) from exc
 
 
+#: Paths one lint run takes on its command line (a shell passes far more; none needs them).
+MAX_PATHS = 10_000
+
+
+def _distinct_paths(paths: list[Path]) -> list[Path]:
+    """The command line's paths, each once (in first-given order), every one checked to exist
+    before any is read; a name the file system refuses (longer than NAME_MAX, a NUL) is a
+    usage error naming it, not a traceback."""
+    if len(paths) > MAX_PATHS:
+        raise UsageError(f"{len(paths):,} paths given; at most {MAX_PATHS:,} per run")
+    out: list[Path] = []
+    seen: set[Path] = set()
+    for p in paths:
+        if p in seen:
+            continue
+        seen.add(p)
+        if p != STDIN:
+            try:
+                exists = p.exists()
+            except (OSError, ValueError) as exc:
+                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+                raise UsageError(f"{shown(p)}: {reason}") from None
+            if not exists:
+                raise UsageError(f"{shown(p)}: no such file or directory")
+        out.append(p)
+    return out
+
+
 def run_lint(a: argparse.Namespace) -> int:
     """Lint, print, return the exit code."""
     from specserver_advisor.lint import render
@@ -145,19 +173,20 @@ def run_lint(a: argparse.Namespace) -> int:
     fail_on = a.fail_on or settings.values.get("fail-on") or "warning"
     if fail_on not in SEVERITIES:
         raise UsageError(f"fail-on must be one of {', '.join(SEVERITIES)}, got {fail_on!r}")
-    for p in a.paths:
-        if p != STDIN and not p.exists():
-            raise UsageError(f"{p}: no such file or directory")
+    paths = _distinct_paths(a.paths)
     options = build_options(a, settings)
-    report = run(a.paths, options)
+    report = run(paths, options)
     base = repo_root(Path.cwd().resolve()) or Path.cwd().resolve()
     out = render.render(a.format, report, base, render.rules_doc_url())
-    if out:
+    if out and a.format == "github":
+        write_annotations(out)  # the tool's own ``::error`` lines; bodies escaped by render
+    elif out:
         print(out)
     if report.files == 0:
-        shown = " ".join(str(p) for p in a.paths)
+        named = " ".join(shown(p) for p in paths)
         print(
-            f"specserver-advisor: nothing linted: no YAML or shell files in {shown}"
+            f"specserver-advisor: nothing linted: no YAML, JSON, shell, Markdown, notebook, "
+            f"Python, Dockerfile or Makefile files in {named}"
             + (f" ({report.excluded} excluded)" if report.excluded else ""),
             file=sys.stderr,
         )

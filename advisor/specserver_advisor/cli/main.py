@@ -15,12 +15,18 @@ from specserver_advisor import SGLANG_VERSION, __version__
 from specserver_advisor.cli import lint as lint_command
 from specserver_advisor.cli import plan as plan_command
 from specserver_advisor.cli import replay as policy_commands
-from specserver_advisor.errors import UsageError
+from specserver_advisor.errors import UsageError, guarded_output, shown
 from specserver_advisor.perf.constants import DEFAULT_CALIBRATION
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``specserver-advisor``."""
+    """Entry point of ``specserver-advisor``: everything it prints goes through
+    ``errors.guarded_output`` (input-derived text escaped, no line starting ``::``)."""
+    with guarded_output():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(
         prog="specserver-advisor",
         description=f"Plan and check SGLang {SGLANG_VERSION} speculative decoding.",
@@ -49,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     a, extra = parser.parse_known_args(argv)
     if extra and a.command != "plan":
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        # exit 2 naming the option, with the subcommand's own usage
+        sub.choices[a.command].error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         if a.command == "lint":
             return lint_command.run_lint(a)
@@ -75,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
             print(calibration.report_leave_one_out())
         return 0
     except UsageError as exc:
-        print(f"specserver-advisor: error: {exc}", file=sys.stderr)
+        print(f"specserver-advisor: error: {shown(exc)}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         # The reader went away (``| head``): stop quietly, and keep the exit flush quiet too.

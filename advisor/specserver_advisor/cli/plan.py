@@ -18,15 +18,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from specserver_advisor.cli import argtypes
 from specserver_advisor.cli.planfrom import Planned
 from specserver_advisor.cli.plannodes import nnodes_of, nnodes_problem
 from specserver_advisor.cli.plantext import Verdict, verdict, with_changes
 from specserver_advisor.errors import UsageError
 from specserver_advisor.gpus import GPUS
+from specserver_advisor.launch.secrets import mask_argv, mask_values
 from specserver_advisor.loaders.configs import (
     ConfigNotFoundError,
     ConfigUnreadableError,
-    load_config,
+    load_config_in,
 )
 from specserver_advisor.models import Mode, SpecServerSpec
 from specserver_advisor.perf.plan import PlanInputError
@@ -40,14 +42,17 @@ MAX_FIXES = 3
 SPEC_FIELDS = {"--mem-fraction-static": "mem_fraction_static", "--context-length": "context_length"}
 
 
-def _int_list(text: str) -> list[int]:
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"expected integers like 1,8,32, got {text!r}") from exc
-    if not values or any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError("concurrency values must be positive integers")
-    return values
+#: Values ``--concurrency`` and ``--prompt-len`` take (counted before any is converted: a
+#: 20,000-value list held ``--search-shape`` for minutes), and the largest concurrency.
+MAX_LIST_ITEMS = 512
+MAX_PROMPT_LENGTHS = 64
+MAX_CONCURRENCY = 65_536
+#: ``--search-shape`` searches every shape at each concurrency and prompt length: at most this
+#: many of each.
+MAX_SEARCH_ITEMS = 16
+#: The largest accept length a launch can have (SGLang's most draft tokens, plus one).
+MAX_ACCEPT_LENGTH = 1025.0
+_int_list = argtypes.whole_list(1, MAX_CONCURRENCY, MAX_LIST_ITEMS, "concurrency values")
 
 
 def _positive_int(text: str) -> int:
@@ -68,6 +73,10 @@ def prompt_mix(text: str) -> tuple[tuple[int, float], ...]:
     """``--prompt-len``: one length, equally likely lengths ``128,512,4096``, or percentiles
     ``p50=512,p90=2048,p99=8192`` (each length takes the requests up to its percentile from the
     one before; the last also takes those above it). Returns (tokens, share) by length."""
+    if text.count(",") >= MAX_PROMPT_LENGTHS:
+        raise argparse.ArgumentTypeError(
+            f"{text.count(',') + 1:,} prompt lengths given; at most {MAX_PROMPT_LENGTHS}"
+        )
     items = [x.strip() for x in text.split(",")]
     if not text.strip() or any(not x for x in items):
         raise argparse.ArgumentTypeError(
@@ -149,7 +158,12 @@ def add_parser(sub: Any) -> None:
             "docker-compose file, shell script or SGLang --config YAML"
         ),
     )
-    p.add_argument("--launch", type=int, default=1, help="which launch in FILE (1-based)")
+    p.add_argument(
+        "--launch",
+        type=argtypes.whole(1, 1_000_000),
+        default=1,
+        help="which launch in FILE (1-based)",
+    )
     p.add_argument("--model", help="model directory, HF cache dir, or repo id")
     p.add_argument("--model-revision")
     p.add_argument("--draft", help="draft directory or repo id (omit for NGRAM / MTP targets)")
@@ -171,7 +185,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--steps", type=int, help="--speculative-num-steps")
     p.add_argument("--topk", type=int, help="--speculative-eagle-topk")
     p.add_argument("--draft-tokens", type=int, help="--speculative-num-draft-tokens")
-    p.add_argument("--accept-length", type=float, help="measured mean accept length")
+    p.add_argument(
+        "--accept-length",
+        type=argtypes.real(0, MAX_ACCEPT_LENGTH, low_open=True, name="an accept length"),
+        help="measured mean accept length",
+    )
     p.add_argument(
         "--input-len",
         type=_positive_int,
@@ -201,6 +219,13 @@ def add_parser(sub: Any) -> None:
         help="engine environment, e.g. SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
     )
     p.add_argument(
+        "--model-dir",
+        action="append",
+        default=[],
+        help="directory to look up model configs in, or PATH=DIR: a model at or under the "
+        "absolute (container) path PATH is looked up under DIR (repeatable; as in lint)",
+    )
+    p.add_argument(
         "--hf-endpoint",
         help="HF-compatible endpoint (default: $HF_ENDPOINT; offline when neither is set)",
     )
@@ -212,6 +237,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--format", choices=["text", "json"], default="text")
     p.add_argument("--plot", type=Path, metavar="FILE.svg", help="draw tok/s and TTFT P99")
+    p.set_defaults(plan_options=[o for action in p._actions for o in action.option_strings])
 
 
 def _option_argv(a: argparse.Namespace) -> list[str]:
@@ -256,7 +282,17 @@ def _load(
     ``--decrypted-draft-config-file``: ``sglang.overrides.config_file_names``)."""
     if not ref:
         return None
-    return load_config(ref, revision, dict(os.environ), a.hf_endpoint, config_file=config_file)
+    dirs, maps = _model_dirs(a)
+    return load_config_in(
+        ref, revision, dict(os.environ), a.hf_endpoint, dirs, maps, config_file=config_file
+    )
+
+
+def _model_dirs(a: argparse.Namespace) -> tuple[list[Path], list[tuple[str, Path]]]:
+    """``--model-dir`` values, read as ``lint`` reads them."""
+    from specserver_advisor.cli.lint import model_dirs
+
+    return model_dirs(a.model_dir, Path(), "--model-dir")
 
 
 def plan_options(a: argparse.Namespace, spec: SpecServerSpec | None = None) -> dict[str, Any]:
@@ -268,6 +304,28 @@ def plan_options(a: argparse.Namespace, spec: SpecServerSpec | None = None) -> d
         "concurrency": a.concurrency,
         "prompt_mix": a.prompt_len or (),
     }
+
+
+def check_extra(extra: list[str], parser_options: list[str]) -> None:
+    """A UsageError (exit 2) naming an option that is neither plan's nor an SGLang server
+    flag (a typo such as ``--concurency``), instead of planning a launch SGLang would refuse."""
+    import difflib
+
+    from specserver_advisor.sglang.flags import parse_server_argv
+    from specserver_advisor.sglang.flagtable import SGLANG_VERSION, option_strings
+
+    for issue in parse_server_argv(extra).issues:
+        if issue.kind not in ("unknown", "ambiguous"):
+            continue
+        token = issue.token.split("=", 1)[0]
+        known = [*parser_options, *option_strings()]
+        close = difflib.get_close_matches(token, known, n=1)
+        hint = f"; did you mean {close[0]}?" if close and issue.kind == "unknown" else ""
+        what = "ambiguous" if issue.kind == "ambiguous" else "unrecognized"
+        raise UsageError(
+            f"plan: {what} option {token[:80]!r}: not a plan option, nor an SGLang "
+            f"{SGLANG_VERSION} server flag{hint} ({issue.message[:200]})"
+        )
 
 
 def build(a: argparse.Namespace, extra: list[str], fix: list[str] | None = None) -> Planned:
@@ -296,7 +354,7 @@ def build(a: argparse.Namespace, extra: list[str], fix: list[str] | None = None)
                 raise UsageError(f"--launch {a.launch}: {a.from_file} holds {found} launches")
             if a.launch <= len(docs):
                 spec = spec_with(plan_from.specserver_from(docs[a.launch - 1], a.from_file), fix)
-                configs = configs_for_spec(spec, dict(os.environ), a.hf_endpoint)
+                configs = configs_for_spec(spec, dict(os.environ), a.hf_endpoint, *_model_dirs(a))
                 try:
                     check_configs(configs.target, configs.draft)
                 except ConfigShapeError as exc:
@@ -401,6 +459,15 @@ def run(a: argparse.Namespace, extra: list[str]) -> int:
     """Plan, print, plot; the exit code says whether the launch starts."""
     from specserver_advisor.cli import plantext as plan_render
 
+    check_extra(extra, getattr(a, "plan_options", []))
+    if a.search_shape:
+        lengths = len(a.prompt_len or ())
+        if len(a.concurrency) > MAX_SEARCH_ITEMS or lengths > MAX_SEARCH_ITEMS:
+            raise UsageError(
+                f"--search-shape searches at most {MAX_SEARCH_ITEMS} --concurrency values and "
+                f"{MAX_SEARCH_ITEMS} --prompt-len lengths (got {len(a.concurrency)} and "
+                f"{lengths})"
+            )
     planned = build(a, extra)
     if a.search_shape:
         fixed = None if verdict(planned).starts else at_fix(a, extra, planned)
@@ -479,10 +546,10 @@ def json_output(
     ``at_fix`` is the plan with the fix set (null when no flag change fixes it)."""
     data: dict[str, Any] = planned.plan.to_json() if planned.plan else {}
     data["verdict"] = {"starts": v.starts, "message": v.line}
-    data["argv"] = with_changes(planned.argv, v.changes)
-    data["flags"] = planned.flags
+    data["argv"] = mask_argv(with_changes(planned.argv, v.changes))
+    data["flags"] = mask_values(planned.flags)
     if not v.starts:
-        data["argv"] = list(planned.argv)
+        data["argv"] = mask_argv(planned.argv)
         if planned.plan is not None:
             data["curves"] = []
             data["crossover_concurrency"] = None

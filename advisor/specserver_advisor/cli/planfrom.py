@@ -13,11 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from specserver_advisor.bounded import InputLimitError
 from specserver_advisor.errors import UsageError
 from specserver_advisor.gpus import Gpu, UnknownGpuError, lookup_gpu
+from specserver_advisor.launch import validation
 from specserver_advisor.launch.args import argv_of, draftless_error, spec_env, specserver_args
 from specserver_advisor.launch.model import Configs, EngineConfig, plan_argv, plan_launch
 from specserver_advisor.launch.multinode import as_leader
@@ -29,7 +28,7 @@ from specserver_advisor.lint.shell.evaluate import from_shell
 from specserver_advisor.lint.shell.words import ShellSyntaxError
 from specserver_advisor.lint.sources import InputError, from_yaml
 from specserver_advisor.loaders.reading import read_bytes
-from specserver_advisor.models import Mode, SpecServer, SpecServerSpec
+from specserver_advisor.models import Mode, SpecServerSpec
 from specserver_advisor.perf.plan import DEFAULT_CONCURRENCY, Plan
 from specserver_advisor.policy.model import PolicyContext
 from specserver_advisor.sglang.configcheck import LoadedConfig
@@ -140,13 +139,14 @@ def gpu_named(name: str | None, where: str) -> Gpu:
 
 
 def specserver_from(doc: Any, path: Path) -> SpecServerSpec:
-    """The validated spec, or a UsageError naming the field."""
-    try:
-        return SpecServer.model_validate(doc).spec
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise UsageError(f"{path}: invalid SpecServer: {where}: {err['msg']}") from exc
+    """The spec the operator would admit (its own validation, ``launch.validation.parse``), or
+    a UsageError naming the field of its first problem."""
+    if not isinstance(doc, dict):
+        raise UsageError(f"{path}: invalid SpecServer: not a mapping")
+    server, problems = validation.parse(doc)
+    if server is None:
+        raise UsageError(f"{path}: invalid SpecServer: {problems[0] if problems else '?'}")
+    return server.spec
 
 
 def plan_specserver(

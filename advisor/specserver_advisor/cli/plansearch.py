@@ -160,6 +160,19 @@ def on_point(planned: Planned, shape: Shape, concurrency: int, slo_s: float) -> 
     return Point.of(float(on["output_tok_s"]), float(on["ttft_p99_ms"]), slo_s)
 
 
+def on_points(planned: Planned, shape: Shape, loads: list[int], slo_s: float) -> list[Point]:
+    """``on_point`` at each of ``loads`` (the plan's curve read once, not once per load)."""
+    plan = planned.plan
+    assert plan is not None
+    if shape.adaptive:
+        return [on_point(planned, shape, c, slo_s) for c in loads]
+    curve = {p["concurrency"]: p["on"] for p in plan.curves}
+    return [
+        Point.of(float(curve[c]["output_tok_s"]), float(curve[c]["ttft_p99_ms"]), slo_s)
+        for c in loads
+    ]
+
+
 def search(
     given: Planned,
     values: dict[str, Any],
@@ -195,7 +208,7 @@ def search(
     off = [
         Point.of(p["off"]["output_tok_s"], p["off"]["ttft_p99_ms"], slo) for p in off_plan.curves
     ]
-    table = {s: [on_point(p, s, c, slo) for c in loads] for s, p in planned.items()}
+    table = {s: on_points(p, s, loads, slo) for s, p in planned.items()}
     best = [_best(k, table) for k in range(len(loads))]
     gains = [_gain(b.score, o.score) for (_, b), o in zip(best, off, strict=True)]
     crossover = fall_through(loads, gains)
@@ -211,7 +224,7 @@ def search(
         own = [_gain(p.score, o.score) for p, o in zip(table[choice], off, strict=True)]
         result.choice_crossover = fall_through(loads, own)
         assert result.choice_plan.plan is not None
-        cap, why = _cap(result.choice_plan.plan, result.choice_crossover)
+        cap, why = _cap(result.choice_plan.plan)
         result.max_running_requests, result.cap_reason = cap, why
     return result
 
@@ -255,18 +268,16 @@ def no_crossover_reason(
     return f"the best shape beats speculation off at every load searched (up to {top} users)"
 
 
-def _cap(plan: Plan, crossover: float | None) -> tuple[int, str]:
-    """The ``--max-running-requests`` for the choice and which bound sets it."""
-    bounds = [
-        (plan.fits_on, "the requests its KV pool with the draft holds"),
-        (plan.mem.settings.cuda_graph_max_bs, "the decode CUDA-graph max batch"),
-    ]
-    if crossover is not None:
-        bounds.append(
-            (int(crossover), "the choice's crossover; mode Auto runs without speculation above")
-        )
-    value, why = min(bounds, key=lambda b: b[0])
-    return max(1, value), why
+def _cap(plan: Plan) -> tuple[int, str]:
+    """The ``--max-running-requests`` for the choice and why: the plan's own recommendation
+    (the cap with the most goodput over the loads asked, within the KV pool and the decode
+    graphs), never the crossover, which only says where mode Auto switches speculation off."""
+    cap = max(1, plan.recommended_mrr)
+    if cap >= plan.fits_on:
+        return cap, "the requests its KV pool with the draft holds"
+    if cap >= plan.mem.settings.cuda_graph_max_bs:
+        return cap, "the decode CUDA-graph max batch"
+    return cap, "the most goodput over the loads asked"
 
 
 def _best(k: int, table: dict[Shape, list[Point]]) -> tuple[Shape, Point]:

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from specserver_advisor.cli.plantext import shape_fields
+from specserver_advisor.launch.tospec import shape_fields
 from specserver_advisor.perf import adaptive, treeaccept
 from specserver_advisor.perf.plan import Plan
 

@@ -8,18 +8,17 @@ and how many nodes of the card's usual server hold them (``plannodes``).
 
 from __future__ import annotations
 
-import json
 import shlex
 from dataclasses import dataclass, field
 
 from specserver_advisor.cli.planfrom import Planned
 from specserver_advisor.cli.plannodes import layout, layout_notes, node_advice
 from specserver_advisor.gpus import Gpu
-from specserver_advisor.launch.args import OWNED
+from specserver_advisor.launch.secrets import mask_argv, mask_env
+from specserver_advisor.launch.tospec import shape_fields, snippet_lines, spec_of_launch
 from specserver_advisor.models import AutoSpeculation, SpecServerSpec
 from specserver_advisor.perf.plan import Plan
 from specserver_advisor.policy.model import PolicyContext, accept_floor
-from specserver_advisor.sglang.flags import match_option
 from specserver_advisor.sglang.memfraction import (
     CEILING,
     choose_fraction,
@@ -78,7 +77,7 @@ def verdict(p: Planned) -> Verdict:
     given = user_cap.value if user_cap is not None and user_cap.source == "user" else None
     fits = plan.fits_on if r.speculative else plan.fits_off
     if given is None or given > fits:
-        changes += ["--max-running-requests", str(plan.recommended_mrr if r.speculative else fits)]
+        changes += ["--max-running-requests", str(plan.recommended_mrr)]
     if not changes:
         return Verdict(True, "starts as given; nothing to change")
     return Verdict(True, "starts; set " + " ".join(changes), changes)
@@ -91,13 +90,6 @@ def _context_fix(plan: Plan) -> list[str]:
     if limit is None or limit < 1:
         return []
     return ["--context-length", str(limit)]
-
-
-def shape_fields(algorithm: str | None) -> tuple[str, ...]:
-    """The shape flags the operator renders for an algorithm (NGRAM and DFLASH: tokens only)."""
-    if algorithm in ("NGRAM", "DFLASH", "DSPARK"):
-        return ("speculative_num_draft_tokens",)
-    return ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
 
 
 def _request_tokens(plan: Plan) -> int:
@@ -159,8 +151,9 @@ def with_changes(argv: list[str], changes: list[str]) -> list[str]:
 
 
 def flags_block(argv: list[str]) -> list[str]:
-    """The launch as a copyable command, one flag per line."""
+    """The launch as a copyable command, one flag per line (credentials masked)."""
     lines = ["python -m sglang.launch_server \\"]
+    argv = mask_argv(argv)
     k = 0
     items: list[str] = []
     while k < len(argv):
@@ -178,76 +171,10 @@ def flags_block(argv: list[str]) -> list[str]:
 def specserver_snippet(
     argv: list[str], plan: Plan, gpu: Gpu, env: dict[str, str] | None = None
 ) -> list[str]:
-    """The SpecServer ``spec`` that renders this launch."""
-    r = plan.resolution
-
-    def user(name: str) -> bool:
-        value = r.values.get(name)
-        return value is not None and value.source == "user"
-
-    model = _flag_value(argv, "--model-path") or next((a for a in argv if a[:1] != "-"), "")
-    lines = ["spec:", f"  model: {{path: {model}}}"]
-    draft = _flag_value(argv, "--speculative-draft-model-path")
-    if r.speculative and draft:
-        lines.append(f"  draft: {{path: {draft}}}")
-    if r.speculative:
-        written = r.get("speculative_algorithm") if user("speculative_algorithm") else r.algorithm
-        shape = [f"algorithm: {written}"]
-        keys = {
-            "speculative_num_steps": "numSteps",
-            "speculative_eagle_topk": "eagleTopk",
-            "speculative_num_draft_tokens": "numDraftTokens",
-        }
-        for name in shape_fields(r.algorithm):
-            key = keys[name]
-            if r.get(name) is not None:
-                shape.append(f"{key}: {r.get(name)}")
-        if r.get("speculative_adaptive"):
-            shape.append("adaptive: true")
-        lines.append("  speculative: {" + ", ".join(shape) + "}")
-        lines.append("  mode: Auto")
-    else:  # the field is required; NGRAM needs no draft, and mode Disabled never runs it
-        lines += ["  speculative: {algorithm: NGRAM}", "  mode: Disabled"]
-    engine = []
-    context = _flag_value(argv, "--context-length")
-    if context is not None:
-        engine.append(f"contextLength: {context}")
-    engine.append(f"memFractionStatic: {plan.mem.settings.mem_fraction_static}")
-    cap = _flag_value(argv, "--max-running-requests")
-    if cap is not None:
-        engine.append(f"maxRunningRequests: {cap}")
-    extra = _extra_args(argv)
-    if extra:
-        engine.append("extraArgs: [" + ", ".join(json.dumps(x) for x in extra) + "]")
-    if env:
-        pairs = ", ".join(f"{{name: {k}, value: {json.dumps(v)}}}" for k, v in env.items())
-        engine.append(f"env: [{pairs}]")
-    lines.append("  engine: {" + ", ".join(engine) + "}")
-    nodes = f", nodes: {plan.scenario.nnodes}" if plan.scenario.nnodes > 1 else ""
-    lines.append(f"  resources: {{gpus: {plan.scenario.tp_size}{nodes}, gpuType: {gpu.name}}}")
-    return lines
-
-
-def _flag_value(argv: list[str], flag: str) -> str | None:
-    return argv[argv.index(flag) + 1] if flag in argv and argv.index(flag) + 1 < len(argv) else None
-
-
-def _extra_args(argv: list[str]) -> list[str]:
-    """The flags a SpecServer carries in extraArgs: those its own fields do not render."""
-    out: list[str] = []
-    k = 0
-    while k < len(argv):
-        token = argv[k]
-        flag, _ = match_option(token.split("=", 1)[0]) if token.startswith("--") else (None, None)
-        group = [token]
-        takes_value = "=" not in token and not (flag and flag.is_bool)
-        if takes_value and k + 1 < len(argv) and not argv[k + 1].startswith("--"):
-            group.append(argv[k + 1])
-        k += len(group)
-        if flag is None or flag.field in OWNED or flag.field.startswith("speculative_"):
-            continue
-        out += group
-    return out
+    """The SpecServer ``spec`` that renders this launch (``launch.tospec``: read as SGLang
+    parses it; no credential's value; in mode Auto no cap binding both engines), and what it
+    leaves out, as comments."""
+    return snippet_lines(spec_of_launch(argv, dict(env or {}), plan, gpu.name))
 
 
 def table(plan: Plan) -> list[str]:
@@ -308,9 +235,13 @@ def render(p: Planned, at_fix: tuple[list[str], Planned] | None = None) -> str:
 
 
 def _environment(p: Planned) -> list[str]:
+    """The launch's environment (credentials masked)."""
     if not p.env:
         return []
-    return ["# environment: " + " ".join(f"{k}={shlex.quote(x)}" for k, x in p.env.items())]
+    env = mask_env(p.env)
+    return [
+        "# environment: " + " ".join(f"{shlex.quote(k)}={shlex.quote(x)}" for k, x in env.items())
+    ]
 
 
 def _sizes(plan: Plan) -> list[str]:

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from specserver_advisor.cli.plan import strict_json
 from specserver_advisor.errors import UsageError
 from specserver_advisor.models import AutoSpeculation, ModelRef, SpecServerSpec, SwitchStrategy
 from specserver_advisor.policy.model import NEUTRAL_CONTEXT, PolicyContext, SpecMode
@@ -26,6 +27,25 @@ def add_parsers(sub: Any) -> None:
     src.add_argument("--observations", type=Path, help="JSON lines, one observation each")
     src.add_argument("--prometheus", help="Prometheus base URL (range queries)")
     r.add_argument("--specserver", help="NAMESPACE/NAME (with --prometheus)")
+    r.add_argument(
+        "--prometheus-ca-bundle",
+        type=Path,
+        metavar="FILE",
+        help="PEM CA bundle to verify the Prometheus server with (TLS is always verified; "
+        "default: the system's CAs)",
+    )
+    r.add_argument(
+        "--prometheus-bearer-token-file",
+        type=Path,
+        metavar="FILE",
+        help="file holding a bearer token sent to Prometheus (Authorization: Bearer)",
+    )
+    r.add_argument(
+        "--prometheus-headers-file",
+        type=Path,
+        metavar="FILE",
+        help="file of 'Name: value' lines sent with every Prometheus query",
+    )
     r.add_argument("--since", default="6h")
     r.add_argument("--step", default="30s")
     r.add_argument("--model", help="target (dir or repo id) for the crossover prediction")
@@ -125,8 +145,8 @@ def run_replay(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from exc
     decisions = replay.replay(observations, policy, _context(args, spec), args.start_mode)
     if args.format == "jsonl":
-        for d in decisions:
-            print(json.dumps(d.to_json(), sort_keys=True))
+        for d in decisions:  # strict JSON: an infinite value is written as text
+            print(json.dumps(strict_json(d.to_json()), sort_keys=True, allow_nan=False))
     else:
         print(replay.render_table(decisions))
     return 0
@@ -140,7 +160,14 @@ def _from_prometheus(args: argparse.Namespace) -> list[Any]:
     namespace, name = args.specserver.split("/", 1)
     try:
         since, step = prometheus.parse_duration(args.since), prometheus.parse_duration(args.step)
-        return prometheus.range_observations(args.prometheus, namespace, name, since, step)
+        access = prometheus.read_access(
+            args.prometheus_ca_bundle,
+            args.prometheus_bearer_token_file,
+            args.prometheus_headers_file,
+        )
+        return prometheus.range_observations(
+            args.prometheus, namespace, name, since, step, access=access
+        )
     except (ValueError, prometheus.PrometheusReadError) as exc:
         raise UsageError(str(exc)) from exc
 
@@ -168,7 +195,7 @@ def run_fleetsim(args: argparse.Namespace) -> int:
         raise UsageError(f"--nodes {args.nodes}: expected a node count in 1..{MAX_NODES}")
     rows = fleetsim.simulate(policy, gpu=gpu, spare_gpu=not args.no_spare_gpu, nodes=args.nodes)
     if args.format == "json":
-        print(json.dumps(rows, indent=2))
+        print(json.dumps(strict_json(rows), indent=2, allow_nan=False))
     else:
         print(fleetsim.render_table(rows))
     return 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from specserver_advisor.lint.model import Launch, Position
+from specserver_advisor.lint.shell.budget import MAX_ARGS
 from specserver_advisor.sglang.flags import REMOVED_FLAGS, parse_server_argv
 
 BENCH_MODULES = ("sglang.bench_serving", "sglang.benchmark.serving")
@@ -47,7 +48,12 @@ def make_launch(
     launcher: str | None = None,
 ) -> Launch:
     """A Launch with its argv parsed (bench argv is kept raw); ``launcher`` is the module that
-    takes the argv (a ``WRAPPERS`` one keeps its own flags: unknown names are not reported)."""
+    takes the argv (a ``WRAPPERS`` one keeps its own flags: unknown names are not reported).
+    An argv past ``MAX_ARGS`` items (a Pod's ``args``, a compose ``command``) is cut there
+    before it is parsed, and the launch says so (INFO004), as the shell evaluator does."""
+    cut = len(args) - MAX_ARGS
+    if cut > 0:
+        args, positions = args[:MAX_ARGS], positions[:MAX_ARGS]
     parsed = (
         parse_server_argv(args, positional_model=positional)
         if kind != "bench"
@@ -67,6 +73,11 @@ def make_launch(
         last_line=last_line or start.line,
         positional=positional and kind == "server",
     )
+    if cut > 0:
+        launch.incomplete = (
+            f"the launch line has more than {MAX_ARGS:,} arguments ({cut:,} more were read); "
+            f"only the first {MAX_ARGS:,} are checked"
+        )
     if launcher in WRAPPERS:
         launch.launcher = launcher
         launch.serves_http = WRAPPERS[launcher]

@@ -55,11 +55,11 @@ def input_limits() -> list[str]:
         "The limits on reading files (size, encoding, JSON and YAML depth, YAML aliases) and on "
         "model configs are in docs/advisor.md (Input limits).",
         "",
-        "The fuzz suite holds these promises: `tests/advisor/test_fuzz_lint.py` and "
-        "`tests/advisor/test_fuzz_plan_replay.py` run `lint`, `plan` and `replay` on mutated "
+        "The fuzz suite holds these promises: `tests/advisor/lint/test_fuzz_lint.py` and "
+        "`tests/advisor/cli/test_fuzz_plan_replay.py` run `lint`, `plan` and `replay` on mutated "
         "corpus files, binary bytes, deep nesting, YAML anchors and tags, pathological shell and "
         "broken model configs, each within 10 s and 1 GiB, and assert exit 0, 1 or 2 and no "
-        "traceback; `tests/advisor/test_shell_budget.py` holds the shell cases (six nested "
+        "traceback; `tests/advisor/lint/test_shell_budget.py` holds the shell cases (six nested "
         "loops, a recursive function around a loop, a variable doubled 25 times, 2,000 "
         "`if`/`else` lines, a launch line with 400,000 arguments) under a hard memory limit.",
     ]
@@ -150,6 +150,64 @@ def launchers_section() -> list[str]:
     ]
 
 
+#: The launch-corpus benchmark's last line (``scripts/bench-lint-corpus``), quoted in the docs.
+CORPUS_FIGURE = (
+    "22 forms, 204 launches in 42 files: lint agrees with SGLang 0.5.23 on 204 (100.0%); "
+    "204 launches found, 0 silent files"
+)
+
+
+def forms_section() -> list[str]:
+    """The "Where launches are found" section: the forms the finder reads, and the corpus."""
+    return [
+        "",
+        "## Where launches are found",
+        "",
+        "Any text file is read by its own syntax (`lint.finder`), and a launch is found by what "
+        "it is, not by where a known format keeps it: `python -m sglang.launch_server ...` (or a "
+        "wrapper above), `sglang serve ...`, an argv list that holds one, `sglang.Engine(...)` / "
+        "`ServerArgs(...)` / `Runtime(...)` keyword arguments (`model_path=` becomes "
+        "`--model-path`, `True` a bare flag, a literal bound earlier in the file its value), and "
+        "argv lists, command strings, container-like maps (`command`/`args`) and flag maps under "
+        "any key of any YAML or JSON document (Helm values, SkyPilot `run:`, GitHub Actions "
+        "`run:`, Ray Serve or other JSON configs). The container forms: Markdown fences (by "
+        "language: shell, Python, YAML/JSON, Dockerfile, Makefile) and inline code; Jupyter "
+        "notebook code cells (IPython `!` lines and `%%bash` cells as shell, the rest as "
+        "Python); Python source (read with `ast`, never run: `subprocess`/`os.system` strings, "
+        'notebook helpers such as `launch_server_cmd("""...""")`, f-strings whose '
+        "unknown parts are INFO002, `sys.executable` as the interpreter); Dockerfile `CMD`/"
+        "`ENTRYPOINT`/`RUN` (an exec `ENTRYPOINT` and an exec `CMD` are one argv; `ENV`/`ARG` "
+        "values are the shell's environment); Makefile recipes (simple variables substituted, "
+        "`$$` as `$`); SGLang cookbook model YAML, generated form (`model_path`, each "
+        "hardware's `configurations` with `engine.tp`/`dp`/`ep`/`extra_args`) and source form "
+        "(`defaults.configurations` crossed with each family's models and hardware), one "
+        "launch per configuration with that GPU; shell scripts.",
+        "",
+        "Every launch is reported at its line (and column) in the file the user opened, also "
+        "inside a notebook's JSON or a string in Python, and its findings name the form they "
+        "were read from: `(in notebook cell 7, Python string at line 19)`, `(in README.md "
+        "fence at line 40)`, `(in cookbook configuration Qwen3-8B H200/latency)`. A file of "
+        "these forms, or any file that names SGLang, in which no launch can be taken gets one "
+        "INFO006 saying which form it was read as and why; a Markdown file is never reported "
+        "as invalid YAML. A launch that elides arguments (`python -m sglang.launch_server "
+        "...`) is checked on what it writes and reported INFO004, not as an unknown argument. "
+        "Inputs are bounded before parsing (the file size, then cells, snippets and nodes).",
+        "",
+        "The launch corpus (`tests/advisor/lint/launchcorpus`: launches written in the shapes "
+        "published repositories use, each file naming its source) is judged by SGLang 0.5.23 "
+        "itself: `tests/oracle/launchcorpus_verdicts.py` gives each argv to SGLang's parser, "
+        "resolution and draft-context check in the oracle environment and stores the verdict "
+        "(accepted, capped at 48, refused by the parser, or failing at resolution or start-up, "
+        "including an EAGLE/EAGLE3 launch whose target carries no MTP layers and gets no draft "
+        "path, so the target checkpoint is loaded as the draft). `scripts/bench-lint-corpus` "
+        "prints launches and agreement per form; its last line:",
+        "",
+        "```text",
+        CORPUS_FIGURE,
+        "```",
+    ]
+
+
 def render() -> str:
     """The whole rules document: a table, then one section per code (rules and engine codes)."""
     docs = documentation()
@@ -170,6 +228,7 @@ def render() -> str:
         lines += ["```text", doc.doc, "```", "", f"Fix: {doc.fix}"]
     lines += values_section()
     lines += launchers_section()
+    lines += forms_section()
     lines += input_limits()
     return "\n".join(lines) + "\n"
 

@@ -11,21 +11,28 @@ never sets become ``INFO002``, a launch the shell budget did not fully evaluate 
 from __future__ import annotations
 
 import os
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from specserver_advisor.bounded import InputLimitError
-from specserver_advisor.lint import suppress
+from specserver_advisor.launch.secrets import scrub, secret_values
+from specserver_advisor.lint import finder, suppress
 from specserver_advisor.lint.configsource import merge_configs
-from specserver_advisor.lint.files import DEFAULT_EXCLUDE, STDIN, YAML_EXT, select_files
+from specserver_advisor.lint.files import (
+    DEFAULT_EXCLUDE,
+    STDIN,
+    YAML_EXT,
+    is_helm_template,
+    select_files,
+)
 from specserver_advisor.lint.model import Context, Diagnostic, Launch
 from specserver_advisor.lint.rules import ENGINE_CODES, RULES
 from specserver_advisor.lint.rules._base import draft_path_ignored
+from specserver_advisor.lint.rules.engine_codes import DOCS as ENGINE_DOCS
 from specserver_advisor.lint.selection import known_codes
-from specserver_advisor.lint.shell.evaluate import from_shell
-from specserver_advisor.lint.shell.words import ShellSyntaxError
-from specserver_advisor.lint.sources import InputError, from_yaml, looks_like_template
+from specserver_advisor.lint.sources import InputError, looks_like_template
 from specserver_advisor.lint.specservers import SpecServerError, launch_from_specserver
 from specserver_advisor.loaders.reading import MAX_FILE_BYTES, decode_utf8, read_bytes
 from specserver_advisor.sglang import draftcontext
@@ -127,25 +134,38 @@ def is_yaml(name: str, text: str) -> bool:
     )
 
 
+#: Forms whose files always say what they held (INFO006 when no launch); other files do when
+#: they name SGLang, else the summary names them among the files with no launch.
+ALWAYS_SAID = ("Markdown", "Jupyter notebook", "Python source", "Dockerfile", "Makefile", "text")
+
+
 def launches_in_text(name: str, text: str) -> tuple[list[Launch], list[Diagnostic]]:
-    """Launches found in one file's text, and input diagnostics."""
+    """Launches found in one file's text (``finder``: every form by its own syntax), and input
+    diagnostics: INPUT001 for a YAML or shell file that does not parse, INFO006 for a file
+    where no launch could be taken."""
     launches: list[Launch] = []
     problems: list[Diagnostic] = []
     try:
-        if is_yaml(name, text):
-            launches, specservers = from_yaml(name, text)
-            for doc in specservers:
-                try:
-                    launches.append(launch_from_specserver(name, doc))
-                except SpecServerError as exc:
-                    problems.append(
-                        _input_error(name, str(exc), exc.position.line, exc.position.column)
-                    )
-        else:
+        found = finder.scan(name, text)
+        launches = found.launches
+        for doc in found.specservers:
             try:
-                launches = from_shell(name, text)
-            except ShellSyntaxError as exc:
-                raise InputError(f"cannot parse shell script: {exc}", exc.line, exc.column) from exc
+                launches.append(launch_from_specserver(name, doc))
+            except SpecServerError as exc:
+                problems += [
+                    _input_error(name, message, at.line, at.column) for message, at in exc.problems
+                ]
+        if not launches and not problems and _say_none(found, text):
+            problems.append(
+                engine_diag(
+                    "INFO006",
+                    name,
+                    1,
+                    1,
+                    f"no SGLang launch taken from this file ({found.why})",
+                    ENGINE_DOCS["INFO006"][1],
+                )
+            )
     except InputError as exc:
         if looks_like_template(text):
             problems.append(
@@ -163,6 +183,12 @@ def launches_in_text(name: str, text: str) -> tuple[list[Launch], list[Diagnosti
     except (RecursionError, ValueError, TypeError, AttributeError) as exc:
         problems.append(_input_error(name, f"cannot interpret this file: {exc}"))
     return launches, problems
+
+
+def _say_none(found: finder.Scan, text: str) -> bool:
+    """INFO006 for the finder's own forms always; for YAML and shell files only when a launch
+    is written in them that could not be taken (else the summary names them)."""
+    return found.form in ALWAYS_SAID or finder.LAUNCH.search(text) is not None
 
 
 def read_launches(path: Path, options: Options) -> tuple[list[Launch], list[Diagnostic], str]:
@@ -302,6 +328,7 @@ def run(paths: list[Path], options: Options) -> Report:
     diagnostics: list[Diagnostic] = []
     texts: dict[str, str] = {}
     selection = select_files(paths, options.exclude)
+    diagnostics += skipped_charts(selection.excluded)
     for path in selection.files:
         in_file, problems, text = read_launches(path, options)
         launches += in_file
@@ -327,9 +354,14 @@ def run(paths: list[Path], options: Options) -> Report:
             found += list(module.check(launch, ctx))
         for d in found:
             d.origin = index
+            if launch.form:
+                d.message = f"{d.message} (in {launch.form})"
         diagnostics += found
     enabled = options.codes()
     diagnostics = [d for d in diagnostics if d.code in enabled]
+    hidden = set().union(*(secret_values(la.env, la.parsed.values) for la in launches))
+    for d in diagnostics:  # a finding never prints a credential's value
+        d.message, d.fix = scrub(d.message, hidden), scrub(d.fix, hidden)
     diagnostics = suppress.apply(diagnostics, launches, texts, enabled)
     unique = {(d.path, d.line, d.column, d.code, d.message): d for d in diagnostics}
     ordered = sorted(unique.values(), key=lambda d: (d.path, d.line, d.column, d.code))
@@ -338,6 +370,31 @@ def run(paths: list[Path], options: Options) -> Report:
     said = {os.path.normpath(name) for name in spoken}
     quiet = [name for name in texts if os.path.normpath(name) not in said]
     return Report(ordered, len(selection.files), len(launches), len(selection.excluded), quiet)
+
+
+def skipped_charts(excluded: list[Path]) -> list[Diagnostic]:
+    """INFO003 once per Helm chart whose ``templates/`` the excludes skipped: the chart is not
+    clean, it was not linted; the finding names the command that lints it."""
+    charts: dict[Path, None] = {}
+    for path in excluded:
+        chart = next((p.parent for p in (path, *path.parents) if is_helm_template(p)), None)
+        if chart is not None:
+            charts[chart] = None
+    out = []
+    for chart in charts:
+        shown = shlex.quote(str(chart))
+        out.append(
+            engine_diag(
+                "INFO003",
+                str(chart / "Chart.yaml"),
+                1,
+                1,
+                f"a Helm chart: its templates/ are not linted (Go templates are not YAML); "
+                f"lint what they render: helm template {shown} | specserver-advisor lint -",
+                f"helm template {shown} --values YOUR-VALUES.yaml | specserver-advisor lint -",
+            )
+        )
+    return out
 
 
 def _unknown_gpu(launch: Launch) -> list[Diagnostic]:

@@ -18,6 +18,10 @@ from pathlib import Path, PurePath
 
 YAML_EXT = (".yaml", ".yml")
 SHELL_EXT = (".sh", ".bash")
+#: The other forms ``finder`` reads (Markdown, notebooks, Python, JSON; Dockerfile and
+#: Makefile by name).
+OTHER_EXT = (".md", ".markdown", ".ipynb", ".py", ".json", ".mk", ".dockerfile")
+OTHER_NAMES = ("Dockerfile", "Containerfile", "Makefile", "GNUmakefile", "makefile")
 #: A pseudo-pattern in the default excludes: Helm chart templates (see the module docstring).
 HELM_TEMPLATES = "helm-chart-templates"
 DEFAULT_EXCLUDE = (
@@ -79,7 +83,11 @@ def _excluded(path: str, patterns: tuple[str, ...]) -> bool:
 
 def lintable(name: str) -> bool:
     """A file name the directory walk picks up."""
-    return name.endswith(YAML_EXT + SHELL_EXT)
+    return (
+        name.endswith(YAML_EXT + SHELL_EXT + OTHER_EXT)
+        or name in OTHER_NAMES
+        or name.startswith(("Dockerfile.", "Containerfile."))
+    )
 
 
 def select_files(paths: Iterable[Path], patterns: list[str]) -> FileSelection:

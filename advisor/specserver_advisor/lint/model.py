@@ -144,6 +144,9 @@ class Launch:
     specserver: SpecServerSpec | None = None
     #: Its place in a LeaderWorkerSet group (None outside one).
     group: Group | None = None
+    #: The form it was read from when that is not the file itself (``finder``: "notebook
+    #: cell 7", "README.md fence at line 40"); findings name it.
+    form: str | None = None
 
     def position_of(self, field_name: str) -> Position:
         """Where the flag that set ``field_name`` is (else the launch itself)."""

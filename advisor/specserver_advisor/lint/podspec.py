@@ -51,25 +51,60 @@ def gpus_needed(launch: Launch) -> int | None:
     return max(1, total // size("nnodes"))
 
 
+#: A compose / envsubst ``${VAR:-default}`` (or ``${VAR-default}``, ``:=``, ``=``) reference.
+DEFAULTED = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(:?[-=])([^}]*)\}")
+
+
+def with_defaults(value: Any) -> tuple[str, list[str]]:
+    """A value with each ``${VAR:-default}`` replaced by its default (what compose and envsubst
+    give when VAR is unset), and the names of the variables whose default decided it."""
+    names: list[str] = []
+
+    def sub(m: re.Match[str]) -> str:
+        names.append(m.group(1))
+        return m.group(3)
+
+    return DEFAULTED.sub(sub, str(value)), names
+
+
+def _count(value: Any, names: list[str]) -> int | None:
+    text, used = with_defaults(value)
+    names += used
+    return _int(text)
+
+
 def gpu_limit(w: Workload) -> int | None:
-    """GPUs the container is given (None: no GPU resource at all; compose "all": -1)."""
+    """GPUs the container is given (None: no GPU resource at all; compose "all": -1); a count
+    written as ``${VAR:-default}`` is read as its default (``gpu_count_defaults`` names VAR)."""
+    return gpu_count(w)[0]
+
+
+def gpu_count_defaults(w: Workload) -> list[str]:
+    """The variables whose ``${VAR:-default}`` default decided the container's GPU count."""
+    return gpu_count(w)[1]
+
+
+def gpu_count(w: Workload) -> tuple[int | None, list[str]]:
+    names: list[str] = []
     if w.kind == "compose":
-        return _compose_gpus(w.container)
+        return _compose_gpus(w.container, names), names
     resources = _dict(_dict(w.container).get("resources"))
     found: int | None = None
     for section in ("limits", "requests"):
         for key, value in _dict(resources.get(section)).items():
             if str(key).endswith("/gpu") or str(key).endswith(".com/gpu"):
-                n = _int(value)
+                n = _count(value, names)
                 if n is not None:
                     found = n if found is None else max(found, n)
-    return found
+    return found, names
 
 
-def _compose_gpus(service: Any) -> int | None:
+def _compose_gpus(service: Any, names: list[str]) -> int | None:
     service = _dict(service)
     if "gpus" in service:
-        return -1 if str(service["gpus"]) == "all" else _int(service["gpus"])
+        text, used = with_defaults(service["gpus"])
+        names += used
+        return -1 if text.strip() == "all" else _int(text)
     if service.get("runtime") == "nvidia":
         return -1
     reservations = _dict(_dict(_dict(service.get("deploy")).get("resources")).get("reservations"))
@@ -80,9 +115,18 @@ def _compose_gpus(service: Any) -> int | None:
             or device.get("driver") == "nvidia"
         ):
             if "device_ids" in device:
-                return len(_list(device["device_ids"]))
+                ids = device["device_ids"]
+                items = ids if isinstance(ids, list) else [ids]
+                total = 0
+                for item in items:  # "${GPUS:-0,1}" is two devices when GPUS is unset
+                    text, used = with_defaults(item)
+                    names += used
+                    total += len([d for d in text.split(",") if d.strip()])
+                return total
             count = device.get("count", "all")
-            return -1 if str(count) == "all" else _int(count)
+            text, used = with_defaults(count)
+            names += used
+            return -1 if text.strip() == "all" else _int(text)
     return None
 
 

@@ -1,5 +1,9 @@
 """Output formats for lint diagnostics: text (as ruff prints), json, sarif (2.1.0), github.
 
+Every input-derived string in the text and github formats goes through ``errors.shown`` (the
+github format after its own %, CR and LF escapes); the CLI prints the github annotations with
+``errors.write_annotations``, the one way to start a line with ``::``.
+
 SARIF locations are relative to the repository root (``%SRCROOT%`` in ``originalUriBaseIds``)
 so code scanning can map them. Each rule's markdown help names its section of docs/rules.md
 (``docs/rules.md#spec001-max-running-requests-unset``); SARIF's ``helpUri`` and the tool's
@@ -21,6 +25,7 @@ from typing import Any, Protocol
 from urllib.parse import quote
 
 from specserver_advisor import __version__
+from specserver_advisor.errors import shown
 from specserver_advisor.lint.model import Diagnostic
 from specserver_advisor.lint.rules import documentation
 
@@ -90,18 +95,19 @@ def no_launch_line(report: ReportLike) -> str | None:
     names: list[str] = list(getattr(report, "no_launch", []))
     if not names or report.files < 2:
         return None
-    shown = ", ".join(names[:NO_LAUNCH_NAMED])
+    named = ", ".join(shown(n) for n in names[:NO_LAUNCH_NAMED])
     more = len(names) - NO_LAUNCH_NAMED
     rest = f" and {more} more" if more > 0 else ""
     what = "SGLang launch, benchmark command or SpecServer"
-    return f"No {what} found in {_plural(len(names), 'file')}: {shown}{rest}."
+    return f"No {what} found in {_plural(len(names), 'file')}: {named}{rest}."
 
 
 def text(report: ReportLike) -> str:
     lines = []
     for d in report.diagnostics:
-        lines.append(f"{d.path}:{d.line}:{d.column}: {d.code} [{d.severity}] {d.rule}: {d.message}")
-        lines.append(f"  fix: {d.fix}")
+        where = f"{shown(d.path)}:{d.line}:{d.column}"
+        lines.append(f"{where}: {d.code} [{d.severity}] {d.rule}: {shown(d.message)}")
+        lines.append(f"  fix: {shown(d.fix)}")
     lines.append(summary(report))
     quiet = no_launch_line(report)
     if quiet:
@@ -117,7 +123,10 @@ def github(report: ReportLike) -> str:
     level = {"error": "error", "warning": "warning", "info": "notice"}
 
     def esc(value: str) -> str:
-        return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+        # GitHub's own escapes for %, CR and LF; every other control, bidi or separator
+        # character shown as ``shown`` shows it (a message body cannot carry ESC or U+202E).
+        value = value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+        return shown(value)
 
     def prop(value: str) -> str:
         return esc(value).replace(":", "%3A").replace(",", "%2C")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from specserver_advisor import bounded
 from specserver_advisor.bounded import InputLimitError
 from specserver_advisor.errors import UsageError
 from specserver_advisor.loaders import bounded_yaml
@@ -82,7 +83,7 @@ def _read(path: Path) -> dict[str, Any] | None:
             section = tool.get("specserver-advisor")
             if section is None:
                 return None
-            loaded: Any = section
+            loaded: Any = bounded.check_numbers(section, str(path))  # TOML builds 0x... first
         else:
             loaded = bounded_yaml.load(text, str(path)) or {}
     except InputLimitError as exc:

@@ -18,7 +18,7 @@ from specserver_advisor.lint import lwsgroup, servingkinds
 from specserver_advisor.lint.argv import detect, launcher_of, make_launch
 from specserver_advisor.lint.configfile import config_argv
 from specserver_advisor.lint.model import Launch, Position, Selecting, Workload
-from specserver_advisor.lint.shell.budget import Budget
+from specserver_advisor.lint.shell.budget import MAX_ARGS, Budget
 from specserver_advisor.lint.shell.evaluate import (
     Relocate,
     forget_unresolved,
@@ -241,9 +241,12 @@ def _container_launches(
             items.append(raw)
             positions.append(_pos(container, key=field_key))
         elif isinstance(raw, list):
+            # Past 2 x MAX_ARGS items nothing is checked (make_launch cuts a launch line at
+            # MAX_ARGS, INFO004): those items share the list's position instead of one each.
+            far = _pos(container, key=field_key)
             for k, item in enumerate(raw):
                 items.append(str(item))
-                positions.append(_pos(raw, index=k))
+                positions.append(_pos(raw, index=k) if k <= 2 * MAX_ARGS else far)
     unknown: dict[int, list[str]] = {}
     if kubernetes:
         items, unknown = kube_expand(items, {**(injected or {}), **_literal_env(raw_env)})
@@ -260,35 +263,53 @@ def _container_launches(
                 path, item, positions[k], shell_env, in_container, lines, budget
             )
     if not out:
-        found = detect(items)
-        if found:
-            kind, first = found
-            positional = kind == "server" and items[first - 1] == "serve"
-            launch = make_launch(
-                path,
-                kind,
-                items[first:],
-                positions[first:] or [start],
-                start,
-                env,
-                in_container,
-                positional,
-                launcher=launcher_of(items, first),
-            )
-            for index, names in unknown.items():
-                for name in names:
-                    launch.unresolved.setdefault(name, positions[index])
-            held = {i - first for i in unknown if i >= first}
-            named = {
-                i for i in held if name_decided(items[i + first], _first_ref(items[i + first]))
-            }
-            forget_unresolved(launch, held, named)
+        launch = launch_from_items(path, items, positions, start, env, in_container, unknown)
+        if launch is not None:
             out.append(launch)
     for la in out:
         la.env_positions = env_pos
         la.document_suppressions = dict(doc_suppress)
         la.last_line = max([p.line for p in positions] + [la.start.line])
     return out
+
+
+def launch_from_items(
+    path: str,
+    items: list[str],
+    positions: list[Position],
+    start: Position,
+    env: dict[str, str],
+    in_container: bool,
+    unknown: dict[int, list[str]] | None = None,
+) -> Launch | None:
+    """The launch an argv list holds (a container's command, a Python list, a Dockerfile exec
+    form), or None; ``unknown``: item index -> the references in it that are not known here
+    (``$(VAR)``, templates, Python names): what they supply is not checked (INFO002)."""
+    found = detect(items)
+    if not found:
+        return None
+    unknown = unknown or {}
+    kind, first = found
+    positional = kind == "server" and items[first - 1] == "serve"
+    launch = make_launch(
+        path,
+        kind,
+        items[first:],
+        positions[first:] or [start],
+        start,
+        env,
+        in_container,
+        positional,
+        launcher=launcher_of(items, first),
+    )
+    for index, names in unknown.items():
+        for name in names:
+            at = positions[index] if index < len(positions) else start
+            launch.unresolved.setdefault(name, at)
+    held = {i - first for i in unknown if i >= first}
+    named = {i for i in held if name_decided(items[i + first], _first_ref(items[i + first]))}
+    forget_unresolved(launch, held, named)
+    return launch
 
 
 def _annotation_suppressions(doc: Any) -> dict[str, str]:
@@ -307,15 +328,18 @@ def _annotation_suppressions(doc: Any) -> dict[str, str]:
     return out
 
 
-def from_yaml(path: str, text: str) -> tuple[list[Launch], list[Any]]:
-    """Launches in YAML documents; also returns SpecServer documents for their own rules."""
+def from_yaml(
+    path: str, text: str, docs: list[Any] | None = None
+) -> tuple[list[Launch], list[Any]]:
+    """Launches in YAML documents; also returns SpecServer documents for their own rules
+    (``docs``: the documents when the caller loaded them already)."""
     launches: list[Launch] = []
     specservers: list[Any] = []
     lines = text.splitlines()
     budget = Budget()  # one shell budget for every command in the file
     files: dict[str, tuple[str, int, str]] = {}
     selecting: list[Selecting] = []  # the file's Services and PodMonitors, for LWS groups
-    for doc in load_yaml_documents(text, path):
+    for doc in load_yaml_documents(text, path) if docs is None else docs:
         if not isinstance(doc, dict):
             continue
         doc_suppress = _annotation_suppressions(doc)
@@ -350,6 +374,20 @@ def from_yaml(path: str, text: str) -> tuple[list[Launch], list[Any]]:
     for la in launches:
         la.embedded_files = files
     return launches, specservers
+
+
+def known_document(doc: Any) -> bool:
+    """A document ``from_yaml`` reads by its kind (a workload, a serving kind, a SpecServer, a
+    ConfigMap, a compose file): the finder does not walk it again."""
+    if not isinstance(doc, dict):
+        return False
+    kind = doc.get("kind")
+    return (
+        kind in WORKLOAD_KINDS
+        or kind in servingkinds.KINDS
+        or kind in ("SpecServer", "ConfigMap", "Service", "PodMonitor")
+        or isinstance(doc.get("services"), dict)
+    )
 
 
 def _group_launches(

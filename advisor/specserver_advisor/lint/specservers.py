@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import ValidationError
-
+from specserver_advisor.launch import validation
 from specserver_advisor.launch.args import specserver_args
 from specserver_advisor.launch.multinode import as_leader
 from specserver_advisor.lint.argv import make_launch
 from specserver_advisor.lint.model import Launch, Position
 from specserver_advisor.lint.sources import _annotation_suppressions, _pos
-from specserver_advisor.models import Mode, SpecServer, SpecServerSpec
+from specserver_advisor.models import Mode, SpecServerSpec
 from specserver_advisor.sglang.configcheck import check_model_config
 from specserver_advisor.sglang.configvalues import ConfigShapeError
 
@@ -24,11 +23,20 @@ COMPUTED_CAP = -1
 
 
 class SpecServerError(ValueError):
-    """The document is not a valid SpecServer; carries the field path and its line."""
+    """The document is not a valid SpecServer; carries the field path and its line, and every
+    further problem (``more``: the operator's validation reports them all)."""
 
-    def __init__(self, message: str, position: Position) -> None:
+    def __init__(
+        self, message: str, position: Position, more: list[tuple[str, Position]] | None = None
+    ) -> None:
         super().__init__(message)
         self.position = position
+        self.more = more or []
+
+    @property
+    def problems(self) -> list[tuple[str, Position]]:
+        """(message, position) of every problem, this one first."""
+        return [(str(self), self.position), *self.more]
 
 
 def _node_at(doc: Any, loc: tuple[Any, ...]) -> tuple[Any, Any]:
@@ -66,23 +74,27 @@ def _check_inline_configs(spec: SpecServerSpec, raw_spec: Any, doc: Any) -> None
             raise SpecServerError(f"invalid SpecServer: {exc}", pos) from exc
 
 
+def _field_pos(doc: Any, loc: tuple[Any, ...]) -> Position:
+    """The line of the field ``loc`` names (the document's when it names none)."""
+    parent, key = _node_at(doc, loc) if loc else (doc, None)
+    if isinstance(key, int):
+        return _pos(parent, index=key)
+    return _pos(parent, key=key) if key is not None else _pos(doc)
+
+
 def launch_from_specserver(path: str, doc: Any) -> Launch:
-    """Translate a SpecServer into the server launch the operator renders."""
-    try:
-        server = SpecServer.model_validate(doc)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = tuple(err["loc"])
-        parent, key = _node_at(doc, loc)
-        pos = (
-            _pos(parent, key=key)
-            if key is not None and not isinstance(key, int)
-            else _pos(parent, index=key)
-            if isinstance(key, int)
-            else _pos(doc)
-        )
-        field = ".".join(str(p) for p in loc)
-        raise SpecServerError(f"invalid SpecServer: {field}: {err['msg']}", pos) from exc
+    """Translate a SpecServer into the server launch the operator renders; a SpecServer the
+    operator's own validation (``launch.validation.parse``) refuses is a SpecServerError
+    naming every problem, so lint passes exactly what the operator admits."""
+    if not isinstance(doc, dict):
+        raise SpecServerError("invalid SpecServer: not a mapping", _pos(doc))
+    server, problems = validation.parse(doc)
+    if server is None:
+        found = [
+            (f"invalid SpecServer: {p}", _field_pos(doc, validation.field_path(p)))
+            for p in problems
+        ] or [("invalid SpecServer", _pos(doc))]
+        raise SpecServerError(found[0][0], found[0][1], found[1:])
     spec = server.spec
     raw_spec = doc.get("spec", {})
     _check_inline_configs(spec, raw_spec, doc)

@@ -1,7 +1,8 @@
 """Suppressions: ``# specserver-advisor: ignore[CODE,name] reason`` comments and the
 ``specserver.io/ignore: "CODE: reason"`` annotation, with an exact scope.
 
-A comment counts for the finding on its own line, for the whole command or object it sits in
+A comment counts for the finding on its own line or, standing alone, on the line right above
+any finding (a block of such lines too), for the whole command or object it sits in
 (any line of a shell command, any line of a Kubernetes document, ``metadata:`` included; for a
 launch inside a shell function, the line calling it too), and, when it stands alone on its
 line, for the command or object right below it. It never reaches
@@ -56,6 +57,17 @@ def _scope_lines(launch: Launch, found: dict[int, Comment]) -> list[int]:
     return lines
 
 
+def _standalone_above(line: int, found: dict[int, Comment]) -> list[int]:
+    """The standalone comment lines right above ``line`` (a comment block over a finding on a
+    line of its own: an ``export``, an env entry, an ``args`` item)."""
+    out = []
+    above = line - 1
+    while above in found and found[above].standalone:
+        out.append(above)
+        above -= 1
+    return out
+
+
 def _reportable(item: str, enabled: frozenset[str]) -> bool:
     """Unknown items always; known ones when one of their codes is enabled."""
     codes = codes_for(item)
@@ -81,7 +93,7 @@ def apply(
     for d in diagnostics:
         found = by_file.get(d.path, {})
         owner = launches[d.origin] if d.origin is not None else None
-        lines = [d.line]
+        lines = [d.line, *_standalone_above(d.line, found)]
         if owner is not None and owner.path == d.path:
             lines += _scope_lines(owner, found)
         hit = next(

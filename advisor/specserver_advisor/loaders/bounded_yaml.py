@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from specserver_advisor.bounded import InputLimitError
+from specserver_advisor.bounded import MAX_NUMBER_CHARS, InputLimitError
 
 try:
     _Loader: Any = yaml.CSafeLoader
@@ -28,6 +28,8 @@ except AttributeError:  # pragma: no cover - libyaml missing
 MAX_NODES = 1_000_000
 #: Collections inside collections (a Kubernetes CRD's schema nests a few dozen).
 MAX_DEPTH = 100
+#: Documents one file may hold (a rendered Helm chart holds a few hundred).
+MAX_DOCUMENTS = 10_000
 
 
 def _at(node: yaml.Node) -> tuple[int, int]:
@@ -111,9 +113,16 @@ def measure(root: yaml.Node, what: str, max_nodes: int, max_depth: int) -> int:
 def compose(
     text: str, what: str, *, max_nodes: int = MAX_NODES, max_depth: int = MAX_DEPTH
 ) -> list[yaml.Node]:
-    """Every document's node graph (None documents dropped), measured against the limits."""
+    """Every document's node graph (None documents dropped), measured against the limits.
+    Documents are counted before any is composed (``MAX_DOCUMENTS``: 500,000 empty ones cost
+    seconds), and an empty one counts one node against ``max_nodes``."""
+    markers = text.count("\n---") + text.count("\n...") + text.startswith(("---", "..."))
+    if markers > MAX_DOCUMENTS:
+        raise InputLimitError(
+            what, f"{markers:,} YAML document markers; at most {MAX_DOCUMENTS:,} documents a file"
+        )
     try:
-        docs = [d for d in yaml.compose_all(text, Loader=_Loader) if d is not None]
+        every = list(yaml.compose_all(text, Loader=_Loader))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
@@ -125,7 +134,12 @@ def compose(
         ) from None
     except (ValueError, TypeError, RecursionError) as exc:
         raise InputLimitError(what, f"invalid YAML: {exc}") from None
-    left = max_nodes
+    if len(every) > MAX_DOCUMENTS:
+        raise InputLimitError(what, f"more than {MAX_DOCUMENTS:,} YAML documents")
+    docs = [d for d in every if d is not None]
+    left = max_nodes - (len(every) - len(docs))  # an empty document counts one node
+    if left < 0:
+        raise InputLimitError(what, f"expands to more than {max_nodes} nodes")
     for doc in docs:
         left -= measure(doc, what, left, max_depth)
     return docs
@@ -142,8 +156,22 @@ def _why(exc: Exception) -> str:
     return str(exc)
 
 
+#: Tags whose constructor converts digits (any base, YAML 1.1 sexagesimal ``1:30:00``):
+#: their text is bounded (``bounded.MAX_NUMBER_CHARS``) before construction, which is
+#: quadratic for long sexagesimal text and yields an integer no ``str()`` may print for long
+#: ``0x...`` text.
+_NUMBER_TAGS = frozenset({"tag:yaml.org,2002:int", "tag:yaml.org,2002:float"})
+
+
 def scalar(node: yaml.Node, what: str) -> Any:
     """The value of one scalar node (its tag applied), or InputLimitError naming where."""
+    if node.tag in _NUMBER_TAGS and len(node.value) > MAX_NUMBER_CHARS:
+        raise _error(
+            what,
+            node,
+            f"a number written with {len(node.value):,} characters (the limit is "
+            f"{MAX_NUMBER_CHARS})",
+        )
     try:
         return _CONSTRUCTOR.construct_object(node, deep=True)
     except yaml.YAMLError as exc:

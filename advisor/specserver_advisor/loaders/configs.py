@@ -262,3 +262,38 @@ def _load_config(
         if found:
             return found
     raise ConfigNotFoundError(f"no config.json for {ref!r}: " + "; ".join(looked))
+
+
+def local_candidates(ref: str, dirs: list[Path], maps: list[tuple[str, Path]]) -> list[str]:
+    """Local folders to look ``ref`` up in before itself (``--model-dir``, as ``lint`` and
+    ``plan`` take it): under each ``PATH=DIR`` pair whose absolute PATH holds ``ref``, then
+    ``DIR/ref`` for each plain folder."""
+    out: list[str] = []
+    for prefix, local in maps:
+        root = prefix.rstrip("/") or "/"
+        if ref == root:
+            out.append(str(local))
+        elif ref.startswith(root.rstrip("/") + "/"):
+            out.append(str(local / ref[len(root) :].lstrip("/")))
+    return out + [str(d / ref) for d in dirs]
+
+
+def load_config_in(
+    ref: str,
+    revision: str | None,
+    env: dict[str, str] | None,
+    hf_endpoint: str | None,
+    dirs: list[Path],
+    maps: list[tuple[str, Path]],
+    config_file: str | None = None,
+) -> LoadedConfig:
+    """``load_config`` of ``ref``, first from the local folders ``local_candidates`` names
+    (offline: a repo id found there needs no hub), then as given.
+
+    Raises:
+        ConfigNotFoundError, ConfigUnreadableError: as ``load_config`` (for ``ref`` itself).
+    """
+    for candidate in local_candidates(ref, dirs, maps):
+        if Path(candidate).is_dir():
+            return load_config(candidate, None, env, hf_endpoint, config_file=config_file)
+    return load_config(ref, revision, env, hf_endpoint, config_file=config_file)

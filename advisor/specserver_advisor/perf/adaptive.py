@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from specserver_advisor.perf.constants import DEFAULT_CALIBRATION, Calibration
 from specserver_advisor.perf.model import (
@@ -188,6 +189,13 @@ def keep_probability(accept_length: float, depth: int) -> float:
     return (lo + hi) / 2
 
 
+@lru_cache(maxsize=1024)
+def _settled_chain(tier: int, q: float, tiers: tuple[Tier, ...]) -> dict[int, float]:
+    """``settle`` of tier ``tier`` on a chain of keep-probability ``q``: the same for every
+    batch the tier serves (``plan --search-shape`` asks at each of ~130 loads)."""
+    return settle(tiers[tier].min_batch, lambda s: chain_correct_drafts(q, s), tiers)
+
+
 def predict_adaptive(
     scn: Scenario,
     concurrency: int,
@@ -207,12 +215,9 @@ def predict_adaptive(
     if spec is None or running == 0:
         return closed_loop(scn, concurrency, capacity, 0.0, 1.0, 0.0)
     q = keep_probability(scn.accept_length, max(1, spec.num_steps))
-    shares = settle(
-        running,
-        lambda s: chain_correct_drafts(q, s),
-        tiers,
-        graph_sizes=graph_batch_sizes(scn.cuda_graph_max_bs, speculative=True),
-    )
+    sizes = graph_batch_sizes(scn.cuda_graph_max_bs, speculative=True)
+    tier = tier_index(running, tiers, sizes)
+    shares = _settled_chain(tier, q, tuple(tiers))
     step = accept = 0.0
     for steps, share in shares.items():
         committed = 1.0 + chain_correct_drafts(q, steps)

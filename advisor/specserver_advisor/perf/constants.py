@@ -20,10 +20,25 @@ class Calibration:
     launch_s_per_dense_layer: float = 0.000281
     launch_s_per_moe_layer: float = 0.0001015
     spec_step_overhead_s: float = 0.000551
-    #: Work per request per speculative step beyond its forwards (tree build, accept,
-    #: bookkeeping, and whatever else grows with the batch): the L4's figures alone fit
-    #: 0.27 ms, the GB10's 1.33 ms (docs/advisor.md, host cost); applied on every card.
-    spec_s_per_request: float = 0.000563
+    #: A speculative step's GPU work per request beyond its forwards (``model.spec_request_s``:
+    #: the tree's build, mask and accept kernels and the KV slot moves, whose size grows with the
+    #: requests), on a card of the L4's 300 GB/s (``model.SPEC_REFERENCE_GBS``), scaled by the
+    #: card's memory bandwidth (small gathers and scatters): the GB10 1.1x, an H100 0.09x, an
+    #: H200 0.06x. Fitted to the field (L4 and GB10); the public corpus's EAGLE-3 gain at
+    #: batch 64 on an H100 bounds it there (<= ~0.07 ms a request).
+    spec_s_per_request: float = 0.0005
+    #: The host's share of the same (Python's loop over the batch's requests between the draft
+    #: and the verify, which the speculative worker does not overlap): the same on every card.
+    #: First-principles (~20 us of Python per request), not fitted: the field's two cards cannot
+    #: separate it from the GPU part, whose card scaling they need.
+    spec_host_s_per_request: float = 0.00002
+    #: The host's work per request for each node of an EAGLE tree (topk > 1) beyond a chain's
+    #: one per step (``model.spec_request_s``: the tree's candidates sorted, its mask and
+    #: positions built, the accepted path walked, in Python per request): card-independent.
+    #: Not fitted: the field ran chains only, which do not pay it, and a corpus fit of it soaks
+    #: up the MoE verify's missing per-step cost (docs/advisor.md); set so that one request on a
+    #: tree pays what the card-independent 0.563 ms per request per node paid before.
+    spec_tree_node_s: float = 0.0005
     #: Fraction of a request's extra verify positions that route like independent tokens.
     moe_routing_independence: float = 0.418
     prefill_efficiency: float = 0.488
@@ -42,30 +57,52 @@ class Calibration:
     #: every field figure ran with overlap on and GPU steps of 20 ms or more, which hide it.
     schedule_s_per_step: float = 0.0005
     schedule_s_per_request: float = 0.00002
-    #: The shortest a kernel takes in a CUDA graph replay (launch gap and ramp, ~2 us on any
-    #: card): the floor under a layer's small kernels on fast cards. First-principles, not
-    #: fitted: on the field's cards the layers' fitted cost is far above it.
-    kernel_floor_s: float = 0.000002
-    #: One tensor-parallel all-reduce's latency inside a node (SGLang's custom one-shot
-    #: all-reduce: a peer write and a flag round trip, a few us). First-principles, not
-    #: fitted: every field figure ran on one GPU.
-    allreduce_latency_s: float = 0.000004
+    #: The shortest a latency-bound kernel takes in a CUDA graph replay on NVIDIA cards (the
+    #: launch gap inside the graph, the ramp and tail of a grid that does not fill the card):
+    #: what a decode layer's ~15-30 small kernels each pay on Hopper and Blackwell, however
+    #: fast the card computes (``parallelism.layer_kernels``). Fitted to the public validation
+    #: corpus's plain decode of big models (``perf.validation``; docs/advisor.md); on the
+    #: L4 and the GB10 the fitted small-kernel work above is larger and binds instead.
+    kernel_floor_s: float = 0.0000055
+    #: The same on AMD Instinct cards under HIP graphs (a slower launch path). First-principles,
+    #: not fitted: the corpus's AMD figures are read at a per-user speed the plain model does
+    #: not reach on those cards yet (docs/advisor.md), so they do not constrain it.
+    rocm_kernel_floor_s: float = 0.000008
+    #: The custom all-reduce's latency inside a node (one-shot: a peer write and a flag round
+    #: trip over NVLink/NVSwitch or Infinity Fabric). Fitted to the corpus (TP 2-8 figures).
+    allreduce_latency_s: float = 0.0000038
+    #: NCCL's (RCCL's) all-reduce latency where the custom kernel does not apply (past its
+    #: buffer, or a group spanning nodes). First-principles: about twice the custom kernel's.
+    nccl_latency_s: float = 0.00002
     #: Across nodes: the NIC's extra latency and its bandwidth per GPU (400 Gb/s InfiniBand or
-    #: RoCE, ~50 GB/s: an order of magnitude below NVLink). First-principles, not fitted.
-    internode_latency_s: float = 0.00001
+    #: RoCE, ~50 GB/s: an order of magnitude below NVLink). The latency is fitted to the
+    #: corpus's two-node figures; the bandwidth is the data sheet's.
+    internode_latency_s: float = 0.00008
     internode_gbs: float = 50.0
 
 
 #: Constants the fit leaves alone (no field figure constrains them).
 UNFITTED = (
+    "spec_host_s_per_request",
+    "spec_tree_node_s",
     "eager_s_per_layer",
     "eager_s_per_kernel",
     "schedule_s_per_step",
     "schedule_s_per_request",
     "kernel_floor_s",
+    "rocm_kernel_floor_s",
     "allreduce_latency_s",
+    "nccl_latency_s",
     "internode_latency_s",
     "internode_gbs",
+)
+#: The constants the public validation corpus fits (``perf.validation``): the latency-bound
+#: costs that only fast cards and big groups expose. The field fit (``calibration``) leaves
+#: them alone; the corpus fit leaves the field's alone.
+CORPUS_FITTED = (
+    "kernel_floor_s",
+    "allreduce_latency_s",
+    "internode_latency_s",
 )
 
 

@@ -17,12 +17,18 @@ the auto-speculation policy, and the simulated engine. Constants live in ``Calib
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, fields, replace
+from functools import lru_cache
 
 from specserver_advisor.gpus import Gpu
 from specserver_advisor.perf.constants import DEFAULT_CALIBRATION, Calibration
-from specserver_advisor.perf.parallelism import allreduce_s, layer_launch_s
+from specserver_advisor.perf.parallelism import (
+    allreduce_s,
+    kernel_floor_s,
+    layer_launch_s,
+    moe_padded_rows,
+)
 from specserver_advisor.sglang.cudagraphs import replayed_batch
 from specserver_advisor.sglang.modelshape import ModelShape
 
@@ -76,6 +82,15 @@ class Scenario:
     #: ``staggered`` with a mix is the mix's stagger: ``predict`` keeps it only for the modes
     #: whose arrivals a mix does spread (``stays_staggered``).
     prompt_mix: tuple[tuple[int, float], ...] = ()
+
+    def __hash__(self) -> int:
+        """The fields' hash, computed once: the performance model's caches key on it at every
+        forward of every load a plan predicts."""
+        found = self.__dict__.get("_fields_hash")
+        if found is None:
+            found = hash(tuple(getattr(self, f.name) for f in fields(self)))
+            self.__dict__["_fields_hash"] = found
+        return int(found)
 
 
 @dataclass(frozen=True)
@@ -133,29 +148,73 @@ def forward_time(
     positions run the linear layers too (``cudagraphs.replayed_batch``), which a verify of
     many draft tokens per request pays in compute.
     """
+    st = _forward_static(scn, shape, weight_bytes, cal)
     tp = scn.tp_size
     tokens = batch * positions
     computed = replayed_batch(batch, scn.cuda_graph_max_bs, speculative) * positions
+    weights = st.weights
+    linear = 2 * st.active_params * computed / tp
+    if shape.is_moe:
+        independent = batch * (1 + (positions - 1) * cal.moe_routing_independence)
+        touched = min(shape.num_experts, _experts_touched(shape, independent))
+        weights += st.routed_bytes * (touched / shape.num_experts - 1)
+        # The fused MoE computes each touched expert's tokens padded to its row block: at a
+        # few tokens per expert that padding, not the tokens, sets the experts' FLOPs.
+        padded = moe_padded_rows(shape, computed, touched) * st.expert_params
+        linear += 2 * (padded * shape.moe_layers - st.routed_flops * computed) / tp
+    kv = batch * context * cell_bytes * tp  # cell is per GPU; total across the TP group
+    bytes_read = (weights + kv) / tp
+    # Attention score/value FLOPs grow with context: 4 * layers * heads * head_dim per position.
+    attention = st.attention_flops * context * tokens / tp
+    mem_s = bytes_read / st.bandwidth
+    cmp_s = linear / st.linear_rate + attention / st.rate
+    fixed = st.launch_s + allreduce_s(scn, shape, tokens, cal)
+    return float(max(mem_s, cmp_s) + fixed)
+
+
+@dataclass(frozen=True)
+class _ForwardStatic:
+    """What a forward's time reads of the launch that no batch changes (``forward_time``)."""
+
+    weights: float
+    routed_bytes: float
+    active_params: int
+    expert_params: int
+    routed_flops: int
+    attention_flops: int
+    bandwidth: float
+    rate: float
+    linear_rate: float
+    launch_s: float
+
+
+@lru_cache(maxsize=1024)
+def _forward_static(
+    scn: Scenario, shape: ModelShape, weight_bytes: int, cal: Calibration
+) -> _ForwardStatic:
+    """``forward_time``'s batch-independent part, once per launch and model: a plan asks for
+    every forward of every load (``plan --search-shape``: ~130 loads x ~140 shapes)."""
     # Embedding rows are looked up, not streamed; the LM head (tied or not) is read in full.
     weights = float(weight_bytes)
     if not shape.tie_embeddings:
         weights -= shape.vocab_size * shape.hidden_size * shape.dtype_bytes
+    routed_bytes = 0.0
     if shape.is_moe:
-        independent = batch * (1 + (positions - 1) * cal.moe_routing_independence)
-        touched = min(shape.num_experts, _experts_touched(shape, independent))
         routed_share = shape.num_experts * shape.expert_params() * shape.moe_layers
         routed_bytes = weights * routed_share / max(1, shape.total_params())
-        weights += routed_bytes * (touched / shape.num_experts - 1)
-    kv = batch * context * cell_bytes * tp  # cell is per GPU; total across the TP group
-    bytes_read = (weights + kv) / tp
-    linear = 2 * shape.active_params_per_token() * computed / tp
-    # Attention score/value FLOPs grow with context: 4 * layers * heads * head_dim per position.
-    attention = 4 * shape.num_layers * shape.num_heads * shape.head_dim * context * tokens / tp
-    mem_s = bytes_read / (scn.gpu.bandwidth_gbs * 1e9 * cal.bandwidth_efficiency)
     rate = scn.gpu.bf16_tflops * 1e12 * cal.compute_efficiency * scn.clock_scale
-    cmp_s = linear / (rate * linear_rate_factor(scn, shape)) + attention / rate
-    fixed = layer_launch_s(scn, shape, cal) + allreduce_s(scn, shape, tokens, cal)
-    return float(max(mem_s, cmp_s) + fixed)
+    return _ForwardStatic(
+        weights=weights,
+        routed_bytes=routed_bytes,
+        active_params=shape.active_params_per_token(),
+        expert_params=shape.expert_params(),
+        routed_flops=shape.experts_per_token * shape.expert_params() * shape.moe_layers,
+        attention_flops=4 * shape.num_layers * shape.num_heads * shape.head_dim,
+        bandwidth=scn.gpu.bandwidth_gbs * 1e9 * cal.bandwidth_efficiency,
+        rate=rate,
+        linear_rate=rate * linear_rate_factor(scn, shape),
+        launch_s=layer_launch_s(scn, shape, cal),
+    )
 
 
 def linear_rate_factor(scn: Scenario, shape: ModelShape) -> float:
@@ -279,7 +338,8 @@ def gpu_step_time(
             True,
         )
         draft_s = spec.num_steps * (one + draft_eager) + extend + draft_eager
-        draft_s += eager_draft_loop_s(scn, spec, batch, cal)
+        eager_loop = eager_draft_loop_s(scn, spec, batch, cal)
+        draft_s += eager_loop if eager_loop else draft_loop_floor_s(scn, spec, cal)
     if steps == 0:
         plain = forward_time(
             scn,
@@ -308,8 +368,50 @@ def gpu_step_time(
     # built from the request's own text and priced by the fitted per-request cost as it was.
     eagle_tree = spec.topk > 1 and spec.algorithm != "NGRAM"
     tree = spec.num_draft_tokens / (spec.num_steps + 1) if eagle_tree else 1.0
-    host = cal.spec_step_overhead_s + cal.spec_s_per_request * batch * max(1.0, tree)
+    host = cal.spec_step_overhead_s + spec_request_s(scn, cal, tree) * batch
     return verify + target_eager + draft_s + host
+
+
+#: The memory bandwidth (GB/s) at which ``Calibration.spec_s_per_request`` is stated: the L4's.
+SPEC_REFERENCE_GBS = 300.0
+
+
+def spec_request_s(scn: Scenario, cal: Calibration, tree: float = 1.0) -> float:
+    """A speculative step's cost per request beyond its forwards, on ``scn``'s card.
+
+    The draft's and the verify's forwards are priced in ``forward_time`` (the draft's steps over
+    ``topk`` rows, the verify over ``num_draft_tokens`` positions and the rows its graph pads
+    to). What remains grows with the requests, in parts by mechanism:
+
+    - the GPU's small per-request kernels of the tree (build, mask, accept, KV slot moves):
+      gathers and scatters of a few rows a request, bound by memory traffic at small sizes,
+      not by FLOPs, so ``spec_s_per_request`` (stated at ``SPEC_REFERENCE_GBS``) scales with the
+      card's memory bandwidth, never below one kernel floor;
+    - the host's loop over the requests between the draft and the verify, the same on every
+      card (``spec_host_s_per_request``);
+    - for an EAGLE tree, the host's work per node beyond a chain's one (``spec_tree_node_s``).
+
+    ``tree``: the tree's nodes per draft step (``num_draft_tokens / (num_steps + 1)``; 1 for a
+    chain); the GPU part grows with it too.
+    """
+    rate = SPEC_REFERENCE_GBS / scn.gpu.bandwidth_gbs
+    nodes = max(1.0, tree)
+    gpu = max(cal.spec_s_per_request * rate * nodes, kernel_floor_s(scn.gpu, cal))
+    host = cal.spec_host_s_per_request + cal.spec_tree_node_s * (nodes - 1.0)
+    return float(gpu + host)
+
+
+def draft_loop_floor_s(scn: Scenario, spec: SpecShape, cal: Calibration) -> float:
+    """The draft loop's selection and tree kernels in a captured step, at the card's kernel
+    floor (``eager_draft_loop_s`` prices them launched one by one above the captured batch)."""
+    if spec.num_steps < 1 or spec.algorithm == "NGRAM":
+        return 0.0
+    kernels = (
+        spec.num_steps * SELECT_TOP_K_KERNELS
+        + (spec.num_steps - 1) * DRAFT_SAMPLE_KERNELS
+        + ORGANIZE_TREE_KERNELS
+    )
+    return kernels * kernel_floor_s(scn.gpu, cal)
 
 
 def prefill_time(scn: Scenario, speculative: bool, cal: Calibration) -> float:
@@ -320,15 +422,23 @@ def prefill_time(scn: Scenario, speculative: bool, cal: Calibration) -> float:
 
 def prompt_prefills(scn: Scenario, speculative: bool, cal: Calibration) -> list[PromptPrefill]:
     """Each prompt length of the workload (``prompt_mix``, else ``input_len``) with its prefill."""
+    return list(_prompt_prefills(scn, speculative, cal))
+
+
+@lru_cache(maxsize=1024)
+def _prompt_prefills(
+    scn: Scenario, speculative: bool, cal: Calibration
+) -> tuple[PromptPrefill, ...]:
+    """``prompt_prefills`` once per scenario: it does not depend on the load."""
     mix = scn.prompt_mix or ((scn.input_len, 1.0),)
-    return [
+    return tuple(
         PromptPrefill(
             share,
             prefill_tokens_time(scn, tokens, speculative, cal),
             prefill_chunks(scn, tokens),
         )
         for tokens, share in mix
-    ]
+    )
 
 
 def prefill_tokens_time(scn: Scenario, tokens: int, speculative: bool, cal: Calibration) -> float:
@@ -389,6 +499,31 @@ def predict(
     arrive in waves, so a new request also waits for the prefills of half its wave; with
     staggered arrivals it waits for the step in flight and its own prefill.
     """
+    if not speculative:
+        if scn.spec or scn.draft or scn.accept_length != 1.0 or scn.draft_weight_bytes:
+            scn = plain_scenario(scn)
+        return _predict_plain(scn, concurrency, capacity, cal)
+    return _predict(scn, concurrency, capacity, speculative, cal)
+
+
+def plain_scenario(scn: Scenario) -> Scenario:
+    """``scn`` without what only speculation reads (the draft, the shape, the accept length):
+    plain decoding's predictions are the same for every speculative shape of a launch."""
+    return replace(
+        scn, spec=None, accept_length=1.0, draft=None, draft_weight_bytes=0, draft_kv_cell_bytes=0
+    )
+
+
+@lru_cache(maxsize=4096)
+def _predict_plain(scn: Scenario, concurrency: int, capacity: int, cal: Calibration) -> Prediction:
+    """Plain decoding's prediction, once per launch and load (``plan --search-shape`` plans
+    ~140 shapes of one launch: their speculation-off curves are one curve)."""
+    return _predict(scn, concurrency, capacity, False, cal)
+
+
+def _predict(
+    scn: Scenario, concurrency: int, capacity: int, speculative: bool, cal: Calibration
+) -> Prediction:
     accept = scn.accept_length if speculative and scn.spec else 1.0
     if scn.prompt_mix and scn.staggered and not stays_staggered(scn, speculative):
         scn = replace(scn, staggered=False)
@@ -512,10 +647,22 @@ def crossover(
     The first point where the on/off ratio falls through 1, interpolated. None when it never
     does in range (speculation wins everywhere, or already loses at the lowest load).
     """
+    loads = sorted(set(concurrencies))
+    return falls_through(
+        (
+            c,
+            value(predict(scn, c, cap_on, True, cal)),
+            value(predict(scn, c, cap_off, False, cal)),
+        )
+        for c in loads
+    )
+
+
+def falls_through(points: Iterable[tuple[int, float, float]]) -> float | None:
+    """``crossover`` of (concurrency, on, off) values in rising concurrency: where the on/off
+    ratio first falls through 1, interpolated (None when it never does). Lazy: stops at it."""
     prev: tuple[int, float] | None = None
-    for c in sorted(set(concurrencies)):
-        on = value(predict(scn, c, cap_on, True, cal))
-        off = value(predict(scn, c, cap_off, False, cal))
+    for c, on, off in points:
         gain = on / off if off else (math.inf if on else 1.0)
         if prev is not None and prev[1] >= 1 > gain:
             c0, g0 = prev

@@ -22,9 +22,13 @@ from specserver_advisor.perf.model import (
     SpecShape,
     break_even_accept_length,
     crossover,
+    falls_through,
+    plain_scenario,
     predict,
+    throughput,
 )
 from specserver_advisor.perf.treeaccept import tree_accept
+from specserver_advisor.perf.unmodelled import unmodelled_notes
 from specserver_advisor.policy.model import PolicyContext, score
 from specserver_advisor.policy.switchcost import group_restart_extra_s
 from specserver_advisor.sglang import memory
@@ -391,21 +395,25 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
         prompt_mix=inp.prompt_mix if len(inp.prompt_mix) > 1 else (),
     )
     curves = []
+    both: list[tuple[int, float, float]] = []
+    plain = plain_scenario(scn)
     for c in sorted(set(inp.concurrency)):
         on = predict(scn, c, cap_on, True, cal) if r.algorithm else None
-        off = predict(scn, c, cap_off, False, cal)
+        off = predict(plain, c, cap_off, False, cal)
         curves.append({"concurrency": c, "on": _point(on) if on else None, "off": _point(off)})
-    cross = crossover(scn, cap_on, cap_off, inp.concurrency, cal) if r.algorithm else None
-    recommended = max(1, fits_on)
+        if on is not None:
+            both.append((c, throughput(on), throughput(off)))
+    # ``crossover`` over the curves' own predictions (the same loads, the same throughput).
+    cross = falls_through(both) if r.algorithm else None
     graph_bs = mem.settings.cuda_graph_max_bs
-    if recommended > graph_bs:
-        recommended = graph_bs
-        notes.append(
-            f"recommendation capped at the decode CUDA-graph max batch {graph_bs}: "
-            "larger batches run without graphs"
-        )
+    candidates = cap_candidates(inp.concurrency, fits_on, graph_bs, sglang_default, cross)
+    best = best_cap(
+        scn if r.speculative else plain, inp.concurrency, candidates, r.speculative, cal
+    )
+    recommended = min(best, safe_cap(fits_on, graph_bs))
+    if recommended < best:
+        notes.append(_safer_note(recommended, fits_on, graph_bs))
     if cross is not None:
-        recommended = max(1, min(fits_on, int(cross)))
         notes.append(
             f"speculation stops paying near concurrency {cross:.1f}; above it run "
             "without speculation (mode Auto does this)"
@@ -414,6 +422,7 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
         notes.append(_unset_cap_note(r, sglang_default))
     if mem.error:
         notes.append(mem.error)
+    notes.extend(unmodelled_notes(inp.args, inp.target_config, scn, cal))
     return Plan(
         r,
         ctx,
@@ -430,6 +439,74 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
         cap_on,
         cap_off,
     )
+
+
+#: The TTFT P99 the recommended cap is judged against (the Auto policy's default SLO).
+CAP_TTFT_SLO_S = AutoSpeculation().ttft_p99_slo_seconds
+
+
+def safe_cap(fits: int, graph_bs: int) -> int:
+    """The largest cap the plan recommends: every running request's KV fits the pool (above
+    it SGLang retracts requests), and the batch runs in a captured decode CUDA graph."""
+    return max(1, min(fits, graph_bs))
+
+
+def cap_candidates(
+    loads: list[int], fits: int, graph_bs: int, sglang_default: int, cross: float | None
+) -> list[int]:
+    """The caps the plan compares: each load asked, the crossover, SGLang's own default, the
+    largest safe cap (``safe_cap``) and the KV pool's; goodput only changes where a cap meets
+    a load (or the pool's ceiling)."""
+    top = max(1, fits, sglang_default)
+    found = {c for c in loads if 1 <= c <= top}
+    found |= {safe_cap(fits, graph_bs), max(1, sglang_default), max(1, fits)}
+    if cross is not None:
+        found.add(max(1, min(top, int(cross))))
+    return sorted(found)
+
+
+def goodput(
+    scn: Scenario,
+    loads: list[int],
+    cap: int,
+    speculative: bool,
+    cal: Calibration = DEFAULT_CALIBRATION,
+    slo_s: float = CAP_TTFT_SLO_S,
+) -> float:
+    """Output tok/s summed over the loads asked, each scaled down where its predicted TTFT
+    P99 misses the SLO (``policy.score``): what a cap is judged by."""
+    total = 0.0
+    for load in sorted(set(loads)):
+        p = predict(scn, load, cap, speculative, cal)
+        total += score(p.output_tok_s, p.ttft_p99_ms / 1000, slo_s)
+    return total
+
+
+def best_cap(
+    scn: Scenario,
+    loads: list[int],
+    candidates: list[int],
+    speculative: bool,
+    cal: Calibration = DEFAULT_CALIBRATION,
+) -> int:
+    """The candidate cap with the most goodput over ``loads`` (ties: the largest, which also
+    serves loads above those asked)."""
+    scored = [(goodput(scn, loads, c, speculative, cal), c) for c in candidates]
+    top = max(g for g, _ in scored)
+    return max(c for g, c in scored if g >= top * (1 - 1e-9))
+
+
+def _safer_note(cap: int, fits: int, graph_bs: int) -> str:
+    """Why the recommended cap is below one that the curves would score higher."""
+    why = []
+    if cap >= fits:
+        why.append(
+            f"the KV pool holds {fits} requests of this length; above that SGLang retracts "
+            "running requests and recomputes them"
+        )
+    if cap >= graph_bs:
+        why.append(f"batches above {graph_bs} run without the decode CUDA graphs")
+    return f"recommended --max-running-requests {cap} is the largest safe cap: " + "; ".join(why)
 
 
 def mean_prompt(mix: tuple[tuple[int, float], ...]) -> int:

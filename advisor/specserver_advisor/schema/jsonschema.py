@@ -2,7 +2,7 @@
 
 Written next to the CRD by ``python -m specserver_advisor.schema.crd`` so editors
 (yaml-language-server) and offline validators (kubeconform, check-jsonschema) can check
-manifests without a cluster; ``tests/test_crd.py`` fails on drift. Pure: no I/O.
+manifests without a cluster; ``tests/advisor/schema/test_crd.py`` fails on drift. Pure: no I/O.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ performance model (``perfmodel.gpu_step_time``) and SGLang's adaptive mode (``ad
 from __future__ import annotations
 
 import bisect
+from functools import lru_cache
 
 
 def graph_batch_sizes(max_bs: int | None, speculative: bool = False) -> list[int] | None:
@@ -17,6 +18,13 @@ def graph_batch_sizes(max_bs: int | None, speculative: bool = False) -> list[int
     512, every 32 beyond; a speculative launch captures a finer list (1-8, then every 2 to 32,
     every 4 to 64, every 8 to 256, every 16 beyond), the one SGLang's adaptive tiers pad to
     (tests/oracle/test_adaptive_tiers.py holds it); ``max_bs`` itself always."""
+    sizes = _graph_batch_sizes(max_bs, speculative)
+    return None if sizes is None else list(sizes)
+
+
+@lru_cache(maxsize=256)
+def _graph_batch_sizes(max_bs: int | None, speculative: bool) -> tuple[int, ...] | None:
+    """``graph_batch_sizes`` computed once per (max, mode): every forward of a plan asks."""
     if max_bs is None:
         return None
     if not speculative:
@@ -31,13 +39,13 @@ def graph_batch_sizes(max_bs: int | None, speculative: bool = False) -> list[int
             *range(272, max_bs + 1, 16),
         ]
     sizes = [b for b in sizes if b <= max_bs]
-    return sizes if max_bs in sizes else [*sizes, max_bs]
+    return tuple(sizes) if max_bs in sizes else (*sizes, max_bs)
 
 
 def replayed_batch(batch: int, max_bs: int | None, speculative: bool = False) -> int:
     """The batch a decode forward of ``batch`` requests computes: the captured size it pads
     to, or ``batch`` itself above the captured max (eager) or with no graph sizes known."""
-    sizes = graph_batch_sizes(max_bs, speculative)
+    sizes = _graph_batch_sizes(max_bs, speculative)
     if not sizes or batch > sizes[-1]:
         return batch
     return sizes[bisect.bisect_left(sizes, batch)]

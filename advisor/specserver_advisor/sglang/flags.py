@@ -11,6 +11,7 @@ the position of every flag) and the engine entrypoint. The table's own names (``
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -21,7 +22,7 @@ from specserver_advisor.sglang.flagtable import (
     default_of,
     display_name,
     flag_table,
-    option_strings,
+    option_index,
 )
 from specserver_advisor.sglang.flagvalues import (
     convert_value,
@@ -68,6 +69,8 @@ class ParsedArgs:
     config_file: str | None = None
     #: deprecated spellings used (option string as matched -> SGLang's replacement hint)
     deprecated: dict[str, str] = field(default_factory=dict)
+    #: field -> (start, end): the argv items of the option that set it and its values
+    spans: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def is_set(self, field_name: str) -> bool:
         return field_name in self.values
@@ -109,8 +112,9 @@ def match_option(token: str) -> tuple[Flag | None, str | None]:
     """Resolve an option string the way argparse does (exact, then unique prefix).
 
     ``token`` may carry ``=value``. Returns (flag, None) on success, (None, error) otherwise.
+    O(log n) in the table's size for a token that matches nothing (``_prefix_candidates``).
     """
-    table = option_strings()
+    table = option_index().by_name
     if token in table:
         return table[token], None
     name = token.split("=", 1)[0]
@@ -124,31 +128,49 @@ def match_option(token: str) -> tuple[Flag | None, str | None]:
     return None, f"unrecognized arguments: {token}"
 
 
+def _starting_with(prefix: str) -> list[str]:
+    """The option strings that start with ``prefix``: one ``bisect`` into the sorted strings,
+    then only the matches (a contiguous run of them)."""
+    ordered = option_index().ordered
+    out = []
+    at = bisect_left(ordered, prefix)
+    while at < len(ordered) and ordered[at].startswith(prefix):
+        out.append(ordered[at])
+        at += 1
+    return out
+
+
 @lru_cache(maxsize=4096)
 def _prefix_candidates(token: str) -> tuple[str, ...]:
-    """The option strings ``token`` abbreviates, as argparse finds them (memoised: lint asks
-    the same abbreviations for every launch)."""
-    table = option_strings()
-    if token[:2] == "--":
-        return tuple(opt for opt in table if opt.startswith(token))
-    return tuple(opt for opt in table if opt.startswith(token) or opt == token[:2])
+    """The option strings ``token`` abbreviates, as Python 3.11's argparse finds them
+    (``_get_option_tuples``: for ``--x`` every string starting with the text before ``=``; for
+    ``-x...`` every string starting with the whole token, or equal to its first two
+    characters), listed in registration order as argparse lists them. Found by bisection, not
+    by a scan of the table, so many distinct unknown flags cost O(log n) each; memoised: lint
+    asks the same abbreviations for every launch."""
+    index = option_index()
+    found = set(_starting_with(token))
+    if token[:2] != "--" and token[:2] in index.by_name:
+        found.add(token[:2])
+    return tuple(sorted(found, key=index.rank.__getitem__))
 
 
 def _matched_name(token: str) -> str:
-    table = option_strings()
+    table = option_index().by_name
     if token in table:
         return token
     name = token.split("=", 1)[0]
     if name in table:
         return name
-    return next(opt for opt in table if opt.startswith(name))
+    candidates = _prefix_candidates(name if token[:2] == "--" and len(token) > 1 else token)
+    return candidates[0] if candidates else name  # the one ``match_option`` matched
 
 
 def _is_optional(token: str) -> bool:
     """argparse's classification of an argv item: an option ('O') or a value ('A')."""
     if not token or token[0] != "-" or token == "-":
         return False
-    if token in option_strings():
+    if token in option_index().by_name:
         return True
     if _NEGATIVE_NUMBER.match(token):
         return False
@@ -172,7 +194,7 @@ def parse_server_argv(argv: list[str], positional_model: bool = False) -> Parsed
     i = 0
     # argparse classifies every item first: an ambiguous prefix anywhere stops it at once.
     for index, token in enumerate(argv):
-        if token.startswith("--") and token != "--" and token not in option_strings():
+        if token.startswith("--") and token != "--" and token not in option_index().by_name:
             flag, error = match_option(token)
             if flag is None and error and error.startswith("ambiguous"):
                 name = token.split("=")[0]
@@ -231,6 +253,7 @@ def parse_server_argv(argv: list[str], positional_model: bool = False) -> Parsed
                 )
             else:
                 _store(parsed, flag, name, i, switch_value(flag, matched))
+                parsed.spans[flag.field] = (i, i + 1)
             i += 1
             continue
         values: list[str]
@@ -269,6 +292,7 @@ def parse_server_argv(argv: list[str], positional_model: bool = False) -> Parsed
         if bad:
             parsed.issues.append(ArgvIssue(at, name, bad, "value"))
             continue
+        parsed.spans[flag.field] = (at, i)
         if flag.nargs is None or (flag.nargs == "?" and converted):
             _store(parsed, flag, name, at, converted[0])
         elif flag.nargs == "?":

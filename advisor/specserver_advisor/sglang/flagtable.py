@@ -10,9 +10,11 @@ argparse's display name for an action. Pure: no I/O beyond reading the data file
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from types import MappingProxyType
 from typing import Any
 
 SGLANG_VERSION = "0.5.23"
@@ -104,8 +106,31 @@ def flag_table() -> dict[str, Flag]:
 
 @cache
 def option_strings() -> dict[str, Flag]:
-    """Every accepted option string (names, aliases, --no-X forms), in registration order."""
+    """Every accepted option string (names, aliases, --no-X forms), in registration order (a
+    copy; ``option_index`` is the shared, read-only one the parser looks up in)."""
     return dict(_table()[1])
+
+
+@dataclass(frozen=True)
+class OptionIndex:
+    """The option strings indexed for argparse's prefix rule in O(log n) per lookup:
+    ``by_name`` (read-only, registration order), ``ordered`` (sorted, for ``bisect``) and
+    ``rank`` (each string's registration position: argparse lists matches in that order)."""
+
+    by_name: Mapping[str, Flag]
+    ordered: tuple[str, ...]
+    rank: Mapping[str, int]
+
+
+@cache
+def option_index() -> OptionIndex:
+    """The one :class:`OptionIndex` of the committed table."""
+    by_name = dict(_table()[1])
+    return OptionIndex(
+        MappingProxyType(by_name),
+        tuple(sorted(by_name)),
+        MappingProxyType({name: k for k, name in enumerate(by_name)}),
+    )
 
 
 def default_of(field_name: str) -> Any:

@@ -6,8 +6,10 @@ Used by the memory planner (KV bytes per token, weight bytes) and the performanc
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass, fields, replace
+from functools import wraps
+from typing import Any, TypeVar
 
 from specserver_advisor.sglang import configvalues
 from specserver_advisor.sglang.configvalues import ConfigShapeError
@@ -24,6 +26,28 @@ DTYPE_BYTES = {
     "float8_e5m2": 1,
     "int8": 1,
 }
+
+
+_T = TypeVar("_T")
+
+
+def _memo(method: Callable[[Any], _T]) -> Callable[[Any], _T]:
+    """A shape's derived count, computed once per shape (the performance model asks for it on
+    every forward of every load: ``plan --search-shape`` plans ~130 loads x ~140 shapes).
+
+    Kept in the instance's ``__dict__`` (a frozen dataclass's fields are untouched, so its
+    equality, hash and ``replace`` are as before)."""
+    name = "_memo_" + method.__name__
+
+    @wraps(method)
+    def cached(self: Any) -> _T:
+        found = self.__dict__.get(name, cached)
+        if found is cached:
+            found = method(self)
+            self.__dict__[name] = found
+        return found  # type: ignore[no-any-return]
+
+    return cached
 
 
 def _int(cfg: dict[str, Any], *keys: str, default: int | None = None, minimum: int = 0) -> int:
@@ -69,6 +93,15 @@ class ModelShape:
     #: Bytes of the model's compute dtype (``torch_dtype``), which KV ``auto`` otherwise uses.
     model_dtype_bytes: int = 2
 
+    def __hash__(self) -> int:
+        """The fields' hash, computed once: the performance model's caches key on it at every
+        forward of every load a plan predicts."""
+        found = self.__dict__.get("_fields_hash")
+        if found is None:
+            found = hash(tuple(getattr(self, f.name) for f in fields(self)))
+            self.__dict__["_fields_hash"] = found
+        return int(found)
+
     @property
     def is_mla(self) -> bool:
         return self.kv_lora_rank > 0
@@ -78,9 +111,11 @@ class ModelShape:
         return self.num_experts > 0
 
     @property
+    @_memo
     def moe_layers(self) -> int:
         return self.num_layers - self.dense_layers if self.is_moe else 0
 
+    @_memo
     def attention_params_per_layer(self) -> int:
         h = self.hidden_size
         if self.is_mla:
@@ -95,19 +130,23 @@ class ModelShape:
         o = self.num_heads * self.v_head_dim * h
         return q + kv + o
 
+    @_memo
     def expert_params(self) -> int:
         """Parameters of one routed expert (gate, up, down)."""
         return 3 * self.hidden_size * self.moe_intermediate_size
 
+    @_memo
     def dense_mlp_params(self) -> int:
         return 3 * self.hidden_size * self.intermediate_size
 
+    @_memo
     def embedding_params(self) -> int:
         vocab_out = self.draft_vocab_size or self.vocab_size
         emb = self.vocab_size * self.hidden_size
         head = 0 if self.tie_embeddings else vocab_out * self.hidden_size
         return emb + head
 
+    @_memo
     def layer_params_always_read(self) -> int:
         """Per-decode-step weights read regardless of routing: attention, dense MLPs, shared."""
         attn = self.attention_params_per_layer() * self.num_layers
@@ -117,16 +156,19 @@ class ModelShape:
         shared = self.shared_experts * self.expert_params() * self.moe_layers
         return attn + dense_mlp + shared
 
+    @_memo
     def total_params(self) -> int:
         routed = self.num_experts * self.expert_params() * self.moe_layers
         return self.layer_params_always_read() + routed + self.embedding_params()
 
+    @_memo
     def active_params_per_token(self) -> int:
         """Parameters a single token touches (for FLOPs): dense part plus its top-k experts."""
         routed = self.experts_per_token * self.expert_params() * self.moe_layers
         head = (self.draft_vocab_size or self.vocab_size) * self.hidden_size
         return self.layer_params_always_read() + routed + head
 
+    @_memo
     def weight_bytes(self) -> int:
         return self.total_params() * self.dtype_bytes
 

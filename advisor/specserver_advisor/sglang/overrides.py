@@ -21,12 +21,19 @@ overrides; the resolver keeps the draft as given for that.
 from __future__ import annotations
 
 import copy
-import json
+import math
 from typing import Any
 
+from specserver_advisor import bounded
+from specserver_advisor.sglang.configcheck import check_model_config
+from specserver_advisor.sglang.configvalues import ConfigShapeError
 from specserver_advisor.sglang.context import ROPE_TYPES_WITH_ORIGINAL, TEXT_SUBCONFIG_KEYS
 
 FLAG = "json_model_override_args"
+OPTION = "--json-model-override-args"
+#: Bounds of the flag's JSON (a model config's overrides are a few keys, a few levels deep).
+MAX_OVERRIDE_BYTES = 256 * 1024
+MAX_OVERRIDE_DEPTH = 32
 ROPE_KEYS = ("rope_scaling", "rope_parameters")
 
 
@@ -52,16 +59,35 @@ def override_args(values: dict[str, Any]) -> dict[str, Any]:
     raw = values.get(FLAG)
     if raw is None or raw == "":
         return {}
-    try:
-        parsed = json.loads(str(raw))
-    except json.JSONDecodeError as exc:
-        raise OverrideArgsError("JSONDecodeError", str(exc)) from exc
+    try:  # the one reading, bounded: size, depth, numbers (a huge int, NaN) refused by name
+        parsed = bounded.json_value(
+            str(raw), OPTION, max_bytes=MAX_OVERRIDE_BYTES, max_depth=MAX_OVERRIDE_DEPTH
+        )
+        _finite(parsed)
+    except bounded.InputLimitError as exc:
+        if exc.decoder_message:  # not JSON: SGLang's own json.loads error, as it words it
+            raise OverrideArgsError("JSONDecodeError", exc.decoder_message) from None
+        raise OverrideArgsError("ValueError", str(exc)) from None
     if isinstance(parsed, dict):
         return parsed
     if not parsed:  # falsy JSON (null, [], 0, ""): ``if model_override_args:`` skips it
         return {}
     kind = {list: "list", str: "str", int: "int", float: "float", bool: "bool"}[type(parsed)]
     raise OverrideArgsError("AttributeError", f"'{kind}' object has no attribute 'items'")
+
+
+def _finite(value: Any) -> None:
+    """InputLimitError for a NaN or infinite number anywhere in ``value`` (Python's JSON reads
+    ``NaN`` and ``1e999``; no config field means one)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise bounded.InputLimitError(OPTION, f"{item} is not a finite number")
 
 
 def config_file_names(values: dict[str, Any]) -> tuple[str | None, str | None]:
@@ -120,12 +146,21 @@ def effective_configs(
     """The target and draft configs SGLang derives everything from, for a launch's flags.
 
     Raises:
-        OverrideArgsError: the flag's value cannot be applied (see ``override_args``).
+        OverrideArgsError: the flag's value cannot be applied (see ``override_args``), or
+            leaves a config with a value of the wrong type or range (``configcheck``).
     """
     overrides = override_args(values)
     if not overrides:
         return target, draft
-    return (
-        apply_model_overrides(target, overrides) if target is not None else None,
-        apply_model_overrides(draft, overrides) if draft is not None else None,
-    )
+    out: list[dict[str, Any] | None] = []
+    for config, name in ((target, "target"), (draft, "draft")):
+        if config is None:
+            out.append(None)
+            continue
+        applied = apply_model_overrides(config, overrides)
+        try:  # a value of the wrong type or range is the flag's, named, not a traceback later
+            check_model_config(applied, f"{OPTION} on the {name} config")
+        except ConfigShapeError as exc:
+            raise OverrideArgsError("ValueError", str(exc)) from None
+        out.append(applied)
+    return out[0], out[1]

@@ -70,12 +70,22 @@ def default_attention_backend(
     mla: bool,
     values: dict[str, Any],
     architecture: str = "",
+    mla_heads: int | None = None,
 ) -> str:
-    """``get_default_attn_backend`` on CUDA, with the DeepSeek-V3 override on sm100.
+    """``get_default_attn_backend`` on CUDA and ROCm, with the DeepSeek-V3 override on sm100.
 
     Taken before the speculative handler runs: ``topk`` is the user's (NGRAM's is unset then),
     which is why NGRAM with ``--page-size`` > 1 gets fa3 on Hopper and then fails.
     """
+    if gpu.rocm:
+        # ``get_default_attn_backend``'s is_hip arms: aiter for MHA; for MLA aiter when the
+        # rank's heads are 16 or 128 (aiter's MLA decode kernels), else triton.
+        if not mla:
+            return "aiter"
+        tp = int(values.get("tp_size") or 1)
+        if mla_heads is None or mla_heads // max(1, tp) in (16, 128):
+            return "aiter"
+        return "triton"
     major = gpu.capability[0]
     topk = values.get("speculative_eagle_topk")
     page = values.get("page_size")
@@ -98,6 +108,14 @@ def default_attention_backend(
     if major == 10:
         return "flashinfer"
     return "triton"
+
+
+def _mla_heads(config: dict[str, Any] | None) -> int | None:
+    """The target's attention heads (None when unread or unreadable: the aiter default)."""
+    try:
+        return configvalues.integer(context.text_config(config or {}), "num_attention_heads", 1)
+    except configvalues.ConfigShapeError:
+        return None
 
 
 #: ``_mla_backend_page_constraints``: backend -> the page sizes it accepts (else 64).
@@ -179,7 +197,10 @@ def predict_server(
         )
         if target_check.verdict == context.ContextVerdict.STARTUP_FAILS:
             return ServerOutcome("ValueError", target_check.message)
-    backend = values.get("attention_backend") or default_attention_backend(gpu, mla, values, arch)
+    heads = _mla_heads(target_config) if gpu.rocm and mla else None
+    backend = values.get("attention_backend") or default_attention_backend(
+        gpu, mla, values, arch, heads
+    )
     refused = backend_error(gpu, backend, values)
     if refused:
         return ServerOutcome("ValueError", refused)

@@ -13,6 +13,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from specserver_advisor.cli import argtypes
+from specserver_advisor.errors import shown
 from specserver_advisor.gpus import UnknownGpuError, lookup_gpu
 from specserver_advisor.launch.model import Configs, launch_from_argv
 from specserver_advisor.loaders.configs import (
@@ -20,7 +22,7 @@ from specserver_advisor.loaders.configs import (
     ConfigUnreadableError,
     load_config,
 )
-from specserver_advisor.perf.plan import Plan
+from specserver_advisor.perf.plan import Plan, PlanInputError
 from specserver_advisor.sglang.flags import ParsedArgs, parse_server_argv
 from specserver_advisor.sglang.memory import sglang_max_running_requests
 
@@ -114,21 +116,25 @@ def _sim_parser() -> argparse.ArgumentParser:
     p.add_argument("--sim-gpu", default=os.environ.get("SPECSERVER_SIM_GPU", "L4"))
     p.add_argument(
         "--time-scale",
-        type=float,
+        type=argtypes.real(0, 1e6, low_open=True, name="a time scale"),
         default=1.0,
         help="run this many times faster than the modelled GPU",
     )
     p.add_argument(
         "--sim-startup-seconds",
-        type=float,
+        type=argtypes.real(0, 86_400, name="seconds"),
         default=5.0,
         help="simulated weight loading: /ready and /health answer 503 meanwhile",
     )
-    p.add_argument("--sim-accept-length", type=float, default=None)
-    p.add_argument("--sim-seed", type=int, default=0)
+    p.add_argument(
+        "--sim-accept-length",
+        type=argtypes.real(0, MAX_ACCEPT_LENGTH, low_open=True, name="an accept length"),
+        default=None,
+    )
+    p.add_argument("--sim-seed", type=argtypes.whole(0, 2**63 - 1), default=0)
     p.add_argument(
         "--sim-clock-scale",
-        type=float,
+        type=argtypes.real(0, 100, low_open=True, name="a clock scale"),
         default=1.0,
         help="GPU clock relative to boost (a clock-locked card computes slower)",
     )
@@ -142,15 +148,32 @@ def _sim_parser() -> argparse.ArgumentParser:
     return p
 
 
+#: The largest accept length a launch can have (SGLang's most draft tokens, plus one).
+MAX_ACCEPT_LENGTH = 1025.0
+
+
+def _check_listen(parsed: ParsedArgs) -> None:
+    """--port within 0-65535 and --host an address or name, before anything binds (a
+    traceback at bind otherwise)."""
+    port = parsed.values.get("port")
+    if port is not None and not (isinstance(port, int) and 0 <= port <= 65535):
+        raise SimConfigError(f"argument --port: {shown(port)} is outside [0, 65535]")
+    host = parsed.values.get("host")
+    if host is not None:
+        try:
+            argtypes.host(str(host))
+        except argparse.ArgumentTypeError as exc:
+            raise SimConfigError(f"argument --host: {exc}") from None
+
+
 def build_sim_config(argv: list[str], env: dict[str, str] | None = None) -> SimConfig:
     """Resolve simulate's argv (raises SimConfigError with a one-line reason)."""
     env = dict(os.environ) if env is None else env
-    sim, rest = _sim_parser().parse_known_args(argv)
-    if sim.time_scale <= 0:
-        raise SimConfigError("--time-scale must be positive")
+    sim, rest = _sim_parser().parse_known_args(argv)  # a bad --sim-* value: exit 2, named
     parsed = parse_server_argv(rest, positional_model=True)
     if parsed.issues:
         raise SimConfigError(parsed.issues[0].message)
+    _check_listen(parsed)
     if "model_path" not in parsed.values:
         raise SimConfigError("the following arguments are required: --model-path")
     try:
@@ -164,15 +187,18 @@ def build_sim_config(argv: list[str], env: dict[str, str] | None = None) -> SimC
         )
     except (UnknownGpuError, ConfigNotFoundError, ConfigUnreadableError) as exc:
         raise SimConfigError(str(exc)) from exc
-    launch = launch_from_argv(
-        rest,
-        env,
-        Configs.loaded(target, draft),
-        gpu,
-        accept_length=sim.sim_accept_length,
-        concurrency=[1],
-        clock_scale=sim.sim_clock_scale,
-    )
+    try:
+        launch = launch_from_argv(
+            rest,
+            env,
+            Configs.loaded(target, draft),
+            gpu,
+            accept_length=sim.sim_accept_length,
+            concurrency=[1],
+            clock_scale=sim.sim_clock_scale,
+        )
+    except PlanInputError as exc:  # a value no plan takes (--context-length 10**15)
+        raise SimConfigError(str(exc)) from exc
     plan = launch.plan
     assert plan is not None  # the parser accepted these args above
     failed = launch.failure()

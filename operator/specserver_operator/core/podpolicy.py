@@ -10,22 +10,35 @@ become ``ConfigValid=False`` with the reason ``PodPolicyRefused``, naming the fi
 
 ``pod_resources`` gives every engine container CPU and memory requests sized from the model
 when the spec gives none, and bounds ``/dev/shm`` (a memory-backed emptyDir, charged to the
-pod's memory) so an engine is never BestEffort next to an unbounded RAM disk.
+pod's memory) so an engine is never BestEffort next to an unbounded RAM disk. The policy itself
+(``PodPolicy``, ``refusal``) is the advisor's ``launch.podpolicy``, so ``lint`` applies it too.
 """
 
 from __future__ import annotations
 
 import math
-import os
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from specserver_advisor.launch.multinode import gpus_per_node
+from specserver_advisor.launch.podpolicy import (
+    CODE_EXECUTION_FLAGS,
+    REFUSED,
+    PodPolicy,
+    code_execution_flag,
+    refusal,
+)
 from specserver_advisor.models import SpecServerSpec
-from specserver_advisor.sglang.flags import match_option
 
-REFUSED = "PodPolicyRefused"
+__all__ = [
+    "CODE_EXECUTION_FLAGS",
+    "REFUSED",
+    "PodPolicy",
+    "code_execution_flag",
+    "default_requests",
+    "pod_resources",
+    "refusal",
+    "shm_gib",
+]
 #: /dev/shm per GPU (NCCL and SGLang's inter-process tensors), bounded by SHM_MAX_GIB.
 SHM_PER_GPU_GIB = 2
 SHM_MAX_GIB = 16
@@ -37,74 +50,6 @@ SHARD_GIB = 5
 #: CPU: the tokenizer and detokenizer, and two per GPU (scheduler and its threads).
 BASE_CPU = 2
 CPU_PER_GPU = 2
-
-_TRUE = ("1", "true", "yes")
-#: SGLang 0.5.23 flags that let whoever reaches the engine (or the model repository) run code
-#: in it: refused in extraArgs unless the admin allows them (docs/security.md#extraargs).
-CODE_EXECUTION_FLAGS = {
-    "--enable-custom-logit-processor": (
-        "lets every client send a serialized Python logit processor that the engine runs"
-    ),
-    "--trust-remote-code": "runs the Python code of the model repository in the engine",
-}
-
-
-@dataclass(frozen=True)
-class PodPolicy:
-    """The cluster admin's choices for engine pods (operator environment)."""
-
-    allow_host_path: bool = False
-    allow_wildcard_tolerations: bool = False
-    allow_code_execution_flags: bool = False
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> PodPolicy:
-        env = os.environ if env is None else env
-        return cls(
-            env.get("SPECSERVER_ALLOW_HOST_PATH", "").lower() in _TRUE,
-            env.get("SPECSERVER_ALLOW_WILDCARD_TOLERATIONS", "").lower() in _TRUE,
-            env.get("SPECSERVER_ALLOW_CODE_EXECUTION_FLAGS", "").lower() in _TRUE,
-        )
-
-
-def code_execution_flag(extra: list[str]) -> str | None:
-    """Why ``extra`` (engine.extraArgs) may not carry a flag that runs code a client or a model
-    repository supplies, matched in every spelling argparse accepts (None: it carries none)."""
-    for i, item in enumerate(extra):
-        if not item.startswith("--"):
-            continue
-        flag, _ = match_option(item.split("=", 1)[0])
-        if flag is not None and flag.cli in CODE_EXECUTION_FLAGS:
-            return (
-                f"spec.engine.extraArgs[{i}]: {item.split('=', 1)[0]} ({flag.cli}) "
-                f"{CODE_EXECUTION_FLAGS[flag.cli]}; refused by the operator's pod policy (the "
-                "admin allows it with SPECSERVER_ALLOW_CODE_EXECUTION_FLAGS)"
-            )
-    return None
-
-
-def refusal(spec: SpecServerSpec, policy: PodPolicy) -> str | None:
-    """Why the pod this spec asks for is refused under ``policy`` (None when it is not)."""
-    if not policy.allow_code_execution_flags:
-        flagged = code_execution_flag(spec.engine.extra_args)
-        if flagged:
-            return flagged
-    src = spec.model_source
-    if src and src.volume and src.volume.host_path and not policy.allow_host_path:
-        return (
-            "spec.modelSource.volume.hostPath: hostPath volumes are refused by the operator's "
-            "pod policy (the admin allows them with SPECSERVER_ALLOW_HOST_PATH); use "
-            "persistentVolumeClaimName"
-        )
-    if not policy.allow_wildcard_tolerations:
-        for i, t in enumerate(spec.resources.tolerations):
-            if not t.key and (t.operator or "Equal") == "Exists":
-                return (
-                    f"spec.resources.tolerations[{i}]: a toleration without a key tolerates "
-                    "every taint; refused by the operator's pod policy (the admin allows it "
-                    "with SPECSERVER_ALLOW_WILDCARD_TOLERATIONS)"
-                )
-    return None
 
 
 def shm_gib(gpus: int) -> int:

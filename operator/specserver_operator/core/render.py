@@ -22,6 +22,11 @@ from specserver_advisor.launch.model import EngineConfig
 from specserver_advisor.launch.multinode import gpus_per_node, rolling_surge
 from specserver_advisor.models import API_VERSION, KIND, SpecServer
 from specserver_advisor.policy.model import SpecMode
+from specserver_operator.core.enginefs import (
+    engine_env,
+    writable_mounts,
+    writable_volumes,
+)
 from specserver_operator.core.names import child_name, lws_name
 from specserver_operator.core.podpolicy import pod_resources, shm_gib
 
@@ -84,10 +89,16 @@ def _volume(server: SpecServer) -> dict[str, Any] | None:
 
 
 def _env(server: SpecServer) -> list[dict[str, Any]]:
+    """Every engine and preflight container's environment: the writable caches (enginefs.py),
+    the hub's read-only model cache, the endpoint and token, then the spec's own variables."""
     src = server.spec.model_source
-    env: list[dict[str, Any]] = []
+    env: list[dict[str, Any]] = list(engine_env())
     if src and src.volume and src.volume.hf_cache:
-        env.append({"name": "HF_HOME", "value": src.volume.mount_path})
+        # The volume is an HF cache (the layout of HF_HOME): the hub reads models from its hub/
+        # and writes nothing there (read-only: offline, the snapshot as it is); HF_HOME itself
+        # (token, xet and asset caches, locks) stays writable (enginefs.ENGINE_ENV).
+        env.append({"name": "HF_HUB_CACHE", "value": f"{src.volume.mount_path.rstrip('/')}/hub"})
+        env.append({"name": "HF_HUB_OFFLINE", "value": "1"})
     if src and src.hf_endpoint:
         env.append({"name": "HF_ENDPOINT", "value": src.hf_endpoint})
     if src and src.hf_token_secret_ref:
@@ -175,6 +186,8 @@ def _context(
         "node_selector": res.node_selector,
         "tolerations": [t.model_dump(by_alias=True, exclude_none=True) for t in res.tolerations],
         "volume": _volume(server),
+        "writable_mounts": writable_mounts(),
+        "writable_volumes": writable_volumes(),
         "mount_path": spec.model_source.volume.mount_path
         if spec.model_source and spec.model_source.volume
         else "/models",

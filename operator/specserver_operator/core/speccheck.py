@@ -1,6 +1,7 @@
 """The one set of checks behind both ConfigValid and the admission webhook (pure).
 
-``parse`` (the models' validation, then what the schema cannot check: validation.py) is what
+``parse`` (the models' validation, then what the schema cannot check: the advisor's
+``launch.validation``, which ``lint`` calls too) is what
 observe.validated runs; ``render_problems`` (the operator's render of one mode, then the
 context and the admin's pod policy) is what desired.py turns into ConfigValid. admission.py
 calls the same two functions, so what ``kubectl apply`` refuses is what ConfigValid would
@@ -13,15 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import ValidationError
-
+from specserver_advisor.launch import validation
 from specserver_advisor.launch.model import INVALID_MODEL_CONFIG, EngineConfig
+from specserver_advisor.launch.validation import context_problems
 from specserver_advisor.lint.launchlint import build_engine_config
 from specserver_advisor.loaders.configchain import ModelConfigs
 from specserver_advisor.models import SpecServer
 from specserver_advisor.sglang.configvalues import ConfigShapeError
 from specserver_operator.core import podpolicy
-from specserver_operator.core.validation import context_problems, spec_problems
 
 #: (reason, message): a ConfigValid=False reason (InvalidSpec, PodPolicyRefused, a SPEC code)
 Problem = tuple[str, str]
@@ -31,19 +31,9 @@ INVALID_SPEC = "InvalidSpec"
 def parse(
     doc: dict[str, Any], model: Callable[[dict[str, Any]], SpecServer] | None = None
 ) -> tuple[SpecServer | None, list[str]]:
-    """The SpecServer of ``doc`` (its ``status`` ignored) and every problem, each naming its
-    field; the server is None when there is any. ``model`` builds the SpecServer (the operator
-    passes one that shares the spec model of identical specs); default: the models' own."""
-    build = model or SpecServer.model_validate
-    try:
-        server = build({k: v for k, v in doc.items() if k != "status"})
-    except ValidationError as exc:
-        return None, [
-            f"{'.'.join(str(p) for p in err['loc']) or '(object)'}: {err['msg']}"
-            for err in exc.errors()
-        ]
-    problems = spec_problems(server)
-    return (None if problems else server), problems
+    """The SpecServer of ``doc`` and every problem naming its field: the advisor's one
+    validation (``launch.validation.parse``), which ``lint`` runs too."""
+    return validation.parse(doc, model)
 
 
 def shape_refusal(configs: ModelConfigs, exc: ConfigShapeError) -> EngineConfig:

@@ -7,7 +7,8 @@ holds a ``KubeClient`` and exposes exactly those nine calls, each either served 
 watch-fed cache (``CACHED``), forwarded with its answer put back into the cache
 (``WRITTEN_BACK``), or forwarded as is (``FORWARDED``), plus the fresh SpecServer read of a
 handler's pass. It is a composition, not a subclass: a call it does not name does not exist on
-it, so nothing a pass calls can bypass the cache unnoticed (tests/operator/test_cached_client.py).
+it, so nothing a pass calls can bypass the cache unnoticed
+(tests/operator/kube/test_cached_client.py).
 """
 
 from __future__ import annotations

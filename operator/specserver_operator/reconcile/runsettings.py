@@ -8,13 +8,17 @@ one table in ``settings`` (the leaf every layer may read); this module only read
 
 from __future__ import annotations
 
+import argparse
+import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from specserver_advisor.cli import argtypes
+from specserver_advisor.errors import shown
 from specserver_operator.core.podpolicy import PodPolicy
 from specserver_operator.reconcile.configsource import HfSettings
-from specserver_operator.settings import cycle_seconds, signal_window_seconds, value
+from specserver_operator.settings import SETTINGS, cycle_seconds, signal_window_seconds, value
 
 
 def _default(env: str) -> str:
@@ -44,12 +48,36 @@ def _switch(env: str, environ: Mapping[str, str]) -> bool:
     return value(env, environ).strip().lower() not in ("0", "false", "no")
 
 
+def _flag(env: str) -> str:
+    return next((s.flag for s in SETTINGS if s.env == env), env)
+
+
+def _checked(env: str, environ: Mapping[str, str], check: Callable[[str], object]) -> None:
+    """``check`` (an ``argtypes`` type) on the variable's value; ValueError naming both the
+    variable and its flag."""
+    raw = value(env, environ).strip()
+    try:
+        check(raw)
+    except argparse.ArgumentTypeError as exc:
+        raise ValueError(f"{env} ({_flag(env)}): {exc}") from None
+
+
 def _seconds(env: str, environ: Mapping[str, str]) -> float:
     raw = value(env, environ).strip()
     try:
-        return float(raw)
+        seconds = float(raw)
     except ValueError:
-        raise ValueError(f"{env} must be a number of seconds, got {raw[:40]!r}") from None
+        seconds = math.nan
+    if not 0 < seconds <= MAX_INTERVAL_S:  # NaN and inf fail too
+        raise ValueError(
+            f"{env} must be a number of seconds in (0, {MAX_INTERVAL_S:g}] ({_flag(env)}), "
+            f"got {shown(raw[:40])!r}"
+        )
+    return seconds
+
+
+#: The longest query interval (a day): anything longer never reads a signal.
+MAX_INTERVAL_S = 86_400.0
 
 
 def read_settings(environ: Mapping[str, str] | None = None) -> Settings:
@@ -60,6 +88,11 @@ def read_settings(environ: Mapping[str, str] | None = None) -> Settings:
             both before kopf starts).
     """
     env = os.environ if environ is None else environ
+    for port in ("SPECSERVER_METRICS_PORT", "SPECSERVER_WEBHOOK_PORT"):
+        _checked(port, env, argtypes.port)
+    for address in ("SPECSERVER_METRICS_ADDRESS", "SPECSERVER_WEBHOOK_ADDRESS"):
+        if value(address, env).strip():
+            _checked(address, env, argtypes.host)
     return Settings(
         hf=HfSettings.from_env(env),
         pod_policy=PodPolicy.from_env(env),

@@ -38,6 +38,7 @@ from specserver_advisor import bounded, findings
 from specserver_advisor.launch.model import INVALID_MODEL_CONFIG, extra_args_refusal
 from specserver_advisor.lint.model import Context
 from specserver_advisor.lint.rules import RULES
+from specserver_advisor.lint.rules.pod009_operator_refuses import CODE as OPERATOR_REFUSES
 from specserver_advisor.lint.specservers import SpecServerError, launch_from_specserver
 from specserver_advisor.loaders import configchain
 from specserver_advisor.loaders.configchain import ConfigSourceError, ModelConfigs
@@ -151,8 +152,8 @@ def _lint(
         launch.configs.update({"target": configs.target, "draft": configs.draft})
     ctx = Context([launch])
     for module in RULES.values():
-        if "specserver" not in module.APPLIES_TO:
-            continue
+        if "specserver" not in module.APPLIES_TO or module.CODE == OPERATOR_REFUSES:
+            continue  # POD009 is lint's copy of render_problems, which the review runs itself
         for d in module.check(launch, ctx):
             if d.code == findings.NO_KV_MEMORY and computes_memory:
                 continue  # the operator's render decides (it may compute the fraction)

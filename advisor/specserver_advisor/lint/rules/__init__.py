@@ -23,6 +23,8 @@ from specserver_advisor.lint.rules import (
     pod005_hf_cache_emptydir,
     pod006_image_unpinned,
     pod007_no_gpu_resource,
+    pod008_gpu_count_from_default,
+    pod009_operator_refuses,
     spec001_max_running_requests_unset,
     spec002_draft_context_shorter,
     spec003_context_override_env,
@@ -74,6 +76,8 @@ _MODULES: tuple[ModuleType, ...] = (
     pod005_hf_cache_emptydir,
     pod006_image_unpinned,
     pod007_no_gpu_resource,
+    pod008_gpu_count_from_default,
+    pod009_operator_refuses,
     mn001_nnodes_not_group_size,
     mn002_node_rank_not_from_index,
     mn003_dist_init_addr_not_leader,
@@ -103,6 +107,7 @@ ENGINE_CODES = {
     "INFO003": ("template-skipped", "info"),
     "INFO004": ("not-fully-evaluated", "info"),
     "INFO005": ("gpu-unknown", "info"),
+    "INFO006": ("no-launch-taken", "info"),
     "SUPP001": ("unused-suppression", "warning"),
 }
 

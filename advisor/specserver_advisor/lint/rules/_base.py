@@ -103,9 +103,18 @@ def model_configs(launch: Launch) -> tuple[dict[str, Any] | None, dict[str, Any]
             cache["_effective"] = effective_configs(
                 server_args(launch), cache.get("target"), cache.get("draft")
             )
-        except OverrideArgsError:
+        except OverrideArgsError as exc:
             cache["_effective"] = (cache.get("target"), cache.get("draft"))
+            cache["_override_error"] = exc.message
     found: tuple[dict[str, Any] | None, dict[str, Any] | None] = cache["_effective"]
+    return found
+
+
+def override_error(launch: Launch) -> str | None:
+    """Why ``--json-model-override-args`` cannot be applied (not JSON, past the bounded
+    reader's limits, NaN, or a config value of the wrong type once applied), else None."""
+    model_configs(launch)
+    found: str | None = launch.configs.get("_override_error")
     return found
 
 

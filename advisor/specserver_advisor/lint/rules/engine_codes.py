@@ -20,12 +20,14 @@ DOCS = {
         "Fix the file so it parses, or exclude it from the lint run.",
         _doc(
             "Reports a file the linter cannot read: invalid YAML (at the line and column the "
-            "parser stopped), an invalid SpecServer (naming the field, or the key of an inline "
+            "parser stopped), an invalid SpecServer (one the operator refuses: its own validation, "
+            "every problem at its field, or the key of an inline "
             "model config of the wrong type), a shell script with an unterminated quote, a "
             "binary, non-UTF-8 or oversized file (over 2,000,000 bytes, stdin included), YAML "
-            "whose aliases expand past 1,000,000 nodes or that nests past 100 levels, a "
-            "recursive alias, or a tag that does not fit its value (docs/advisor.md, Input "
-            "limits).",
+            "whose aliases expand past 1,000,000 nodes or that nests past 100 levels, more "
+            "than 10,000 YAML documents, a number written with more than 64 characters (any "
+            "base, sexagesimal included), a recursive alias, or a tag that does not fit its "
+            "value (docs/advisor.md, Input limits).",
             "Nothing in such a file was checked, so the run exits 2 instead of passing.",
             "a YAML file with `args: [--tp, 2` (unclosed flow sequence)",
             "fix the file, or --extend-exclude it",
@@ -64,12 +66,13 @@ DOCS = {
         ),
     ),
     "INFO003": (
-        "A template (`{{ }}` outside YAML values): not linted as YAML.",
+        "A template (`{{ }}` outside YAML values, a chart's templates/): not linted as YAML.",
         "Lint the rendered output: helm template CHART | specserver-advisor lint -.",
         _doc(
             "Reports a file that does not parse as YAML because of template syntax (Helm, "
-            "Jinja). Chart templates are excluded by default; this covers files given "
-            "explicitly, e.g. by the pre-commit hook.",
+            "Jinja), and a Helm chart whose templates/ the default excludes skipped (once per "
+            "chart, at its Chart.yaml, naming the helm template command): a chart is never "
+            "reported clean when nothing in it was linted.",
             "Template source is not what the cluster runs; its rendered output is.",
             "{{- if .Values.speculative }} on its own line in templates/deployment.yaml",
             "helm template charts/engine | specserver-advisor lint --stdin-filename out.yaml -",
@@ -106,6 +109,22 @@ DOCS = {
             "name they are skipped, not passed.",
             "specserver-advisor lint --gpu L4x serve.sh",
             "specserver-advisor lint --gpu L4 serve.sh",
+        ),
+    ),
+    "INFO006": (
+        "A file that names SGLang (or is a form the finder reads) but writes out no launch.",
+        "Write the launch out (a command, an argv list, Engine/ServerArgs keywords, a flag map), "
+        "or exclude the file from the lint run.",
+        _doc(
+            "Reports, once per file, the form the file was read as (Markdown, Jupyter notebook, "
+            "Python source, Dockerfile, Makefile, YAML or JSON document, shell script) and why no "
+            "launch could be taken from it: it never names SGLang, it names SGLang only in prose "
+            "or a `pip install`, its notebook code cells write no launch, or its Python does not "
+            "parse.",
+            "A file lint read and found nothing in is not a file it checked: saying so keeps a "
+            "launch written in a form lint does not read from passing as clean.",
+            "lint README.md (SGLang named only in `pip install sglang`)",
+            "lint the file that holds the launch",
         ),
     ),
     "SUPP001": (

@@ -2,7 +2,9 @@
 
 What it does:
     Flags arguments SGLang 0.5.23's parser rejects: flags it no longer has, ambiguous prefixes
-    (e.g. ``--cuda-graph-max-bs``, now ``-decode``/``-prefill``), unknown flags and bad values.
+    (e.g. ``--cuda-graph-max-bs``, now ``-decode``/``-prefill``), unknown flags and bad values,
+    among them a ``--json-model-override-args`` that is not a bounded JSON object or leaves a
+    config value of the wrong type.
     Decided from the option names alone: a name is checked even when its value is a variable
     the file never sets (``--cuda-graph-max-bs $CONC``), as argparse matches names before values.
 Why it matters:
@@ -18,8 +20,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable
 
+from specserver_advisor.errors import shown
 from specserver_advisor.lint.model import Context, Diagnostic, Launch
-from specserver_advisor.lint.rules._base import diag
+from specserver_advisor.lint.rules._base import diag, override_error
+from specserver_advisor.sglang.overrides import FLAG, OPTION
 
 CODE = "SPEC015"
 NAME = "removed-flag"
@@ -39,4 +43,11 @@ def check(launch: Launch, ctx: Context) -> Iterable[Diagnostic]:
         out.append(diag(rule, launch, pos, message))
     for message in launch.config_refused:  # SGLang raises before parsing
         out.append(diag(rule, launch, launch.config_at or launch.start, message))
+    refused = override_error(launch) if launch.kind == "server" else None
+    if refused:  # a value of --json-model-override-args SGLang cannot apply (or no config has)
+        at = launch.parsed.positions.get(FLAG)
+        known = at is not None and at < len(launch.positions)
+        flag_at = launch.positions[at] if known and at is not None else launch.start
+        message = refused if refused.startswith(OPTION) else f"{OPTION}: {refused}"
+        out.append(diag(rule, launch, flag_at, shown(message)))
     return out

@@ -16,7 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 #: Per file. A launch script of a few hundred lines spends well under a thousandth of these;
-#: a file that spends them all finishes in about a second (see tests/advisor/test_shell_budget).
+#: a file that spends them all finishes in about a second
+#: (see tests/advisor/lint/test_shell_budget).
 MAX_STEPS = 200_000
 MAX_WORDS = 50_000
 MAX_CHARS = 4_000_000

@@ -1,0 +1,259 @@
+"""The public validation corpus: published figures the model is scored on, source by source.
+
+Not a calibration set: the field fit (``calibration``) never sees these figures. The corpus
+fits only the latency-bound constants that fast cards and big groups expose
+(``constants.CORPUS_FITTED``: the kernel floors, the all-reduce and inter-node latencies) and
+scores every figure leave-one-source-out: fit without that source, predict its figures. Each
+figure is a plan of the closest launch (``Setup``) read at a concurrency, or at a per-user
+speed (``tok/s/user``, InferenceX's interactivity axis).
+
+Pure: the corpus and the model configs come in as dicts (``loaders.corpus``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from specserver_advisor.gpus import lookup_gpu
+from specserver_advisor.perf.constants import CORPUS_FITTED, DEFAULT_CALIBRATION, Calibration
+from specserver_advisor.perf.model import Prediction, Scenario, predict
+from specserver_advisor.perf.plan import PlanInputs, make_plan
+from specserver_advisor.sglang.flags import parse_server_argv
+
+#: The concurrencies a per-user-speed figure is read over (interpolated between them).
+SWEEP = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+#: A published ratio within this of 1.0 is parity: judged by its error, not by its side.
+PARITY = 0.03
+WITHIN = 0.25
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One published figure and the launch the model predicts it with."""
+
+    source: str
+    label: str
+    metric: str
+    value: float
+    scenario: Scenario
+    cap_on: int
+    cap_off: int
+    concurrency: int = 1
+    interactivity: float = 0.0
+    gpus: int = 1
+    speculative: bool = False
+
+    @property
+    def kind(self) -> str:
+        """plain, speed-up, loss or parity (ratios of speculation on/off)."""
+        if not self.metric.startswith("speedup"):
+            return "spec" if self.speculative else "plain"
+        if abs(self.value - 1.0) <= PARITY:
+            return "parity"
+        return "speed-up" if self.value > 1 else "loss"
+
+
+def build(corpus: Mapping[str, Any], configs: Callable[[str], dict[str, Any]]) -> list[Figure]:
+    """The corpus's figures with their planned scenarios (``configs``: a config by name)."""
+    out = []
+    for f in corpus["figures"]:
+        setup = corpus["setups"][f["setup"]]
+        argv = ["--model-path", "m", *setup["args"]]
+        spec = f.get("spec")
+        if spec:
+            algorithm, steps, topk, tokens = spec
+            argv += ["--speculative-algorithm", algorithm, "--speculative-num-steps", str(steps)]
+            argv += ["--speculative-eagle-topk", str(topk)]
+            argv += ["--speculative-num-draft-tokens", str(tokens)]
+            if f.get("draft"):
+                argv += ["--speculative-draft-model-path", "draft"]
+        concurrency = int(f.get("concurrency", 1))
+        inputs = PlanInputs(
+            parse_server_argv(argv).values,
+            configs(setup["model"]),
+            configs(f["draft"]) if f.get("draft") else None,
+            lookup_gpu(setup["gpu"]),
+            env={"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1"},
+            accept_length=f.get("accept_length"),
+            input_len=int(f.get("input_len", setup["input_len"])),
+            output_len=int(f.get("output_len", setup["output_len"])),
+            concurrency=[concurrency],
+        )
+        plan = make_plan(inputs)
+        tp = int(plan.scenario.tp_size)
+        out.append(
+            Figure(
+                f["source"],
+                f["label"],
+                f["metric"],
+                float(f["value"]),
+                plan.scenario,
+                plan.cap_on,
+                plan.cap_off,
+                concurrency,
+                float(f.get("interactivity", 0.0)),
+                tp,
+                bool(f.get("speculative")),
+            )
+        )
+    return out
+
+
+def _at_speed(fig: Figure, speculative: bool, cal: Calibration) -> float:
+    """Output tok/s at the concurrency where a user sees ``fig.interactivity`` tok/s
+    (interpolated in log space between the sweep's points; the end point past its ends)."""
+    cap = fig.cap_on if speculative else fig.cap_off
+    points: list[tuple[float, float]] = []
+    for c in SWEEP:
+        p: Prediction = predict(fig.scenario, c, cap, speculative, cal)
+        points.append((1000.0 / p.tpot_ms, p.output_tok_s))
+    target = fig.interactivity
+    i = 0
+    while i < len(points) - 2 and points[i + 1][0] >= target:
+        i += 1
+    (u0, t0), (u1, t1) = points[i], points[i + 1]
+    # Past the sweep's ends the mode cannot reach that speed (or needs more users than it
+    # holds): read the end point rather than extrapolate.
+    w = min(1.0, max(0.0, math.log(target / u0) / math.log(u1 / u0))) if u1 != u0 else 0.0
+    return float(math.exp(math.log(t0) + w * (math.log(t1) - math.log(t0))))
+
+
+def predict_figure(fig: Figure, cal: Calibration) -> float:
+    """The model's counterpart of ``fig``."""
+    scn, c = fig.scenario, fig.concurrency
+    if fig.metric == "tpot_ms":
+        return predict(scn, c, fig.cap_off, False, cal).tpot_ms
+    if fig.metric == "output_tok_s":
+        cap = fig.cap_on if fig.speculative else fig.cap_off
+        return predict(scn, c, cap, fig.speculative, cal).output_tok_s
+    if fig.metric == "speedup":
+        on = predict(scn, c, fig.cap_on, True, cal).output_tok_s
+        return on / predict(scn, c, fig.cap_off, False, cal).output_tok_s
+    if fig.metric == "tok_s_per_gpu_at":
+        total = (scn.input_len + scn.output_len) / scn.output_len
+        return _at_speed(fig, False, cal) * total / fig.gpus
+    if fig.metric == "speedup_at":
+        return _at_speed(fig, True, cal) / _at_speed(fig, False, cal)
+    raise ValueError(f"unknown metric {fig.metric!r}")
+
+
+def loss(figs: list[Figure], cal: Calibration) -> float:
+    """Mean squared log error over ``figs``."""
+    errors = [math.log(max(predict_figure(f, cal), 1e-9) / f.value) ** 2 for f in figs]
+    return sum(errors) / max(1, len(errors))
+
+
+def fit(
+    figs: list[Figure], start: Calibration = DEFAULT_CALIBRATION, rounds: int = 4
+) -> Calibration:
+    """Coordinate search in log space over ``CORPUS_FITTED`` only, on ``figs``."""
+    best, best_loss = start, loss(figs, start)
+    names = [f.name for f in fields(Calibration) if f.name in CORPUS_FITTED]
+    for r in range(rounds):
+        step = 1.0 / (2**r)
+        for name in names:
+            for factor in (1 + step, 1 / (1 + step)):
+                trial = replace(best, **{name: getattr(best, name) * factor})
+                trial_loss = loss(figs, trial)
+                if trial_loss < best_loss:
+                    best, best_loss = trial, trial_loss
+    return best
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One figure: the published value, the fit-on-everything and the held-out predictions."""
+
+    figure: Figure
+    in_sample: float
+    held_out: float
+
+    @property
+    def ratio(self) -> float:
+        return self.held_out / self.figure.value
+
+    @property
+    def right_side(self) -> bool:
+        """A speed-up predicted above 1.0, a loss below (parity: within ``WITHIN``)."""
+        kind = self.figure.kind
+        if kind == "speed-up":
+            return self.held_out > 1.0
+        if kind == "loss":
+            return self.held_out < 1.0
+        return abs(math.log(self.ratio)) <= math.log(1 + WITHIN)
+
+
+def leave_one_source_out(
+    figs: list[Figure], start: Calibration = DEFAULT_CALIBRATION, rounds: int = 4
+) -> tuple[Calibration, list[Scored]]:
+    """The fit on every figure, and each figure predicted by a fit without its source."""
+    full = fit(figs, start, rounds)
+    held: dict[str, Calibration] = {}
+    for source in sorted({f.source for f in figs}):
+        held[source] = fit([f for f in figs if f.source != source], start, rounds)
+    scored = [Scored(f, predict_figure(f, full), predict_figure(f, held[f.source])) for f in figs]
+    return full, scored
+
+
+def summary(scored: list[Scored]) -> dict[str, Any]:
+    """Median and worst ratio per kind, how many within 25%, how many on the right side."""
+
+    def stats(rows: list[Scored]) -> dict[str, Any]:
+        ratios = sorted(r.ratio for r in rows)
+        if not ratios:
+            return {"n": 0}
+        mid = len(ratios) // 2
+        median = ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
+        worst = max(ratios, key=lambda x: abs(math.log(x)))
+        within = sum(1 for x in ratios if abs(math.log(x)) <= math.log(1 + WITHIN))
+        return {"n": len(ratios), "median": median, "worst": worst, "within": within}
+
+    plain = [r for r in scored if r.figure.kind in ("plain", "spec")]
+    ratios = [r for r in scored if r.figure.kind in ("speed-up", "loss", "parity")]
+    sided = [r for r in scored if r.figure.kind in ("speed-up", "loss")]
+    return {
+        "all": stats(scored),
+        "decode": stats(plain),
+        "speedups": stats(ratios),
+        "right_side": sum(1 for r in sided if r.right_side),
+        "sided": len(sided),
+        "sources": len({r.figure.source for r in scored}),
+    }
+
+
+def report(full: Calibration, scored: list[Scored]) -> str:
+    """The leave-one-source-out table and its summary (``scripts/bench-validation``)."""
+    rows = [
+        "| source | figure | kind | published | model (all) | model (source held out) "
+        "| held-out/published |",
+        "|---|---|---|---:|---:|---:|---:|",
+    ]
+    for r in scored:
+        f = r.figure
+        rows.append(
+            f"| {f.source} | {f.label} | {f.kind} | {f.value:,.3g} | {r.in_sample:,.3g} | "
+            f"{r.held_out:,.3g} | {r.ratio:.2f} |"
+        )
+    s = summary(scored)
+    rows.append("")
+    for key, name in (("decode", "decode (plain and speculative)"), ("speedups", "ratios")):
+        st = s[key]
+        if st["n"]:
+            rows.append(
+                f"{name}: {st['n']} figures, median held-out/published {st['median']:.2f}, "
+                f"worst {st['worst']:.2f}, within 25%: {st['within']}/{st['n']}"
+            )
+    a = s["all"]
+    rows.append(
+        f"all: {a['n']} figures from {s['sources']} sources, within 25%: {a['within']}/{a['n']} "
+        f"({100 * a['within'] / max(1, a['n']):.0f}%); speed-ups and losses on the right side "
+        f"of 1.0x: {s['right_side']}/{s['sided']}"
+    )
+    rows.append(
+        "fit on all: "
+        + ", ".join(f"{name}={getattr(full, name) * 1e6:.1f}us" for name in CORPUS_FITTED)
+    )
+    return "\n".join(rows)

@@ -1,0 +1,122 @@
+"""The public validation corpus: its figures plan, the leave-one-source-out machinery holds a
+source out, the corpus fit touches only mechanism constants, and plan names what it does not
+model."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import fields
+
+from specserver_advisor.gpus import lookup_gpu
+from specserver_advisor.loaders.corpus import load_corpus, model_config
+from specserver_advisor.perf import validation
+from specserver_advisor.perf.calibration import field_config
+from specserver_advisor.perf.constants import (
+    CORPUS_FITTED,
+    DEFAULT_CALIBRATION,
+    UNFITTED,
+    Calibration,
+)
+from specserver_advisor.perf.plan import PlanInputs, make_plan
+from specserver_advisor.sglang.flags import parse_server_argv
+
+
+def test_every_figure_names_its_source_and_plans() -> None:
+    corpus = load_corpus()
+    figs = validation.build(corpus, model_config)
+    assert len(figs) == len(corpus["figures"]) >= 40
+    for fig in figs:
+        assert corpus["sources"][fig.source]["items"], fig.source
+        assert all(
+            item["url"].startswith("https://") for item in corpus["sources"][fig.source]["items"]
+        )
+        value = validation.predict_figure(fig, DEFAULT_CALIBRATION)
+        assert math.isfinite(value) and value > 0, fig.label
+    kinds = {f.kind for f in figs}
+    assert {"plain", "speed-up", "loss"} <= kinds
+    gpus = {f.scenario.gpu.name for f in figs}
+    assert {"H100", "H200"} <= gpus and any(lookup_gpu(g).rocm for g in gpus)
+    assert any(f.scenario.nnodes > 1 for f in figs)
+
+
+def test_the_corpus_fit_moves_only_mechanism_constants() -> None:
+    """No constant per model or per card: the corpus fits latencies every launch pays (a
+    kernel's floor, an all-reduce's and the inter-node link's latency), nothing named after a
+    model or a card, and none the field fit owns."""
+    names = {f.name for f in fields(Calibration)}
+    assert set(CORPUS_FITTED) <= names
+    assert set(CORPUS_FITTED) <= set(UNFITTED)
+    for name in CORPUS_FITTED:
+        assert name.endswith("_s")
+        for word in ("llama", "qwen", "deepseek", "h100", "h200", "b200", "mi3", "l4", "gb10"):
+            assert word not in name
+    figs = validation.build(load_corpus(), model_config)
+    fitted = validation.fit(figs, rounds=1)
+    moved = {
+        f.name
+        for f in fields(Calibration)
+        if getattr(fitted, f.name) != getattr(DEFAULT_CALIBRATION, f.name)
+    }
+    assert moved <= set(CORPUS_FITTED)
+
+
+def test_a_held_out_source_is_predicted_by_a_fit_that_never_saw_it() -> None:
+    figs = validation.build(load_corpus(), model_config)
+    # The two-node source alone constrains the inter-node latency: held out, the fit has
+    # nothing to pull it, so it stays at the start while the fit on everything moves it.
+    others = [f for f in figs if f.source != "tenstorrent"]
+    start = DEFAULT_CALIBRATION
+    without = validation.fit(others, start, rounds=1)
+    assert without.internode_latency_s == start.internode_latency_s
+    worse = Calibration(**{**start.__dict__, "internode_latency_s": start.internode_latency_s * 4})
+    with_it = validation.fit([f for f in figs if f.source == "tenstorrent"], worse, rounds=2)
+    assert with_it.internode_latency_s < worse.internode_latency_s
+
+
+def test_the_report_prints_every_figure_and_the_summary() -> None:
+    figs = validation.build(load_corpus(), model_config)[:3]
+    scored = [validation.Scored(f, f.value, f.value * 1.1) for f in figs]
+    text = validation.report(DEFAULT_CALIBRATION, scored)
+    for f in figs:
+        assert f.label in text
+    assert "within 25%: 3/3" in text
+    assert "right side of 1.0x" in text
+
+
+def test_plan_names_expert_parallelism_dp_attention_and_fp4_as_not_modelled() -> None:
+    argv = ["--model-path", "m", "--tp-size", "8", "--ep-size", "8", "--enable-dp-attention"]
+    argv += ["--dp-size", "8", "--moe-a2a-backend", "deepep", "--quantization", "modelopt_fp4"]
+    plan = make_plan(
+        PlanInputs(
+            parse_server_argv(argv).values,
+            field_config("deepseek-v3"),
+            None,
+            lookup_gpu("MI355X"),
+            concurrency=[1],
+        )
+    )
+    text = "\n".join(plan.notes)
+    assert "not modelled: expert parallelism (--ep-size 8, --moe-a2a-backend deepep)" in text
+    assert "not modelled: DP attention (--dp-size 8)" in text
+    assert "not modelled: FP4 weights (modelopt_fp4)" in text
+    plain = make_plan(
+        PlanInputs(
+            parse_server_argv(["--model-path", "m", "--tp-size", "8"]).values,
+            field_config("deepseek-v3"),
+            None,
+            lookup_gpu("MI355X"),
+            concurrency=[1],
+        )
+    )
+    assert not any("not modelled" in n for n in plain.notes)
+
+
+def test_amd_cards_plan_with_rocm_attention_defaults() -> None:
+    from specserver_advisor.sglang.serverargs import default_attention_backend
+
+    mi = lookup_gpu("mi300x")
+    assert mi.rocm and mi.generation == "cdna3" and lookup_gpu("MI355X").generation == "cdna4"
+    assert default_attention_backend(mi, False, {}) == "aiter"
+    # aiter's MLA decode takes 16 or 128 heads a rank: DeepSeek's 128 at TP 1 or 8, not 4.
+    assert default_attention_backend(mi, True, {"tp_size": 8}, "", 128) == "aiter"
+    assert default_attention_backend(mi, True, {"tp_size": 4}, "", 128) == "triton"
