@@ -29,7 +29,6 @@ import argparse
 import datetime
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -42,6 +41,7 @@ from typing import Any
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from specserver_advisor.launch import expansion
 from specserver_engine.ports import free_loopback_port
 
 #: Node names: NODE_PREFIX + index.
@@ -59,20 +59,12 @@ SELECTOR = "app.kubernetes.io/managed-by=specserver"
 #: the cross-node NCCL rendezvous and communicator set-up of the TP group. The stand-in's figure
 #: (not measured); the advisor's switch budget prices multi-node restarts on its own.
 MULTINODE_STARTUP_FACTOR = 1.5
-_VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
 
 def expand(arg: str, env: dict[str, str]) -> str:
-    """``$(VAR)`` in a container arg from the container's env, as the kubelet expands it (an
-    unknown name stays as written; ``$$(VAR)`` is the escaped literal)."""
-
-    def one(match: re.Match[str]) -> str:
-        start = match.start()
-        if start > 0 and arg[start - 1] == "$":
-            return match.group(0)
-        return env.get(match.group(1), match.group(0))
-
-    return _VAR.sub(one, arg).replace("$$(", "$(")
+    """``$(VAR)`` in a container arg from the container's env, as the kubelet expands it
+    (Kubernetes' rules exactly: specserver_advisor/launch/expansion.py)."""
+    return expansion.expand(arg, expansion.mapping_for(env))
 
 
 def _flag(args: list[str], name: str) -> str | None:

@@ -22,6 +22,7 @@ from stack import (
     REPO,
     RESTRICTED,
     TEST_BASE_PORT,
+    TEST_PROM_PORT,
     KubeHandle,
     Simulator,
     load_devcluster,
@@ -77,7 +78,7 @@ def prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     devprom = load_devprom()
     server = devprom.DevProm(
         tmp_path_factory.mktemp("prometheus"),
-        int(os.environ.get("SPECSERVER_TEST_PROM_PORT", "29090")),
+        TEST_PROM_PORT,
     )
     server.up()
     try:

@@ -24,7 +24,7 @@ from specserver_operator.kube import kopfdecode, kopfpaging
 from specserver_operator.kube.client import LIST_PAGE, KubeClient
 from specserver_operator.kube.connection import Connection
 from specserver_operator.kube.informer import ObjectCache
-from specserver_operator.kube.secretgrants import Recorder, grant_namespace
+from specserver_operator.kube.secretgrants import Recorder, Sweeper, grant_namespace
 from specserver_operator.loop.cycle import Cycle
 from specserver_operator.loop.leader import Elector
 from specserver_operator.metrics import registry as opmetrics
@@ -83,7 +83,14 @@ def cycle() -> Cycle:
 
 
 def _run_cycle(interval: float) -> None:
-    cycle().run_forever(_STOP, interval)
+    shared = cycle()  # waits for kopf's login (so never on kopf's start-up handler)
+    # Stale Secret grants are deleted on a thread of their own, a bounded batch at a time,
+    # never on the shared cycle (secretgrants.Sweeper).
+    sweeper = Sweeper(shared.grants, shared.client, grant_namespace())
+    threading.Thread(
+        target=sweeper.run_forever, args=(_STOP,), name="specserver-grant-sweeper", daemon=True
+    ).start()
+    shared.run_forever(_STOP, interval)
 
 
 def _run_webhook() -> None:

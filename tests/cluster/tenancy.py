@@ -13,17 +13,25 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from test_operator_e2e import wait_for
-
 import loopbackhttp
 from loopbackhttp import Answer, serve
 from specserver_engine.ports import free_loopback_port
-from stack import KubeHandle
+from stack import REPO, TEST_BASE_PORT, KubeHandle, counted, scrape, wait_for
 
 #: What a hostile listener answers (body and reason phrase); must never be read back.
 LEAK = "INTERNAL-ONLY: db_password=hunter2-" + secrets.token_hex(4)
-#: Ports for our listeners (this clone's range; the first free ones are taken).
-PORT_RANGE = range(31453, 31534)
+#: Ports for our listeners (this worker's block, stack.py; the first free ones are taken).
+PORT_RANGE = range(TEST_BASE_PORT + 10, TEST_BASE_PORT + 50)
+
+
+def install(kube: KubeHandle) -> KubeHandle:
+    """``kubectl apply -k manifests/`` (the RBAC, the namespace, the operator's objects), less
+    the ValidatingWebhookConfiguration: no operator pod runs on the dev cluster, so nothing
+    serves the installed webhook, and its failurePolicy Fail (issue 37) would refuse every
+    SpecServer write that follows. Tests that need the webhook serve their own."""
+    kube.kubectl("apply", "-k", str(REPO / "manifests"))
+    kube.kubectl("delete", "validatingwebhookconfiguration", "specserver-validation", check=False)
+    return kube
 
 
 def free_port(skip: set[int]) -> int:
@@ -131,3 +139,10 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+def wait_cycles(metrics_port: int, cycles: int, timeout: float = 120) -> float:
+    """Until ``cycles`` whole cycles of the operator serving /metrics on ``metrics_port`` began
+    and ended after this call (its ``SPECSERVER_METRICS_PORT``)."""
+    url = f"http://127.0.0.1:{metrics_port}/metrics"
+    return counted(lambda: scrape(url, "specserver_cycles_total"), cycles, timeout, "cycles")

@@ -1,6 +1,6 @@
 """Every example is valid as shipped, and ``kubectl get sps -o wide`` shows each cause in one line.
 
-The real operator (test_operator_e2e's fixture) against the real apiserver.
+The real operator (the shared operator: tests/cluster/conftest.py) against the real apiserver.
 """
 
 from __future__ import annotations
@@ -10,13 +10,11 @@ from typing import Any
 
 import pytest
 import yaml
-from test_operator_e2e import EXAMPLE, Operator, apply, condition, operator, wait_for
+from test_operator_e2e import EXAMPLE, apply, condition
 
-from stack import REPO, KubeHandle
+from stack import REPO, KubeHandle, Operator, wait_for
 
 pytestmark = pytest.mark.cluster
-
-__all__ = ["operator"]  # the module-scoped operator process, shared with this module
 
 EXAMPLES = sorted((REPO / "manifests" / "examples").glob("*.yaml"))
 

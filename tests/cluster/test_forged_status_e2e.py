@@ -8,17 +8,17 @@ from __future__ import annotations
 import datetime
 import json
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from tenancy import kubeconfig, sa_token, start_operator, stop
-from test_operator_e2e import EXAMPLE, get, wait_for
+from tenancy import kubeconfig, sa_token, start_operator, stop, wait_cycles
+from test_operator_e2e import EXAMPLE, get
 from test_tenant_isolation import installed, tenant  # noqa: F401 (fixtures)
 
-from stack import KubeHandle
+from specserver_engine.ports import free_loopback_port
+from stack import KubeHandle, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -49,7 +49,9 @@ def test_a_forged_switch_or_policy_state_changes_nothing(
         kube.server,
         sa_token(kube, "specserver-system", "specserver-operator"),
     )
-    proc = start_operator(config, namespace, {}, tmp_path / "operator.log")
+    metrics_port = free_loopback_port()
+    settings = {"SPECSERVER_METRICS_PORT": str(metrics_port)}
+    proc = start_operator(config, namespace, settings, tmp_path / "operator.log")
     try:
         subprocess.run(
             ["kubectl", "--kubeconfig", str(tenant), "apply", "-n", namespace, "-f", "-"],
@@ -95,7 +97,7 @@ def test_a_forged_switch_or_policy_state_changes_nothing(
             30,
             "the forged policy state to be written back",
         )
-        time.sleep(4)  # several more cycles (one a second)
+        wait_cycles(metrics_port, 3)  # several more whole cycles
         now_engine = get(kube, "deploy", namespace, "forged")
         assert now_engine is not None
         assert now_engine["metadata"]["labels"]["specserver.io/mode"] == "on"

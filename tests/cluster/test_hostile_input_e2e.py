@@ -15,7 +15,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,17 +22,18 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_operator_e2e import condition, example, get, wait_for
-from test_operator_faults_e2e import Operator, named, recreated_after_delete
+from test_operator_e2e import condition, example, get
+from test_operator_faults_e2e import named, recreated_after_delete
 
 from specserver_advisor.schema import crd as crdgen
-from stack import KubeHandle
+from stack import KubeHandle, Operator, wait_for
 
 pytestmark = pytest.mark.cluster
 
-#: The victim's children must be repaired within this (one 5 s cycle, with room for a loaded
-#: 2-core machine).
-REPAIR_S = 30
+#: The victim's children must be repaired within this: a backstop against a stalled cycle, not a
+#: speed verdict (at 2 s cycles a repair lands within a few; the slack is a CI machine running
+#: the fast tier beside this tier).
+REPAIR_S = 90
 
 
 def crd_with(
@@ -127,14 +127,6 @@ def with_nested_list(doc: dict[str, Any], levels: int) -> str:
     return json.dumps(doc).replace('"@DEEP@"', "[" * levels + "]" * levels)
 
 
-@pytest.fixture(scope="module")
-def operator(kube: KubeHandle) -> Iterator[Operator]:
-    op = Operator(kube)
-    op.start()
-    yield op
-    op.stop()
-
-
 @pytest.fixture
 def tenant(kube: KubeHandle) -> Iterator[str]:
     """The attacker's own namespace (the victim is in ``namespace``)."""
@@ -145,7 +137,7 @@ def tenant(kube: KubeHandle) -> Iterator[str]:
 
 
 def alive(op: Operator) -> bool:
-    return op.proc is not None and op.proc.poll() is None
+    return op.running
 
 
 def hand_edit_is_repaired(kube: KubeHandle, ns: str, name: str) -> None:
@@ -163,10 +155,6 @@ def hand_edit_is_repaired(kube: KubeHandle, ns: str, name: str) -> None:
     )
 
 
-def log_size(op: Operator) -> int:
-    return os.path.getsize(op.log_path)
-
-
 @pytest.mark.parametrize("levels", [900, 3000])
 def test_an_object_nested_too_deep_never_ends_the_operator_nor_stops_the_others(
     kube: KubeHandle, namespace: str, tenant: str, operator: Operator, levels: int
@@ -174,25 +162,29 @@ def test_an_object_nested_too_deep_never_ends_the_operator_nor_stops_the_others(
     apply(kube, namespace, example())  # the victim: another tenant's ordinary SpecServer
     wait_for(lambda: get(kube, "deployment", namespace, "qwen3-8b"), 60, "the victim's Deployment")
     # A list under a string field survives the API server's pruning on read.
+    skipped = f"SpecServer {tenant}/deep: nested more than"
+    log_start = operator.log_size()
     create_under(kube, PERMISSIVE, tenant, with_nested_list(named(example(), "deep"), levels))
-    time.sleep(8)  # the watch event, the relist after the CRD change, a cycle's resync
+    # The watch event, the relist after the CRD change, and two whole cycles' resyncs held it.
+    wait_for(lambda: skipped in operator.log_text(log_start), 120, "the deep object's skip logged")
+    operator.wait_cycles(2)
     assert alive(operator), "the operator exited on the deep object"
     recreated_after_delete(kube, namespace, "qwen3-8b", REPAIR_S)
     hand_edit_is_repaired(kube, namespace, "qwen3-8b")
-    before = log_size(operator)
-    time.sleep(15)  # three cycles and more: the skip is logged once, not per cycle or event
-    assert log_size(operator) - before < 8_000, "the log grows with the deep object"
+    before = operator.log_size()
+    operator.wait_cycles(3)  # the skip is logged once, not per cycle or event
+    assert operator.log_size() - before < 8_000, "the log grows with the deep object"
 
     operator.stop()  # a restart: kopf's initial LIST and the first cycle's LIST hold it
     operator.start()
-    time.sleep(8)
+    wait_for(lambda: skipped in operator.log_text(), 120, "the deep object's skip logged again")
+    operator.wait_cycles(2)
     assert alive(operator), "the operator exited in its initial LIST"
     hand_edit_is_repaired(kube, namespace, "qwen3-8b")
     recreated_after_delete(kube, namespace, "qwen3-8b", REPAIR_S)
-    with open(operator.log_path, encoding="utf-8", errors="replace") as log:
-        text = log.read()
+    text = operator.log_text()
     assert "RecursionError" not in text and "observation cycle failed" not in text
-    assert f"SpecServer {tenant}/deep: nested more than" in text
+    assert skipped in text
     kube.kubectl("delete", "sps", "deep", "-n", tenant, "--wait=false")
 
 

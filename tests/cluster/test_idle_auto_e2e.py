@@ -10,25 +10,24 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import time
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from specdocs import eagle3_auto
-from test_operator_e2e import apply, get, wait_for, written
-from test_operator_faults_e2e import Operator
+from test_operator_e2e import apply, get, written
 
 from specserver_advisor.policy.promql import signal_queries
 from specserver_engine import loadgen
-from stack import QWEN_EAGLE3, KubeHandle
+from stack import QWEN_EAGLE3, KubeHandle, Operator, counted, wait_for
 
 pytestmark = pytest.mark.cluster
 
 NAME = "idle-auto"
-#: Evaluations every 5 s: the window below spans six of them.
-QUIET_WINDOW_S = 30.0
+#: The quiet window: six of the operator's evaluations (every 5 s), counted, not timed.
+QUIET_EVALUATIONS = 6
 
 
 def auto_spec() -> dict[str, Any]:
@@ -49,8 +48,31 @@ def last_metrics(kube: KubeHandle, namespace: str) -> dict[str, Any]:
     return dict((sps.get("status") or {}).get("lastMetrics") or {})
 
 
+class Evaluations:
+    """The operator's policy evaluations (one SpecServer here), counted on its /metrics."""
+
+    def __init__(self, operator: Operator) -> None:
+        self.operator = operator
+
+    def count(self) -> float:
+        return self.operator.metric("specserver_evaluation_duration_seconds_count")
+
+    def wait(self, count: int) -> None:
+        """Until ``count`` whole evaluations began and ended after this call."""
+        counted(self.count, count, 120, "policy evaluations")
+
+    def wait_until(self, check: Callable[[], bool], count: int) -> None:
+        """Call ``check`` until it is true or ``count`` whole evaluations went by."""
+        until = self.count() + count + 1
+        wait_for(lambda: check() or self.count() >= until, 120, f"{count} more evaluations")
+
+
 def test_an_idle_auto_specserver_after_traffic_is_not_rewritten(
-    kube: KubeHandle, namespace: str, prom: Any, start_simulator: Any
+    kube: KubeHandle,
+    namespace: str,
+    prom: Any,
+    start_simulator: Any,
+    own_operator: Callable[..., Operator],
 ) -> None:
     sim = start_simulator(
         *QWEN_EAGLE3, "--time-scale", "10", "--sim-startup-seconds", "0", "--enable-metrics"
@@ -63,8 +85,8 @@ def test_an_idle_auto_specserver_after_traffic_is_not_rewritten(
             }
         ]
     )
-    operator = Operator(
-        kube,
+    operator = own_operator(
+        start=False,
         SPECSERVER_PROMETHEUS_URL=prom.url,
         SPECSERVER_CYCLE_SECONDS="2",
         SPECSERVER_QUERY_INTERVAL_SECONDS="2",
@@ -89,21 +111,24 @@ def test_an_idle_auto_specserver_after_traffic_is_not_rewritten(
         )
         # The NaN keys go from status within a few evaluations (not asserted yet: the writes
         # below are the measured case, the stale key its second symptom).
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and "ttftP99Seconds" in last_metrics(kube, namespace):
-            time.sleep(1)
-        time.sleep(10)  # two evaluations past the last change
+        evaluations = Evaluations(operator)
+        evaluations.wait_until(
+            lambda: "ttftP99Seconds" not in last_metrics(kube, namespace), QUIET_EVALUATIONS
+        )
+        evaluations.wait(2)  # two evaluations past the last change
         sps, dep = get(kube, "sps", namespace, NAME), get(kube, "deployment", namespace, NAME)
         assert sps is not None and dep is not None
         versions = {sps["metadata"]["resourceVersion"]}
-        deadline = time.monotonic() + QUIET_WINDOW_S
-        while time.monotonic() < deadline:
+
+        def version_seen() -> bool:
             now = get(kube, "sps", namespace, NAME)
             assert now is not None
             versions.add(now["metadata"]["resourceVersion"])
-            time.sleep(1)
+            return False
+
+        evaluations.wait_until(version_seen, QUIET_EVALUATIONS)  # the quiet window
         writes = len(versions) - 1
-        assert writes == 0, f"{writes} writes of an idle Auto SpecServer in {QUIET_WINDOW_S:.0f} s"
+        assert writes == 0, f"{writes} writes of an idle Auto SpecServer over its evaluations"
         stale = last_metrics(kube, namespace)
         assert "ttftP99Seconds" not in stale and "tpotP50Milliseconds" not in stale, stale
         assert written(get(kube, "deployment", namespace, NAME)) == written(dep)

@@ -59,7 +59,7 @@ def test_install_registers_the_webhook_and_lets_the_operator_keep_its_ca(kube: K
         "get", "validatingwebhookconfiguration", "specserver-validation", "-o",
         "jsonpath={.webhooks[0].failurePolicy} {.webhooks[0].clientConfig.service.name}",
     )  # fmt: skip
-    assert got.stdout == "Ignore specserver-operator-webhook"
+    assert got.stdout == "Fail specserver-operator-webhook"  # admission does not fail open
     sa = "system:serviceaccount:specserver-system:specserver-operator"
 
     def can(*args: str) -> bool:

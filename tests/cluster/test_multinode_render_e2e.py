@@ -1,6 +1,6 @@
 """A multi-node SpecServer on the real local stack becomes one LeaderWorkerSet (issue 27).
 
-The real operator (test_operator_e2e's fixture) against the real apiserver and
+The real operator (the shared operator: tests/cluster/conftest.py) against the real apiserver and
 kube-controller-manager (its garbage collector deletes what the SpecServer owns), with
 LeaderWorkerSet's own CRD and controller (scripts/devcluster.py installs and runs them): the
 apiserver validates and stores the rendered LWS under that schema, through LWS's webhooks. No
@@ -16,13 +16,11 @@ import time
 
 import pytest
 import yaml
-from test_operator_e2e import Operator, get, operator, wait_for
+from test_operator_e2e import get
 
-from stack import REPO, KubeHandle
+from stack import REPO, KubeHandle, Operator, wait_for
 
 pytestmark = pytest.mark.cluster
-
-__all__ = ["operator"]  # the module-scoped operator process, shared with this module
 
 EXAMPLE = REPO / "manifests" / "examples" / "deepseek-v3-nextn-h100-2node.yaml"
 NAME = "deepseek-v3-2node"
@@ -71,12 +69,15 @@ def test_the_example_becomes_one_leaderworkerset_repaired_and_collected(
             "value": ["--model-path", "deepseek-ai/DeepSeek-V3"],
         },
     ]
-    kube.kubectl(
-        "patch", LWS_RESOURCE, LWS, "-n", namespace, "--type=json", "-p", json.dumps(patch)
-    )
-    edited = get(kube, LWS_RESOURCE, namespace, LWS)
-    assert edited is not None and edited["spec"]["leaderWorkerTemplate"]["size"] == 3
     cycles = operator.metric("specserver_cycles_total")
+    # The object as the patch stored it (a read after it may already see the repair).
+    edited = json.loads(
+        kube.kubectl(
+            "patch", LWS_RESOURCE, LWS, "-n", namespace, "--type=json", "-p", json.dumps(patch),
+            "-o", "json",
+        ).stdout
+    )  # fmt: skip
+    assert edited["spec"]["leaderWorkerTemplate"]["size"] == 3
     edited_at = time.monotonic()
 
     def repaired() -> dict[str, object] | None:

@@ -1,92 +1,35 @@
 """Operator core on the real stack (apiserver + controller-manager, the operator as a process):
 one tenant's malformed or hostile SpecServer neither stops nor slows the others, every accepted
-spec gets a status, hand edits of children are repaired, and of two operators one leads."""
+spec gets a status, hand edits of children are repaired, and of two operators one leads. The
+shared operator (tests/cluster/conftest.py) allows this module's tarpit and dripping endpoint."""
 
 from __future__ import annotations
 
 import copy
 import json
-import subprocess
-import sys
-import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_operator_e2e import Operator as BaseOperator
-from test_operator_e2e import (
-    _ok,
-    apply,
-    condition,
-    engine_args,
-    example,
-    get,
-    kube_env,
+from test_operator_e2e import apply, condition, engine_args, example, get
+
+from loopbacktcp import Drip, Tarpit
+from stack import (
+    DRIP_PORT,
+    TARPIT_PORT,
+    KubeHandle,
+    Operator,
+    counted,
+    http_ok,
+    load_config,
     wait_for,
 )
 
-from loopbacktcp import Drip, Tarpit
-from specserver_engine.ports import free_loopback_port
-from stack import KubeHandle, load_config
-
 pytestmark = pytest.mark.cluster
-
-
-class Operator(BaseOperator):
-    """A running ``specserver-operator`` with its metrics on a port of its own (stopped as the
-    base class stops it)."""
-
-    def __init__(self, kube: KubeHandle, **env: str) -> None:
-        super().__init__(kube)
-        self.env = env
-
-    def start(self, wait: bool = True) -> None:
-        self.port, self.metrics_port = free_loopback_port(), free_loopback_port()
-        env = dict(
-            kube_env(self.kube),
-            PYTHONUNBUFFERED="1",
-            SPECSERVER_METRICS_PORT=str(self.metrics_port),
-            **self.env,
-        )
-        self.log_path = f"/tmp/specserver-operator-{self.port}.log"
-        self.log = open(self.log_path, "wb")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "specserver_operator.main",
-                "--liveness",
-                f"http://127.0.0.1:{self.port}/healthz",
-            ],
-            env=env,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-        )
-        if wait:
-            wait_for(lambda: _ok(f"http://127.0.0.1:{self.port}/healthz"), 60, "liveness")
-
-
-#: The tarpit's port, allowed as a Prometheus by the module's operator (issue 13's allow-list),
-#: and the drip's, allowed as a Hugging Face endpoint.
-TARPIT_PORT = free_loopback_port()
-DRIP_PORT = free_loopback_port()
-
-
-@pytest.fixture(scope="module")
-def operator(kube: KubeHandle) -> Iterator[Operator]:
-    op = Operator(
-        kube,
-        SPECSERVER_PROMETHEUS_ALLOWED_URLS=f"http://127.0.0.1:{TARPIT_PORT}",
-        SPECSERVER_HF_ALLOWED_ENDPOINTS=f"http://127.0.0.1:{DRIP_PORT}",
-    )
-    op.start()
-    yield op
-    op.stop()
 
 
 def wait_condition(
@@ -205,6 +148,7 @@ def _set(doc: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
 def test_every_accepted_hostile_spec_gets_a_status(
     kube: KubeHandle, namespace: str, operator: Operator
 ) -> None:
+    log_start = operator.log_size()  # the shared operator's log: this test's part of it
     base = example()
     base["spec"].pop("modelSource")
     for name, path, value, _ in HOSTILE:
@@ -255,7 +199,7 @@ def test_every_accepted_hostile_spec_gets_a_status(
     events = json.loads(kube.kubectl("get", "events", "-n", namespace, "-o", "json").stdout)
     warned = {e["involvedObject"]["name"] for e in events["items"] if e["type"] == "Warning"}
     assert {name for name, *_ in HOSTILE} <= warned
-    log = Path(operator.log_path).read_text(encoding="utf-8", errors="replace")
+    log = operator.log_text(since=log_start)
     assert log.count("Traceback") <= len(HOSTILE)  # at most once per object, not per retry
 
 
@@ -280,7 +224,7 @@ def test_a_child_the_api_server_refuses_is_a_condition_not_a_retry_storm(
         "Ready=False ReconcileFailed",
     )
     assert ready["status"] == "False" and "422" in ready["message"]
-    time.sleep(20)  # several cycles: backoff, not a retry per cycle
+    operator.wait_cycles(4)  # several cycles: backoff, not a retry per cycle
     events = json.loads(kube.kubectl("get", "events", "-n", namespace, "-o", "json").stdout)
     failed = [e for e in events["items"] if e["reason"] == "ReconcileFailed"]
     assert len(failed) == 1 and failed[0]["type"] == "Warning"
@@ -329,7 +273,7 @@ def test_a_tarpit_prometheus_holds_no_other_specserver(
         apply(kube, namespace, example())
         wait_for(lambda: pit.conns, 30, "the operator to call the tarpit")
         recreated_after_delete(kube, namespace, "qwen3-8b", 20)
-        assert _ok(f"http://127.0.0.1:{operator.port}/healthz")
+        assert http_ok(f"http://127.0.0.1:{operator.port}/healthz")
     finally:
         pit.close()
 
@@ -346,7 +290,7 @@ def test_a_dripping_hf_endpoint_holds_no_other_specserver(
         apply(kube, namespace, example())
         wait_for(lambda: drip.conns, 30, "the operator to fetch from the dripping endpoint")
         recreated_after_delete(kube, namespace, "qwen3-8b", 20)
-        assert _ok(f"http://127.0.0.1:{operator.port}/healthz")
+        assert http_ok(f"http://127.0.0.1:{operator.port}/healthz")
         _, cv = wait_condition(
             kube,
             namespace,
@@ -383,12 +327,11 @@ def test_metric_series_go_with_their_specserver_on_the_real_stack(
 
 
 def test_of_two_operators_one_leads_and_the_other_takes_over(
-    kube: KubeHandle, namespace: str, operator: Operator
+    kube: KubeHandle, namespace: str, operator: Operator, own_operator: Callable[..., Operator]
 ) -> None:
     apply(kube, namespace, example())
     wait_for(lambda: get(kube, "deployment", namespace, "qwen3-8b"), 60, "Deployment")
-    standby = Operator(kube)
-    standby.start()
+    standby = own_operator()
     try:
         lease = get(kube, "lease", "default", "specserver-operator")
         assert lease is not None
@@ -406,7 +349,8 @@ def test_of_two_operators_one_leads_and_the_other_takes_over(
             30,
             "the leader's pass over the new generation",
         )
-        time.sleep(3)  # a few more cycles of both
+        operator.wait_cycles(2)  # two more of the leader's cycles (the standby runs none)
+        counted(lambda: standby.metric("specserver_election_rounds_total"), 2, 60, "standby rounds")
         sps = get(kube, "sps", namespace, "qwen3-8b")
         assert sps is not None
         managers = {m["manager"] for m in sps["metadata"].get("managedFields") or []}
@@ -422,9 +366,7 @@ def test_of_two_operators_one_leads_and_the_other_takes_over(
         recreated_after_delete(kube, namespace, "qwen3-8b", 30)  # the standby took over
         assert standby.metric("specserver_api_writes_total") > 0
     finally:
-        standby.stop()
-        if operator.proc is None:
-            operator.start()
+        standby.stop()  # the shared operator, stopped above, starts again for the next test
 
 
 _LABEL = st.from_regex(r"[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?", fullmatch=True)

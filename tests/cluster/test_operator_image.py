@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 from imagepod import ImageOperator, built_images
-from test_operator_e2e import get, wait_for
+from test_operator_e2e import get
 
 from specserver_engine.ports import free_loopback_port
-from stack import REPO, KubeHandle
+from stack import REPO, KubeHandle, wait_for
 
 pytestmark = pytest.mark.cluster
 

@@ -28,10 +28,10 @@ from typing import Any
 import pytest
 import yaml
 from imagepod import ImageOperator, built_images
-from test_operator_e2e import get, wait_for
+from test_operator_e2e import get
 
 from specserver_engine.ports import free_loopback_port
-from stack import REPO, KubeHandle
+from stack import REPO, KubeHandle, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -149,6 +149,14 @@ class Node:
             return False
 
 
+#: README install lines that need a newer apiserver than 1.20: (the minor version that added
+#: what they use, what kubectl says on an older one).
+NEEDS_NEWER = {
+    "manifests/pdb.yaml": (21, 'kind "PodDisruptionBudget" in version "policy/v1"'),
+    "manifests/networkpolicy-engines.yaml": (22, 'unknown field "endPort"'),
+}
+
+
 @pytest.fixture
 def node(kube: KubeHandle, tmp_path: Path) -> Iterator[Node]:
     image = built_images()["specserver-operator"]
@@ -165,6 +173,12 @@ def test_the_readme_install_admits_and_deploys_the_first_specserver(
 ) -> None:
     assert shutil.which("kubectl")
     env = dict(os.environ, KUBECONFIG=str(kube.kubeconfig))
+    # Two README lines use what Kubernetes added after 1.20 (the PodDisruptionBudget's policy/v1
+    # in 1.21, the engine NetworkPolicy's endPort in 1.22; clusters people run are newer). The
+    # dev cluster that runs this tier may predate them (1.20 until issue 39's control plane
+    # lands): there each such line must fail for exactly that reason, every other line pass.
+    server = json.loads(kube.kubectl("version", "-o", "json").stdout)["serverVersion"]
+    minor = int("".join(c for c in server["minor"] if c.isdigit()))
     for line in install_commands():
         done = subprocess.run(
             ["bash", "-eo", "pipefail", "-c", line],
@@ -175,7 +189,13 @@ def test_the_readme_install_admits_and_deploys_the_first_specserver(
             timeout=300,
         )
         log = node.operator.logs() if node.started else "(the operator pod has not started)"
-        assert done.returncode == 0, f"README: `{line}` failed:\n{done.stderr}\n{log}"
+        newer = [
+            why for name, (since, why) in NEEDS_NEWER.items() if name in line and minor < since
+        ]
+        if newer:
+            assert newer[0] in done.stderr, done.stderr
+        else:
+            assert done.returncode == 0, f"README: `{line}` failed:\n{done.stderr}\n{log}"
         node.step()
     assert node.started, "the install never created the operator's Deployment"
     (name,) = [

@@ -10,20 +10,20 @@ specserver-system, which the tenant cannot write); the tenant has rights on Spec
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from tenancy import kubeconfig, sa_token, start_operator, stop
-from test_operator_e2e import condition, get, wait_for
+from tenancy import kubeconfig, sa_token, start_operator, stop, wait_cycles
+from test_operator_e2e import condition, get
 from test_tenant_isolation import installed, tenant  # noqa: F401 (fixtures)
 from test_webhook import ca_bundle, webhook_config
 
 from specserver_engine.ports import free_loopback_port
-from stack import REPO, KubeHandle
+from stack import REPO, KubeHandle, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -48,6 +48,15 @@ def _secret_refs(deployment: dict[str, Any] | None) -> list[str]:
         for e in c.get("env") or []
         if "secretKeyRef" in (e.get("valueFrom") or {})
     ]
+
+
+def listening(port: int) -> bool:
+    """Whether something accepts connections on loopback ``port`` now."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
 
 
 def test_a_secret_admitted_without_review_never_reaches_a_pod(
@@ -108,7 +117,9 @@ subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}}]
 
     # 1. The webhook does not answer (nothing listens; Ignore admits): the tenant, who may not
     #    read db-creds, names it.
-    proc = start_operator(op_config, namespace, {}, tmp_path / "first.log")
+    metrics_port = free_loopback_port()
+    metrics = {"SPECSERVER_METRICS_PORT": str(metrics_port)}
+    proc = start_operator(op_config, namespace, metrics, tmp_path / "first.log")
     try:
         subprocess.run(
             ["kubectl", "--kubeconfig", str(tenant), "apply", "-n", namespace, "-f", "-"],
@@ -123,7 +134,7 @@ subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}}]
         )
         assert refused[0] == "False"
         assert f"Secret {namespace}/db-creds for generation 1" in refused[2]
-        time.sleep(4)  # several more cycles (one a second)
+        wait_cycles(metrics_port, 3)  # several more whole cycles
         assert deployment() is None
     finally:
         stop(proc)
@@ -133,7 +144,8 @@ subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}}]
     proc = start_operator(op_config, namespace, webhook, tmp_path / "second.log")
     try:
         wait_for(lambda: ca_bundle(kube, CONFIG), 60, "the operator to set the caBundle")
-        time.sleep(2)  # the server starts once its certificate is loaded
+        # The server starts once its certificate is loaded: then it accepts connections.
+        wait_for(lambda: listening(port), 60, f"the webhook listening on port {port}")
         refused_tenant = subprocess.run(
             [
                 "kubectl",
@@ -185,6 +197,7 @@ subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}}]
         )
     finally:
         stop(proc)
-        kube.kubectl("apply", "-f", str(REPO / "manifests" / "webhook.yaml"))
+        # Nothing serves it after this test (manifests/' own is failurePolicy Fail).
+        kube.kubectl("delete", "validatingwebhookconfiguration", CONFIG, check=False)
     log_text = (tmp_path / "second.log").read_text(errors="replace")
     assert "is forbidden" not in log_text  # the ServiceAccount's rights were enough

@@ -8,15 +8,15 @@ import copy
 import json
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 import yaml
-from test_operator_e2e import Operator, apply, example, get, wait_for
+from test_operator_e2e import apply, example, get
 
 from specserver_advisor.schema import crd as crdgen
-from stack import KubeHandle
+from stack import KubeHandle, Operator, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -44,7 +44,10 @@ def previous_version(kube: KubeHandle) -> Iterator[None]:
 
 
 def test_a_policy_state_the_previous_version_wrote_as_json_is_rewritten_structured(
-    kube: KubeHandle, namespace: str, previous_version: None
+    kube: KubeHandle,
+    namespace: str,
+    previous_version: None,
+    own_operator: Callable[..., Operator],
 ) -> None:
     doc = example()
     doc["metadata"]["name"] = "upgraded"
@@ -84,8 +87,7 @@ def test_a_policy_state_the_previous_version_wrote_as_json_is_rewritten_structur
     edit = kube.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(doc), check=False)
     assert edit.returncode != 0 and "status.policyState" in edit.stderr, edit.stderr
     assert isinstance(get(kube, "sps", namespace, "upgraded")["status"]["policyState"], str)  # type: ignore[index]
-    op = Operator(kube)
-    op.start()
+    op = own_operator()  # once the new CRD is in: the upgrade's order
     try:
 
         def structured() -> dict[str, Any] | None:

@@ -8,7 +8,6 @@ import json
 import re
 import secrets
 import subprocess
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,11 +15,21 @@ from typing import Any
 
 import pytest
 import yaml
-from tenancy import LEAK, Recorder, free_port, kubeconfig, sa_token, start_operator, stop
-from test_operator_e2e import condition, wait_for
+from tenancy import (
+    LEAK,
+    Recorder,
+    free_port,
+    install,
+    kubeconfig,
+    sa_token,
+    start_operator,
+    stop,
+    wait_cycles,
+)
+from test_operator_e2e import condition
 
 from specserver_engine.ports import free_loopback_port
-from stack import REPO, KubeHandle, load_config, pod_security_refusals
+from stack import REPO, KubeHandle, load_config, pod_security_refusals, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -30,8 +39,7 @@ EXAMPLE = REPO / "manifests" / "examples" / "qwen3-8b-eagle3-l4.yaml"
 
 @pytest.fixture(scope="module")
 def installed(kube: KubeHandle) -> KubeHandle:
-    kube.kubectl("apply", "-k", str(REPO / "manifests"))
-    return kube
+    return install(kube)
 
 
 def _documented_rights(table: str = "rbac-snapshot") -> dict[str, set[str]]:
@@ -308,9 +316,15 @@ def test_tenant_gets_no_secret_out_of_the_operator(
         # The engines' NetworkPolicy is valid in a SpecServer namespace (the operator's own
         # came with manifests/).
         kube.kubectl(
-            "apply", "-n", namespace, "-f", str(REPO / "manifests" / "networkpolicy-engines.yaml")
+            # --validate=false: this 1.20 apiserver does not know endPort (1.22+) and drops it.
+            "apply",
+            "--validate=false",
+            "-n",
+            namespace,
+            "-f",
+            str(REPO / "manifests" / "networkpolicy-engines.yaml"),
         )
-        time.sleep(3)  # a few more cycles: every repeat would be recorded too
+        wait_cycles(metrics_port, 3)  # a few more cycles: every repeat would be recorded too
         events = kube.kubectl("get", "events", "-n", namespace, "-o", "json").stdout
         assert "OwnedFlagInExtraArgs" in events  # the operator may post events
     finally:

@@ -12,16 +12,15 @@ import base64
 import contextlib
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import yaml
-from test_operator_e2e import EXAMPLE, _ok, get, kube_env, wait_for
+from test_operator_e2e import EXAMPLE, get
 
 from specserver_engine.ports import free_loopback_port
-from stack import REPO, KubeHandle
+from stack import REPO, KubeHandle, Operator, http_ok, stop_shared_operators, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -65,17 +64,21 @@ def webhook_config(
 @contextlib.contextmanager
 def operator_webhook(kube: KubeHandle, namespace: str, **env: str) -> Iterator[tuple[str, int]]:
     """The operator serving the webhook for ``namespace`` (extra settings in ``env``), trusting
-    the devcluster apiserver's webhook client CA; yields the configuration's name and port."""
+    the devcluster apiserver's webhook client CA; yields the configuration's name and port.
+    An operator of the test's own (``-n namespace``), never the shared one (conftest.py): its
+    webhook settings are the test's."""
+    stop_shared_operators()  # its Lease is the shared operator's: this one must lead
     kube.kubectl("apply", "-f", str(REPO / "crds"))
     kube.kubectl("label", "namespace", namespace, f"specserver-webhook-test={namespace}")
     name = f"specserver-validation-{namespace}"
-    port, health = free_loopback_port(), free_loopback_port()
+    port = free_loopback_port()
     config = webhook_config(name, port, namespace)
     kube.kubectl("apply", "-f", "-", input=json.dumps(config))
     assert kube.webhook_client_ca is not None and kube.webhook_client_ca.exists()
-    env = dict(
-        kube_env(kube),
-        PYTHONUNBUFFERED="1",
+    op = Operator(
+        kube,
+        "-n",
+        namespace,
         SPECSERVER_WEBHOOK_PORT=str(port),
         SPECSERVER_WEBHOOK_ADDRESS="127.0.0.1",
         SPECSERVER_WEBHOOK_SECRET=f"{namespace}/webhook-tls",
@@ -85,36 +88,15 @@ def operator_webhook(kube: KubeHandle, namespace: str, **env: str) -> Iterator[t
         SPECSERVER_WEBHOOK_CLIENT_NAMES="kube-apiserver",
         **env,
     )
-    log = open(f"/tmp/specserver-webhook-{port}.log", "wb")  # noqa: SIM115
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "specserver_operator.main",
-            "-n",
-            namespace,
-            "--liveness",
-            f"http://127.0.0.1:{health}/healthz",
-        ],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
     try:
-        wait_for(lambda: _ok(f"http://127.0.0.1:{health}/healthz"), 60, "operator liveness")
+        op.start()
         wait_for(lambda: ca_bundle(kube, name), 60, "the operator to set the caBundle")
         yield name, port
-        assert proc.poll() is None, "the operator exited"
-        assert _ok(f"http://127.0.0.1:{health}/healthz"), "/healthz failed"
+        assert op.running, "the operator exited"
+        assert http_ok(f"http://127.0.0.1:{op.port}/healthz"), "/healthz failed"
     finally:
         kube.kubectl("delete", "validatingwebhookconfiguration", name, check=False)
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+        op.stop()
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ import base64
 import copy
 import json
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -24,11 +23,13 @@ from test_webhook import dry_run, example, operator_webhook
 import loopbackhttp
 import webhookpeers
 from specserver_operator.webhook.server import READ_DEADLINE_S
-from stack import REPO, KubeHandle, load_config
+from stack import REPO, KubeHandle, load_config, wait_for
 
 pytestmark = pytest.mark.cluster
 
-#: The apiserver gives the webhook 10 s (webhook_config); every answer must come well before.
+#: The apiserver gives the webhook 10 s (webhook_config): an answer that does not come within
+#: them is the apiserver's own "failed calling webhook" (failurePolicy Fail) or an admission
+#: (Ignore), which the tests assert against; their own clocks are only backstops against hangs.
 TIMEOUT_S = 10.0
 
 
@@ -53,11 +54,10 @@ def readers(kube: KubeHandle, namespace: str) -> None:
 
 
 def timed(kube: KubeHandle, namespace: str, doc: dict[str, Any], user: str | None = None) -> Any:
-    started = time.monotonic()
+    """A server dry run of ``doc`` that the webhook answered within the apiserver's deadline
+    (TIMEOUT_S): not a failed call (kubectl's own deadline is the backstop)."""
     done = dry_run(kube, namespace, doc, user)
-    took = time.monotonic() - started
     assert "failed calling webhook" not in done.stderr, done.stderr
-    assert took < TIMEOUT_S, f"{took:.1f}s: {done.stderr}"
     return done
 
 
@@ -86,9 +86,14 @@ def test_idle_and_dripping_peers_do_not_silence_the_webhook(
                 assert "SecretNotReadable" in refused.stderr and "bob may not get" in refused.stderr
                 bad = timed(kube, namespace, example(memFractionStatic=0.5, contextLength=100_000))
                 assert "SPEC002" in bad.stderr and "SPEC016" in bad.stderr, bad.stderr
-            time.sleep(READ_DEADLINE_S + 1.0)
+            wait_for(
+                lambda: all(d.closed_after is not None for d in drips),
+                60,
+                "the webhook to cut the dripping peers off",
+            )
             for drip in drips:
-                assert drip.closed_after is not None and drip.closed_after < READ_DEADLINE_S + 2
+                # At the read deadline: undisturbed, a dripper would run for 200 s.
+                assert drip.closed_after is not None and drip.closed_after < 4 * READ_DEADLINE_S
         finally:
             for drip in drips:
                 drip.close()
@@ -184,7 +189,8 @@ def test_one_tenants_costly_specservers_do_not_block_another_namespaces_writes(
             for t in floods:
                 t.start()
             try:
-                time.sleep(4.0)
+                # The flood is on once each of its four writers had a review answered.
+                wait_for(lambda: len(answers) >= len(floods), 120, "the flood's first answers")
                 for _ in range(2):
                     done = timed(kube, other, light)
                     assert done.returncode == 0, done.stderr
@@ -251,8 +257,8 @@ def test_a_hand_written_review_learns_nothing_about_secret_access(
                     "userInfo": {"username": user},
                 },
             }
-            status, answer, took = webhookpeers.post(port, review, ca_pem)
-            assert status == 200 and took < TIMEOUT_S
+            status, answer, _took = webhookpeers.post(port, review, ca_pem)
+            assert status == 200
             answers[user] = answer["response"]
         assert answers["alice"] == answers["bob"]
         assert answers["alice"]["allowed"] is False

@@ -16,20 +16,21 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from specdocs import eagle3_auto
-from test_operator_e2e import apply, condition, get, wait_for
-from test_operator_faults_e2e import Operator
+from test_operator_e2e import apply, condition, get
 
 from specserver_advisor.policy import zerosteps
 from specserver_engine import loadgen
-from stack import QWEN_EAGLE3, KubeHandle
+from stack import QWEN_EAGLE3, KubeHandle, Operator, wait_for
 
 pytestmark = pytest.mark.cluster
 
 NAME = "zero-step-tier"
+EVALUATIONS = "specserver_evaluation_duration_seconds_count"
 CAP = 96
 USERS = 90
 
@@ -45,7 +46,11 @@ def adaptive_spec() -> dict[str, Any]:
 
 
 def test_the_zero_step_tier_is_the_engines_decision_and_auto_says_so(
-    kube: KubeHandle, namespace: str, prom: Any, start_simulator: Any
+    kube: KubeHandle,
+    namespace: str,
+    prom: Any,
+    start_simulator: Any,
+    own_operator: Callable[..., Operator],
 ) -> None:
     sim = start_simulator(
         *QWEN_EAGLE3,
@@ -68,8 +73,8 @@ def test_the_zero_step_tier_is_the_engines_decision_and_auto_says_so(
             }
         ]
     )
-    operator = Operator(
-        kube,
+    operator = own_operator(
+        start=False,
         SPECSERVER_PROMETHEUS_URL=prom.url,
         SPECSERVER_CYCLE_SECONDS="2",
         SPECSERVER_QUERY_INTERVAL_SECONDS="2",
@@ -109,9 +114,19 @@ def test_the_zero_step_tier_is_the_engines_decision_and_auto_says_so(
         assert status["lastDecisionReason"] == zerosteps.REASON
         # Evaluations go on in the band; none of them acts on the zero-step readings.
         reasons = set()
-        for _ in range(8):
+
+        def reason_seen() -> bool:
             reasons.add(get(kube, "sps", namespace, NAME)["status"]["lastDecisionReason"])  # type: ignore[index]
-            threading.Event().wait(2)
+            return False
+
+        # Four more evaluations (every 5 s), each reason they leave seen.
+        until = operator.metric(EVALUATIONS) + 4 + 1
+        wait_for(
+            lambda: reason_seen() or operator.metric(EVALUATIONS) >= until,
+            120,
+            "four more evaluations",
+            poll_s=1,
+        )
         final = get(kube, "sps", namespace, NAME)
         assert final is not None
         assert reasons == {zerosteps.REASON}, reasons

@@ -45,10 +45,16 @@ OVERRIDES = (
 )
 
 
+#: The GPUs the oracle can stand in for: the worker sets CUDA's platform facts (compute
+#: capability, sm probes) only; ROCm's (``is_hip``, gfx probes, aiter's availability) are not
+#: emulated, so an AMD card's resolution would be SGLang's CUDA answer, not its ROCm one.
+ORACLE_GPUS = sorted(name for name, gpu in GPUS.items() if not gpu.rocm)
+
+
 def random_case(rng: random.Random) -> Case:
     """One launch from the generated space (algorithms, shapes, caps, pages, backends, ...)."""
     target = rng.choice(TARGETS)
-    gpu = rng.choice(sorted(GPUS))
+    gpu = rng.choice(ORACLE_GPUS)
     flags: list[str] = []
     draft: str | None = None
     algo = rng.choice((*ALGORITHMS, None, None))

@@ -47,9 +47,9 @@ SPEC_FIELDS = {"--mem-fraction-static": "mem_fraction_static", "--context-length
 MAX_LIST_ITEMS = 512
 MAX_PROMPT_LENGTHS = 64
 MAX_CONCURRENCY = 65_536
-#: ``--search-shape`` searches every shape at each concurrency and prompt length: at most this
-#: many of each.
-MAX_SEARCH_ITEMS = 16
+#: ``--search-shape`` searches every shape at each load (a concurrency with a prompt length): at
+#: most this many loads, about 2 s of CPU (scripts/bench-search-shape).
+MAX_SEARCH_LOADS = 128
 #: The largest accept length a launch can have (SGLang's most draft tokens, plus one).
 MAX_ACCEPT_LENGTH = 1025.0
 _int_list = argtypes.whole_list(1, MAX_CONCURRENCY, MAX_LIST_ITEMS, "concurrency values")
@@ -461,12 +461,11 @@ def run(a: argparse.Namespace, extra: list[str]) -> int:
 
     check_extra(extra, getattr(a, "plan_options", []))
     if a.search_shape:
-        lengths = len(a.prompt_len or ())
-        if len(a.concurrency) > MAX_SEARCH_ITEMS or lengths > MAX_SEARCH_ITEMS:
+        lengths = len(a.prompt_len or ()) or 1
+        if len(a.concurrency) * lengths > MAX_SEARCH_LOADS:
             raise UsageError(
-                f"--search-shape searches at most {MAX_SEARCH_ITEMS} --concurrency values and "
-                f"{MAX_SEARCH_ITEMS} --prompt-len lengths (got {len(a.concurrency)} and "
-                f"{lengths})"
+                f"--search-shape searches at most {MAX_SEARCH_LOADS} loads (--concurrency "
+                f"values x --prompt-len lengths; got {len(a.concurrency)} x {lengths})"
             )
     planned = build(a, extra)
     if a.search_shape:

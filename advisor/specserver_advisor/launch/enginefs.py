@@ -69,7 +69,7 @@ WRITABLE_MOUNTS = (HOME, TMP)
 
 
 @dataclass(frozen=True)
-class Write:
+class EngineWrite:
     """One place the engine writes: ``path`` as the library computes it, its source (file and
     line in the installed package, relative to site-packages), and when it is written."""
 
@@ -85,146 +85,146 @@ START = "start-up"
 FIRST = "first request"
 #: Every path SGLang 0.5.23 and its libraries write on a single-node or multi-node launch of a
 #: text model, at start-up and at the first request (docs/engine.md quotes the same list).
-WRITES: tuple[Write, ...] = (
+WRITES: tuple[EngineWrite, ...] = (
     # SGLang 0.5.23
-    Write(
+    EngineWrite(
         "SGLang's cache root (DeepGEMM, CuTe AOT, torch.compile, FlashInfer autotune, FA3 lock)",
         "${SGLANG_CACHE_DIR:-$HOME/.cache/sglang}",
         "sglang/srt/environ.py:1383",
         START,
     ),
-    Write(
+    EngineWrite(
         "Triton kernel cache, redirected by `import sglang`",
         "${TRITON_CACHE_DIR:-${SGLANG_CACHE_DIR:-$HOME/.cache/sglang}/triton}",
         "sglang/srt/environ.py:2311",
         START,
     ),
-    Write(
+    EngineWrite(
         "torch inductor cache, redirected by `import sglang`",
         "${TORCHINDUCTOR_CACHE_DIR:-${SGLANG_CACHE_DIR:-$HOME/.cache/sglang}/inductor}",
         "sglang/srt/environ.py:2312",
         START,
     ),
-    Write(
+    EngineWrite(
         "CUDA's PTX JIT cache, redirected by `import sglang`",
         "${CUDA_CACHE_PATH:-${SGLANG_CACHE_DIR:-$HOME/.cache/sglang}/nv}",
         "sglang/srt/environ.py:2313",
         START,
     ),
-    Write(
+    EngineWrite(
         "TileLang cache, redirected by `import sglang`",
         "${TILELANG_CACHE_DIR:-${SGLANG_CACHE_DIR:-$HOME/.cache/sglang}/tilelang}",
         "sglang/srt/environ.py:2317",
         START,
     ),
-    Write(
+    EngineWrite(
         "FlashInfer's workspace base, redirected by `import sglang`",
         "${FLASHINFER_WORKSPACE_BASE:-${SGLANG_CACHE_DIR:-$HOME/.cache/sglang}}",
         "sglang/srt/environ.py:2320",
         START,
     ),
-    Write(
+    EngineWrite(
         "DeepGEMM JIT cache (DG_JIT_CACHE_DIR, forced by SGLang)",
         "${SGLANG_DG_CACHE_DIR:-${SGLANG_CACHE_DIR:-$HOME/.cache/sglang}/deep_gemm}",
         "sglang/srt/environ.py:1373",
         START,
     ),
-    Write(
+    EngineWrite(
         "torch.compile / piecewise CUDA graph cache",
         "${SGLANG_CACHE_DIR:-$HOME/.cache/sglang}/torch_compile_cache",
         "sglang/srt/compilation/backend.py:408",
         START,
     ),
-    Write(
+    EngineWrite(
         "FlashInfer autotune results",
         "${SGLANG_CACHE_DIR:-$HOME/.cache/sglang}/flashinfer/autotune",
         "sglang/srt/model_executor/runner/flashinfer_autotune.py:193",
         START,
     ),
-    Write(
+    EngineWrite(
         "GPU peer-access cache (tp > 1, custom all-reduce)",
         "${SGLANG_CACHE_DIR:-$HOME/.cache/sglang}",
         "sglang/srt/distributed/device_communicators/custom_all_reduce_utils.py:267",
         START,
     ),
-    Write(
+    EngineWrite(
         "SGLang's JIT kernel build cache (tvm-ffi modules)",
         "${SGLANG_JIT_CACHE_DIR:-$HOME/.cache/sglang/jit}",
         "sglang/kernels/jit/utils/compile/cache.py:318",
         START,
     ),
-    Write(
+    EngineWrite(
         "model download lock files (one per model, also for a cached model)",
         "${TMPDIR:-/tmp}",
         "sglang/srt/model_loader/weight_utils.py:162",
         START,
     ),
-    Write(
+    EngineWrite(
         "ZMQ IPC sockets between tokenizer, scheduler and detokenizer",
         "${TMPDIR:-/tmp}",
         "sglang/srt/server_args.py:807",
         START,
     ),
-    Write(
+    EngineWrite(
         "Prometheus multiprocess directory (--enable-metrics)",
         "${PROMETHEUS_MULTIPROC_DIR:-${TMPDIR:-/tmp}}",
         "sglang/srt/utils/common.py:2838",
         START,
     ),
     # torch 2.14.1
-    Write(
+    EngineWrite(
         "torch inductor cache (torch's own default; getpass.getuser() falls back to uid_<uid>)",
         "${TORCHINDUCTOR_CACHE_DIR:-${TMPDIR:-/tmp}/torchinductor_specserver}",
         "torch/_inductor/runtime/cache_dir_utils.py:15",
         FIRST,
     ),
     # Triton
-    Write(
+    EngineWrite(
         "Triton kernel cache (Triton's own default)",
         "${TRITON_CACHE_DIR:-${TRITON_HOME:-$HOME}/.triton/cache}",
         "triton/knobs.py:348",
         FIRST,
     ),
-    Write(
+    EngineWrite(
         "Triton's launcher build directory",
         "${TMPDIR:-/tmp}",
         "triton/runtime/build.py:148",
         START,
     ),
     # FlashInfer 0.7.2 (sglang 0.5.23's pin)
-    Write(
+    EngineWrite(
         "FlashInfer JIT and cubin cache",
         "${FLASHINFER_WORKSPACE_BASE:-$HOME}/.cache/flashinfer",
         "flashinfer/jit/env.py:67",
         START,
     ),
     # tvm-ffi
-    Write(
+    EngineWrite(
         "tvm-ffi's torch DLPack addon, built at import when no wheel matches torch",
         "${TVM_FFI_CACHE_DIR:-$HOME/.cache/tvm-ffi}",
         "tvm_ffi/_optional_torch_c_dlpack.py:133",
         START,
     ),
-    Write(
+    EngineWrite(
         "tvm-ffi C++ extension builds",
         "${TVM_FFI_CACHE_DIR:-$HOME/.cache/tvm-ffi}",
         "tvm_ffi/cpp/extension.py:758",
         START,
     ),
     # Hugging Face hub 2.4.0 (transformers and SGLang load configs, tokenizers and weights with it)
-    Write(
+    EngineWrite(
         "the hub's home: xet chunk cache, assets, stored tokens",
         "${HF_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/huggingface}",
         "huggingface_hub/constants.py:160",
         START,
     ),
-    Write(
+    EngineWrite(
         "the hub's xet chunk cache (downloads from xet-backed repositories)",
         "${HF_XET_CACHE:-${HF_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/huggingface}/xet}",
         "huggingface_hub/constants.py:342",
         START,
     ),
-    Write(
+    EngineWrite(
         "hub cache: downloads, their .locks and refs (offline: only read, file_download.py:1168)",
         "${HF_HUB_CACHE:-${HF_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/huggingface}/hub}",
         "huggingface_hub/constants.py:177",
@@ -232,14 +232,14 @@ WRITES: tuple[Write, ...] = (
         unless="HF_HUB_OFFLINE",
     ),
     # transformers 5.19.0
-    Write(
+    EngineWrite(
         "transformers' dynamic modules (a model's own code, with trust_remote_code)",
         "${HF_MODULES_CACHE:-${HF_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/huggingface}/modules}",
         "transformers/utils/hub.py:108",
         START,
     ),
     # outlines (only with --grammar-backend outlines; xgrammar, the default, writes nothing)
-    Write(
+    EngineWrite(
         "outlines' compiled-grammar disk cache",
         "${OUTLINES_CACHE_DIR:-$HOME/.cache/outlines}",
         "outlines/caching.py:54",

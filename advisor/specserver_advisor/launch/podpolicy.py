@@ -20,6 +20,10 @@ from specserver_advisor.sglang.flags import match_option
 
 REFUSED = "PodPolicyRefused"
 _TRUE = ("1", "true", "yes")
+_MODELOPT = (
+    "selects SGLang's ModelOpt loader, which runs the Python code of the model repository in "
+    "the engine (from_pretrained(..., trust_remote_code=True))"
+)
 #: SGLang 0.5.23 flags that let whoever reaches the engine (or the model repository) run code
 #: in it: refused in extraArgs unless the admin allows them (docs/security.md#extraargs).
 CODE_EXECUTION_FLAGS = {
@@ -27,6 +31,25 @@ CODE_EXECUTION_FLAGS = {
         "lets every client send a serialized Python logit processor that the engine runs"
     ),
     "--trust-remote-code": "runs the Python code of the model repository in the engine",
+    # SGLang 0.5.23's ModelOpt loader (model_loader/loader.py, _load_modelopt_base_model) loads
+    # the checkpoint with trust_remote_code=True whatever the spec says; each of these flags
+    # selects it (tests/oracle/test_remote_code_paths.py finds every such call in SGLang).
+    "--modelopt-quant": _MODELOPT,
+    "--modelopt-checkpoint-restore-path": _MODELOPT,
+    "--modelopt-checkpoint-save-path": _MODELOPT,
+    "--modelopt-export-path": _MODELOPT,
+}
+#: Flags whose value decides (a value starting with the prefix, in any case):
+#: ``--quantization modelopt*`` selects the ModelOpt loader too; ``--model-impl transformers``
+#: the Transformers backend, which imports the repository's ``auto_map`` modules
+#: (model_loader/utils.py, resolve_transformers_arch; models/transformers.py).
+CODE_EXECUTION_VALUES = {
+    "--quantization": ("modelopt", _MODELOPT),
+    "--model-impl": (
+        "transformers",
+        "selects SGLang's Transformers backend, which imports the Python modules the model "
+        "repository's auto_map names",
+    ),
 }
 
 
@@ -54,12 +77,21 @@ def code_execution_flag(extra: list[str]) -> str | None:
     for i, item in enumerate(extra):
         if not item.startswith("--"):
             continue
-        flag, _ = match_option(item.split("=", 1)[0])
-        if flag is not None and flag.cli in CODE_EXECUTION_FLAGS:
+        option, eq, inline = item.partition("=")
+        flag, _ = match_option(option)
+        if flag is None:
+            continue
+        why = CODE_EXECUTION_FLAGS.get(flag.cli)
+        if flag.cli in CODE_EXECUTION_VALUES:
+            prefix, because = CODE_EXECUTION_VALUES[flag.cli]
+            value = inline if eq else (extra[i + 1] if i + 1 < len(extra) else "")
+            if value.lower().startswith(prefix):
+                why = f"{value} {because}"
+        if why:
             return (
-                f"spec.engine.extraArgs[{i}]: {item.split('=', 1)[0]} ({flag.cli}) "
-                f"{CODE_EXECUTION_FLAGS[flag.cli]}; refused by the operator's pod policy (the "
-                "admin allows it with SPECSERVER_ALLOW_CODE_EXECUTION_FLAGS)"
+                f"spec.engine.extraArgs[{i}]: {option} ({flag.cli}) {why}; refused by the "
+                "operator's pod policy (the admin allows it with "
+                "SPECSERVER_ALLOW_CODE_EXECUTION_FLAGS)"
             )
     return None
 

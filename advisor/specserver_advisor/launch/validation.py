@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from specserver_advisor import models
 from specserver_advisor.launch.enginefs import OWNED_ENV, WRITABLE_MOUNTS
+from specserver_advisor.launch.expansion import references
 from specserver_advisor.launch.multinode import topology_problems
 from specserver_advisor.launch.names import child_name
 from specserver_advisor.models import SpecServer, SpecServerSpec
@@ -192,6 +193,8 @@ def spec_problems(server: SpecServer) -> list[str]:
     for i, arg in enumerate(engine.extra_args):
         if len(arg) > MAX_ARG_CHARS or "\x00" in arg:
             out.append(f"spec.engine.extraArgs[{i}]: too long or contains NUL")
+        else:
+            out += _reference_problems(f"spec.engine.extraArgs[{i}]", arg)
     seen: set[str] = set()
     for i, env in enumerate(engine.env):
         path = f"spec.engine.env[{i}].name"
@@ -212,6 +215,7 @@ def spec_problems(server: SpecServer) -> list[str]:
         elif env.name in seen:
             out.append(f"{path}: {env.name} is given twice")
         seen.add(env.name)
+        out += _reference_problems(f"spec.engine.env[{i}].value", env.value)
     s = spec.speculative
     out += _choice_problems("spec.speculative.draftKvCacheDtype", s.draft_kv_cache_dtype)
     src = spec.model_source
@@ -231,6 +235,23 @@ def spec_problems(server: SpecServer) -> list[str]:
 
 #: Spec fields rendered as the value of an SGLang flag that takes one of fixed choices.
 CHOICE_FLAGS = {"spec.speculative.draftKvCacheDtype": "--speculative-draft-kv-cache-dtype"}
+
+
+def _reference_problems(path: str, value: str) -> list[str]:
+    """A Kubernetes ``$(VAR)`` reference in a string the engine receives: the kubelet would
+    expand it after admission, so what was judged would not be what runs (a value of one flag
+    becoming another flag: ``$(SMUGGLED)`` with ``SMUGGLED=--trust-remote-code``). The operator
+    renders spec text escaped (expansion.py) and refuses references, saying so."""
+    names = references(value)
+    if not names:
+        return []
+    shown = names[0] if len(names[0]) <= 40 else names[0][:37] + "..."
+    ref = f"$({shown})"
+    return [
+        f"{path}: {ref!r} is a Kubernetes variable reference, which the kubelet would "
+        "expand after admission; spec text reaches the engine as written, so give the value "
+        "itself"
+    ]
 
 
 def _choice_problems(path: str, value: str | None) -> list[str]:

@@ -499,6 +499,10 @@ def predict(
     arrive in waves, so a new request also waits for the prefills of half its wave; with
     staggered arrivals it waits for the step in flight and its own prefill.
     """
+    if concurrency >= 1 and capacity > concurrency:
+        # A cap above the load never binds (only min(load, cap) run): one cached prediction
+        # serves every such cap, as plan's cap recommendation scores each candidate at each load.
+        capacity = concurrency
     if not speculative:
         if scn.spec or scn.draft or scn.accept_length != 1.0 or scn.draft_weight_bytes:
             scn = plain_scenario(scn)
@@ -528,10 +532,18 @@ def _predict(
     if scn.prompt_mix and scn.staggered and not stays_staggered(scn, speculative):
         scn = replace(scn, staggered=False)
     running = max(1, min(concurrency, capacity)) if capacity > 0 else 0
-    step = step_time(scn, running, speculative, cal) if running else 0.0
+    step = _batch_step(scn, running, speculative, cal) if running else 0.0
     prompts = prompt_prefills(scn, speculative, cal)
     prefill = sum(p.share * p.prefill_s for p in prompts)
     return closed_loop(scn, concurrency, capacity, step, accept, prefill, prompts)
+
+
+@lru_cache(maxsize=16384)
+def _batch_step(scn: Scenario, running: int, speculative: bool, cal: Calibration) -> float:
+    """``step_time`` at a running batch, once per launch, batch and mode: a prediction depends
+    on the load and the cap only through the batch that runs, so plan's curves, its cap
+    recommendation (every candidate cap at every load) and ``--search-shape`` share steps."""
+    return step_time(scn, running, speculative, cal)
 
 
 def stays_staggered(scn: Scenario, speculative: bool) -> bool:

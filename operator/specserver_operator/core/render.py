@@ -18,8 +18,25 @@ from typing import Any
 import jinja2
 import yaml
 
+from specserver_advisor.launch.expansion import (
+    container_argv,
+    container_env,
+    escape,
+    expand,
+    mapping_for,
+    operator_positions,
+    render_args,
+    render_env,
+)
 from specserver_advisor.launch.model import EngineConfig
-from specserver_advisor.launch.multinode import gpus_per_node, rolling_surge
+from specserver_advisor.launch.multinode import (
+    GROUP_SIZE_ENV,
+    LEADER_ADDRESS_ENV,
+    LEADER_STAND_IN,
+    WORKER_INDEX_ENV,
+    gpus_per_node,
+    rolling_surge,
+)
 from specserver_advisor.models import API_VERSION, KIND, SpecServer
 from specserver_advisor.policy.model import SpecMode
 from specserver_operator.core.enginefs import (
@@ -139,9 +156,76 @@ def _hashed_resources(server: SpecServer) -> dict[str, Any]:
     return out
 
 
+def engine_args(server: SpecServer, cfg: EngineConfig) -> list[str]:
+    """The engine container's ``args``: the judged argv with the spec's text escaped, so the
+    kubelet's ``$(VAR)`` expansion gives back exactly what was judged (expansion.py)."""
+    return render_args(cfg.args, server.spec.resources.nodes)
+
+
+def preflight_args(server: SpecServer, cfg: EngineConfig) -> list[str]:
+    """The preflight init container's ``args`` (the same launch after ``--``), escaped alike."""
+    head = ["preflight", "--gpu-type", escape(server.spec.resources.gpu_type), "--"]
+    return [*head, *engine_args(server, cfg)]
+
+
+def rendered_env(server: SpecServer) -> list[dict[str, Any]]:
+    """The engine's ``env`` as written into both containers (every spec value escaped)."""
+    return render_env(_env(server))
+
+
+#: The containers' commands (pod.yaml.j2 writes these).
+ENGINE_COMMAND = ["sglang", "serve"]
+PREFLIGHT_COMMAND = ["specserver-engine"]
+
+
+def group_env(server: SpecServer) -> dict[str, str]:
+    """What LeaderWorkerSet puts in a group's leader (its address a stand-in), for judging."""
+    nodes = server.spec.resources.nodes
+    if nodes <= 1:
+        return {}
+    return {WORKER_INDEX_ENV: "0", GROUP_SIZE_ENV: str(nodes), LEADER_ADDRESS_ENV: LEADER_STAND_IN}
+
+
+def unexpanded_problem(server: SpecServer, cfg: EngineConfig) -> str | None:
+    """Why the containers this config renders would not run what the checks judged (None:
+    they run it). The checks judge ``cfg.args`` and the spec's env as written (the operator's
+    LeaderWorkerSet references standing for the leader's values); the kubelet expands the
+    rendered ``command``, ``args`` and ``env`` (expansion.py); the two must be equal, or the
+    webhook and ConfigValid judged something else than what the engine and the preflight run."""
+    injected = group_env(server)
+    keep = operator_positions(cfg.args, server.spec.resources.nodes)
+    judged = [expand(a, mapping_for(injected)) if i in keep else a for i, a in enumerate(cfg.args)]
+    env = rendered_env(server)
+    head = ["preflight", "--gpu-type", server.spec.resources.gpu_type, "--"]
+    for name, command, args, expected in (
+        ("engine", ENGINE_COMMAND, engine_args(server, cfg), [*ENGINE_COMMAND, *judged]),
+        (
+            "preflight",
+            PREFLIGHT_COMMAND,
+            preflight_args(server, cfg),
+            [*PREFLIGHT_COMMAND, *head, *judged],
+        ),
+    ):
+        ran = container_argv({"command": command, "args": args, "env": env}, injected)
+        if ran != expected:
+            n = max(len(ran), len(expected))
+            got, want = [*ran, *[""] * (n - len(ran))], [*expected, *[""] * (n - len(expected))]
+            at = next(i for i in range(n) if got[i] != want[i])
+            return (
+                f"the {name} container would run {got[at]!r} where {want[at]!r} was "
+                "checked (Kubernetes expands $(VAR) in args)"
+            )
+    environment = container_env(env, injected)
+    written = {item["name"]: item.get("value") for item in _env(server)}  # the last one wins
+    for key, value in written.items():
+        if value is not None and environment.get(key) != value:
+            return f"env {key} would be {environment.get(key)!r} where {value!r} was checked"
+    return None
+
+
 def config_hash(cfg: EngineConfig, server: SpecServer) -> str:
     """Changes exactly when the pod template would."""
-    material = {
+    material: dict[str, Any] = {
         "args": cfg.args,
         "image": server.spec.engine.image,
         "env": _env(server),
@@ -149,6 +233,8 @@ def config_hash(cfg: EngineConfig, server: SpecServer) -> str:
         "requests": pod_resources(server.spec, cfg.weight_gib),
         "volume": _volume(server),
     }
+    if engine_args(server, cfg) != cfg.args or rendered_env(server) != _env(server):
+        material["escaped"] = True  # text with a "$" is now rendered escaped (expansion.py)
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -172,13 +258,15 @@ def _context(
         "mode": mode,
         "image": spec.engine.image,
         "port": spec.engine.port,
-        "serve_args": cfg.args,
+        "serve_args": engine_args(server, cfg),
         "strategy": strategy,
         "max_surge": max_surge(server, strategy),
         "nodes": res.nodes,
         "preflight_image": preflight_image,
-        "preflight_args": ["preflight", "--gpu-type", res.gpu_type, "--", *cfg.args],
-        "env": _env(server),
+        "preflight_args": preflight_args(server, cfg),
+        "engine_command": ENGINE_COMMAND,
+        "preflight_command": PREFLIGHT_COMMAND,
+        "env": rendered_env(server),
         "limits": limits,
         "requests": requests,
         "shm_size": f"{shm_gib(gpus_per_node(spec))}Gi",

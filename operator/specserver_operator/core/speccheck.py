@@ -22,6 +22,7 @@ from specserver_advisor.loaders.configchain import ModelConfigs
 from specserver_advisor.models import SpecServer
 from specserver_advisor.sglang.configvalues import ConfigShapeError
 from specserver_operator.core import podpolicy
+from specserver_operator.core.render import unexpanded_problem
 
 #: (reason, message): a ConfigValid=False reason (InvalidSpec, PodPolicyRefused, a SPEC code)
 Problem = tuple[str, str]
@@ -53,7 +54,10 @@ def render_problems(
     server: SpecServer, cfg: EngineConfig | None, policy: podpolicy.PodPolicy
 ) -> list[Problem]:
     """Why ``cfg`` (None: no model config known yet) may not run, in increasing precedence:
-    the render's own reason, the expected tokens against the context, the pod policy."""
+    the render's own reason, the expected tokens against the context, what the rendered
+    containers would run after Kubernetes' ``$(VAR)`` expansion if it is not what was judged
+    (render.unexpanded_problem: never, while the spec's text is rendered escaped), the pod
+    policy."""
     out: list[Problem] = []
     if cfg is not None and not cfg.valid:
         out.append((cfg.reason, cfg.message))
@@ -62,6 +66,10 @@ def render_problems(
         found = context_problems(server, context if isinstance(context, int) else None)
         if found:
             out.append((INVALID_SPEC, "; ".join(found)))
+    if cfg is not None and cfg.valid:
+        unexpanded = unexpanded_problem(server, cfg)
+        if unexpanded:
+            out.append((INVALID_SPEC, unexpanded))
     refused = podpolicy.refusal(server.spec, policy)
     if refused:
         out.append((podpolicy.REFUSED, refused))

@@ -23,6 +23,7 @@ from __future__ import annotations
 import calendar
 import json
 import logging
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -45,6 +46,17 @@ KEEP = 8
 #: admission step refused leaves one; a SpecServer just created may not be listed yet).
 UNSEEN_GRACE_S = 600.0
 GENERATION_KEY = "generation-"
+#: Grant writes one namespace may make at once, and then per second (Recorder): a flood of
+#: reviews that are refused after admission (409 AlreadyExists of another name, a quota) writes
+#: at most this many ConfigMaps, each deleted after UNSEEN_GRACE_S.
+WRITE_BURST = 20.0
+WRITE_RATE_PER_S = 0.2
+#: Namespaces whose bucket is kept (past it, full buckets are forgotten).
+MAX_BUCKETS = 4096
+#: Deletions of stale grants: at most DELETE_BATCH per SWEEP_S, on the sweeper's own thread
+#: (``Sweeper``), never on the shared cycle.
+DELETE_BATCH = 20
+SWEEP_S = 5.0
 #: Seconds between LISTs of the grants (as the object cache's resync): the grants of new
 #: generations are read by their passes, those of deleted SpecServers deleted from the book.
 RELIST_S = 300.0
@@ -146,6 +158,10 @@ class Book:
     read: set[tuple[str, int]] = field(default_factory=set)
     #: monotonic time of the last LIST (None: never)
     listed_at: float | None = None
+    #: uids whose grant the Sweeper is to delete (set by keep), and those it deleted since
+    doomed: set[str] = field(default_factory=set)
+    deleted: set[str] = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def data(self, uid: str) -> dict[str, str] | None:
         found = self.grants.get(uid)
@@ -177,6 +193,8 @@ class GrantClient(Protocol):
 
     def delete_secret_grant(self, namespace: str, uid: str) -> None: ...
 
+    def get_specserver(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
 
 def names_secret(body: Mapping[str, Any]) -> bool:
     """Whether a SpecServer names spec.modelSource.hfTokenSecretRef."""
@@ -193,10 +211,11 @@ def keep(
 ) -> None:
     """The cycle's upkeep of ``book`` (cycle.py, once a cycle): one LIST every ``RELIST_S``
     while a SpecServer names a Secret or grants are held (none otherwise: a new generation's
-    grant is read by its pass, cachedclient.CachedClient), and, while ``leading``, deleting the
-    grants of SpecServers that are gone. A LIST that fails keeps the last one until the next is
-    due (it can only lack grants: a pass then reads its own, or refuses; it never renders
-    without)."""
+    grant is read by its pass, cachedclient.CachedClient), and, while ``leading``, naming the
+    grants of SpecServers that are gone for the ``Sweeper`` to delete (``book.doomed``; no
+    deletion is made here, so no number of grants slows the cycle). A LIST that fails keeps
+    the last one until the next is due (it can only lack grants: a pass then reads its own, or
+    refuses; it never renders without)."""
     where = grant_namespace()
     due = book.listed_at is None or time.monotonic() - book.listed_at >= RELIST_S
     if due and (book.grants or any(names_secret(b) for b in bodies)):
@@ -206,32 +225,129 @@ def keep(
         except (ApiError, NotFoundError) as exc:  # the next LIST is RELIST_S away
             log.warning("Secret grants not listed: %s", exc)
     live = {b["metadata"]["uid"] for b in bodies}
-    if not leading:
-        return
-    for uid in stale(book.grants, live, book.seen, namespaces, time.time()):
-        try:
-            client.delete_secret_grant(where, uid)
-        except (ApiError, NotFoundError) as exc:  # tried again next cycle
-            log.warning("grant of %s not deleted: %s", uid, exc)
-            continue
-        book.grants.pop(uid, None)
+    with book.lock:
+        for uid in book.deleted:
+            book.grants.pop(uid, None)
+        book.deleted.clear()
+        # Only deletions still due: a SpecServer seen again (a relist's late view) keeps its.
+        book.doomed = (
+            set(stale(book.grants, live, book.seen, namespaces, time.time())) if leading else set()
+        )
     book.seen = (book.seen | live) & (live | set(book.grants))
     book.read = {(uid, g) for uid, g in book.read if uid in live}
 
 
 @dataclass
+class Sweeper:
+    """Deletes the grants ``keep`` named stale, on a thread of its own (handlers.py): at most
+    ``DELETE_BATCH`` every ``SWEEP_S``, so 4,000 stale grants (a flood of refused CREATEs
+    before the rate limit) cost the API ~4 deletions a second and the shared cycle nothing."""
+
+    book: Book
+    client: GrantClient
+    namespace: str
+
+    def sweep_once(self) -> int:
+        """Delete up to ``DELETE_BATCH`` doomed grants; how many were deleted."""
+        with self.book.lock:
+            batch = sorted(self.book.doomed)[:DELETE_BATCH]
+        done = 0
+        for uid in batch:
+            try:
+                self.client.delete_secret_grant(self.namespace, uid)
+            except NotFoundError:
+                pass
+            except ApiError as exc:  # named again by the next cycle
+                log.warning("grant of %s not deleted: %s", uid, exc)
+                continue
+            done += 1
+            with self.book.lock:
+                self.book.doomed.discard(uid)
+                self.book.deleted.add(uid)
+        return done
+
+    def run_forever(self, stop: threading.Event) -> None:
+        while not stop.wait(SWEEP_S):
+            try:
+                self.sweep_once()
+            except Exception:  # the sweeper outlives any one failure
+                log.exception("grant sweep failed")
+
+
+class GrantsRefused(Exception):
+    """No grant is written for this review (the namespace wrote too many of late)."""
+
+
+@dataclass
+class RateLimit:
+    """A token bucket per namespace: ``burst`` grant writes at once, refilled at ``per_s``."""
+
+    burst: float = WRITE_BURST
+    per_s: float = WRITE_RATE_PER_S
+    buckets: dict[str, tuple[float, float]] = field(default_factory=dict)  # ns -> (tokens, at)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def take(self, namespace: str, now: float) -> bool:
+        """Whether ``namespace`` may write one more grant now (taking it if so)."""
+        with self.lock:
+            tokens, at = self.buckets.get(namespace, (self.burst, now))
+            tokens = min(self.burst, tokens + (now - at) * self.per_s)
+            if len(self.buckets) > MAX_BUCKETS:  # full buckets carry no state: forget them
+                self.buckets = {
+                    k: v
+                    for k, v in self.buckets.items()
+                    if v[0] + (now - v[1]) * self.per_s < self.burst
+                }
+            if tokens < 1.0:
+                self.buckets[namespace] = (tokens, now)
+                return False
+            self.buckets[namespace] = (tokens - 1.0, now)
+            return True
+
+
+def recorded(data: Mapping[str, str] | None, uid: str, generation: int, secret: str) -> bool:
+    """Whether the grant already approves exactly this (a repeated review writes nothing)."""
+    return approved(data, uid, generation, secret)
+
+
+@dataclass
 class Recorder:
     """The webhook's grant writer: called by admission.py for an allowed review that asked
-    the API server about the Secret. An API error propagates (the review then refuses)."""
+    the API server about the Secret. An API error propagates (the review then refuses).
+
+    Only for what the API server will store: a CREATE whose name is taken by another object
+    (another uid) ends in 409 AlreadyExists after admission, so it records nothing; a grant
+    already holding this uid, generation and Secret is not written again; and one namespace
+    writes at most ``WRITE_BURST`` grants at once, ``WRITE_RATE_PER_S`` after that (past it the
+    review is refused, naming the namespace: ``GrantsRefused``)."""
 
     client: GrantClient
     namespace: str
+    limit: RateLimit = field(default_factory=RateLimit)
 
     def __call__(
         self, namespace: str, name: str, uid: str, generation: int, secret: str, user: str
     ) -> None:
         started = time.monotonic()
+        stored = self.client.get_specserver(namespace, name)
+        stored_uid = ((stored or {}).get("metadata") or {}).get("uid")
+        if stored_uid is not None and stored_uid != uid:
+            log.info(
+                "grant: none for %s/%s uid %s: the name is taken by uid %s (the CREATE fails)",
+                namespace,
+                name,
+                uid,
+                stored_uid,
+            )
+            return
         existing = self.client.get_secret_grant(self.namespace, uid)
+        if recorded(existing, uid, generation, secret):
+            return
+        if not self.limit.take(namespace, started):
+            raise GrantsRefused(
+                f"namespace {namespace} asked for more than {WRITE_BURST:g} Secret approvals "
+                f"at once ({WRITE_RATE_PER_S * 60:g} a minute after that); try again shortly"
+            )
         patch = grant_patch(existing, namespace, name, uid, generation, secret, user)
         self.client.put_secret_grant(self.namespace, uid, patch, LABELS)
         log.info(

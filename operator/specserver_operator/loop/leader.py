@@ -35,7 +35,7 @@ from typing import Any
 from specserver_operator.kube import deadline as calldeadline
 from specserver_operator.kube.client import KubeClient
 from specserver_operator.kube.errors import ApiError, NotFoundError
-from specserver_operator.metrics.registry import LEASE_FORBIDDEN
+from specserver_operator.metrics.registry import ELECTION_ROUNDS, LEASE_FORBIDDEN
 
 log = logging.getLogger("specserver.leader")
 LEASE_NAME = "specserver-operator"
@@ -131,6 +131,7 @@ class Elector:
             if leads != self.led:  # one line per change, not per renewal
                 log.info("%s %s leadership", self.identity, "took" if leads else "lost")
                 self.led = leads
+            ELECTION_ROUNDS.inc()
             return leads
 
     def _refused(self, exc: ApiError) -> None:

@@ -92,6 +92,11 @@ CYCLE_ERRORS = Counter(
     "Cycles or per-SpecServer passes that failed (the log says why).",
     registry=REGISTRY,
 )
+ELECTION_ROUNDS = Counter(
+    "specserver_election_rounds",
+    "Leader-election rounds this replica ran (leading, standing by, or refused its Lease).",
+    registry=REGISTRY,
+)
 LEASE_FORBIDDEN = Gauge(
     "specserver_lease_forbidden",
     "1 while the API server refuses this replica's leader Lease requests (403): it cannot lead.",

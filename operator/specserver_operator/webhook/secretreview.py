@@ -12,8 +12,10 @@ client CA a SpecServer naming a Secret is refused, saying which setting is missi
 admin opted out (``SPECSERVER_WEBHOOK_TRUST_UNAUTHENTICATED``, docs/security.md: for clusters
 whose apiserver cannot present a client certificate, at that risk).
 
-A review that allowed the Secret yields a ``Grant``: admission.py records it (``RecordGrant``)
-only when the whole verdict is allowed and the request is not a dry run.
+A review that allowed the Secret yields a ``Grant`` only when it came from the API server
+(with ``SPECSERVER_WEBHOOK_TRUST_UNAUTHENTICATED`` an unauthenticated review may still be
+answered, but it approves no Secret): admission.py records it (``RecordGrant``) only when the
+whole verdict is allowed and the request is not a dry run.
 """
 
 from __future__ import annotations
@@ -148,6 +150,11 @@ def secret_check(
     who = str(user.get("username") or "the requesting user")
     status = review_access(secret_access_review(user, namespace, secret))
     if status.get("allowed") is True:
+        if not caller.authenticated:
+            # SPECSERVER_WEBHOOK_TRUST_UNAUTHENTICATED: anyone who reaches the webhook port may
+            # have written this review and its userInfo, so it approves nothing: no grant, and
+            # the operator does not render the Secret (SecretNotApproved; docs/security.md).
+            return None, None
         generation = meta.get("generation")
         grant = Grant(
             namespace,

@@ -64,6 +64,10 @@ from specserver_operator.webhook.secretreview import Caller
 
 log = logging.getLogger("specserver.webhook")
 PATH = "/validate"
+#: ``GET`` here answers 200 while this server can answer reviews (``health()``), else 503: the
+#: operator pod's readinessProbe, so the webhook Service sends the apiserver's reviews only to
+#: replicas that answer them (failurePolicy Fail: manifests/webhook.yaml).
+READY_PATH = "/readyz"
 #: Handshake + request line + headers + body, from the accept.
 READ_DEADLINE_S = 5.0
 #: From the accept to the answer (the apiserver gives up after the configuration's 10 s).
@@ -327,6 +331,14 @@ class Server:
                 size = 0
                 try:
                     size = await _read_head(reader)
+                    if size == 0:  # GET /readyz
+                        problem = self.health()
+                        await _write(
+                            writer,
+                            503 if problem else 200,
+                            {"ready": not problem, "why": problem or ""},
+                        )
+                        return
                     self._check_size(size, self._pool_for(caller) is None)
                     held = size
                     self.held += held
@@ -477,7 +489,8 @@ class Server:
 
 
 async def _read_head(reader: asyncio.StreamReader) -> int:
-    """The Content-Length of one ``POST /validate`` (1 to MAX_DISCARD), its headers read."""
+    """The Content-Length of one ``POST /validate`` (1 to MAX_DISCARD), its headers read; 0
+    for ``GET /readyz``."""
     try:
         head = await reader.readuntil(b"\r\n\r\n")
     except asyncio.LimitOverrunError:
@@ -486,6 +499,8 @@ async def _read_head(reader: asyncio.StreamReader) -> int:
     parts = lines[0].split(" ")
     if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
         raise _BadRequest(400, "not an HTTP/1.x request")
+    if parts[1].split("?", 1)[0] == READY_PATH and parts[0] == "GET":
+        return 0
     if parts[1].split("?", 1)[0] != PATH:
         raise _BadRequest(404, "not found")
     if parts[0] != "POST":
@@ -520,7 +535,9 @@ async def _read_through(reader: asyncio.StreamReader, size: int) -> bytes:
 
 async def _write(writer: asyncio.StreamWriter, code: int, body: dict[str, Any]) -> None:
     data = json.dumps(body).encode()
-    reason = {200: "OK", 400: "Bad Request", 404: "Not Found"}.get(code, "Error")
+    reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 503: "Service Unavailable"}.get(
+        code, "Error"
+    )
     writer.write(
         f"HTTP/1.1 {code} {reason}\r\nContent-Type: application/json\r\n"
         f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode()

@@ -131,14 +131,17 @@ class Forbidding(LeaseStore):
 def test_a_forbidden_lease_is_logged_once_naming_lease_namespace_and_verb(
     clock: Clock, verb: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from specserver_operator.metrics.registry import LEASE_FORBIDDEN
+    from specserver_operator.metrics.registry import ELECTION_ROUNDS, LEASE_FORBIDDEN
 
     store = Forbidding(verb)
     a = leader.Elector(store, "ops", identity="a", lease_s=15)
+    rounds = ELECTION_ROUNDS._value.get()
     with caplog.at_level("INFO", logger="specserver.leader"):
         for _ in range(20):
             clock.now += 5
             assert not a.try_lead()
+    # Every refused round is counted (what the cluster test waits on: no cycle runs here).
+    assert ELECTION_ROUNDS._value.get() - rounds == 20
     refusals = [r for r in caplog.records if "cannot" in r.getMessage()]
     assert len(refusals) == 1, [r.getMessage() for r in caplog.records]
     message = refusals[0].getMessage()

@@ -367,6 +367,26 @@ def test_an_unauthenticated_review_learns_nothing_about_secret_access() -> None:
     assert len(asked) == 1
 
 
+def test_an_unauthenticated_review_records_no_grant_even_when_trusted() -> None:
+    """Issue 37, finding 2: with SPECSERVER_WEBHOOK_TRUST_UNAUTHENTICATED a hand-written review
+    claiming system:masters was answered allowed and its grant recorded, so the tenant's pod
+    got a Secret it cannot read. The review may be answered, but it approves nothing; the
+    API server's own review still records its grant."""
+    grants: list[tuple[Any, ...]] = []
+    trusting = ReviewSettings(access=AccessSettings(trust_unauthenticated=True))
+    doc = flagship()
+    doc["metadata"].update(namespace="team-a", uid="obj-1", generation=7)
+    review = _review("CREATE", doc)
+    review["request"]["userInfo"] = {"username": "admin", "groups": ["system:masters"]}
+    allow = lambda _: {"allowed": True}  # noqa: E731
+    stranger = Caller(False, "no client certificate")
+    answer = admission_response(review, allow, stranger, trusting, lambda *g: grants.append(g))
+    assert answer["response"]["allowed"] is True
+    assert grants == []
+    admission_response(review, allow, APISERVER, trusting, lambda *g: grants.append(g))
+    assert [g[2:4] for g in grants] == [("obj-1", 7)]
+
+
 def test_an_allowed_review_records_its_grant_once_the_whole_verdict_is_allowed() -> None:
     grants: list[tuple[Any, ...]] = []
 

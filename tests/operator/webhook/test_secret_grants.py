@@ -247,9 +247,13 @@ def test_a_cycle_lists_grants_rarely_and_deletes_those_of_deleted_specservers() 
     assert client.lists == 1 and client.deleted == []  # one LIST for every SpecServer
     cycle.refresh_grants(bodies)
     assert client.lists == 1  # not every cycle: a new generation's grant is read by its pass
-    cycle.refresh_grants(bodies[1:])  # s-0 was deleted: its grant goes at once, with no LIST
-    assert client.lists == 1 and client.deleted == ["u-0"]
-    assert set(cycle.grants.grants) == {"u-1", "u-2"}
+    cycle.refresh_grants(bodies[1:])  # s-0 was deleted: its grant is doomed, with no LIST
+    assert client.lists == 1 and client.deleted == []  # the cycle deletes nothing itself
+    assert cycle.grants.doomed == {"u-0"}
+    sweeper = secretgrants.Sweeper(cycle.grants, client, "specserver-system")  # type: ignore[arg-type]
+    assert sweeper.sweep_once() == 1 and client.deleted == ["u-0"]
+    cycle.refresh_grants(bodies[1:])
+    assert set(cycle.grants.grants) == {"u-1", "u-2"} and not cycle.grants.doomed
     assert cycle.grants.listed_at is not None
     cycle.grants.listed_at -= secretgrants.RELIST_S
     cycle.refresh_grants(bodies[1:])
@@ -258,6 +262,66 @@ def test_a_cycle_lists_grants_rarely_and_deletes_those_of_deleted_specservers() 
     cycle.grants = secretgrants.Book()
     cycle.refresh_grants([plain])  # nothing names a Secret, no grants held: no LIST
     assert client.lists == 2
+
+
+def test_deleting_many_stale_grants_is_bounded_and_off_the_cycle() -> None:
+    """Issue 37, finding 3: 4,377 grants of refused CREATEs were deleted one by one on the
+    shared cycle at start-up (~27 s of every tenant's repair). The cycle now only names them;
+    the sweeper deletes DELETE_BATCH per SWEEP_S on its own thread."""
+    grants = {f"g-{i}": ({"namespace": "llm", "uid": f"g-{i}"}, 0.0) for i in range(500)}
+    client = ListingClient(grants)
+    cycle = Cycle(client=client, cache=ObjectCache())  # type: ignore[arg-type]
+    cycle.grants = secretgrants.Book(dict(grants))  # held from the last start's LIST
+    cycle.refresh_grants([])
+    assert client.lists == 1 and client.deleted == [] and len(cycle.grants.doomed) == 500
+    sweeper = secretgrants.Sweeper(cycle.grants, client, "specserver-system")  # type: ignore[arg-type]
+    assert sweeper.sweep_once() == secretgrants.DELETE_BATCH
+    assert len(client.deleted) == secretgrants.DELETE_BATCH
+
+
+class RecordingClient:
+    """The Recorder's calls (our own client seam), with a SpecServer store."""
+
+    def __init__(self, stored: dict[tuple[str, str], str]) -> None:
+        self.stored = stored  # (namespace, name) -> uid
+        self.grants: dict[str, dict[str, str]] = {}
+        self.puts = 0
+
+    def get_specserver(self, namespace: str, name: str) -> dict[str, Any] | None:
+        uid = self.stored.get((namespace, name))
+        return None if uid is None else {"metadata": {"uid": uid}}
+
+    def get_secret_grant(
+        self, namespace: str, uid: str, generation: int | None = None
+    ) -> dict[str, str] | None:
+        return self.grants.get(uid)
+
+    def put_secret_grant(
+        self, namespace: str, uid: str, patch: dict[str, str | None], labels: dict[str, str]
+    ) -> None:
+        self.puts += 1
+        data = {**self.grants.get(uid, {}), **patch}
+        self.grants[uid] = {k: v for k, v in data.items() if v is not None}
+
+
+def test_a_create_of_a_taken_name_a_repeat_and_a_flood_write_no_grant() -> None:
+    """Issue 37, finding 3: every refused CREATE (409 AlreadyExists after admission) wrote a
+    grant. A name held by another uid writes none; the same approval twice writes once; one
+    namespace writes at most WRITE_BURST at once and is then refused, naming it."""
+    client = RecordingClient({("llm", "taken"): "stored-uid"})
+    record = secretgrants.Recorder(client, "specserver-system")  # type: ignore[arg-type]
+    for i in range(50):
+        record("llm", "taken", f"new-uid-{i}", 1, "hf-token", "alice")
+    assert client.puts == 0
+    record("llm", "taken", "stored-uid", 2, "hf-token", "alice")  # the stored one's UPDATE
+    record("llm", "taken", "stored-uid", 2, "hf-token", "alice")
+    assert client.puts == 1
+    with pytest.raises(secretgrants.GrantsRefused, match="namespace flood"):
+        for i in range(100):
+            record("flood", f"n-{i}", f"u-{i}", 1, "hf-token", "alice")
+    assert client.puts == 1 + secretgrants.WRITE_BURST
+    record("other", "n", "u-other", 1, "hf-token", "alice")  # another namespace is not held up
+    assert client.puts == 2 + secretgrants.WRITE_BURST
 
 
 def test_a_generation_the_list_did_not_approve_is_read_once_more() -> None:

@@ -239,6 +239,21 @@ def test_a_body_that_is_not_a_review_is_refused_over_the_wire(
     assert says in answer["response"]["status"]["message"]
 
 
+def readyz(port: int, ca_pem: str) -> tuple[int, bool]:
+    """GET /readyz over the webhook's TLS, as the kubelet's readinessProbe (no client cert)."""
+    import http.client
+    import ssl
+
+    context = ssl.create_default_context(cadata=ca_pem)
+    conn = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=10)
+    try:
+        conn.request("GET", webhookserver.READY_PATH)
+        resp = conn.getresponse()
+        return resp.status, bool(json.loads(resp.read())["ready"])
+    finally:
+        conn.close()
+
+
 def test_the_pool_saturated_past_the_deadline_is_unhealthy_and_answers_refusals(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -285,9 +300,12 @@ def test_the_pool_saturated_past_the_deadline_is_unhealthy_and_answers_refusals(
             assert "did not finish within 1s" in answer["response"]["status"]["message"]
         time.sleep(0.2)
         assert "review workers are busy" in (server.health() or "")
+        ca = bundle.bundle.ca_crt  # type: ignore[union-attr]
+        assert readyz(server.port, ca) == (503, False)  # out of the Service while wedged
         release.set()
         time.sleep(0.3)
         assert server.health() is None
+        assert readyz(server.port, ca) == (200, True)
     finally:
         release.set()
         server.stop()
