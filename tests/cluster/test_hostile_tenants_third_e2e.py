@@ -165,7 +165,14 @@ def test_every_pod_of_a_rendered_group_runs_what_was_judged(
 def _group_pods(kube: KubeHandle, namespace: str, lws: str, size: int) -> list[Any] | None:
     """The group's pods in worker order once all ``size`` exist, else None."""
     out = kube.kubectl(
-        "get", "pods", "-n", namespace, "-l", f"leaderworkerset.sigs.k8s.io/name={lws}", "-o", "json"
+        "get",
+        "pods",
+        "-n",
+        namespace,
+        "-l",
+        f"leaderworkerset.sigs.k8s.io/name={lws}",
+        "-o",
+        "json",
     )
     items = json.loads(out.stdout)["items"]
     if len(items) < size:
