@@ -1,6 +1,7 @@
-"""One table of structural rules (specserver_advisor.structural), three enforcers: the CRD's CEL
-rules, the operator's ``spec_problems`` (webhook, ConfigValid) and the committed crds/. A rule
-in one and missing in another fails here; the API server's own refusal is shown on the real
+"""One table of structural rules (specserver_advisor.structural) and every enforcer: the CRD's CEL
+rules (generated and committed in crds/), ``spec_problems``, the admission webhook's review,
+ConfigValid (the reconcile pass's InvalidSpec) and lint. A rule in one and missing in another
+fails here; the API server's own refusal is shown on the real
 stack (tests/cluster/test_kube_stack.py)."""
 
 from __future__ import annotations
@@ -13,9 +14,13 @@ import yaml
 from pydantic import ValidationError
 
 from specserver_advisor.launch.validation import spec_problems
+from specserver_advisor.lint.specservers import SpecServerError, launch_from_specserver
 from specserver_advisor.models import SpecServer
 from specserver_advisor.schema.crd import build_crd
 from specserver_advisor.structural import RULES, Maximum, MaxItems, NoWhitespace, violation
+from specserver_operator.core.passcache import PassCache
+from specserver_operator.reconcile.observe import validated
+from specserver_operator.webhook.admission import review_specserver
 from stack import REPO
 
 EXAMPLE = REPO / "manifests" / "examples" / "qwen3-8b-eagle3-l4.yaml"
@@ -105,3 +110,27 @@ def test_spec_problems_reports_each_rule_with_the_tables_message(rule: Any) -> N
         node[rule.path[-1]] = "registry.local/engine:1"
     ok = spec_problems(SpecServer.model_validate(fine))
     assert not [p for p in ok if p.startswith(f"{rule.field}:")], ok
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.field)
+def test_the_webhook_configvalid_and_lint_refuse_each_rule_with_the_tables_message(
+    rule: Any,
+) -> None:
+    value = _breaking(rule)
+    doc = _doc_breaking(rule, value)
+    doc["metadata"].update(uid="u-1", generation=1)
+    expected = violation(rule, value)
+    assert expected is not None
+    try:
+        SpecServer.model_validate(doc)
+    except ValidationError:  # the model bounds it first: every enforcer says so, naming it
+        expected = rule.path[-1]
+    # The admission webhook (no model config needed to refuse it).
+    assert any(expected in p for p in review_specserver(doc).problems)
+    # ConfigValid: the reconcile pass's validation (core.desired makes it InvalidSpec's message).
+    server, invalid = validated(doc, PassCache())
+    assert server is None and invalid is not None and expected in invalid
+    # lint: the SpecServer is refused, the diagnostic naming the rule's message.
+    with pytest.raises(SpecServerError) as refused:
+        launch_from_specserver("s.yaml", doc)
+    assert expected in str(refused.value)
