@@ -56,7 +56,7 @@ DRAIN_S = 5.0
 SELECTOR = "app.kubernetes.io/managed-by=specserver"
 #: A multi-node group's simulated start-up relative to one node's (``--startup-seconds``): each
 #: node loads its own shard in parallel, but the group starts when the slowest node has, after
-#: the cross-node NCCL rendezvous and communicator set-up of the TP group. The stand-in's figure
+#: the cross-node NCCL rendezvous and communicator set-up of the TP group. The node agent's figure
 #: (not measured); the advisor's switch budget prices multi-node restarts on its own.
 MULTINODE_STARTUP_FACTOR = 1.5
 

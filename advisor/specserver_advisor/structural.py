@@ -5,7 +5,7 @@ in another (tests/advisor/schema/test_structural_rules.py diffs them):
 
 - by the API server itself, as a CEL ``x-kubernetes-validations`` rule on the field in the
   generated CRD (``schema.crd``): it holds while no webhook serves (a rollout, a crash);
-- by the operator's ``core.validation.spec_problems`` (``ConfigValid=False``, the webhook's
+- by ``launch.validation.spec_problems`` (``ConfigValid=False``, the webhook's
   refusal, lint), with the same message.
 
 A rule's message names its field (``spec.engine.maxRunningRequests: ...``), as every refusal
