@@ -316,13 +316,7 @@ def test_tenant_gets_no_secret_out_of_the_operator(
         # The engines' NetworkPolicy is valid in a SpecServer namespace (the operator's own
         # came with manifests/).
         kube.kubectl(
-            # --validate=false: this 1.20 apiserver does not know endPort (1.22+) and drops it.
-            "apply",
-            "--validate=false",
-            "-n",
-            namespace,
-            "-f",
-            str(REPO / "manifests" / "networkpolicy-engines.yaml"),
+            "apply", "-n", namespace, "-f", str(REPO / "manifests" / "networkpolicy-engines.yaml")
         )
         wait_cycles(metrics_port, 3)  # a few more cycles: every repeat would be recorded too
         events = kube.kubectl("get", "events", "-n", namespace, "-o", "json").stdout
