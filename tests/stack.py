@@ -30,9 +30,11 @@ DATA = REPO / "tests" / "data"
 #: Each pytest-xdist worker (``gw0``, ``gw1``, ...; none: index 0) runs its own control plane and
 #: Prometheus on its own block of PORT_STRIDE loopback ports above the configured ones, so the
 #: cluster tier can be split across processes (``-n 2 --dist loadfile``) and run beside another
-#: checkout's. Within a block, from TEST_BASE_PORT: +0 the apiserver, +1 and +2 its etcd
-#: (scripts/devcluster.py); +10..+49 the tests' own listeners (tests/cluster/tenancy.py);
-#: +50..+54 the demo the e2e test runs (tests/e2e/test_closed_loop.py).
+#: checkout's. Within a block, from TEST_BASE_PORT: +0 the apiserver, +1 and +2 its etcd, +3 and
+#: +4 LeaderWorkerSet's webhook and health probe (scripts/devcluster.py; the controller-manager
+#: and scheduler serve no port, engines take free ephemeral ones); +10..+49 the tests' own
+#: listeners (tests/cluster/tenancy.py); +50..+54 the demo the e2e test runs
+#: (tests/e2e/test_closed_loop.py).
 #: The state directories follow pytest's per-worker ``tmp_path_factory``.
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 WORKER_INDEX = int(WORKER[2:]) if WORKER[:2] == "gw" and WORKER[2:].isdigit() else 0
