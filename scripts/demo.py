@@ -389,7 +389,10 @@ def main(argv: list[str] | None = None) -> int:
         type=Ports.parse,
         default=Ports(),
         metavar="APISERVER,PROMETHEUS,HEALTH",
-        help="loopback ports (default 17443,19190,18181; etcd and LWS's webhook and probe take the four after APISERVER)",
+        help=(
+            "loopback ports (default 17443,19190,18181; etcd, then LWS's webhook and probe, "
+            "take the four after APISERVER)"
+        ),
     )
     args = parser.parse_args(argv)
     SPEC["spec"]["autoSpeculation"]["switchStrategy"] = args.strategy
