@@ -33,7 +33,7 @@ DATA = REPO / "tests" / "data"
 #: checkout's. Within a block, from TEST_BASE_PORT: +0 the apiserver, +1 and +2 its etcd, +3 and
 #: +4 LeaderWorkerSet's webhook and health probe (scripts/devcluster.py; the controller-manager
 #: and scheduler serve no port, engines take free ephemeral ones); +10..+49 the tests' own
-#: listeners (tests/cluster/tenancy.py); +50..+54 the demo the e2e test runs
+#: listeners (tests/cluster/tenancy.py); +50..+56 the demo the e2e test runs
 #: (tests/e2e/test_closed_loop.py).
 #: The state directories follow pytest's per-worker ``tmp_path_factory``.
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
