@@ -94,8 +94,13 @@ def test_the_apiserver_refuses_a_structural_rule_broken_without_a_webhook(
         "create", "--dry-run=server", "-n", namespace, "-f", "-", input=json.dumps(doc), check=False
     )
     assert done.returncode != 0, f"{rule.field} accepted"
-    assert rule.message() in done.stderr
-    assert f"{rule.field}: Invalid value" in done.stderr, done.stderr
+    if isinstance(rule, MaxItems):
+        # The CRD's own maxItems (the same bound, from the models) refuses it first, naming the
+        # field; the CEL rule is then not evaluated (the apiserver says so).
+        assert f"{rule.field}: Too many: {rule.maximum + 1}" in done.stderr, done.stderr
+    else:
+        assert rule.message() in done.stderr
+        assert f"{rule.field}: Invalid value" in done.stderr, done.stderr
     # The same document within the rule is accepted (the rule alone refused it).
     fine = copy.deepcopy(doc)
     if isinstance(rule, Maximum):
