@@ -394,6 +394,11 @@ class Cluster:
                 "--enable-priority-and-fairness=false",
                 # A loopback advertise address may not back the kubernetes Service's endpoints.
                 "--endpoint-reconciler-type=none",
+                # ConfigMaps are listed from etcd, not from the watch cache's snapshots, so a
+                # test can expire a paged listing's continue token by compacting etcd
+                # (tests/cluster/test_kopf_paging_e2e.py), as a cluster's own compaction expires
+                # one. Every other kind keeps the watch cache, as clusters run.
+                "--watch-cache-sizes=configmaps#0",
                 # As clusters run: privileged pods are allowed by the API, and Pod Security
                 # admission refuses them where a namespace enforces baseline or restricted.
                 "--allow-privileged=true",

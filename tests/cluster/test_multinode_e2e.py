@@ -92,6 +92,54 @@ def spec(strategy: str) -> dict[str, Any]:
     return doc
 
 
+def claim_weights(kube: KubeHandle, namespace: str) -> None:
+    """The example's weights volume (PersistentVolumeClaim ``deepseek-v3-weights``), bound to a
+    PersistentVolume made for it: the real scheduler places no pod whose claim is missing or
+    unbound (the simulated engine reads nothing from it)."""
+    (claim,) = {
+        v["persistentVolumeClaimName"]
+        for v in [yaml.safe_load(EXAMPLE.read_text())["spec"]["modelSource"]["volume"]]
+    }
+    volume = f"{namespace}-weights"[:63]
+    size = {"storage": "1Gi"}
+    docs = [
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": volume},
+            "spec": {
+                "capacity": size,
+                "accessModes": ["ReadOnlyMany"],
+                "persistentVolumeReclaimPolicy": "Retain",
+                "storageClassName": "",
+                "hostPath": {"path": "/nonexistent/specserver-test-weights"},
+                "claimRef": {"namespace": namespace, "name": claim},
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": claim, "namespace": namespace},
+            "spec": {
+                "accessModes": ["ReadOnlyMany"],
+                "storageClassName": "",
+                "volumeName": volume,
+                "resources": {"requests": size},
+            },
+        },
+    ]
+    kube.kubectl(
+        "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": docs})
+    )
+    wait_for(
+        lambda: (
+            (get(kube, "pvc", namespace, claim) or {}).get("status", {}).get("phase") == "Bound"
+        ),
+        60,
+        f"the claim {claim} bound",
+    )
+
+
 class MultinodeStack(Stack):
     """The closed-loop Stack, routed to this SpecServer's Service, with the demo's 20 s signal
     window (Prometheus scrapes every second; 4 evaluations a window)."""
@@ -340,6 +388,7 @@ def test_bluegreen_switches_a_two_node_group_off_and_on_with_no_failed_request(
 ) -> None:
     started = time.monotonic()
     doc = spec("BlueGreen")
+    claim_weights(kube, namespace)
     kube.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(doc))
     first = wait_for(lambda: stack.endpoint(namespace), 120, "the On group's leader serving")
     moves: list[Move] = []
@@ -386,6 +435,7 @@ def test_recreate_restarts_the_two_node_group_and_the_clients_see_the_downtime(
 ) -> None:
     started = time.monotonic()
     doc = spec("Recreate")
+    claim_weights(kube, namespace)
     kube.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(doc))
     wait_for(lambda: stack.endpoint(namespace), 120, "the group's leader serving")
     assert launch_speculates(kube, namespace, f"{NAME}-lws")
