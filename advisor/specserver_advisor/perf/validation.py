@@ -45,6 +45,10 @@ class Figure:
     interactivity: float = 0.0
     gpus: int = 1
     speculative: bool = False
+    #: A benchmark that sends a fixed set of prompts (``prompts`` of them, ``concurrency`` at a
+    #: time) and divides the tokens by the wall time (SpecForge's and SGLang's MT-bench scripts):
+    #: 0 for a steady closed loop (``batch_tok_s``).
+    prompts: int = 0
 
     @property
     def kind(self) -> str:
@@ -71,6 +75,11 @@ def build(corpus: Mapping[str, Any], configs: Callable[[str], dict[str, Any]]) -
             if f.get("draft"):
                 argv += ["--speculative-draft-model-path", "draft"]
         concurrency = int(f.get("concurrency", 1))
+        if setup.get("capped_at_batch"):
+            # The bench launches its server per batch size with graphs captured up to it and
+            # no more requests running (SpecForge's bench_eagle3).
+            batch = str(f.get("batch", concurrency))
+            argv += ["--cuda-graph-max-bs", batch, "--max-running-requests", batch]
         inputs = PlanInputs(
             parse_server_argv(argv).values,
             configs(setup["model"]),
@@ -97,6 +106,7 @@ def build(corpus: Mapping[str, Any], configs: Callable[[str], dict[str, Any]]) -
                 float(f.get("interactivity", 0.0)),
                 tp,
                 bool(f.get("speculative")),
+                int(f.get("prompts", setup.get("prompts", 0))),
             )
         )
     return out
@@ -121,17 +131,56 @@ def _at_speed(fig: Figure, speculative: bool, cal: Calibration) -> float:
     return float(math.exp(math.log(t0) + w * (math.log(t1) - math.log(t0))))
 
 
+#: The golden ratio's fractional part: the prompts of a fixed set take their answer lengths'
+#: quantiles in this low-discrepancy order (long and short ones interleaved, as a real set's).
+_SPREAD = 0.6180339887498949
+
+
+def answer_lengths(prompts: int, mean: int) -> list[float]:
+    """A fixed prompt set's answer lengths in sending order: spread evenly over [0, 2 mean]
+    (real answers vary; the mean is the setup's output length)."""
+    return [max(1.0, 2.0 * mean * (((i + 0.5) * _SPREAD) % 1.0)) for i in range(prompts)]
+
+
+def batch_tok_s(fig: Figure, speculative: bool, cal: Calibration) -> float:
+    """Output tok/s of a fixed prompt set sent ``fig.concurrency`` at a time: its tokens over
+    its wall time. A worker sends the next prompt when its answer ends; as the set runs out
+    fewer requests run, each step at that smaller batch's speed, and the longest answers set
+    the end (the tail a closed loop never has: a set no larger than the concurrency runs as
+    one wave that drains to its longest answer)."""
+    cap = fig.cap_on if speculative else fig.cap_off
+    pending = answer_lengths(fig.prompts, fig.scenario.output_len)
+    pending.reverse()
+    running: list[float] = []
+    wall = 0.0
+    while pending or running:
+        while pending and len(running) < fig.concurrency:
+            running.append(pending.pop())
+        n = len(running)
+        tpot = predict(fig.scenario, n, cap, speculative, cal).tpot_ms / 1000.0
+        done = min(running)
+        wall += done * tpot
+        running = [r - done for r in running if r - done > 1e-9]
+    total = sum(answer_lengths(fig.prompts, fig.scenario.output_len))
+    return total / wall
+
+
+def _tok_s(fig: Figure, speculative: bool, cal: Calibration) -> float:
+    if fig.prompts:
+        return batch_tok_s(fig, speculative, cal)
+    cap = fig.cap_on if speculative else fig.cap_off
+    return predict(fig.scenario, fig.concurrency, cap, speculative, cal).output_tok_s
+
+
 def predict_figure(fig: Figure, cal: Calibration) -> float:
     """The model's counterpart of ``fig``."""
     scn, c = fig.scenario, fig.concurrency
     if fig.metric == "tpot_ms":
         return predict(scn, c, fig.cap_off, False, cal).tpot_ms
     if fig.metric == "output_tok_s":
-        cap = fig.cap_on if fig.speculative else fig.cap_off
-        return predict(scn, c, cap, fig.speculative, cal).output_tok_s
+        return _tok_s(fig, fig.speculative, cal)
     if fig.metric == "speedup":
-        on = predict(scn, c, fig.cap_on, True, cal).output_tok_s
-        return on / predict(scn, c, fig.cap_off, False, cal).output_tok_s
+        return _tok_s(fig, True, cal) / _tok_s(fig, False, cal)
     if fig.metric == "tok_s_per_gpu_at":
         total = (scn.input_len + scn.output_len) / scn.output_len
         return _at_speed(fig, False, cal) * total / fig.gpus

@@ -4,8 +4,11 @@ model."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import fields
+
+import pytest
 
 from specserver_advisor.gpus import lookup_gpu
 from specserver_advisor.loaders.corpus import load_corpus, model_config
@@ -17,6 +20,7 @@ from specserver_advisor.perf.constants import (
     UNFITTED,
     Calibration,
 )
+from specserver_advisor.perf.model import predict
 from specserver_advisor.perf.plan import PlanInputs, make_plan
 from specserver_advisor.sglang.flags import parse_server_argv
 
@@ -120,3 +124,31 @@ def test_amd_cards_plan_with_rocm_attention_defaults() -> None:
     # aiter's MLA decode takes 16 or 128 heads a rank: DeepSeek's 128 at TP 1 or 8, not 4.
     assert default_attention_backend(mi, True, {"tp_size": 8}, "", 128) == "aiter"
     assert default_attention_backend(mi, True, {"tp_size": 4}, "", 128) == "triton"
+
+
+def test_a_fixed_prompt_set_pays_its_tail() -> None:
+    """A benchmark of a fixed prompt set (tokens over wall time) runs fewer requests as the set
+    runs out: at one request it is the closed loop's speed; at a concurrency that holds the
+    whole set it is below the closed loop's, and it never falls as the concurrency grows."""
+    figs = [f for f in validation.build(load_corpus(), model_config) if f.prompts]
+    assert figs
+    # The widest launch (graphs and running requests capped at its bench batch of 64).
+    fig = max(figs, key=lambda f: f.cap_off)
+    assert fig.cap_off >= fig.prompts
+    lengths = validation.answer_lengths(fig.prompts, fig.scenario.output_len)
+    assert len(lengths) == fig.prompts
+    assert sum(lengths) / len(lengths) == pytest.approx(fig.scenario.output_len, rel=0.05)
+    cal = DEFAULT_CALIBRATION
+
+    def at(c: int) -> validation.Figure:
+        return dataclasses.replace(fig, concurrency=c)
+
+    def closed(c: int) -> float:
+        return predict(fig.scenario, c, fig.cap_off, False, cal).output_tok_s
+
+    assert validation.batch_tok_s(at(1), False, cal) == pytest.approx(closed(1), rel=1e-3)
+    whole = validation.batch_tok_s(at(fig.prompts), False, cal)
+    assert whole < 0.8 * closed(fig.prompts)
+    speeds = [validation.batch_tok_s(at(c), False, cal) for c in (1, 2, 4, 8, 16, 20, 32)]
+    assert speeds == sorted(speeds)
+    assert speeds[-1] == pytest.approx(speeds[-2])
