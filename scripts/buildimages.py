@@ -132,7 +132,10 @@ def ensure_tools() -> None:
         )
     log(f"installing {' '.join(missing)} from Debian")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *missing]):
+    for cmd in (
+        ["apt-get", "-o", "DPkg::Lock::Timeout=600", "update", "-qq"],
+        ["apt-get", "-o", "DPkg::Lock::Timeout=600", "install", "-y", "-qq", *missing],
+    ):
         done = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if done.returncode != 0:
             raise BuildError(f"{' '.join(cmd)} failed:\n{done.stderr[-2000:]}")

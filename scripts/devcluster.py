@@ -108,9 +108,11 @@ def _apt_install(packages: list[str]) -> None:
         )
     log(f"installing {' '.join(packages)} from Debian")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
     subprocess.run(
-        ["apt-get", "install", "-y", "-qq", *packages],
+        ["apt-get", "-o", "DPkg::Lock::Timeout=600", "update", "-qq"], check=True, env=env
+    )
+    subprocess.run(
+        ["apt-get", "-o", "DPkg::Lock::Timeout=600", "install", "-y", "-qq", *packages],
         check=True,
         env=env,
         stdout=subprocess.DEVNULL,

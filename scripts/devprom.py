@@ -39,9 +39,20 @@ def ensure_prometheus() -> str:
     if os.geteuid() != 0:
         raise DevPromError("prometheus is not installed; run: sudo apt-get install -y prometheus")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
     subprocess.run(
-        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "prometheus"],
+        ["apt-get", "-o", "DPkg::Lock::Timeout=600", "update", "-qq"], check=True, env=env
+    )
+    subprocess.run(
+        [
+            "apt-get",
+            "-o",
+            "DPkg::Lock::Timeout=600",
+            "install",
+            "-y",
+            "-qq",
+            "--no-install-recommends",
+            "prometheus",
+        ],
         check=True,
         env=env,
         stdout=subprocess.DEVNULL,
