@@ -135,3 +135,31 @@ def test_two_megabytes_of_pods_as_documents_within_a_second(tmp_path: Path) -> N
     report, spent = lint(path)
     assert report.launches == MAX_FILE_LAUNCHES
     assert spent < 1.0, spent  # CPU seconds (1.8 s when the whole file was composed first)
+
+
+def test_a_word_of_a_million_quoted_strings_is_cut(tmp_path: Path) -> None:
+    """2 MB of alternating ``"'`` quotes is one word of 666,000 quoted strings: each counts
+    against the expansion budget like a ``$`` (4.4 s of CPU before)."""
+    from specserver_advisor.lint.engine import MAX_BYTES
+    from specserver_advisor.lint.shell.budget import MAX_WORDS
+
+    path = tmp_path / "quotes.sh"
+    path.write_text((LAUNCH + " " + "\"'" * MAX_BYTES)[: MAX_BYTES - 64])
+    report, spent = lint(path)
+    said = [d.message for d in report.diagnostics if d.code == "INFO004"]
+    assert any(f"more than {MAX_WORDS:,} expansions and quoted strings" in m for m in said), said
+    assert spent < 1.0, spent  # CPU seconds
+
+
+def test_two_megabytes_of_unclosed_substitutions_within_a_second(tmp_path: Path) -> None:
+    """``$($($(...`` is scanned for its closing parenthesis in one pass (2 s of CPU before),
+    and the script that never closes it is refused naming where it opens."""
+    from specserver_advisor.lint.engine import MAX_BYTES
+
+    path = tmp_path / "subst.sh"
+    path.write_text((LAUNCH + " " + "$(" * MAX_BYTES)[: MAX_BYTES - 64])
+    report, spent = lint(path)
+    (hit,) = report.diagnostics
+    assert hit.code == "INPUT001" and "unterminated (" in hit.message, hit
+    assert (hit.line, hit.column) == (1, len(LAUNCH) + 2)
+    assert spent < 1.0, spent  # CPU seconds
