@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     try:
         cluster.up()
-        kubectl = ["kubectl", "--kubeconfig", str(cluster.kubeconfig)]
+        kubectl = [str(devcluster.KUBECTL), "--kubeconfig", str(cluster.kubeconfig)]
         for name in CLIENTS:
             ns = f"bench-{name}"
             subprocess.run([*kubectl, "create", "namespace", ns], check=True, capture_output=True)

@@ -288,7 +288,7 @@ def run(
         prom.up()
         prom.write_targets([{"targets": [f"127.0.0.1:{export_port}"], "labels": {}}])
         env = dict(os.environ, KUBECONFIG=str(cluster.kubeconfig))
-        kubectl = ["kubectl", "--kubeconfig", str(cluster.kubeconfig)]
+        kubectl = [str(devcluster.KUBECTL), "--kubeconfig", str(cluster.kubeconfig)]
         subprocess.run(
             [*kubectl, "apply", "-f", str(REPO / "crds")],
             check=True,

@@ -124,7 +124,7 @@ class Stack:
             "== starting the control plane, Prometheus, the operator and the node agent", flush=True
         )
         self.cluster.up()
-        for part in ("etcd", "kube-apiserver"):
+        for part in devcluster.COMPONENTS:
             self.watched.append(
                 Watched(
                     part,
@@ -143,6 +143,8 @@ class Stack:
         env = dict(
             os.environ,
             KUBECONFIG=str(self.cluster.kubeconfig),
+            # The kubectl of the same release as the apiserver (devcluster builds both).
+            PATH=f"{devcluster.BIN_DIR}{os.pathsep}{os.environ.get('PATH', '')}",
             PYTHONWARNINGS="ignore",
             SPECSERVER_PROMETHEUS_URL=self.prom.url,
             SPECSERVER_CYCLE_SECONDS="2",
@@ -387,7 +389,10 @@ def main(argv: list[str] | None = None) -> int:
         type=Ports.parse,
         default=Ports(),
         metavar="APISERVER,PROMETHEUS,HEALTH",
-        help="loopback ports (default 17443,19190,18181; etcd takes the two after APISERVER)",
+        help=(
+            "loopback ports (default 17443,19190,18181; etcd, then LWS's webhook and probe, "
+            "take the four after APISERVER)"
+        ),
     )
     args = parser.parse_args(argv)
     SPEC["spec"]["autoSpeculation"]["switchStrategy"] = args.strategy

@@ -1,19 +1,26 @@
-"""A local node agent for the dev cluster: it plays the kubelet for specserver engine pods.
+"""A local node agent for the dev cluster: it plays the kubelets of a pool of GPU nodes.
 
-Dev tooling, not part of the operator. It registers one Node, binds pending engine pods to it,
-runs ``specserver-engine simulate`` with each pod's own SGLang arguments on a loopback port,
-reports readiness back through ``pods/status`` (so readiness-gated switching is exercised),
-stops processes whose pods are gone (a changed pod template rolls out new pods), and writes
-Prometheus file-based discovery with the labels a PodMonitor would attach. Used by scripts/demo
-and the closed-loop tests. Needs the project's virtualenv (kubernetes client).
+Dev tooling, not part of the operator. It registers ``--nodes`` Node objects (CPU, memory and
+``nvidia.com/gpu`` capacity of ``--node-*``; labelled ``nvidia.com/gpu.product``), keeps each
+node's Lease in ``kube-node-lease`` and its Ready condition fresh, and runs only the pods the real
+kube-scheduler has bound to its nodes (``spec.nodeName``): a pod no node can hold stays Pending
+with the scheduler's own ``PodScheduled=False/Unschedulable`` condition. For an engine pod
+(``app.kubernetes.io/managed-by=specserver``) it runs ``specserver-engine simulate`` with the
+pod's own SGLang arguments on a loopback port, reports readiness back through ``pods/status`` (so
+readiness-gated switching is exercised), stops processes whose pods are gone (a changed pod
+template rolls out new pods), and writes Prometheus file-based discovery with the labels a
+PodMonitor would attach; any other pod bound to its nodes is reported Running with no process.
+Used by scripts/demo and the closed-loop tests. Needs the project's virtualenv (kubernetes
+client).
 
-It also plays LeaderWorkerSet's controller (lwsstandin.py, run each step) for multi-node
-SpecServers. A group's pods are treated as one TP group across nodes: the leader runs ONE
-simulated engine for the whole group (its args, ``$(VAR)`` expanded from the pod's env as the
-kubelet does, carry ``--tp-size`` and ``--nnodes``, so the advisor's performance model prices the
-cross-node all-reduces), and its start-up is ``MULTINODE_STARTUP_FACTOR`` times the single-node
-one; workers run no process (they serve no HTTP) and are Running/Ready at once; only the leader
-is a scrape target and an endpoint.
+Multi-node SpecServers are LeaderWorkerSets reconciled by LWS's real controller (started by
+scripts/devcluster.py): it creates the StatefulSets whose pods land here. A group's pods are
+treated as one TP group across nodes: the leader (worker index 0) runs ONE simulated engine for
+the whole group (its args, ``$(VAR)`` expanded from the pod's env as the kubelet does, carry
+``--tp-size`` and ``--nnodes``, so the advisor's performance model prices the cross-node
+all-reduces), and its start-up is ``MULTINODE_STARTUP_FACTOR`` times the single-node one;
+workers run no process (they serve no HTTP) and are Running/Ready at once; only the leader is a
+scrape target and an endpoint.
 """
 
 from __future__ import annotations
@@ -34,17 +41,22 @@ from typing import Any
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from lwsstandin import WORKER_INDEX_LABEL, LwsStandIn
 from specserver_advisor.launch import expansion
 from specserver_engine.ports import free_loopback_port
 
-NODE = "specserver-dev-node"
+#: Node names: NODE_PREFIX + index.
+NODE_PREFIX = "specserver-dev-node-"
+WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+#: Seconds between Lease renewals and Ready heartbeats (a kubelet's default lease is 40 s).
+HEARTBEAT_S = 10.0
+LEASE_S = 40
 #: Wall seconds a deleted pod's engine keeps serving its in-flight requests (not new ones).
 DRAIN_S = 5.0
 SELECTOR = "app.kubernetes.io/managed-by=specserver"
 #: A multi-node group's simulated start-up relative to one node's (``--startup-seconds``): each
 #: node loads its own shard in parallel, but the group starts when the slowest node has, after
-#: the cross-node NCCL rendezvous and communicator set-up of the TP group. The stand-in's figure
+#: the cross-node NCCL rendezvous and communicator set-up of the TP group. The node agent's figure
 #: (not measured); the advisor's switch budget prices multi-node restarts on its own.
 MULTINODE_STARTUP_FACTOR = 1.5
 
@@ -61,6 +73,47 @@ def _flag(args: list[str], name: str) -> str | None:
 
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _now_micro() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True)
+class NodeShape:
+    """What each simulated node offers the scheduler."""
+
+    count: int = 4
+    gpus: int = 8
+    cpu: str = "256"
+    memory: str = "2Ti"
+    gpu_product: str = "NVIDIA-H100-80GB-HBM3"
+
+    def names(self) -> list[str]:
+        return [f"{NODE_PREFIX}{i}" for i in range(self.count)]
+
+    def node(self, name: str) -> dict[str, Any]:
+        """The Node object (status included: capacity and allocatable)."""
+        capacity = {
+            "cpu": self.cpu,
+            "memory": self.memory,
+            "pods": "110",
+            "nvidia.com/gpu": str(self.gpus),
+        }
+        return {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": name,
+                "labels": {
+                    "kubernetes.io/hostname": name,
+                    "kubernetes.io/os": "linux",
+                    "kubernetes.io/arch": "amd64",
+                    GPU_PRODUCT_LABEL: self.gpu_product,
+                },
+            },
+            "status": {"capacity": capacity, "allocatable": capacity},
+        }
 
 
 def _ready(url: str) -> bool:
@@ -100,30 +153,56 @@ class Agent:
     targets_file: Path | None
     time_scale: float
     startup_s: float
+    shape: NodeShape = field(default_factory=NodeShape)
+    coord: Any = None
     engines: dict[str, Engine] = field(default_factory=dict)
-    #: LeaderWorkerSet's controller, played here (None: not played)
-    lws: LwsStandIn | None = None
+    #: uids of bound pods that are not engines, reported Running with no process
+    others: set[str] = field(default_factory=set)
+    last_heartbeat: float = 0.0
 
-    def register_node(self) -> None:
-        node = {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {"name": NODE, "labels": {"kubernetes.io/hostname": NODE}},
-            "status": {
-                "capacity": {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"},
-                "allocatable": {
-                    "cpu": "64",
-                    "memory": "512Gi",
-                    "pods": "110",
-                    "nvidia.com/gpu": "8",
-                },
+    def register_nodes(self) -> None:
+        """Create (or refresh) every node of the pool, its Lease, its Ready condition."""
+        for name in self.shape.names():
+            node = self.shape.node(name)
+            try:
+                self.core.create_node(node)
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+            self.core.patch_node_status(name, {"status": node["status"]})
+            # The apiserver taints a new Node not-ready (TaintNodesByCondition); the node
+            # lifecycle controller, which would lift it, is off on the dev cluster.
+            self.core.patch_node(name, {"spec": {"taints": None}})
+        self.heartbeat()
+
+    def heartbeat(self) -> None:
+        """Renew each node's Lease and Ready condition, as a kubelet does."""
+        self.last_heartbeat = time.monotonic()
+        for name in self.shape.names():
+            self.renew_lease(name)
+            self.mark_ready(name)
+
+    def renew_lease(self, name: str) -> None:
+        lease = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": name, "namespace": "kube-node-lease"},
+            "spec": {
+                "holderIdentity": name,
+                "leaseDurationSeconds": LEASE_S,
+                "renewTime": _now_micro(),
             },
         }
+        if self.coord is None:
+            return
         try:
-            self.core.create_node(node)
+            self.coord.patch_namespaced_lease(name, "kube-node-lease", {"spec": lease["spec"]})
         except ApiException as exc:
-            if exc.status != 409:
+            if exc.status != 404:
                 raise
+            self.coord.create_namespaced_lease("kube-node-lease", lease)
+
+    def mark_ready(self, name: str) -> None:
         status = {
             "status": {
                 "conditions": [
@@ -139,7 +218,7 @@ class Agent:
                 "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
             }
         }
-        self.core.patch_node_status(NODE, status)
+        self.core.patch_node_status(name, status)
 
     def start(self, pod: Any) -> Engine:
         containers = {c.name: c for c in pod.spec.containers}
@@ -203,6 +282,8 @@ class Agent:
             "status": {
                 "phase": "Failed" if exited else "Running",
                 "startTime": _now(),
+                "podIP": "127.0.0.1",
+                "hostIP": "127.0.0.1",
                 "conditions": [
                     {"type": "PodScheduled", "status": "True", "lastTransitionTime": _now()},
                     {"type": "Initialized", "status": "True", "lastTransitionTime": _now()},
@@ -235,51 +316,90 @@ class Agent:
             if exc.status != 404:
                 raise
 
+    def report_other(self, pod: Any) -> None:
+        """A bound pod that is no engine: Running and Ready, with no process behind it."""
+        now = _now()
+        conds = [
+            {"type": t, "status": "True", "lastTransitionTime": now}
+            for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
+        ]
+        status = {
+            "status": {
+                "phase": "Running",
+                "startTime": now,
+                "podIP": "127.0.0.1",
+                "hostIP": "127.0.0.1",
+                "conditions": conds,
+                "containerStatuses": [
+                    {
+                        "name": c.name,
+                        "ready": True,
+                        "restartCount": 0,
+                        "image": c.image or "",
+                        "imageID": "",
+                        "started": True,
+                        "state": {"running": {"startedAt": now}},
+                    }
+                    for c in pod.spec.containers
+                ],
+            }
+        }
+        try:
+            self.core.patch_namespaced_pod_status(pod.metadata.name, pod.metadata.namespace, status)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def finish_deletion(self, pod: Any) -> bool:
+        """Graceful deletion as a kubelet does it: out of the endpoints at once, in-flight
+        requests get DRAIN_S to finish, then the engine stops and the pod is gone. True while
+        the pod still drains."""
+        uid = pod.metadata.uid
+        engine = self.engines.get(uid)
+        if engine is not None:
+            since = engine.terminating_since or time.monotonic()
+            engine.terminating_since = since
+            if time.monotonic() - since < DRAIN_S:
+                return True
+        self.stop(uid)
+        self.others.discard(uid)
+        try:
+            self.core.delete_namespaced_pod(
+                pod.metadata.name, pod.metadata.namespace, grace_period_seconds=0
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+        return False
+
     def step(self) -> None:
-        if self.lws is not None:
-            self.lws.step()
-        pods = self.core.list_pod_for_all_namespaces(label_selector=SELECTOR).items
+        if time.monotonic() - self.last_heartbeat >= HEARTBEAT_S:
+            self.heartbeat()
+        mine = set(self.shape.names())
+        pods = [
+            pod
+            for pod in self.core.list_pod_for_all_namespaces().items
+            if pod.spec.node_name in mine
+        ]
         alive = set()
         for pod in pods:
             uid = pod.metadata.uid
             if pod.metadata.deletion_timestamp is not None:
-                # Graceful deletion as a kubelet does it: out of the endpoints at once, in-flight
-                # requests get DRAIN_S to finish, then the engine stops and the pod is gone.
-                engine = self.engines.get(uid)
-                if engine is not None:
-                    since = engine.terminating_since or time.monotonic()
-                    engine.terminating_since = since
-                    if time.monotonic() - since < DRAIN_S:
-                        alive.add(uid)
-                        continue
-                self.stop(uid)
-                try:
-                    self.core.delete_namespaced_pod(
-                        pod.metadata.name, pod.metadata.namespace, grace_period_seconds=0
-                    )
-                except ApiException as exc:
-                    if exc.status != 404:
-                        raise
+                if self.finish_deletion(pod):
+                    alive.add(uid)
                 continue
             alive.add(uid)
-            if not pod.spec.node_name:
-                body = {
-                    "apiVersion": "v1",
-                    "kind": "Binding",
-                    "metadata": {"name": pod.metadata.name},
-                    "target": {"apiVersion": "v1", "kind": "Node", "name": NODE},
-                }
-                try:
-                    self.core.create_namespaced_binding(
-                        pod.metadata.namespace, body, _preload_content=False
-                    )
-                except ApiException as exc:
-                    if exc.status not in (404, 409):
-                        raise
-                    continue
-            if uid not in self.engines:
+            if uid in self.engines or uid in self.others:
+                continue
+            if (pod.status.phase or "") in ("Succeeded", "Failed"):
+                continue  # ran here before this agent started; a kubelet does not rerun it
+            if (pod.metadata.labels or {}).get("app.kubernetes.io/managed-by") == "specserver":
                 self.engines[uid] = self.start(pod)
                 self.report(self.engines[uid], False)
+            else:
+                self.others.add(uid)
+                self.report_other(pod)
+        self.others &= alive
         for uid in list(self.engines):
             if uid not in alive:
                 self.stop(uid)
@@ -364,19 +484,29 @@ def main(argv: list[str] | None = None) -> int:
         default=30.0,
         help="modelled engine start-up (weight loading)",
     )
+    defaults = NodeShape()
+    p.add_argument("--nodes", type=int, default=defaults.count, help="simulated nodes")
+    p.add_argument("--node-gpus", type=int, default=defaults.gpus, help="nvidia.com/gpu per node")
+    p.add_argument("--node-cpu", default=defaults.cpu, help="CPU capacity per node")
+    p.add_argument("--node-memory", default=defaults.memory, help="memory capacity per node")
+    p.add_argument(
+        "--gpu-product", default=defaults.gpu_product, help=f"the nodes' {GPU_PRODUCT_LABEL} label"
+    )
     args = p.parse_args(argv)
     config.load_kube_config(args.kubeconfig)
     args.state_dir.mkdir(parents=True, exist_ok=True)
-    core = client.CoreV1Api()
     agent = Agent(
-        core,
+        client.CoreV1Api(),
         args.state_dir,
         args.targets_file,
         args.time_scale,
         args.startup_seconds,
-        lws=LwsStandIn(core, client.CustomObjectsApi()),
+        shape=NodeShape(
+            args.nodes, args.node_gpus, args.node_cpu, args.node_memory, args.gpu_product
+        ),
+        coord=client.CoordinationV1Api(),
     )
-    agent.register_node()
+    agent.register_nodes()
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
     signal.signal(signal.SIGINT, lambda *_: stopping.append(1))

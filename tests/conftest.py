@@ -20,6 +20,7 @@ from specserver_engine.ports import free_loopback_port
 from stack import (
     CLUSTER_FIXTURES,
     REPO,
+    RESTRICTED,
     TEST_BASE_PORT,
     TEST_PROM_PORT,
     KubeHandle,
@@ -31,11 +32,14 @@ from stack import (
 
 @pytest.fixture(scope="session")
 def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeHandle]:
-    """A real etcd + kube-apiserver + kube-controller-manager on loopback for this session."""
+    """A real control plane on loopback for this session (etcd, kube-apiserver,
+    kube-controller-manager, kube-scheduler, LeaderWorkerSet's controller); its kubectl first on
+    PATH for the session, so every ``kubectl`` a test runs matches the apiserver."""
     devcluster = load_devcluster()
     state = tmp_path_factory.mktemp("devcluster")
     cluster = devcluster.Cluster(state, TEST_BASE_PORT)
     cluster.up()
+    os.environ["PATH"] = f"{devcluster.BIN_DIR}{os.pathsep}{os.environ.get('PATH', '')}"
     host = urlparse(cluster.server).hostname
     if host not in ("127.0.0.1", "localhost", "::1"):
         cluster.down()
@@ -56,12 +60,14 @@ _NAMESPACE_COUNTER: list[int] = []
 
 @pytest.fixture
 def namespace(kube: KubeHandle, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A fresh namespace per test, deleted afterwards."""
+    """A fresh namespace per test, deleted afterwards; the apiserver's Pod Security admission
+    enforces "restricted" on it (RESTRICTED)."""
     _NAMESPACE_COUNTER.append(1)
     stem = request.node.originalname.lower().replace("_", "-").removeprefix("test-")[:40]
     name = "".join(c for c in stem if c.isalnum() or c == "-").strip("-")
     name = f"t{len(_NAMESPACE_COUNTER)}-{name}"
     kube.kubectl("create", "namespace", name)
+    kube.kubectl("label", "namespace", name, *(f"{k}={v}" for k, v in RESTRICTED.items()))
     yield name
     kube.kubectl("delete", "namespace", name, "--wait=false", check=False)
 

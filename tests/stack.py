@@ -30,9 +30,11 @@ DATA = REPO / "tests" / "data"
 #: Each pytest-xdist worker (``gw0``, ``gw1``, ...; none: index 0) runs its own control plane and
 #: Prometheus on its own block of PORT_STRIDE loopback ports above the configured ones, so the
 #: cluster tier can be split across processes (``-n 2 --dist loadfile``) and run beside another
-#: checkout's. Within a block, from TEST_BASE_PORT: +0 the apiserver, +1 and +2 its etcd
-#: (scripts/devcluster.py); +10..+49 the tests' own listeners (tests/cluster/tenancy.py);
-#: +50..+54 the demo the e2e test runs (tests/e2e/test_closed_loop.py).
+#: checkout's. Within a block, from TEST_BASE_PORT: +0 the apiserver, +1 and +2 its etcd, +3 and
+#: +4 LeaderWorkerSet's webhook and health probe (scripts/devcluster.py; the controller-manager
+#: and scheduler serve no port, engines take free ephemeral ones); +10..+49 the tests' own
+#: listeners (tests/cluster/tenancy.py); +50..+56 the demo the e2e test runs
+#: (tests/e2e/test_closed_loop.py).
 #: The state directories follow pytest's per-worker ``tmp_path_factory``.
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 WORKER_INDEX = int(WORKER[2:]) if WORKER[:2] == "gw" and WORKER[2:].isdigit() else 0
@@ -100,6 +102,91 @@ class KubeHandle:
 
     def env(self) -> dict[str, str]:
         return dict(os.environ, KUBECONFIG=str(self.kubeconfig))
+
+
+#: The labels that make the apiserver's own Pod Security admission enforce "restricted" on a
+#: namespace (every test namespace carries them: conftest.py's ``namespace``).
+RESTRICTED = {
+    "pod-security.kubernetes.io/enforce": "restricted",
+    "pod-security.kubernetes.io/enforce-version": "latest",
+}
+
+
+def pod_templates(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pod templates (``{"metadata", "spec"}``) of a Deployment, a LeaderWorkerSet (leader
+    and worker) or a Pod."""
+    if obj.get("kind") == "Pod":
+        return [{"metadata": obj.get("metadata", {}), "spec": obj["spec"]}]
+    if obj.get("kind") == "LeaderWorkerSet":
+        tpl = obj["spec"]["leaderWorkerTemplate"]
+        return [t for t in (tpl.get("leaderTemplate"), tpl["workerTemplate"]) if t]
+    return [obj["spec"]["template"]]
+
+
+def pod_security_refusals(kube: KubeHandle, namespace: str, obj: dict[str, Any]) -> list[str]:
+    """What the apiserver's Pod Security admission says about each pod ``obj`` would make, in
+    ``namespace`` (which enforces "restricted"): a server-side dry run of each pod, so nothing
+    is created; [] when all are admitted."""
+    refusals = []
+    for i, template in enumerate(pod_templates(obj)):
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"pss-probe-{i}",
+                "labels": dict((template.get("metadata") or {}).get("labels") or {}),
+            },
+            "spec": {**template["spec"], "serviceAccountName": "default"},
+        }
+        done = kube.kubectl(
+            "create",
+            "--dry-run=server",
+            "-n",
+            namespace,
+            "-f",
+            "-",
+            input=json.dumps(pod),
+            check=False,
+        )
+        if done.returncode != 0:
+            refusals.append(done.stderr.strip())
+    return refusals
+
+
+def render_example(path: Path) -> list[dict[str, Any]]:
+    """The children the operator renders for a shipped example (in namespace ``llm``): its
+    Deployment or LeaderWorkerSet and Service; under BlueGreen, the first deploy's two."""
+    import yaml
+
+    from specserver_advisor.lint.launchlint import build_engine_config
+    from specserver_advisor.loaders.configchain import ModelConfigs
+    from specserver_advisor.loaders.configs import bundled
+    from specserver_advisor.models import Mode, SpecServer
+    from specserver_operator.core import bluegreen
+    from specserver_operator.core.render import build_blue_green, build_children
+
+    doc = yaml.safe_load(path.read_text())
+    doc["metadata"]["namespace"] = "llm"
+    server = SpecServer.model_validate(doc)
+    target = bundled(server.spec.model.path)
+    draft = bundled(server.spec.draft.path) if server.spec.draft else None
+    assert target is not None
+    configs = ModelConfigs(target.config, draft.config if draft else None, None, None, "t")
+    cfg = build_engine_config(server.spec, configs, server.spec.mode != Mode.DISABLED)
+    assert cfg.valid, cfg.message
+    uid = "00000000-0000-0000-0000-000000000000"
+    auto = server.spec.auto_speculation
+    if auto is not None and auto.switch_strategy.value == "BlueGreen":
+        # First deploy: the wanted mode serves, the other is rendered as the standby at zero.
+        want = "on" if cfg.speculative else "off"
+        other = build_engine_config(server.spec, configs, not cfg.speculative)
+        modes = {want: cfg, bluegreen.other(want): other}
+        plan = bluegreen.plan(want, server.spec.replicas, None, {}, {})
+        children: list[dict[str, Any]] = build_blue_green(
+            server, uid, modes, plan.replicas, plan.serve
+        )
+        return children
+    return list(build_children(server, uid, cfg))
 
 
 def load_devprom() -> ModuleType:

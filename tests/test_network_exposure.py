@@ -132,21 +132,14 @@ def admits(
 
 def _group_pods() -> list[dict[str, Any]]:
     """The pods of one group of the 2-node example as LeaderWorkerSet creates them from the
-    operator's rendered LeaderWorkerSet (the stand-in's desired_pod: the template's labels
-    plus LeaderWorkerSet's own)."""
-    import importlib.util
-    import sys
-
+    operator's rendered LeaderWorkerSet (tests/lwspods.py: the template's labels plus
+    LeaderWorkerSet's own)."""
+    from lwspods import group_pods
     from specserver_advisor.loaders.configchain import ModelConfigs
     from specserver_advisor.loaders.configs import bundled
     from specserver_advisor.models import SpecServer
     from specserver_operator.core import render, speccheck
 
-    spec = importlib.util.spec_from_file_location("lwsstandin", REPO / "scripts" / "lwsstandin.py")
-    assert spec and spec.loader
-    standin = importlib.util.module_from_spec(spec)
-    sys.modules["lwsstandin"] = standin
-    spec.loader.exec_module(standin)
     doc = yaml.safe_load(
         (REPO / "manifests/examples/deepseek-v3-nextn-h100-2node.yaml").read_text()
     )
@@ -158,10 +151,8 @@ def _group_pods() -> list[dict[str, Any]]:
     lws = render.build_children(server, "u-1", cfg)[0]
     assert lws["kind"] == "LeaderWorkerSet"
     lws["metadata"]["uid"] = "lws-uid"
-    group = lws["spec"]["leaderWorkerTemplate"]
     pods = []
-    for worker in range(group["size"]):
-        pod = standin.desired_pod(lws, group, standin.revision(lws), 0, worker)
+    for pod in group_pods(lws):
         (container,) = pod["spec"]["containers"]
         pods.append({"labels": pod["metadata"]["labels"], "ports": container.get("ports", [])})
     return pods

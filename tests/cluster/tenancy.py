@@ -3,7 +3,6 @@ ServiceAccount kubeconfigs, and the operator as a process under given credential
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import secrets
@@ -16,7 +15,7 @@ from pathlib import Path
 import loopbackhttp
 from loopbackhttp import Answer, serve
 from specserver_engine.ports import free_loopback_port
-from stack import REPO, TEST_BASE_PORT, KubeHandle, counted, scrape, wait_for
+from stack import REPO, TEST_BASE_PORT, KubeHandle, counted, scrape
 
 #: What a hostile listener answers (body and reason phrase); must never be read back.
 LEAK = "INTERNAL-ONLY: db_password=hunter2-" + secrets.token_hex(4)
@@ -82,19 +81,10 @@ def kubeconfig(path: Path, server: str, token: str) -> Path:
 
 
 def sa_token(kube: KubeHandle, namespace: str, name: str) -> str:
-    """The token of a ServiceAccount (the 1.20 token controller writes it into a Secret)."""
-
-    def find() -> str | None:
-        sa = json.loads(kube.kubectl("get", "sa", name, "-n", namespace, "-o", "json").stdout)
-        for ref in sa.get("secrets") or []:
-            got = kube.kubectl("get", "secret", ref["name"], "-n", namespace, "-o", "json")
-            data = json.loads(got.stdout).get("data") or {}
-            if "token" in data:
-                return base64.b64decode(data["token"]).decode()
-        return None
-
-    token: str = wait_for(find, 60, f"token of {namespace}/{name}")
-    return token
+    """A token of a ServiceAccount from the TokenRequest API (``kubectl create token``: since
+    1.24 no Secret holds one), valid for the test run."""
+    done = kube.kubectl("create", "token", name, "-n", namespace, "--duration=2h")
+    return done.stdout.strip()
 
 
 def start_operator(

@@ -194,7 +194,11 @@ def test_an_inline_config_in_the_previous_free_form_shape_is_refused_naming_the_
     old = named(example(), "old-form")
     target = {
         "architectures": ["Qwen3ForCausalLM"],
-        "deep": json.loads('{"a": ' * 100 + "1" + "}" * 100),
+        # Deep, but under the operator's 64-level limit: on Kubernetes 1.37 the watch cache can
+        # hand the operator the object as decoded under the older CRD (unpruned) after a GET
+        # already prunes it, and an object past the limit is skipped, not judged
+        # (test_an_object_nested_too_deep_never_ends_the_operator_nor_stops_the_others).
+        "deep": json.loads('{"a": ' * 40 + "1" + "}" * 40),
     }
     old["spec"]["modelSource"] = {"inline": {"target": target}}
     create_under(kube, PREVIOUS_INLINE, namespace, old)

@@ -16,10 +16,8 @@ from __future__ import annotations
 import base64
 import copy
 import http.client
-import importlib.util
 import json
 import ssl
-import sys
 from typing import Any
 
 import pytest
@@ -110,8 +108,8 @@ def test_every_pod_of_a_rendered_group_runs_what_was_judged(
     kube: KubeHandle, namespace: str
 ) -> None:
     """Finding 1 across nodes: the LeaderWorkerSet the operator stores keeps only its own
-    references, which LeaderWorkerSet's environment fills in each pod (the stand-in's
-    desired_pod, what the dev cluster's LeaderWorkerSet does); the spec's "$" text reaches
+    references, which LeaderWorkerSet's environment fills in each pod (the real
+    LeaderWorkerSet controller's pods, read back from the apiserver); the spec's "$" text reaches
     every rank and every preflight as written."""
     doc = yaml.safe_load(
         (REPO / "manifests" / "examples" / "deepseek-v3-nextn-h100-2node.yaml").read_text()
@@ -132,18 +130,14 @@ def test_every_pod_of_a_rendered_group_runs_what_was_judged(
             90,
             "the LeaderWorkerSet",
         )
-    standin = _standin()
-    group = lws["spec"]["leaderWorkerTemplate"]
-    pods = [
-        standin.desired_pod(lws, group, standin.revision(lws), 0, w) for w in range(group["size"])
-    ]
+    size = lws["spec"]["leaderWorkerTemplate"]["size"]
+    # The real LeaderWorkerSet controller (devcluster runs it) makes the group's pods; no node
+    # agent runs here, so they stay Pending, as stored, with LeaderWorkerSet's environment.
+    pods = wait_for(lambda: _group_pods(kube, namespace, f"{name}-lws", size), 120, "the pods")
     # Finding 5 on the same group: the engine policy (accepted by this apiserver) lets its pods
     # reach each other on the rendezvous and NCCL ports, and an engine client only the API.
     policy_file = REPO / "manifests" / "networkpolicy-engines.yaml"
-    # (--validate=false: an apiserver before 1.22 does not know endPort and drops it.)
-    kube.kubectl(
-        "apply", "--dry-run=server", "--validate=false", "-n", namespace, "-f", str(policy_file)
-    )
+    kube.kubectl("apply", "--dry-run=server", "-n", namespace, "-f", str(policy_file))
     (policy,) = [d for d in yaml.safe_load_all(policy_file.read_text()) if d]
     leader, worker_pod = (
         {"labels": p["metadata"]["labels"], "ports": p["spec"]["containers"][0].get("ports", [])}
@@ -168,13 +162,23 @@ def test_every_pod_of_a_rendered_group_runs_what_was_judged(
         assert checked[checked.index("--") + 1 :] == ran[2:]
 
 
-def _standin() -> Any:
-    spec = importlib.util.spec_from_file_location("lwsstandin", REPO / "scripts" / "lwsstandin.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["lwsstandin"] = module
-    spec.loader.exec_module(module)
-    return module
+def _group_pods(kube: KubeHandle, namespace: str, lws: str, size: int) -> list[Any] | None:
+    """The group's pods in worker order once all ``size`` exist, else None."""
+    out = kube.kubectl(
+        "get",
+        "pods",
+        "-n",
+        namespace,
+        "-l",
+        f"leaderworkerset.sigs.k8s.io/name={lws}",
+        "-o",
+        "json",
+    )
+    items = json.loads(out.stdout)["items"]
+    if len(items) < size:
+        return None
+    key = "leaderworkerset.sigs.k8s.io/worker-index"
+    return sorted(items, key=lambda p: int(p["metadata"]["labels"][key]))
 
 
 def test_a_hand_written_review_approves_no_secret_even_when_trusted(

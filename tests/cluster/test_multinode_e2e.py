@@ -3,8 +3,9 @@
 The example's shape (DeepSeek-V3 FP8 with NEXTN on 2 x 8 H100, ``resources.nodes: 2``: one
 LeaderWorkerSet group of a leader and a worker) under the operator and the node agent as
 processes (test_closed_loop_e2e's Stack) against the session's apiserver and Prometheus; the
-agent plays the kubelet and LeaderWorkerSet's controller (scripts/lwsstandin.py) and runs one
-simulated engine, time-scaled 10x, for the group on its leader. Closed-loop users of the
+agent plays the kubelets of the nodes the real scheduler binds the group's pods to, the real
+LeaderWorkerSet controller (scripts/devcluster.py) makes the group's StatefulSets, and the agent
+runs one simulated engine, time-scaled 10x, for the group on its leader. Closed-loop users of the
 project's load generator (``loadgen.one_request``) go through the Service as the agent routes it
 (its endpoints file, read again for every request, as the demo's users do) at a low load, an
 overload, then the low load again, each chosen on the advisor's model (``plan --from``):
@@ -52,7 +53,6 @@ LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
 #: The agent's pace (test_closed_loop_e2e's Stack): modelled seconds per wall second, and one
 #: pod's modelled start-up; a group across nodes starts MULTINODE_STARTUP_FACTOR times slower.
 TIME_SCALE, STARTUP_S = 10.0, 40.0
-load_script("lwsstandin")  # what nodeagent imports beside it
 GROUP_START_WALL_S = STARTUP_S * load_script("nodeagent").MULTINODE_STARTUP_FACTOR / TIME_SCALE
 #: Users: below the model's crossovers and well above them (checked against ``plan --from`` at
 #: the accept length measured) and below ``maxRunningRequests`` 64, so the overload is the load,
@@ -90,6 +90,54 @@ def spec(strategy: str) -> dict[str, Any]:
     doc["spec"]["speculative"] = dict(WIDE_TREE)
     doc["spec"]["autoSpeculation"] = {**POLICY, "switchStrategy": strategy}
     return doc
+
+
+def claim_weights(kube: KubeHandle, namespace: str) -> None:
+    """The example's weights volume (PersistentVolumeClaim ``deepseek-v3-weights``), bound to a
+    PersistentVolume made for it: the real scheduler places no pod whose claim is missing or
+    unbound (the simulated engine reads nothing from it)."""
+    (claim,) = {
+        v["persistentVolumeClaimName"]
+        for v in [yaml.safe_load(EXAMPLE.read_text())["spec"]["modelSource"]["volume"]]
+    }
+    volume = f"{namespace}-weights"[:63]
+    size = {"storage": "1Gi"}
+    docs = [
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": volume},
+            "spec": {
+                "capacity": size,
+                "accessModes": ["ReadOnlyMany"],
+                "persistentVolumeReclaimPolicy": "Retain",
+                "storageClassName": "",
+                "hostPath": {"path": "/nonexistent/specserver-test-weights"},
+                "claimRef": {"namespace": namespace, "name": claim},
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": claim, "namespace": namespace},
+            "spec": {
+                "accessModes": ["ReadOnlyMany"],
+                "storageClassName": "",
+                "volumeName": volume,
+                "resources": {"requests": size},
+            },
+        },
+    ]
+    kube.kubectl(
+        "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": docs})
+    )
+    wait_for(
+        lambda: (
+            (get(kube, "pvc", namespace, claim) or {}).get("status", {}).get("phase") == "Bound"
+        ),
+        60,
+        f"the claim {claim} bound",
+    )
 
 
 class MultinodeStack(Stack):
@@ -340,6 +388,7 @@ def test_bluegreen_switches_a_two_node_group_off_and_on_with_no_failed_request(
 ) -> None:
     started = time.monotonic()
     doc = spec("BlueGreen")
+    claim_weights(kube, namespace)
     kube.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(doc))
     first = wait_for(lambda: stack.endpoint(namespace), 120, "the On group's leader serving")
     moves: list[Move] = []
@@ -386,6 +435,7 @@ def test_recreate_restarts_the_two_node_group_and_the_clients_see_the_downtime(
 ) -> None:
     started = time.monotonic()
     doc = spec("Recreate")
+    claim_weights(kube, namespace)
     kube.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(doc))
     wait_for(lambda: stack.endpoint(namespace), 120, "the group's leader serving")
     assert launch_speculates(kube, namespace, f"{NAME}-lws")

@@ -1,10 +1,11 @@
 """A multi-node SpecServer on the real local stack becomes one LeaderWorkerSet (issue 27).
 
 The real operator (the shared operator: tests/cluster/conftest.py) against the real apiserver and
-kube-controller-manager (its garbage collector deletes what the SpecServer owns), with the
-project's LeaderWorkerSet CRD (scripts/standins/leaderworkerset-crd.yaml, which devcluster
-installs): the apiserver validates and stores the rendered LWS under that schema. No node agent
-runs here, so no group's pods start; what is asserted is what the operator writes and repairs.
+kube-controller-manager (its garbage collector deletes what the SpecServer owns), with
+LeaderWorkerSet's own CRD and controller (scripts/devcluster.py installs and runs them): the
+apiserver validates and stores the rendered LWS under that schema, through LWS's webhooks. No
+node agent runs here, so no group's pods run; what is asserted is what the operator writes and
+repairs.
 """
 
 from __future__ import annotations

@@ -121,13 +121,17 @@ HOSTILE: list[tuple[str, str, Any, str]] = [
     ("gpu-name", "resources.gpuResourceName", "not a name", "gpuResourceName"),
     ("node-key", "resources.nodeSelector", {"bad key!": "x"}, "nodeSelector"),
     ("mount-shm", "modelSource.volume", {"hostPath": "/m", "mountPath": "/dev/shm"}, "mountPath"),
-    ("replicas-huge", "replicas", 2**40, "spec.replicas"),
-    ("startup-huge", "engine.startupTimeoutSeconds", 2**62, "startupTimeoutSeconds"),
     ("gpus-huge", "resources.gpus", 100000, "spec.resources.gpus"),
-    ("steps-huge", "speculative.numSteps", 10**9, "numSteps"),
-    ("tokens-huge", "engine.expectedInputTokens", 10**15, "expectedInputTokens"),
     # was an AssertionError in the argv builder: ReconcileFailed instead of ConfigValid=False
     ("kv-dtype", "speculative.draftKvCacheDtype", "zzz", "spec.speculative.draftKvCacheDtype"),
+]
+#: Structural rules (specserver_advisor.structural): the API server's own CEL rules refuse these,
+#: naming the field, before the operator ever sees them.
+REFUSED: list[tuple[str, str, Any, str]] = [
+    ("replicas-huge", "replicas", 2**40, "spec.replicas"),
+    ("startup-huge", "engine.startupTimeoutSeconds", 2**62, "spec.engine.startupTimeoutSeconds"),
+    ("steps-huge", "speculative.numSteps", 10**9, "spec.speculative.numSteps"),
+    ("tokens-huge", "engine.expectedInputTokens", 10**15, "spec.engine.expectedInputTokens"),
 ]
 ODD_NAMES = ["a" * 70, "8b-model", "qwen3.8b"]
 
@@ -149,6 +153,10 @@ def test_every_accepted_hostile_spec_gets_a_status(
     base["spec"].pop("modelSource")
     for name, path, value, _ in HOSTILE:
         apply(kube, namespace, _set(named(base, name), path, value))
+    for name, path, value, field in REFUSED:
+        doc = _set(named(base, name), path, value)
+        done = kube.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(doc), check=False)
+        assert done.returncode != 0 and f"{field}: " in done.stderr, (name, done.stderr)
     for name in ODD_NAMES:
         apply(kube, namespace, named(base, name))
 

@@ -149,14 +149,6 @@ class Node:
             return False
 
 
-#: README install lines that need a newer apiserver than 1.20: (the minor version that added
-#: what they use, what kubectl says on an older one).
-NEEDS_NEWER = {
-    "manifests/pdb.yaml": (21, 'kind "PodDisruptionBudget" in version "policy/v1"'),
-    "manifests/networkpolicy-engines.yaml": (22, 'unknown field "endPort"'),
-}
-
-
 @pytest.fixture
 def node(kube: KubeHandle, tmp_path: Path) -> Iterator[Node]:
     image = built_images()["specserver-operator"]
@@ -173,12 +165,8 @@ def test_the_readme_install_admits_and_deploys_the_first_specserver(
 ) -> None:
     assert shutil.which("kubectl")
     env = dict(os.environ, KUBECONFIG=str(kube.kubeconfig))
-    # Two README lines use what Kubernetes added after 1.20 (the PodDisruptionBudget's policy/v1
-    # in 1.21, the engine NetworkPolicy's endPort in 1.22; clusters people run are newer). The
-    # dev cluster that runs this tier may predate them (1.20 until issue 39's control plane
-    # lands): there each such line must fail for exactly that reason, every other line pass.
-    server = json.loads(kube.kubectl("version", "-o", "json").stdout)["serverVersion"]
-    minor = int("".join(c for c in server["minor"] if c.isdigit()))
+    # Every line applies with zero errors on the current control plane (the PodDisruptionBudget
+    # is part of `apply -k manifests/`; the engine NetworkPolicy uses endPort).
     for line in install_commands():
         done = subprocess.run(
             ["bash", "-eo", "pipefail", "-c", line],
@@ -189,15 +177,12 @@ def test_the_readme_install_admits_and_deploys_the_first_specserver(
             timeout=300,
         )
         log = node.operator.logs() if node.started else "(the operator pod has not started)"
-        newer = [
-            why for name, (since, why) in NEEDS_NEWER.items() if name in line and minor < since
-        ]
-        if newer:
-            assert newer[0] in done.stderr, done.stderr
-        else:
-            assert done.returncode == 0, f"README: `{line}` failed:\n{done.stderr}\n{log}"
+        assert done.returncode == 0, f"README: `{line}` failed:\n{done.stderr}\n{log}"
+        assert "error" not in done.stderr.lower(), f"README: `{line}`:\n{done.stderr}"
         node.step()
     assert node.started, "the install never created the operator's Deployment"
+    pdb = get(kube, "poddisruptionbudget", "specserver-system", "specserver-operator")
+    assert pdb is not None and pdb["spec"]["minAvailable"] == 1, "apply -k installs the PDB"
     (name,) = [
         doc["metadata"]["name"]
         for ln in install_commands()

@@ -28,8 +28,9 @@ from stack import REPO, TEST_BASE_PORT
 pytestmark = pytest.mark.cluster
 
 LOAD_REASONS = {"TTFTSLOBreached", "QueueBuilding", "LoadAboveCrossover", "OtherModeFasterHere"}
-#: Demo ports inside the test's own range, so a demo a developer runs by hand cannot collide.
-DEMO_PORTS = f"{TEST_BASE_PORT + 50},{TEST_BASE_PORT + 53},{TEST_BASE_PORT + 54}"
+#: Demo ports inside the test's own range, so a demo a developer runs by hand cannot collide
+#: (its control plane takes +50..+54: the apiserver, etcd, LWS's webhook and probe).
+DEMO_PORTS = f"{TEST_BASE_PORT + 50},{TEST_BASE_PORT + 55},{TEST_BASE_PORT + 56}"
 
 
 def copy_checkout(dest: Path) -> Path:

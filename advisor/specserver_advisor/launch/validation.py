@@ -27,19 +27,9 @@ from specserver_advisor.launch.names import child_name
 from specserver_advisor.models import SpecServer, SpecServerSpec
 from specserver_advisor.sglang import draftcontext
 from specserver_advisor.sglang.flags import match_option
+from specserver_advisor.structural import RULES, snake, violation
 
 INT32_MAX = 2**31 - 1
-#: Sane upper bounds (values far beyond any real deployment are mistakes, not plans).
-MAX_REPLICAS = 1000
-MAX_STARTUP_TIMEOUT_S = 86_400
-MAX_RUNNING_REQUESTS = 65_536
-MAX_CONTEXT_TOKENS = 10_000_000
-MAX_NUM_STEPS = 32
-MAX_EAGLE_TOPK = 64
-MAX_DRAFT_TOKENS = 1024
-MAX_NGRAM = 1_000_000_000
-MAX_POLICY_SECONDS = 7 * 86_400
-MAX_EXTRA_ARGS = models.MAX_EXTRA_ARGS  # also the model's own bound (checked before these)
 MAX_ARG_CHARS = models.MAX_EXTRA_ARG_CHARS
 #: Variables the operator sets itself (a second definition would be ambiguous): the hub's and
 #: the engine's writable cache directories (enginefs.py).
@@ -94,9 +84,24 @@ def _quantity(value: str) -> bool:
     return QUANTITY.fullmatch(value) is not None and any(c in "123456789" for c in value)
 
 
-def _bounded(out: list[str], path: str, value: int | None, upper: int) -> None:
-    if value is not None and value > upper:
-        out.append(f"{path}: {value} is above the maximum {upper}")
+def _value_at(spec: object, path: tuple[str, ...]) -> object | None:
+    """The model's value at the CRD ``path`` below ``spec`` (None when a level is unset)."""
+    node: object | None = spec
+    for key in path:
+        node = getattr(node, snake(key), None)
+        if node is None:
+            return None
+    return node
+
+
+def structural_problems(spec: object) -> list[str]:
+    """The table's rules (specserver_advisor.structural: also the CRD's CEL rules) broken."""
+    out = []
+    for rule in RULES:
+        value = _value_at(spec, rule.path)
+        if value is not None and (problem := violation(rule, value)):
+            out.append(problem)
+    return out
 
 
 def parse(
@@ -147,7 +152,7 @@ def spec_problems(server: SpecServer) -> list[str]:
         for field, value in (("path", model.path), ("revision", model.revision)):
             if value is not None and (len(value) > MAX_ARG_CHARS or _control(value)):
                 out.append(f"{where}.{field}: too long or contains control characters")
-    _bounded(out, "spec.replicas", spec.replicas, MAX_REPLICAS)
+    out += structural_problems(spec)
     res = spec.resources
     out += topology_problems(spec)
     base = child_name(server.metadata.name or "")
@@ -185,26 +190,6 @@ def spec_problems(server: SpecServer) -> list[str]:
         if tol.toleration_seconds is not None and abs(tol.toleration_seconds) > 2**63 - 1:
             out.append(f"{path}.tolerationSeconds: out of range")
     engine = spec.engine
-    _bounded(
-        out,
-        "spec.engine.startupTimeoutSeconds",
-        engine.startup_timeout_seconds,
-        MAX_STARTUP_TIMEOUT_S,
-    )
-    _bounded(
-        out, "spec.engine.maxRunningRequests", engine.max_running_requests, MAX_RUNNING_REQUESTS
-    )
-    _bounded(out, "spec.engine.contextLength", engine.context_length, MAX_CONTEXT_TOKENS)
-    _bounded(
-        out, "spec.engine.expectedInputTokens", engine.expected_input_tokens, MAX_CONTEXT_TOKENS
-    )
-    _bounded(
-        out, "spec.engine.expectedOutputTokens", engine.expected_output_tokens, MAX_CONTEXT_TOKENS
-    )
-    if not engine.image.strip() or any(c.isspace() for c in engine.image):
-        out.append(f"spec.engine.image: {engine.image!r} is not an image reference")
-    if len(engine.extra_args) > MAX_EXTRA_ARGS:
-        out.append(f"spec.engine.extraArgs: more than {MAX_EXTRA_ARGS} items")
     for i, arg in enumerate(engine.extra_args):
         if len(arg) > MAX_ARG_CHARS or "\x00" in arg:
             out.append(f"spec.engine.extraArgs[{i}]: too long or contains NUL")
@@ -233,13 +218,6 @@ def spec_problems(server: SpecServer) -> list[str]:
         out += _reference_problems(f"spec.engine.env[{i}].value", env.value)
     s = spec.speculative
     out += _choice_problems("spec.speculative.draftKvCacheDtype", s.draft_kv_cache_dtype)
-    _bounded(out, "spec.speculative.numSteps", s.num_steps, MAX_NUM_STEPS)
-    _bounded(out, "spec.speculative.eagleTopk", s.eagle_topk, MAX_EAGLE_TOPK)
-    _bounded(out, "spec.speculative.numDraftTokens", s.num_draft_tokens, MAX_DRAFT_TOKENS)
-    if s.ngram is not None:
-        for field in ("min_bfs_breadth", "max_bfs_breadth", "max_trie_depth", "capacity"):
-            camel = re.sub(r"_([a-z])", lambda m: m.group(1).upper(), field)
-            _bounded(out, f"spec.speculative.ngram.{camel}", getattr(s.ngram, field), MAX_NGRAM)
     src = spec.model_source
     if src is not None:
         if src.config_map_name is not None and not _dns_name(src.config_map_name):
@@ -252,25 +230,6 @@ def spec_problems(server: SpecServer) -> list[str]:
         vol = src.volume
         if vol is not None:
             out += _volume_problems(vol.mount_path, vol.persistent_volume_claim_name, vol.host_path)
-    auto = spec.auto_speculation
-    if auto is not None:
-        for field in (
-            "evaluation_interval_seconds",
-            "switch_timeout_seconds",
-            "min_dwell_seconds",
-            "stale_after_seconds",
-            "relearn_after_seconds",
-        ):
-            camel = re.sub(r"_([a-z])", lambda m: m.group(1).upper(), field)
-            _bounded(out, f"spec.autoSpeculation.{camel}", getattr(auto, field), MAX_POLICY_SECONDS)
-        for field in (
-            "disable_after_breaches",
-            "enable_after_passes",
-            "max_switches_per_hour",
-            "queue_growth_evaluations",
-        ):
-            camel = re.sub(r"_([a-z])", lambda m: m.group(1).upper(), field)
-            _bounded(out, f"spec.autoSpeculation.{camel}", getattr(auto, field), 10_000)
     return out
 
 

@@ -24,6 +24,7 @@ import yaml
 
 from specserver_advisor import models
 from specserver_advisor.schema import jsonschema as jsonschemagen
+from specserver_advisor.structural import RULES
 
 _PY_TO_OPENAPI = {
     "integer": "integer",
@@ -211,9 +212,24 @@ def _status_schema() -> dict[str, Any]:
     return node
 
 
+def with_rules(spec_schema: dict[str, Any]) -> dict[str, Any]:
+    """``spec_schema`` with each rule of the structural table (specserver_advisor.structural)
+    as a CEL ``x-kubernetes-validations`` entry on its field, so the API server itself
+    enforces it (with or without the webhook)."""
+    out = copy.deepcopy(spec_schema)
+    for rule in RULES:
+        node = out
+        for key in rule.path:
+            if "properties" not in node or key not in node["properties"]:
+                raise SchemaError(f"the structural rule on {rule.field} names no CRD field")
+            node = node["properties"][key]
+        node.setdefault("x-kubernetes-validations", []).append(rule.cel())
+    return out
+
+
 def build_crd() -> dict[str, Any]:
     """Build the CRD object (a plain dict ready to be dumped as YAML)."""
-    spec_schema = structural(models.SpecServerSpec.model_json_schema(by_alias=True))
+    spec_schema = with_rules(structural(models.SpecServerSpec.model_json_schema(by_alias=True)))
     root = {
         "type": "object",
         "description": "SpecServer serves an LLM with SGLang speculative decoding.",

@@ -7,9 +7,6 @@ node and in a LeaderWorkerSet group) after expansion is the argv the checks judg
 from __future__ import annotations
 
 import copy
-import importlib.util
-import sys
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -17,6 +14,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+from lwspods import group_pods
 from specserver_advisor.launch import expansion
 from specserver_advisor.launch.validation import spec_problems
 from specserver_advisor.loaders.configchain import ModelConfigs
@@ -126,15 +124,6 @@ def test_the_smuggling_attack_is_refused_naming_the_field() -> None:
     assert spec_problems(plain) == []
 
 
-def _standin() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("lwsstandin", REPO / "scripts" / "lwsstandin.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["lwsstandin"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def _rendered(doc: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
     """(the argv the checks judged, every pod spec the kubelet would get)."""
     server = SpecServer.model_validate(doc)
@@ -147,14 +136,7 @@ def _rendered(doc: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
     workload = render.build_children(server, "u-1", cfg)[0]
     if workload["kind"] == "Deployment":
         return cfg.args, [workload["spec"]["template"]["spec"]]
-    standin = _standin()
-    workload["metadata"].setdefault("uid", "lws-uid")
-    group = workload["spec"]["leaderWorkerTemplate"]
-    pods = [
-        standin.desired_pod(workload, group, standin.revision(workload), 0, w)["spec"]
-        for w in range(group["size"])
-    ]
-    return cfg.args, pods
+    return cfg.args, [pod["spec"] for pod in group_pods(workload)]
 
 
 @pytest.mark.parametrize(

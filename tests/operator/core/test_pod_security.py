@@ -1,9 +1,9 @@
-"""Engine pods hold to Pod Security "restricted" and the admin's pod policy; ``--config`` and the
-other arg-file flags are refused in extraArgs (issue 13; docs/security.md)."""
+"""Engine pods hold to the admin's pod policy; ``--config`` and the other arg-file flags are
+refused in extraArgs (issue 13; docs/security.md). That they pass Pod Security "restricted" is
+shown by the apiserver's own admission (tests/cluster/test_kube_stack.py)."""
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
@@ -11,17 +11,15 @@ import pytest
 import yaml
 from test_render_golden import EXAMPLES, render
 
-from podsecurity import pod_templates, violations
 from specserver_advisor.lint.launchlint import build_engine_config
 from specserver_advisor.loaders.configchain import ModelConfigs
 from specserver_advisor.loaders.configs import bundled
 from specserver_advisor.models import SpecServer
 from specserver_operator.core import podpolicy
 from specserver_operator.core.render import build_children
-from stack import REPO
+from stack import REPO, pod_templates
 
 EXAMPLE = REPO / "manifests" / "examples" / "qwen3-8b-eagle3-l4.yaml"
-MULTINODE = REPO / "manifests" / "examples" / "deepseek-v3-nextn-h100-2node.yaml"
 
 
 def _doc(**engine: Any) -> dict[str, Any]:
@@ -39,45 +37,17 @@ def _configs(server: SpecServer) -> ModelConfigs:
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
-def test_rendered_engine_pods_pass_restricted(path: Path) -> None:
+def test_rendered_engine_pods_mount_no_token_and_request_resources(path: Path) -> None:
     workloads = [c for c in render(path) if c["kind"] in ("Deployment", "LeaderWorkerSet")]
     assert workloads
     for workload in workloads:
-        assert violations(workload) == []
-        for pod in pod_templates(workload):
+        for template in pod_templates(workload):
+            pod = template["spec"]
             assert pod["automountServiceAccountToken"] is False
             engine = pod["containers"][0]
             assert {"cpu", "memory"} <= set(engine["resources"]["requests"])
             shm = next(v for v in pod["volumes"] if v["name"] == "shm")["emptyDir"]
             assert shm["medium"] == "Memory" and shm["sizeLimit"].endswith("Gi")
-
-
-def test_the_checker_sees_a_leaderworkerset_worker() -> None:
-    """The checker holds a LeaderWorkerSet's worker template too (not only its leader)."""
-    lws = next(c for c in render(MULTINODE) if c["kind"] == "LeaderWorkerSet")
-    assert violations(lws) == []
-    worker = lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
-    worker["containers"][0]["securityContext"]["privileged"] = True
-    assert violations(lws) == ["workerTemplate: containers[engine]: privileged must be false"]
-
-
-def test_the_checker_fails_the_pods_we_used_to_render() -> None:
-    deployment = render(EXAMPLE)[0]
-    old = copy.deepcopy(deployment)
-    pod = old["spec"]["template"]["spec"]
-    pod["securityContext"] = {"runAsNonRoot": True, "runAsUser": 10001, "fsGroup": 10001}
-    for c in pod["initContainers"] + pod["containers"]:
-        c.pop("securityContext")
-    pod["volumes"].append({"name": "root", "hostPath": {"path": "/"}})
-    found = violations(old)
-    assert any("allowPrivilegeEscalation" in v for v in found)
-    assert any("capabilities.drop" in v for v in found)
-    assert any("seccompProfile" in v for v in found)
-    assert any("hostPath" in v for v in found)
-    privileged = copy.deepcopy(deployment)
-    privileged["spec"]["template"]["spec"]["containers"][0]["securityContext"]["privileged"] = True
-    privileged["spec"]["template"]["spec"]["hostNetwork"] = True
-    assert len(violations(privileged)) == 2
 
 
 def test_requests_are_sized_from_the_model_and_the_spec_wins() -> None:
@@ -143,12 +113,12 @@ def test_plain_extra_args_still_render() -> None:
     cfg = build_engine_config(server.spec, _configs(server), True)
     assert cfg.valid, cfg.message
     deployment = build_children(server, "uid", cfg)[0]
-    assert violations(deployment) == []
+    engine = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert "--trust-remote-code" in engine["args"]
 
 
-def test_the_operator_manifest_passes_restricted() -> None:
+def test_the_operator_manifest_sets_a_seccomp_profile() -> None:
     docs = list(yaml.safe_load_all((REPO / "manifests" / "operator.yaml").read_text()))
     deployment = next(d for d in docs if d and d["kind"] == "Deployment")
-    assert violations(deployment) == []
     pod = deployment["spec"]["template"]["spec"]
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}

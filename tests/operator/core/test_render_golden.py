@@ -16,15 +16,10 @@ import pytest
 import yaml
 
 from specserver_advisor.launch.multinode import as_leader
-from specserver_advisor.lint.launchlint import build_engine_config
-from specserver_advisor.loaders.configchain import ModelConfigs
 from specserver_advisor.loaders.configs import bundled
-from specserver_advisor.models import Mode, SpecServer
 from specserver_advisor.sglang.flags import parse_server_argv
 from specserver_advisor.sglang.resolve import resolve_launch
-from specserver_operator.core import bluegreen
-from specserver_operator.core.render import build_blue_green, build_children
-from stack import REPO
+from stack import REPO, render_example
 
 EXAMPLES = sorted((REPO / "manifests" / "examples").glob("*.yaml"))
 GOLDEN = REPO / "tests" / "golden"
@@ -32,25 +27,8 @@ K8S_VERSION = "1.25.0"
 
 
 def render(path: Path) -> list[dict[str, Any]]:
-    doc = yaml.safe_load(path.read_text())
-    doc["metadata"]["namespace"] = "llm"
-    server = SpecServer.model_validate(doc)
-    target = bundled(server.spec.model.path)
-    draft = bundled(server.spec.draft.path) if server.spec.draft else None
-    assert target is not None
-    configs = ModelConfigs(target.config, draft.config if draft else None, None, None, "t")
-    cfg = build_engine_config(server.spec, configs, server.spec.mode != Mode.DISABLED)
-    assert cfg.valid, cfg.message
-    uid = "00000000-0000-0000-0000-000000000000"
-    auto = server.spec.auto_speculation
-    if auto is not None and auto.switch_strategy.value == "BlueGreen":
-        # First deploy: the wanted mode serves, the other is rendered as the standby at zero.
-        want = "on" if cfg.speculative else "off"
-        other = build_engine_config(server.spec, configs, not cfg.speculative)
-        modes = {want: cfg, bluegreen.other(want): other}
-        plan = bluegreen.plan(want, server.spec.replicas, None, {}, {})
-        return build_blue_green(server, uid, modes, plan.replicas, plan.serve)
-    return build_children(server, uid, cfg)
+    """The children the operator renders for the example at ``path`` (stack.render_example)."""
+    return render_example(path)
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)

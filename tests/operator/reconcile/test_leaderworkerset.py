@@ -1,12 +1,12 @@
 """Multi-node SpecServers run on a LeaderWorkerSet (issue 27): what is rendered, and how the
 pure core plans, repairs, reads and switches it.
 
-The rendered object is held to LeaderWorkerSet's documented v1 API (the project's structural
-CRD, scripts/standins/leaderworkerset-crd.yaml) and to the shape of the LWS project's published
-SGLang example (docs/examples/sglang in kubernetes-sigs/lws): leader and workers run the same
-launch with ``--dist-init-addr $(LWS_LEADER_ADDRESS):<port> --nnodes N --node-rank
-$(LWS_WORKER_INDEX)``, only the leader serves HTTP and is probed, ``/dev/shm`` is a memory
-emptyDir, ``restartPolicy: RecreateGroupOnPodRestart``, and a Service selects the leader.
+The rendered object is held to the shape of the LWS project's published SGLang example
+(docs/examples/sglang in kubernetes-sigs/lws): leader and workers run the same launch with
+``--dist-init-addr $(LWS_LEADER_ADDRESS):<port> --nnodes N --node-rank $(LWS_WORKER_INDEX)``,
+only the leader serves HTTP and is probed, ``/dev/shm`` is a memory emptyDir, ``restartPolicy:
+RecreateGroupOnPodRestart``, and a Service selects the leader. LWS's own CRD and webhook admit
+it on the real stack (tests/cluster/test_kube_stack.py).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import dataclasses
 import itertools
 from typing import Any
 
-import jsonschema
 import pytest
 import yaml
 
@@ -35,7 +34,6 @@ from specserver_operator.reconcile.runsettings import Settings
 from stack import REPO
 
 EXAMPLE = REPO / "manifests" / "examples" / "deepseek-v3-nextn-h100-2node.yaml"
-CRD = REPO / "scripts" / "standins" / "leaderworkerset-crd.yaml"
 NOW, NOW_TS = "2026-11-30T12:00:00Z", 1_800_000_000.0
 SETTINGS = Settings()
 LWS = "LeaderWorkerSet"
@@ -156,23 +154,6 @@ def test_the_example_renders_one_leaderworkerset_of_two_and_a_service_on_its_lea
         "leaderworkerset.sigs.k8s.io/worker-index": "0",
     }
     assert lws["metadata"]["ownerReferences"][0]["uid"] == "u-1"
-
-
-def test_the_rendered_leaderworkerset_is_valid_under_the_v1_schema() -> None:
-    crd = yaml.safe_load(CRD.read_text())
-    version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")
-    schema = version["schema"]["openAPIV3Schema"]
-    for strategy in ("Recreate", "RollingUpdate", "BlueGreen"):
-        plan = desired(
-            observed(body(autoSpeculation={"switchStrategy": strategy})), SETTINGS, PassCache()
-        )
-        for (kind, _), obj in rendered(plan).items():
-            if kind == LWS:
-                jsonschema.validate(obj, schema)
-    broken = copy.deepcopy(lws_of(desired(observed(body()), SETTINGS, PassCache())))
-    broken["spec"]["leaderWorkerTemplate"]["restartPolicy"] = "Sometimes"
-    with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(broken, schema)
 
 
 def test_rolling_update_surges_a_group_only_when_the_spec_says_one_is_spare() -> None:
