@@ -33,10 +33,10 @@ from specserver_advisor.lint.shell.evaluate import from_shell
 from specserver_advisor.lint.shell.words import ShellSyntaxError
 from specserver_advisor.lint.sources import (
     InputError,
+    YamlDocuments,
     from_yaml,
     known_document,
     launch_from_items,
-    load_yaml_documents,
 )
 
 #: A launch written out: a server or benchmark module run by Python, or ``sglang serve``.
@@ -885,7 +885,7 @@ def tree_launches(
     """Launches in YAML/JSON documents: the workload kinds ``sources.from_yaml`` knows, then,
     in any other document, argv lists, command strings, container-like maps and flag maps under
     any key, and SGLang cookbook model files."""
-    docs = load_yaml_documents(text, path)
+    docs = YamlDocuments(text, path)  # parsed as read: the launch cap stops the parse
     launches, specservers = from_yaml(path, text, docs)
     if launches or specservers:
         return launches, specservers

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from specserver_advisor.bounded import InputLimitError
@@ -109,12 +110,43 @@ def _pos(node: Any, key: Any = None, index: int | None = None) -> Position:
 
 def load_yaml_documents(text: str, path: str = "YAML") -> list[Any]:
     """All documents (with line info); raises InputError on bad or oversized YAML."""
-    try:
-        return [d for d in yamlnodes.load_all(text, path) if d is not None]
-    except InputLimitError as exc:
-        raise InputError(exc.reason, exc.line or 1, exc.column or 1) from exc
-    except (ValueError, TypeError, RecursionError) as exc:
-        raise InputError(f"invalid YAML: {exc}") from exc
+    return list(YamlDocuments(text, path))
+
+
+class YamlDocuments:
+    """A file's documents (with line info), parsed as they are first iterated and kept for
+    the next pass: a reader that stops at the launch cap leaves the rest of the file unparsed.
+    Iterating raises InputError on bad or oversized YAML when it reaches it."""
+
+    def __init__(self, text: str, path: str = "YAML") -> None:
+        self.path = path
+        self.read: list[Any] = []
+        self._rest: Iterator[Any] | None = yamlnodes.load_each(text, path)
+
+    def _next(self) -> bool:
+        """One more document read into ``read`` (False at the end)."""
+        while self._rest is not None:
+            try:
+                doc = next(self._rest)
+            except StopIteration:
+                self._rest = None
+                return False
+            except InputLimitError as exc:
+                self._rest = None
+                raise InputError(exc.reason, exc.line or 1, exc.column or 1) from exc
+            except (ValueError, TypeError, RecursionError) as exc:
+                self._rest = None
+                raise InputError(f"invalid YAML: {exc}") from exc
+            if doc is not None:
+                self.read.append(doc)
+                return True
+        return False
+
+    def __iter__(self) -> Iterator[Any]:
+        index = 0
+        while index < len(self.read) or self._next():
+            yield self.read[index]
+            index += 1
 
 
 def _scope(launches: list[Launch], obj: Any, workload: Workload) -> None:
@@ -334,7 +366,7 @@ def _annotation_suppressions(doc: Any) -> dict[str, str]:
 
 
 def from_yaml(
-    path: str, text: str, docs: list[Any] | None = None
+    path: str, text: str, docs: Iterable[Any] | None = None
 ) -> tuple[list[Launch], list[Any]]:
     """Launches in YAML documents; also returns SpecServer documents for their own rules
     (``docs``: the documents when the caller loaded them already)."""
@@ -344,7 +376,7 @@ def from_yaml(
     budget = Budget()  # one shell budget for every command in the file
     files: dict[str, tuple[str, int, str]] = {}
     selecting: list[Selecting] = []  # the file's Services and PodMonitors, for LWS groups
-    for doc in load_yaml_documents(text, path) if docs is None else docs:
+    for doc in YamlDocuments(text, path) if docs is None else docs:
         if len(launches) > MAX_FILE_LAUNCHES:
             break  # the caller (``finder.scan``) cuts them to the limit and says so
         if not isinstance(doc, dict):

@@ -13,6 +13,7 @@ the input, with line and column. Used by ``lint.yamlnodes`` (lint, ``replay --po
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import yaml
@@ -137,40 +138,63 @@ def measure(root: yaml.Node, what: str, max_nodes: int, max_depth: int) -> int:
     return size[id(root)]
 
 
-def compose(
+def _invalid(what: str, exc: yaml.YAMLError) -> InputLimitError:
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    if mark is None:
+        return InputLimitError(what, f"invalid YAML: {problem}")
+    line, column = mark.line + 1, mark.column + 1
+    return InputLimitError(
+        what, f"invalid YAML at line {line}, column {column}: {problem}", line, column
+    )
+
+
+def compose_each(
     text: str, what: str, *, max_nodes: int = MAX_NODES, max_depth: int = MAX_DEPTH
-) -> list[yaml.Node]:
-    """Every document's node graph (None documents dropped), measured against the limits.
-    Documents are counted before any is composed (``MAX_DOCUMENTS``: 500,000 empty ones cost
-    seconds), and an empty one counts one node against ``max_nodes``."""
+) -> Iterator[yaml.Node]:
+    """Each document's node graph in turn (None documents dropped), measured against the
+    limits as it is composed: a reader that stops early (lint's 500-launch cap) never parses
+    the rest of the file. Documents are counted before any is composed (``MAX_DOCUMENTS``:
+    500,000 empty ones cost seconds), and an empty one counts one node against ``max_nodes``.
+    A fault later in the file is raised when the reader gets there."""
     markers = text.count("\n---") + text.count("\n...") + text.startswith(("---", "..."))
     if markers > MAX_DOCUMENTS:
         raise InputLimitError(
             what, f"{markers:,} YAML document markers; at most {MAX_DOCUMENTS:,} documents a file"
         )
+    left, count = max_nodes, 0
+    loader = _Loader(text)
     try:
-        with gc_paused():
-            every = list(yaml.compose_all(text, Loader=_Loader))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        if mark is None:
-            raise InputLimitError(what, f"invalid YAML: {problem}") from None
-        line, column = mark.line + 1, mark.column + 1
-        raise InputLimitError(
-            what, f"invalid YAML at line {line}, column {column}: {problem}", line, column
-        ) from None
-    except (ValueError, TypeError, RecursionError) as exc:
-        raise InputLimitError(what, f"invalid YAML: {exc}") from None
-    if len(every) > MAX_DOCUMENTS:
-        raise InputLimitError(what, f"more than {MAX_DOCUMENTS:,} YAML documents")
-    docs = [d for d in every if d is not None]
-    left = max_nodes - (len(every) - len(docs))  # an empty document counts one node
-    if left < 0:
-        raise InputLimitError(what, f"expands to more than {max_nodes} nodes")
-    for doc in docs:
-        left -= measure(doc, what, left, max_depth)
-    return docs
+        while True:
+            try:
+                with gc_paused():  # per document: never held while the reader runs
+                    if not loader.check_node():
+                        return
+                    node = loader.get_node()
+            except yaml.YAMLError as exc:
+                raise _invalid(what, exc) from None
+            except (ValueError, TypeError, RecursionError) as exc:
+                raise InputLimitError(what, f"invalid YAML: {exc}") from None
+            count += 1
+            if count > MAX_DOCUMENTS:
+                raise InputLimitError(what, f"more than {MAX_DOCUMENTS:,} YAML documents")
+            if node is None:
+                left -= 1  # an empty document counts one node
+                if left < 0:
+                    raise InputLimitError(what, f"expands to more than {max_nodes} nodes")
+                continue
+            left -= measure(node, what, left, max_depth)
+            yield node
+    finally:
+        loader.dispose()
+
+
+def compose(
+    text: str, what: str, *, max_nodes: int = MAX_NODES, max_depth: int = MAX_DEPTH
+) -> list[yaml.Node]:
+    """Every document's node graph (None documents dropped), measured against the limits
+    (``compose_each``, read to the end)."""
+    return list(compose_each(text, what, max_nodes=max_nodes, max_depth=max_depth))
 
 
 _CONSTRUCTOR = yaml.SafeLoader("")

@@ -9,6 +9,7 @@ round-trip loader. Parsing, the alias-expansion and depth budget, and scalar tag
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import yaml
@@ -86,3 +87,12 @@ def load_all(text: str, what: str = "YAML") -> list[Any]:
     oversized YAML (``bounded_yaml.compose``)."""
     with gc_paused():  # bounded by the file's size; see ``bounded.gc_paused``
         return [_convert(node, what) for node in bounded_yaml.compose(text, what)]
+
+
+def load_each(text: str, what: str = "YAML") -> Iterator[Any]:
+    """Each document in turn, converted (``bounded_yaml.compose_each``): the rest of the file
+    is not parsed when the reader stops early."""
+    for node in bounded_yaml.compose_each(text, what):
+        with gc_paused():
+            converted = _convert(node, what)
+        yield converted

@@ -100,3 +100,66 @@ def test_a_word_of_a_million_expansions_is_cut(tmp_path: Path) -> None:
     said = [d.message for d in report.diagnostics if d.code == "INFO004"]
     assert any(f"more than {MAX_WORDS:,} expansions" in m for m in said), said
     assert spent < 2.0, spent  # CPU seconds (about 7 s before the expansions were counted)
+
+
+POD = (
+    "---\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: e\n"
+    "    image: lmsysorg/sglang:v0.5.23-cu129\n    command: [python3, -m, sglang.launch_server]\n"
+    "    args: [--model-path, Qwen/Qwen3-8B, --tp, '1', --port, '30000']\n"
+    "    resources: {limits: {nvidia.com/gpu: 1}}\n"
+)
+
+
+def test_documents_past_the_cap_are_not_parsed(tmp_path: Path) -> None:
+    """Documents are composed one at a time: past the launch cap the rest of the file is not
+    read, so even invalid YAML there is not reached (the whole file was parsed first before)."""
+    path = tmp_path / "pods.yaml"
+    path.write_text(POD * (MAX_FILE_LAUNCHES + 20) + "---\nkind: [unclosed\n")
+    report, _ = lint(path)
+    assert report.launches == MAX_FILE_LAUNCHES
+    capped = [d for d in report.diagnostics if d.code == "INFO004"]
+    assert [CAPPED in d.message for d in capped] == [True]
+    assert capped[0].line == 1 + 10 * (MAX_FILE_LAUNCHES - 1) + 5  # the last Pod linted
+    # Before the cap, invalid YAML is still an error naming its line.
+    path.write_text(POD * 3 + "---\nkind: [unclosed\n")
+    report, _ = lint(path)
+    assert report.launches == 0
+    assert [d.line for d in report.diagnostics] == [33], report.diagnostics  # where libyaml stops
+
+
+def test_two_megabytes_of_pods_as_documents_within_a_second(tmp_path: Path) -> None:
+    from specserver_advisor.lint.engine import MAX_BYTES
+
+    path = tmp_path / "pods.yaml"
+    path.write_text(POD * ((MAX_BYTES - 64) // len(POD)))
+    report, spent = lint(path)
+    assert report.launches == MAX_FILE_LAUNCHES
+    assert spent < 1.0, spent  # CPU seconds (1.8 s when the whole file was composed first)
+
+
+def test_a_word_of_a_million_quoted_strings_is_cut(tmp_path: Path) -> None:
+    """2 MB of alternating ``"'`` quotes is one word of 666,000 quoted strings: each counts
+    against the expansion budget like a ``$`` (4.4 s of CPU before)."""
+    from specserver_advisor.lint.engine import MAX_BYTES
+    from specserver_advisor.lint.shell.budget import MAX_WORDS
+
+    path = tmp_path / "quotes.sh"
+    path.write_text((LAUNCH + " " + "\"'" * MAX_BYTES)[: MAX_BYTES - 64])
+    report, spent = lint(path)
+    said = [d.message for d in report.diagnostics if d.code == "INFO004"]
+    assert any(f"more than {MAX_WORDS:,} expansions and quoted strings" in m for m in said), said
+    assert spent < 1.0, spent  # CPU seconds
+
+
+def test_two_megabytes_of_unclosed_substitutions_within_a_second(tmp_path: Path) -> None:
+    """``$($($(...`` is scanned for its closing parenthesis in one pass (2 s of CPU before),
+    and the script that never closes it is refused naming where it opens."""
+    from specserver_advisor.lint.engine import MAX_BYTES
+
+    path = tmp_path / "subst.sh"
+    path.write_text((LAUNCH + " " + "$(" * MAX_BYTES)[: MAX_BYTES - 64])
+    report, spent = lint(path)
+    (hit,) = report.diagnostics
+    assert hit.code == "INPUT001" and "unterminated (" in hit.message, hit
+    assert (hit.line, hit.column) == (1, len(LAUNCH) + 2)
+    assert spent < 1.0, spent  # CPU seconds

@@ -48,8 +48,8 @@ WHAT = {
     "ones were skipped)",
     "value": f"a variable's value grew past {MAX_VALUE:,} characters (it is unknown from there)",
     "file words": f"the file has more than {MAX_WORDS:,} shell words (those after were not read)",
-    "file expansions": f"the file has more than {MAX_WORDS:,} expansions (`$`, backquotes; "
-    "those after were not read)",
+    "file expansions": f"the file has more than {MAX_WORDS:,} expansions and quoted strings "
+    "(`$`, backquotes, quotes; those after were not read)",
 }
 #: Names an unknown piece that stands for a value over budget (INFO004 reports it, not INFO002).
 OVER = "over budget: "
