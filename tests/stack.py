@@ -123,6 +123,16 @@ def pod_templates(obj: dict[str, Any]) -> list[dict[str, Any]]:
     return [obj["spec"]["template"]]
 
 
+def dry_run_create(
+    kube: KubeHandle, namespace: str, obj: dict[str, Any]
+) -> subprocess.CompletedProcess[str]:
+    """``kubectl create --dry-run=server`` of ``obj`` in ``namespace``: the apiserver's whole
+    admission (schema, CEL rules, Pod Security, webhooks) judges it and nothing is stored."""
+    return kube.kubectl(
+        "create", "--dry-run=server", "-n", namespace, "-f", "-", input=json.dumps(obj), check=False
+    )
+
+
 def pod_security_refusals(kube: KubeHandle, namespace: str, obj: dict[str, Any]) -> list[str]:
     """What the apiserver's Pod Security admission says about each pod ``obj`` would make, in
     ``namespace`` (which enforces "restricted"): a server-side dry run of each pod, so nothing
@@ -138,16 +148,7 @@ def pod_security_refusals(kube: KubeHandle, namespace: str, obj: dict[str, Any])
             },
             "spec": {**template["spec"], "serviceAccountName": "default"},
         }
-        done = kube.kubectl(
-            "create",
-            "--dry-run=server",
-            "-n",
-            namespace,
-            "-f",
-            "-",
-            input=json.dumps(pod),
-            check=False,
-        )
+        done = dry_run_create(kube, namespace, pod)
         if done.returncode != 0:
             refusals.append(done.stderr.strip())
     return refusals

@@ -31,6 +31,7 @@ from stack import (
     QWEN_EAGLE3,
     REPO,
     KubeHandle,
+    dry_run_create,
     load_devcluster,
     pod_security_refusals,
     render_example,
@@ -90,9 +91,7 @@ def test_the_apiserver_refuses_a_structural_rule_broken_without_a_webhook(
         doc["spec"]["speculative"] = {"algorithm": "NGRAM"}
         doc["spec"].pop("draft", None)
     _set(doc, rule.path, _breaking(rule))
-    done = kube.kubectl(
-        "create", "--dry-run=server", "-n", namespace, "-f", "-", input=json.dumps(doc), check=False
-    )
+    done = dry_run_create(kube, namespace, doc)
     assert done.returncode != 0, f"{rule.field} accepted"
     if isinstance(rule, MaxItems):
         # The CRD's own maxItems (the same bound, from the models) refuses it first, naming the
@@ -107,16 +106,7 @@ def test_the_apiserver_refuses_a_structural_rule_broken_without_a_webhook(
         _set(fine, rule.path, rule.maximum)
     else:
         _set(fine, rule.path, [] if isinstance(rule, MaxItems) else "registry.local/engine:1")
-    ok = kube.kubectl(
-        "create",
-        "--dry-run=server",
-        "-n",
-        namespace,
-        "-f",
-        "-",
-        input=json.dumps(fine),
-        check=False,
-    )
+    ok = dry_run_create(kube, namespace, fine)
     assert ok.returncode == 0, ok.stderr
 
 
