@@ -33,16 +33,22 @@ MAX_EXTRA_ARGS = 256
 
 
 @dataclass(frozen=True)
-class Maximum:
-    """An integer field's upper bound: ``spec.<path>`` at most ``maximum``."""
+class _OnField:
+    """A rule on one field below ``spec``."""
 
     #: camelCase keys below ``spec`` (the CRD's and the manifest's spelling)
     path: tuple[str, ...]
-    maximum: int
 
     @property
     def field(self) -> str:
         return "spec." + ".".join(self.path)
+
+
+@dataclass(frozen=True)
+class Maximum(_OnField):
+    """An integer field's upper bound: ``spec.<path>`` at most ``maximum``."""
+
+    maximum: int
 
     def message(self, value: object | None = None) -> str:
         """The refusal, naming the field (the webhook's and ConfigValid's carry the value)."""
@@ -55,15 +61,10 @@ class Maximum:
 
 
 @dataclass(frozen=True)
-class MaxItems:
+class MaxItems(_OnField):
     """A list field's length bound: ``spec.<path>`` has at most ``maximum`` items."""
 
-    path: tuple[str, ...]
     maximum: int
-
-    @property
-    def field(self) -> str:
-        return "spec." + ".".join(self.path)
 
     def message(self, value: object | None = None) -> str:
         return f"{self.field}: more than {self.maximum} items"
@@ -73,15 +74,10 @@ class MaxItems:
 
 
 @dataclass(frozen=True)
-class NoWhitespace:
+class NoWhitespace(_OnField):
     """A string field that must be non-empty and hold no whitespace (an image reference)."""
 
-    path: tuple[str, ...]
     what: str
-
-    @property
-    def field(self) -> str:
-        return "spec." + ".".join(self.path)
 
     def message(self, value: object | None = None) -> str:
         shown = f"{value!r} " if value is not None else ""
