@@ -63,7 +63,6 @@ def deferred_pass(client: StoringClient, body: dict[str, Any]) -> controller.Out
 
 
 def test_a_deferred_pass_writes_nothing_until_its_rest_runs() -> None:
-    controller.clear_caches()
     client = StoringClient()
     body = copy.deepcopy(SPEC)
     out = deferred_pass(client, body)

@@ -8,16 +8,10 @@ import copy
 import json
 from typing import Any
 
-import pytest
 from operatorfakes import OVERLOAD, STEADY, FakeClient, Signals, cycle, mode
 
 from specserver_advisor.policy.autocycle import COUNT_CAP
 from specserver_operator.reconcile import controller
-
-
-@pytest.fixture(autouse=True)
-def fresh_caches() -> None:
-    controller.clear_caches()
 
 
 def test_overload_switches_off_once_and_completes() -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import pytest
 from operatorfakes import OVERLOAD, SPEC, STEADY, FakeClient, Signals, mode
 from test_bluegreen import Store
 
@@ -16,11 +15,6 @@ from specserver_operator.reconcile import controller
 AUTO_BLUE_GREEN: dict[str, Any] = copy.deepcopy(SPEC)
 AUTO_BLUE_GREEN["metadata"]["uid"] = "u-cancel"
 AUTO_BLUE_GREEN["spec"]["autoSpeculation"]["switchStrategy"] = "BlueGreen"
-
-
-@pytest.fixture(autouse=True)
-def fresh_caches() -> None:
-    controller.clear_caches()
 
 
 def cycle(client: FakeClient, body: dict[str, Any], obs: dict[str, Any], t: float) -> Any:

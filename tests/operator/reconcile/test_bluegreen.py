@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import pytest
 from operatorfakes import SPEC, FakeClient
 
 from specserver_operator.core import bluegreen
@@ -95,11 +94,6 @@ class Store(FakeClient):
 
     def selector(self) -> dict[str, str]:
         return dict(self.objects[("Service", "x")]["spec"]["selector"])
-
-
-@pytest.fixture(autouse=True)
-def fresh_caches() -> None:
-    controller.clear_caches()
 
 
 def reconcile(store: Store, mode: str, generation: int) -> controller.Outcome:

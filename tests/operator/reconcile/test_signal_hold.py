@@ -121,7 +121,6 @@ def test_a_blip_within_the_hold_rewrites_no_status(prom: FakePrometheus) -> None
 
 
 def test_a_stale_spell_writes_its_condition_once() -> None:
-    controller.clear_caches()
     client = FakeClient()
     cycle(client, Signals(**STEADY), 1000)
     cycle(client, Signals(**dict(STEADY, age_s=500.0)), 1010)
