@@ -44,7 +44,10 @@ from kubernetes.client.exceptions import ApiException
 from specserver_advisor.launch import expansion
 from specserver_engine.ports import free_loopback_port
 
-#: Node names: NODE_PREFIX + index.
+#: Node names: NODE_PREFIX + index (``--node-prefix`` extends it: NODE_PREFIX + extension +
+#: index). Every Node whose name starts with NODE_PREFIX is a node agent's: one that is not in the
+#: running agent's pool is a stale one (an earlier agent's, in the same control plane) and is
+#: deleted at start, so the pool's shape is all the scheduler can place on.
 NODE_PREFIX = "specserver-dev-node-"
 WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -88,9 +91,11 @@ class NodeShape:
     cpu: str = "256"
     memory: str = "2Ti"
     gpu_product: str = "NVIDIA-H100-80GB-HBM3"
+    #: what the node names carry after NODE_PREFIX, before the index (a DNS-1123 label part)
+    prefix: str = ""
 
     def names(self) -> list[str]:
-        return [f"{NODE_PREFIX}{i}" for i in range(self.count)]
+        return [f"{NODE_PREFIX}{self.prefix}{i}" for i in range(self.count)]
 
     def node(self, name: str) -> dict[str, Any]:
         """The Node object (status included: capacity and allocatable)."""
@@ -161,7 +166,19 @@ class Agent:
     last_heartbeat: float = 0.0
 
     def register_nodes(self) -> None:
-        """Create (or refresh) every node of the pool, its Lease, its Ready condition."""
+        """Create (or refresh) every node of the pool, its Lease, its Ready condition; delete
+        the stale agent nodes (``NODE_PREFIX``) outside the pool first: with the node lifecycle
+        controller off (scripts/devcluster.py) an earlier agent's Nodes stay Ready and
+        schedulable after it stops, and would offer the scheduler GPUs nothing runs on."""
+        mine = set(self.shape.names())
+        for stale in self.core.list_node().items:
+            name = stale.metadata.name
+            if name.startswith(NODE_PREFIX) and name not in mine:
+                try:
+                    self.core.delete_node(name)
+                except ApiException as exc:
+                    if exc.status != 404:
+                        raise
         for name in self.shape.names():
             node = self.shape.node(name)
             try:
@@ -492,6 +509,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--gpu-product", default=defaults.gpu_product, help=f"the nodes' {GPU_PRODUCT_LABEL} label"
     )
+    p.add_argument(
+        "--node-prefix",
+        default="",
+        help=f"node names are {NODE_PREFIX}<this><index> (a fresh pool: no earlier pod bound)",
+    )
     args = p.parse_args(argv)
     config.load_kube_config(args.kubeconfig)
     args.state_dir.mkdir(parents=True, exist_ok=True)
@@ -502,7 +524,12 @@ def main(argv: list[str] | None = None) -> int:
         args.time_scale,
         args.startup_seconds,
         shape=NodeShape(
-            args.nodes, args.node_gpus, args.node_cpu, args.node_memory, args.gpu_product
+            args.nodes,
+            args.node_gpus,
+            args.node_cpu,
+            args.node_memory,
+            args.gpu_product,
+            args.node_prefix,
         ),
         coord=client.CoordinationV1Api(),
     )

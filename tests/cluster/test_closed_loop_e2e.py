@@ -89,7 +89,9 @@ class Stack:
         self.operator.wait()
         self.operator = None
 
-    def start_agent(self) -> None:
+    def start_agent(self, *options: str) -> None:
+        """The node agent (its default pool unless ``options`` say otherwise: scripts/nodeagent.py's
+        ``--nodes``, ``--node-gpus``, ``--node-prefix``, ...)."""
         log = open(self.state / "agent.log", "ab")  # noqa: SIM115
         self.agent = subprocess.Popen(
             [
@@ -105,6 +107,7 @@ class Stack:
                 "10",
                 "--startup-seconds",
                 "40",
+                *options,
             ],
             env=self.env(),
             stdout=log,
