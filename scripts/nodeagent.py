@@ -515,6 +515,9 @@ def main(argv: list[str] | None = None) -> int:
         help=f"node names are {NODE_PREFIX}<this><index> (a fresh pool: no earlier pod bound)",
     )
     args = p.parse_args(argv)
+    longest = f"{NODE_PREFIX}{args.node_prefix}{max(args.nodes - 1, 0)}"
+    if len(longest) > 63:  # also the kubernetes.io/hostname label's value
+        p.error(f"--node-prefix: node name {longest!r} is over 63 characters")
     config.load_kube_config(args.kubeconfig)
     args.state_dir.mkdir(parents=True, exist_ok=True)
     agent = Agent(

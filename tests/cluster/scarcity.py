@@ -4,10 +4,10 @@ of fixed-size GPU nodes of the test's own, users through the Service counted as 
 them (test_multinode_e2e's Clients), and readers of what the scheduler, the apiserver and the
 operator said.
 
-The pool is named after the test's namespace (``--node-prefix``): the agent deletes every other
-agent node at its start (scripts/nodeagent.py), so no Node an earlier test's agent registered in
-the same control plane offers the scheduler a GPU, and no pod an earlier test left bound counts
-against the pool.
+The pool is named after the test's namespace (its ``t<N>`` counter, ``--node-prefix``): the
+agent deletes every other agent node at its start (scripts/nodeagent.py), so no Node an earlier
+test's agent registered in the same control plane offers the scheduler a GPU, and no pod an
+earlier test left bound counts against the pool.
 """
 
 from __future__ import annotations
@@ -127,12 +127,12 @@ def scarce_stacks(
     def make(nodes: int, gpus: int) -> Stack:
         s = Stack(kube, prom, tmp_path)
         started.append(s)
-        s.start_agent(
-            "--nodes", str(nodes), "--node-gpus", str(gpus), "--node-prefix", f"{namespace}-"
-        )
+        # The namespace's own counter (t<N>): a node name is a 63-byte hostname label.
+        prefix = namespace.split("-", 1)[0] + "-"
+        s.start_agent("--nodes", str(nodes), "--node-gpus", str(gpus), "--node-prefix", prefix)
         # Only the pool's nodes are Ready and offer GPUs (the stale ones are gone).
         wait_for(
-            lambda: pool(kube) == {f"specserver-dev-node-{namespace}-{i}" for i in range(nodes)},
+            lambda: pool(kube) == {f"specserver-dev-node-{prefix}{i}" for i in range(nodes)},
             60,
             f"the pool of {nodes} x {gpus} GPUs alone",
         )
@@ -144,7 +144,8 @@ def scarce_stacks(
     finally:
         for s in started:
             s.stop()
-            print((tmp_path / "operator.log").read_text()[-4000:])
+            log = tmp_path / "operator.log"
+            print(log.read_text()[-4000:] if log.exists() else "no operator log")
 
 
 def pool(kube: KubeHandle) -> set[str]:
