@@ -146,7 +146,9 @@ def auto_step(
         )
         if followed is not None:
             return followed
-        if paused or switch.fallback:  # a fallback has freed the old engine: see it through  # the policy makes no decision while paused, a cancel included
+        # The policy makes no decision while paused, a cancel included; nor on a switch that
+        # fell back to Recreate (the old engine is freed: it is seen through).
+        if paused or switch.fallback:
             return AutoStep(speculative=SpecMode.from_status(switch.target).speculative)
         return _cancel_switch(status, stored, switch, policy, obs, ctx, now)
     if obs is None:
@@ -359,9 +361,7 @@ def _fall_back(
     step = AutoStep(speculative=want.speculative, switch_result="fellback")
     step.status["switch"] = switching.fallen_back(switch, now, now + limit)
     step.status["policyState"] = policystate.to_status(persisted(state, stored, now))
-    step.status["decisions"] = _append(
-        status, now, want.action, Outcome.FALL_BACK, want, message
-    )
+    step.status["decisions"] = _append(status, now, want.action, Outcome.FALL_BACK, want, message)
     step.status["lastDecisionReason"] = str(Outcome.FALL_BACK)
     step.events.append(
         ("Warning", str(Outcome.FALL_BACK), f"switch to speculation {want}: {message}")

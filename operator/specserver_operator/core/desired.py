@@ -154,7 +154,8 @@ def desired(observed: Observed, settings: RenderSettings, memo: PassCache) -> Pa
             plan.evaluated_sample = observed.metrics.ts
         plan.events += step.events
         new = step.status.get("switch")
-        if new and (observed.switch is None or (new.get("fallback") and not observed.switch.fallback)):
+        before = observed.switch
+        if new and (before is None or (new.get("fallback") and not before.fallback)):
             # The intent goes to status before any child changes: an operator killed in
             # between finds the switch (or its fallback to Recreate) there on restart and
             # completes it (exactly once).

@@ -139,9 +139,7 @@ def cause_text(blocked: Blocked | None) -> str:
     return f"{blocked.reason}: {blocked.message}"
 
 
-def fallen_back(
-    switch: SwitchInProgress, now: float, deadline: float
-) -> dict[str, object]:
+def fallen_back(switch: SwitchInProgress, now: float, deadline: float) -> dict[str, object]:
     """``status.switch`` once it falls back to Recreate at ``now`` (a second deadline)."""
     record = switch.model_dump(by_alias=True, exclude_none=True, mode="json")
     record.update({"fallback": RECREATE, "fallbackAt": iso(now), "deadline": iso(deadline)})
