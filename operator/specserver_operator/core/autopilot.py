@@ -26,7 +26,14 @@ from specserver_advisor.models import (
     SwitchInProgress,
 )
 from specserver_advisor.policy import zerosteps
-from specserver_advisor.policy.autocycle import evaluate, load_state, persisted, reconsider
+from specserver_advisor.policy.autocycle import (
+    evaluate,
+    load_state,
+    persisted,
+    reconsider,
+    record_blocked,
+    record_fell_back,
+)
 from specserver_advisor.policy.autocycle import round_significant as _round
 from specserver_advisor.policy.model import (
     KEEP,
@@ -38,6 +45,7 @@ from specserver_advisor.policy.model import (
     Reason,
     SpecMode,
 )
+from specserver_advisor.policy.switchcost import modelled_startup_s, switch_deadline_s
 from specserver_operator.core import policystate, switching
 from specserver_operator.core.blocked import Blocked
 from specserver_operator.core.switching import Outcome, iso, parse_time
@@ -204,7 +212,7 @@ def auto_step(
             "previous": str(target.other.status),
             "startedAt": iso(now),
             "reason": str(decision.reason),
-            "deadline": iso(now + switching.deadline_s(policy, ctx)),
+            "deadline": iso(now + switch_deadline_s(policy, ctx)),
         }
         step.status["decisions"] = _ledger(status, decision, state.mode, _summary(decision))
         verb = "SpeculationEnabled" if target.speculative else "SpeculationDisabled"
@@ -262,16 +270,10 @@ def _follow_switch(
     want = SpecMode.from_status(switch.target)
     if running == want and engine_ready:
         return _completed(status, switch, want, now)
-    limit = switching.deadline_s(policy, ctx)
+    limit = switch_deadline_s(policy, ctx)
     if now < switching.deadline_of(switch, limit):
         return None
-    outcome = switching.at_deadline(
-        switch,
-        blocked,
-        policy,
-        switching.budget_allows(stored, now, policy),
-        switching.old_keeps_serving(policy),
-    )
+    outcome = switching.at_deadline(switch, blocked, policy, load_state(stored, running), now)
     if outcome == Outcome.FALL_BACK:
         return _fall_back(status, stored, switch, running, now, limit, ctx, blocked)
     back = SpecMode.from_status(switch.previous)
@@ -279,7 +281,7 @@ def _follow_switch(
     cause = switching.cause_text(blocked)
     where = f"{blocked.workload} " if blocked is not None else ""
     if outcome == Outcome.BLOCKED:
-        state = switching.record_blocked(stored, back, want, now, policy, ctx)
+        state = record_blocked(stored, back, want, now, policy, ctx)
         step = AutoStep(speculative=back.speculative, switch_result="blocked")
         step.status["switch"] = None
         step.status["policyState"] = policystate.to_status(state)
@@ -347,11 +349,8 @@ def _fall_back(
     second deadline (written before the engine is touched: desired.py's intent), the retry is
     counted in the hourly budget, and the ledger gives the modelled downtime."""
     want = SpecMode.from_status(switch.target)
-    state = load_state(stored, running)
-    state.mode = want
-    state.switch_times = [*state.switch_times, now]
-    state.last_switch = now
-    down = switching.modelled_downtime_s(ctx)
+    state = record_fell_back(stored, running, want, now)
+    down = modelled_startup_s(ctx)
     waited = now - parse_time(switch.started_at)
     cause = switching.cause_text(blocked)
     message = (

@@ -2,7 +2,8 @@
 
 Every switch (an Auto speculation switch, or a ``resources.nodes`` change between one node and
 several) has a deadline in ``status.switch.deadline``, fixed when it starts from
-``switchcost.switch_deadline_s``. While the new engine is not Ready the switch is followed; at
+``switchcost.switch_deadline_s`` (``switchTimeoutSeconds``, or derived from the modelled
+start-up). While the new engine is not Ready the switch is followed; at
 the deadline ``at_deadline`` chooses:
 
 - ``FALL_BACK``: the new engine is blocked for want of GPUs (``Blocked.scarce``: the scheduler
@@ -24,21 +25,20 @@ from __future__ import annotations
 import datetime
 from enum import StrEnum
 
-from specserver_advisor.models import AutoSpeculation, SwitchInProgress, SwitchStrategy
-from specserver_advisor.policy.model import ON, PolicyContext, PolicyState, SpecMode
-from specserver_advisor.policy.switchcost import restart_seconds
+from specserver_advisor.models import AutoSpeculation, SwitchInProgress
+from specserver_advisor.policy.model import PolicyState, Reason
+from specserver_advisor.policy.switchcost import recreate_fallback_allowed, switch_keeps_serving
 from specserver_operator.core.blocked import Blocked
 
 RECREATE = "Recreate"
-HOUR_S = 3600.0
 
 
 class Outcome(StrEnum):
-    """What a switch past its deadline comes to."""
+    """What a switch past its deadline comes to (the ledger's reasons)."""
 
-    FALL_BACK = "SwitchFellBack"
-    BLOCKED = "SwitchBlocked"
-    FAILED = "SwitchFailed"
+    FALL_BACK = Reason.SWITCH_FELL_BACK.value
+    BLOCKED = Reason.SWITCH_BLOCKED.value
+    FAILED = Reason.SWITCH_FAILED.value
 
 
 def parse_time(text: str) -> float:
@@ -53,45 +53,6 @@ def iso(ts: float) -> str:
     return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-# --- the advisor's policy part (advisor43): stand-ins until it merges ------------------------
-
-
-def deadline_s(policy: AutoSpeculation, ctx: PolicyContext | None) -> float:
-    """Seconds a switch waits for its new engine (``switchcost.switch_deadline_s``)."""
-    del ctx
-    return float(policy.switch_timeout_seconds)
-
-
-def fallback_allowed(policy: AutoSpeculation) -> bool:
-    """``blockedSwitchFallback: Recreate``."""
-    return str(getattr(policy, "blocked_switch_fallback", "Cancel")) == RECREATE
-
-
-def modelled_downtime_s(ctx: PolicyContext | None) -> float:
-    """The downtime a Recreate fallback is modelled to take: the new engine's start-up."""
-    extra = ctx.restart_extra_s if ctx is not None else 0.0
-    return restart_seconds(0.0) + max(0.0, extra)
-
-
-def record_blocked(
-    stored: PolicyState | None,
-    running: SpecMode | None,
-    target: SpecMode,
-    now: float,
-    policy: AutoSpeculation,
-    ctx: PolicyContext,
-) -> PolicyState:
-    """The policy state after a blocked switch was cancelled (``autocycle.record_blocked``)."""
-    del target, policy, ctx
-    state = stored.copied() if stored is not None else PolicyState(mode=running or ON)
-    state.mode = running or state.mode
-    state.mode_since = now
-    return state
-
-
-# ---------------------------------------------------------------------------------------------
-
-
 def deadline_of(switch: SwitchInProgress, default_s: float) -> float:
     """The switch's deadline (a record from before deadlines were written: start + default)."""
     if switch.deadline:
@@ -99,35 +60,20 @@ def deadline_of(switch: SwitchInProgress, default_s: float) -> float:
     return parse_time(switch.started_at) + default_s
 
 
-def budget_allows(stored: PolicyState | None, now: float, policy: AutoSpeculation) -> bool:
-    """Whether the hourly switch budget has room for one more switch (the fallback's)."""
-    times = stored.switch_times if stored is not None else []
-    return sum(1 for t in times if now - t < HOUR_S) < policy.max_switches_per_hour
-
-
-def old_keeps_serving(policy: AutoSpeculation) -> bool:
-    """The strategy starts the new engine beside the old one (so freeing the old one's GPUs
-    first is a different switch): BlueGreen, and RollingUpdate with a surge."""
-    if policy.switch_strategy == SwitchStrategy.BLUE_GREEN:
-        return True
-    return policy.switch_strategy == SwitchStrategy.ROLLING_UPDATE and bool(policy.max_surge)
-
-
 def at_deadline(
     switch: SwitchInProgress,
     blocked: Blocked | None,
     policy: AutoSpeculation,
-    budget: bool,
-    keeps_serving: bool,
+    state: PolicyState,
+    now: float,
 ) -> Outcome:
-    """What the switch comes to past its deadline (see the module docstring). ``budget``:
-    the hourly switch budget has room; ``keeps_serving``: the old engine still serves beside
-    the new one (freeing its GPUs first is possible)."""
+    """What the switch comes to past its deadline (see the module docstring); ``state``: the
+    policy state whose ``switch_times`` the hourly budget counts."""
     if switch.fallback is not None:
         return Outcome.FAILED  # the fallback itself was not Ready by its deadline
     if blocked is None or not blocked.scarce:
         return Outcome.FAILED
-    if keeps_serving and budget and fallback_allowed(policy):
+    if switch_keeps_serving(policy) and recreate_fallback_allowed(policy, state, now):
         return Outcome.FALL_BACK
     return Outcome.BLOCKED
 
