@@ -113,6 +113,14 @@ def serving_workload(
     return lookup(kind, lws_name(name) if kind == render.LEADER_WORKER_SET else name)
 
 
+def new_engine(server: SpecServer, blue_green: bool, target: SpecMode) -> str:
+    """The name of the workload a switch to ``target`` starts (the one whose pods may be
+    blocked): BlueGreen's standby ``<name>-<mode>``, else the one workload."""
+    if blue_green:
+        return bluegreen.deployment_name(child_name(server.metadata.name or ""), target.value)
+    return render.workload_name(server)
+
+
 def workload_keys(name: str) -> list[tuple[str, str]]:
     """Every engine workload a SpecServer (base name ``name``) may own, any strategy or kind."""
     modes = [bluegreen.deployment_name(name, m) for m in bluegreen.MODES]
@@ -144,6 +152,15 @@ def _other_kind_serves(
     return False
 
 
+def _idle(serving: dict[str, Any] | None, wanted: dict[str, Any] | None) -> bool:
+    """The serving mode serves nothing (no Ready replica) and the wanted one is scaled to zero:
+    what a BlueGreen switch that fell back to Recreate and failed leaves. Starting the wanted
+    mode beside it would wait for GPUs the idle one holds: it is freed first instead."""
+    if serving is None or wanted is None or (replicas_of(wanted) or 0) > 0:
+        return False
+    return int((serving.get("status") or {}).get("readyReplicas") or 0) == 0
+
+
 def owned(obj: dict[str, Any] | None, uid: str) -> bool:
     refs = (obj or {}).get("metadata", {}).get("ownerReferences") or []
     return any(r.get("uid") == uid for r in refs)
@@ -158,8 +175,12 @@ def plan_children(
     preflight_image: str,
     strategy: str,
     rendered: Rendered,
+    recreate: bool = False,
 ) -> Children:
-    """The children for ``cfg`` (the wanted mode) under ``strategy``."""
+    """The children for ``cfg`` (the wanted mode) under ``strategy``; ``recreate``: a blocked
+    switch fell back to Recreate (switching.py), so the old engine's GPUs are freed first
+    (BlueGreen: the old mode scaled to zero and the Service moved at once; RollingUpdate: no
+    surge pod)."""
     name = child_name(server.metadata.name or "")
     generation = server.metadata.generation or 0
     kind, replicas = render.workload_kind(server), server.spec.replicas
@@ -173,8 +194,18 @@ def plan_children(
             and not serves
             and _other_kind_serves(lookup, leftovers, kind, replicas)
         )
-        key: tuple[Any, ...] = (generation, cfg.speculative, strategy, preflight_image, leader)
-        out.render = lambda: build_children(server, uid, cfg, preflight_image, strategy, leader)
+        surge = 0 if recreate else None
+        key: tuple[Any, ...] = (
+            generation,
+            cfg.speculative,
+            strategy,
+            preflight_image,
+            leader,
+            surge,
+        )
+        out.render = lambda: build_children(
+            server, uid, cfg, preflight_image, strategy, leader, surge
+        )
         out.apply = _cached(rendered, uid, key, out.render)
         if serves:
             out.delete += leftovers
@@ -197,6 +228,7 @@ def plan_children(
         serving,
         ready,
         {m: d is not None for m, d in deployments.items()},
+        recreate=recreate or _idle(deployments.get(serving or ""), deployments[want]),
     )
     configs = {want: cfg}
     other_cfg = engine_config(not cfg.speculative)

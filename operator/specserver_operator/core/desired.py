@@ -153,9 +153,12 @@ def desired(observed: Observed, settings: RenderSettings, memo: PassCache) -> Pa
         if step.decision is not None and observed.metrics is not None:
             plan.evaluated_sample = observed.metrics.ts
         plan.events += step.events
-        if step.status.get("switch") and observed.switch is None:
+        new = step.status.get("switch")
+        before = observed.switch
+        if new and (before is None or (new.get("fallback") and not before.fallback)):
             # The intent goes to status before any child changes: an operator killed in
-            # between finds the switch there on restart and completes it (exactly once).
+            # between finds the switch (or its fallback to Recreate) there on restart and
+            # completes it (exactly once).
             plan.intent = {k: v for k, v in step.status.items() if k in INTENT_FIELDS}
     cfg = decided.cfg
     missing = _missing_kind(observed)
@@ -219,6 +222,7 @@ def _plan_children(
         settings.preflight_image,
         strategy.value,
         memo.rendered,
+        recreate=_falling_back(observed, plan.decided.step),
     )
     plan.rendered, plan.deletions = wanted, list(wanted.delete)
     conflicts = []
@@ -241,6 +245,14 @@ def _plan_children(
         )
     elif wanted.switching is not None:
         plan.decided.progressing = ("True", "BlueGreenSwitch", wanted.switching)
+
+
+def _falling_back(observed: Observed, step: AutoStep | None) -> bool:
+    """Whether the switch under way (after this pass's step) fell back to Recreate: the old
+    engine's GPUs are freed first (switching.py)."""
+    if step is not None and "switch" in step.status:
+        return bool((step.status["switch"] or {}).get("fallback"))
+    return observed.switch is not None and observed.switch.fallback is not None
 
 
 def _drift(observed: Observed, child: children.Child, found: dict[str, Any] | None) -> str | None:
@@ -344,6 +356,10 @@ def _auto(
     running = SpecMode.parse(labels.get(MODE_LABEL))
     ready = deployment_state(deployment, spec.replicas)[0]
     paused = server.metadata.annotations.get(PAUSE_ANNOTATION, "").lower() in ("true", "1")
+    blocked = None
+    if observed.switch is not None:  # why the switch's new engine is not Ready
+        target = SpecMode.from_status(observed.switch.target)
+        blocked = observed.blocked(children.new_engine(server, observed.blue_green, target))
     return auto_step(
         spec,
         current,
@@ -356,6 +372,7 @@ def _auto(
         ready,
         now_ts,
         paused,
+        blocked,
     )
 
 

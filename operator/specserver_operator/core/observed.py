@@ -21,6 +21,7 @@ from specserver_advisor.models import (
 from specserver_advisor.policy.model import Observation, PolicyState
 from specserver_operator.core import children, policystate, render
 from specserver_operator.core.autopilot import NO_PROMETHEUS_URL
+from specserver_operator.core.blocked import Blocked
 
 Autoscaler = tuple[str, str, str, str]  # (kind, name, target kind, target name)
 ChildKey = tuple[str, str]  # (kind, name)
@@ -55,6 +56,8 @@ class Observed:
     #: optional child kinds with no CRD in the cluster (``LeaderWorkerSet``: multi-node
     #: SpecServers cannot run)
     absent_kinds: frozenset[str] = frozenset()
+    #: STAND-IN for part A's reading of pods and events (kinds43): why a workload is not Ready
+    blocked_causes: dict[str, Blocked] = field(default_factory=dict)
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -104,3 +107,7 @@ class Observed:
 
     def child(self, kind: str, name: str) -> dict[str, Any] | None:
         return self.children.get((kind, name))
+
+    def blocked(self, workload_name: str) -> Blocked | None:
+        """Why that engine workload is not Ready (None: no cause known). STAND-IN (kinds43)."""
+        return self.blocked_causes.get(workload_name)
