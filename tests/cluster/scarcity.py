@@ -142,6 +142,10 @@ def scarce_stacks(
     try:
         yield make
     finally:
+        # What the cluster held at the end (shown with a failure).
+        kinds = "deployments,leaderworkersets.leaderworkerset.x-k8s.io,pods,resourcequotas"
+        print(kube.kubectl("get", kinds, "-n", namespace, "-o", "wide", check=False).stdout)
+        print(json.dumps((get(kube, "sps", namespace, NAME) or {}).get("status"), indent=1))
         for s in started:
             s.stop()
             log = tmp_path / "operator.log"
