@@ -14,6 +14,7 @@ prices goodput under the same rule: tests/advisor/policy).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -79,7 +80,7 @@ def test_e_auto_on_a_starved_cluster_backs_off_instead_of_flapping(
         (first,) = wait_for(lambda: entries("SwitchBlocked"), DEADLINE_S + 90, "the first block")
         timer.mark("first blocked")
         until1, attempts1 = backoff(kube, namespace)
-        assert attempts1 == 1 and until1 - parse_time(first["time"]) == DEADLINE_S, (
+        assert attempts1 == 1 and 0 <= until1 - parse_time(first["time"]) - DEADLINE_S < 1, (
             until1,
             attempts1,
         )
@@ -91,14 +92,14 @@ def test_e_auto_on_a_starved_cluster_backs_off_instead_of_flapping(
         )
         timer.mark("second blocked")
         until2, attempts2 = backoff(kube, namespace)
-        assert attempts2 == 2 and until2 - parse_time(second["time"]) == 2 * DEADLINE_S, (
+        assert attempts2 == 2 and 0 <= until2 - parse_time(second["time"]) - 2 * DEADLINE_S < 1, (
             until2,
             attempts2,
         )
         tries = [parse_time(d["time"]) for d in ledger(kube, namespace) if d["action"] == "disable"]
         assert len(tries) == 2, ledger(kube, namespace)
         # The second attempt waited out the first back-off (no retry every cycle).
-        assert tries[1] >= until1, (tries, until1)
+        assert tries[1] >= math.floor(until1), (tries, until1)
         assert "SwitchBackoff" in reasons, reasons
         # And holds now, for evaluations on end, with the load still breaching the objective.
         reasons.clear()

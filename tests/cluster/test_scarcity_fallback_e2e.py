@@ -104,6 +104,7 @@ def test_b_a_blocked_switch_falls_back_to_recreate_and_its_downtime_is_measured(
         # The clients' first tokens come from the new engine again.
         done = time.time()
         wait_for(lambda: clients.served(done) > 0, 60, "a request served after the switch")
+        end = time.time()
     finally:
         clients.stop()
     st = status(kube, namespace)
@@ -118,13 +119,17 @@ def test_b_a_blocked_switch_falls_back_to_recreate_and_its_downtime_is_measured(
     assert any(d["message"] == completed["message"] for d in ledger(kube, namespace))
     # The clients' downtime: the longest wall time with no first token around the fallback.
     start = parse_time(fell["fallbackAt"]) - CYCLE_S
-    measured = clients.gap(start, done)
+    measured = clients.gap(start, end)
     print(f"downtime: clients saw {measured:.1f}s, the operator reported {reported:.0f}s")
     assert measured >= STARTUP_WALL_S, measured
     assert abs(measured - reported) <= AGREE_S, (measured, reported)
-    # Requests sent to the old engine drain (the agent's DRAIN_S); during the downtime the
-    # Service has no Ready endpoint, which the clients record rather than fail.
-    assert clients.failed == [], clients.failed[:5]
+    # Requests in flight on the old engine drain (the agent's DRAIN_S); any that fails, and every
+    # request that found no endpoint, does so within the downtime, never before or after it.
+    window = (start, start + measured + AGREE_S)
+    outside = [f for f in clients.failed if not window[0] <= f[0] <= window[1]]
+    outside += [t for t in clients.no_endpoint if not window[0] <= t <= window[1]]
+    assert outside == [], (window, outside[:5])
+    print(f"{len(clients.failed)} failed, {len(clients.no_endpoint)} without an endpoint")
     timer.report()
 
 
