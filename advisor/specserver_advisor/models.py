@@ -847,8 +847,10 @@ class SwitchInProgress(ApiModel):
             "keeps serving and the change is not retried (a new generation retries at once)."
         ),
     )
-    attempts: int = Field(
-        default=0, ge=0, description="NodesChange: consecutive attempts cancelled at the deadline."
+    attempts: int | None = Field(
+        default=None,
+        ge=1,
+        description="NodesChange: consecutive attempts cancelled at their deadline.",
     )
 
 

@@ -25,6 +25,7 @@ from specserver_operator.core.drift import SCALED_KINDS, owned_digest
 from specserver_operator.core.drift import replicas as replicas_of
 from specserver_operator.core.hashes import object_hash
 from specserver_operator.core.names import child_name, lws_name
+from specserver_operator.core.nodeschange import Phase, Seen, nodes_of
 from specserver_operator.core.render import build_blue_green, build_children
 from specserver_operator.core.status import deployment_state
 
@@ -161,6 +162,32 @@ def _idle(serving: dict[str, Any] | None, wanted: dict[str, Any] | None) -> bool
     return int((serving.get("status") or {}).get("readyReplicas") or 0) == 0
 
 
+def _held(out: Children, lookup: Lookup, uid: str, new: list[tuple[str, str]]) -> Children:
+    """A cancelled ``nodes`` change: the new kind's workloads are not written (those there are
+    deleted), the old kind is left as it runs (neither written nor deleted)."""
+    out.apply = [c for c in out.apply if (c.kind, c.name) not in new]
+    out.delete = [k for k in new if owned(lookup(*k), uid)]
+    out.switching = None
+    return out
+
+
+def nodes_seen(lookup: Lookup, server: SpecServer, uid: str, blue_green: bool) -> Seen:
+    """What a ``resources.nodes`` change (nodeschange.py) needs of what runs: whether the spec's
+    kind of workload is Ready, and the other kind's workload that serves (Ready pods)."""
+    kind, replicas = render.workload_kind(server), server.spec.replicas
+    new = serving_workload(lookup, server.metadata.name or "", blue_green, kind)
+    new_ready = replicas == 0 or (new is not None and deployment_state(new, replicas)[0])
+    name = child_name(server.metadata.name or "")
+    for other_kind, other in workload_keys(name):
+        found = lookup(other_kind, other)
+        if other_kind == kind or found is None or not owned(found, uid):
+            continue
+        ready = int((found.get("status") or {}).get("readyReplicas") or 0)
+        if (replicas_of(found) or 0) > 0 and ready > 0:
+            return Seen(new_ready, (other_kind, other), nodes_of(found))
+    return Seen(new_ready, None)
+
+
 def owned(obj: dict[str, Any] | None, uid: str) -> bool:
     refs = (obj or {}).get("metadata", {}).get("ownerReferences") or []
     return any(r.get("uid") == uid for r in refs)
@@ -176,11 +203,14 @@ def plan_children(
     strategy: str,
     rendered: Rendered,
     recreate: bool = False,
+    nodes: Phase | None = None,
 ) -> Children:
     """The children for ``cfg`` (the wanted mode) under ``strategy``; ``recreate``: a blocked
     switch fell back to Recreate (switching.py), so the old engine's GPUs are freed first
     (BlueGreen: the old mode scaled to zero and the Service moved at once; RollingUpdate: no
-    surge pod)."""
+    surge pod). ``nodes``: a ``resources.nodes`` change's phase (nodeschange.py): Held keeps
+    the old kind serving and deletes the new kind's workload; Recreate deletes the old kind
+    first."""
     name = child_name(server.metadata.name or "")
     generation = server.metadata.generation or 0
     kind, replicas = render.workload_kind(server), server.spec.replicas
@@ -189,7 +219,7 @@ def plan_children(
         current = (kind, render.workload_name(server))
         serves = deployment_state(lookup(*current), replicas)[0]
         leftovers = _leftovers(lookup, name, uid, [current])
-        leader = not (
+        leader = nodes == Phase.RECREATE or not (
             kind == render.LEADER_WORKER_SET
             and not serves
             and _other_kind_serves(lookup, leftovers, kind, replicas)
@@ -207,7 +237,9 @@ def plan_children(
             server, uid, cfg, preflight_image, strategy, leader, surge
         )
         out.apply = _cached(rendered, uid, key, out.render)
-        if serves:
+        if nodes == Phase.HELD:
+            return _held(out, lookup, uid, [current])
+        if serves or nodes == Phase.RECREATE:
             out.delete += leftovers
         return out
     want = SpecMode.of(cfg.speculative).value
@@ -216,7 +248,7 @@ def plan_children(
     ready = {m: deployment_state(d, replicas)[0] for m, d in deployments.items()}
     mine = [(kind, bluegreen.deployment_name(name, m)) for m in bluegreen.MODES]
     leftovers = _leftovers(lookup, name, uid, mine)
-    leader = not (
+    leader = nodes == Phase.RECREATE or not (
         kind == render.LEADER_WORKER_SET
         and not ready[want]
         and _other_kind_serves(lookup, leftovers, kind, replicas)
@@ -249,6 +281,10 @@ def plan_children(
         server, uid, configs, the_plan.replicas, the_plan.serve, preflight_image, leader
     )
     out.apply = _cached(rendered, uid, key, out.render)
+    if nodes == Phase.HELD:
+        return _held(out, lookup, uid, mine)
+    if nodes == Phase.RECREATE:
+        out.delete += leftovers
     if the_plan.switching:
         out.switching = (
             f"standby {bluegreen.deployment_name(name, want)} is starting; the Service stays "
