@@ -185,7 +185,10 @@ def desired(observed: Observed, settings: RenderSettings, memo: PassCache) -> Pa
             nodes = decided.nodes
             plan.events += nodes.events
             if nodes.intent and isinstance(nodes.record, dict):
-                plan.intent = {"switch": nodes.record}
+                # A merge patch: what the stored record has and the new one not is nulled.
+                stored = current.get("switch") or {}
+                gone = {k: None for k in stored if k not in nodes.record}
+                plan.intent = {"switch": {**gone, **nodes.record}}
                 if nodes.entry is not None:
                     plan.intent["decisions"] = _nodes_ledger(current, nodes, cfg, observed.now_ts)
             if nodes.phase in (Phase.FOLLOW, Phase.HELD) and seen.old is not None:

@@ -137,12 +137,8 @@ def step(
             out.phase, out.progressing = Phase.HELD, held_progressing(record, out.workload)
             return out
         out.phase, out.intent = Phase.FOLLOW, True  # the back-off passed: try again
-        out.record = dict(
-            _dump(record),
-            startedAt=iso(now),
-            deadline=iso(now + deadline_s),
-            heldUntil=None,
-        )
+        again = {k: v for k, v in _dump(record).items() if k != "heldUntil"}
+        out.record = dict(again, startedAt=iso(now), deadline=iso(now + deadline_s), reason=REASON)
         return out
     if now < parse_time(record.deadline or record.started_at):
         out.phase = Phase.RECREATE if record.fallback else Phase.FOLLOW
