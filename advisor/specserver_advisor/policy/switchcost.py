@@ -69,7 +69,8 @@ def restart_seconds(weight_bytes_per_node: float, nodes: int = 1) -> float:
 DEADLINE_SLACK_FACTOR = 2.0
 DEADLINE_MIN_SLACK_S = 600.0
 DEADLINE_MAX_SLACK_S = 1800.0
-#: No derived deadline is longer than an hour (the longest back-off: ``autocycle.BACKOFF_CAP_S``).
+#: No derived deadline is longer than an hour (the longest back-off: ``autocycle.BACKOFF_CAP_S``)
+#: unless the modelled start-up itself is longer: then start-up + ``DEADLINE_MIN_SLACK_S``.
 DEADLINE_CAP_S = 3600.0
 
 
@@ -87,20 +88,21 @@ def switch_deadline_s(policy: AutoSpeculation, ctx: PolicyContext) -> float:
     back: ``switchTimeoutSeconds`` when set, else derived from the modelled start-up.
 
     Derived: start-up + slack, slack = ``DEADLINE_SLACK_FACTOR`` x start-up within
-    [``DEADLINE_MIN_SLACK_S``, ``DEADLINE_MAX_SLACK_S``], the whole at most ``DEADLINE_CAP_S``.
+    [``DEADLINE_MIN_SLACK_S``, ``DEADLINE_MAX_SLACK_S``], the whole at most ``DEADLINE_CAP_S``
+    but never less than start-up + ``DEADLINE_MIN_SLACK_S`` (the cap never gives up on an
+    engine the model says is still loading).
     The start-up model assumes a cached image on a node that is there; the slack is what a
     healthy switch may need beyond it, so a switch that is merely slow is not cancelled, while
-    one whose engine cannot be placed is given up within minutes for a small model and within
-    an hour for the largest (a node's weights read at ``STORAGE_GBS``). Too short wastes a
-    standby that would have landed (and backs Auto off); too long holds the switch, and under
-    Recreate the replica, without a serving new engine. The cap holds for every shape a node
-    can hold: eight GPUs of the largest memory read in well under half an hour.
+    one whose engine cannot be placed is given up within about ten minutes for a small model
+    and within an hour for the largest (a node's weights read at ``STORAGE_GBS``). Too short
+    wastes a standby that would have landed (and backs Auto off); too long holds the switch,
+    and under Recreate the replica, without a serving new engine.
     """
     if policy.switch_timeout_seconds is not None:
         return float(policy.switch_timeout_seconds)
     startup = modelled_startup_s(ctx)
     slack = min(max(DEADLINE_SLACK_FACTOR * startup, DEADLINE_MIN_SLACK_S), DEADLINE_MAX_SLACK_S)
-    return min(startup + slack, DEADLINE_CAP_S)
+    return max(min(startup + slack, DEADLINE_CAP_S), startup + DEADLINE_MIN_SLACK_S)
 
 
 def recreate_fallback_allowed(policy: AutoSpeculation, state: PolicyState, now: float) -> bool:
