@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import dataclass
 
 from specserver_advisor.models import AutoSpeculation, BlockedSwitchFallback, SwitchStrategy
 from specserver_advisor.policy.model import (
@@ -114,6 +115,40 @@ def recreate_fallback_allowed(policy: AutoSpeculation, state: PolicyState, now: 
         return False
     recent = [t for t in state.switch_times if now - t < 3600]
     return len(recent) < policy.max_switches_per_hour
+
+
+@dataclass(frozen=True)
+class SpareNeed:
+    """What a speculation switch needs free in the cluster beside the running engines."""
+
+    #: GPUs beyond the replicas' own.
+    gpus: int
+    #: Whole nodes among them (a LeaderWorkerSet group across nodes takes whole nodes); 0 on
+    #: one node, where the GPUs may sit on any nodes with room.
+    nodes: int
+    #: Whether the old mode keeps serving while the new engine starts (no downtime).
+    keeps_serving: bool
+
+
+def spare_gpus(
+    replicas: int, gpus: int, nodes: int = 1, max_surge: int = 1
+) -> dict[SwitchStrategy, SpareNeed]:
+    """Per ``switchStrategy``, the spare GPUs a switch of this shape needs to land without
+    downtime. BlueGreen starts the other mode's engine for every replica beside the old one:
+    ``replicas x gpus`` (whole nodes, ``replicas x nodes``, for a group across nodes).
+    RollingUpdate with a surge of one (``maxSurge`` 1) starts one new replica at a time: one
+    replica's GPUs (its whole nodes across nodes); with ``maxSurge`` 0 it restarts in place,
+    with downtime, and needs none. Recreate stops the old engine first: none, and the replica
+    is down for a restart. Without them the new engine stays Pending until the deadline
+    (``switch_deadline_s``), then the switch is cancelled or falls back to Recreate."""
+    replicas, gpus, nodes = max(0, replicas), max(0, gpus), max(1, nodes)
+    whole = nodes if nodes > 1 else 0
+    surge = 1 if max_surge else 0
+    return {
+        SwitchStrategy.BLUE_GREEN: SpareNeed(replicas * gpus, replicas * whole, True),
+        SwitchStrategy.ROLLING_UPDATE: SpareNeed(surge * gpus, surge * whole, bool(surge)),
+        SwitchStrategy.RECREATE: SpareNeed(0, 0, False),
+    }
 
 
 def switch_keeps_serving(policy: AutoSpeculation) -> bool:
