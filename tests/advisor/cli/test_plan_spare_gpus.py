@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 import yaml
-from stack import REPO
 
 from specserver_advisor.cli.main import main
+from stack import REPO
 
 EXAMPLES = REPO / "manifests" / "examples"
 
