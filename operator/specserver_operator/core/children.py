@@ -20,11 +20,11 @@ from typing import Any
 from specserver_advisor.launch.model import EngineConfig
 from specserver_advisor.models import SpecServer
 from specserver_advisor.policy.model import SpecMode
-from specserver_operator.core import bluegreen, render
+from specserver_operator.core import bluegreen, kinds, render
 from specserver_operator.core.drift import SCALED_KINDS, owned_digest
 from specserver_operator.core.drift import replicas as replicas_of
 from specserver_operator.core.hashes import object_hash
-from specserver_operator.core.names import child_name, lws_name
+from specserver_operator.core.names import child_name
 from specserver_operator.core.nodeschange import Phase, Seen, nodes_of
 from specserver_operator.core.render import build_blue_green, build_children
 from specserver_operator.core.status import deployment_state
@@ -111,7 +111,7 @@ def serving_workload(
             found = lookup(kind, bluegreen.deployment_name(name, mode))
             if found is not None:
                 return found
-    return lookup(kind, lws_name(name) if kind == render.LEADER_WORKER_SET else name)
+    return lookup(kind, kinds.of(kind).single_name(name))
 
 
 def new_engine(server: SpecServer, blue_green: bool, target: SpecMode) -> str:
@@ -126,10 +126,9 @@ def workload_keys(name: str) -> list[tuple[str, str]]:
     """Every engine workload a SpecServer (base name ``name``) may own, any strategy or kind."""
     modes = [bluegreen.deployment_name(name, m) for m in bluegreen.MODES]
     return [
-        (render.DEPLOYMENT, name),
-        *[(render.DEPLOYMENT, m) for m in modes],
-        (render.LEADER_WORKER_SET, lws_name(name)),
-        *[(render.LEADER_WORKER_SET, m) for m in modes],
+        key
+        for kind in kinds.KINDS.values()
+        for key in [(kind.kind, kind.single_name(name)), *[(kind.kind, m) for m in modes]]
     ]
 
 
@@ -220,7 +219,7 @@ def plan_children(
         serves = deployment_state(lookup(*current), replicas)[0]
         leftovers = _leftovers(lookup, name, uid, [current])
         leader = nodes == Phase.RECREATE or not (
-            kind == render.LEADER_WORKER_SET
+            kinds.of(kind).waits_for_other_kind
             and not serves
             and _other_kind_serves(lookup, leftovers, kind, replicas)
         )
@@ -249,7 +248,7 @@ def plan_children(
     mine = [(kind, bluegreen.deployment_name(name, m)) for m in bluegreen.MODES]
     leftovers = _leftovers(lookup, name, uid, mine)
     leader = nodes == Phase.RECREATE or not (
-        kind == render.LEADER_WORKER_SET
+        kinds.of(kind).waits_for_other_kind
         and not ready[want]
         and _other_kind_serves(lookup, leftovers, kind, replicas)
     )

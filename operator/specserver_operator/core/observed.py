@@ -20,7 +20,7 @@ from specserver_advisor.models import (
     SwitchStrategy,
 )
 from specserver_advisor.policy.model import Observation, PolicyState
-from specserver_operator.core import children, policystate, render
+from specserver_operator.core import children, kinds, policystate, render
 from specserver_operator.core.autopilot import NO_PROMETHEUS_URL
 from specserver_operator.core.blocked import Blocked
 
@@ -116,7 +116,7 @@ class Observed:
             return render.workload_kind(self.server)
         resources = (self.body.get("spec") or {}).get("resources") or {}
         nodes = resources.get("nodes") if isinstance(resources, dict) else None
-        return render.LEADER_WORKER_SET if isinstance(nodes, int) and nodes > 1 else "Deployment"
+        return kinds.for_nodes(nodes).kind
 
     def child(self, kind: str, name: str) -> dict[str, Any] | None:
         return self.children.get((kind, name))
