@@ -111,6 +111,30 @@ def step(
     """This pass's nodes-change phase and status. ``record``: a stored NodesChange switch (None:
     none); ``mode``: the speculation state that runs (the record's target and previous);
     ``startup_s``: the new engine's modelled start-up (a fallback's modelled downtime)."""
+    out = _step(record, server, seen, policy, deadline_s, mode, blocked, now, startup_s)
+    if out.phase in (Phase.FOLLOW, Phase.RECREATE) and out.progressing is None:
+        until = out.record if isinstance(out.record, dict) else _dump(record) if record else {}
+        old = f"{seen.old[0]} {seen.old[1]} serves until then" if seen.old else "with downtime"
+        out.progressing = (
+            "True",
+            "NodesChange",
+            f"resources.nodes -> {server.spec.resources.nodes}: {out.workload} is starting "
+            f"(deadline {until.get('deadline', '?')}); {old}",
+        )
+    return out
+
+
+def _step(
+    record: SwitchInProgress | None,
+    server: SpecServer,
+    seen: Seen,
+    policy: AutoSpeculation,
+    deadline_s: float,
+    mode: SpecMode,
+    blocked: Blocked | None,
+    now: float,
+    startup_s: float,
+) -> NodesStep:
     generation = server.metadata.generation or 0
     nodes = server.spec.resources.nodes
     out = NodesStep(workload=render.workload_name(server))

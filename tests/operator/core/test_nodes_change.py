@@ -220,3 +220,12 @@ def test_auto_holds_its_mode_while_a_nodes_change_is_under_way() -> None:
     assert plan.evaluated_at is None  # the policy did not run: one switch at a time
     later = desired(snapshot(server, kids, memo, NOW_TS + 60), SETTINGS, memo)
     assert later.evaluated_at is None and status(later)["switch"]["kind"] == "NodesChange"
+
+
+def test_while_the_new_kind_starts_progressing_says_so_and_ready_reads_the_old() -> None:
+    server, kids, memo, _ = to_two_nodes()
+    plan = desired(snapshot(server, kids, memo, NOW_TS + 30), SETTINGS, memo)
+    progressing = cond(plan, "Progressing")
+    assert (progressing["status"], progressing["reason"]) == ("True", "NodesChange")
+    assert "Deployment chat serves" in progressing["message"]
+    assert cond(plan, "Ready")["status"] == "True"
