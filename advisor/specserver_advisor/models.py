@@ -601,7 +601,8 @@ class AutoSpeculation(ApiModel):
             "advisor's modelled start-up of the new engine (pod start, weight load per node, "
             "CUDA-graph capture, multi-node rendezvous) plus slack for an image pull or a node "
             "the cluster autoscaler adds: twice the start-up, at least 600s and at most 1800s "
-            "of slack, 3600s in all at most (docs/advisor.md). Set it above the time your "
+            "of slack, 3600s in all at most unless the start-up alone needs more "
+            "(docs/advisor.md). Set it above the time your "
             "cluster takes to provision a GPU node when it autoscales."
         ),
     )
@@ -847,8 +848,10 @@ class SwitchInProgress(ApiModel):
             "keeps serving and the change is not retried (a new generation retries at once)."
         ),
     )
-    attempts: int = Field(
-        default=0, ge=0, description="NodesChange: consecutive attempts cancelled at the deadline."
+    attempts: int | None = Field(
+        default=None,
+        ge=1,
+        description="NodesChange: consecutive attempts cancelled at their deadline.",
     )
 
 

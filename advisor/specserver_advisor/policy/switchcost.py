@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import dataclass
 
 from specserver_advisor.models import AutoSpeculation, BlockedSwitchFallback, SwitchStrategy
 from specserver_advisor.policy.model import (
@@ -69,7 +70,8 @@ def restart_seconds(weight_bytes_per_node: float, nodes: int = 1) -> float:
 DEADLINE_SLACK_FACTOR = 2.0
 DEADLINE_MIN_SLACK_S = 600.0
 DEADLINE_MAX_SLACK_S = 1800.0
-#: No derived deadline is longer than an hour (the longest back-off: ``autocycle.BACKOFF_CAP_S``).
+#: No derived deadline is longer than an hour (the longest back-off: ``autocycle.BACKOFF_CAP_S``)
+#: unless the modelled start-up itself is longer: then start-up + ``DEADLINE_MIN_SLACK_S``.
 DEADLINE_CAP_S = 3600.0
 
 
@@ -87,20 +89,21 @@ def switch_deadline_s(policy: AutoSpeculation, ctx: PolicyContext) -> float:
     back: ``switchTimeoutSeconds`` when set, else derived from the modelled start-up.
 
     Derived: start-up + slack, slack = ``DEADLINE_SLACK_FACTOR`` x start-up within
-    [``DEADLINE_MIN_SLACK_S``, ``DEADLINE_MAX_SLACK_S``], the whole at most ``DEADLINE_CAP_S``.
+    [``DEADLINE_MIN_SLACK_S``, ``DEADLINE_MAX_SLACK_S``], the whole at most ``DEADLINE_CAP_S``
+    but never less than start-up + ``DEADLINE_MIN_SLACK_S`` (the cap never gives up on an
+    engine the model says is still loading).
     The start-up model assumes a cached image on a node that is there; the slack is what a
     healthy switch may need beyond it, so a switch that is merely slow is not cancelled, while
-    one whose engine cannot be placed is given up within minutes for a small model and within
-    an hour for the largest (a node's weights read at ``STORAGE_GBS``). Too short wastes a
-    standby that would have landed (and backs Auto off); too long holds the switch, and under
-    Recreate the replica, without a serving new engine. The cap holds for every shape a node
-    can hold: eight GPUs of the largest memory read in well under half an hour.
+    one whose engine cannot be placed is given up within about ten minutes for a small model
+    and within an hour for the largest (a node's weights read at ``STORAGE_GBS``). Too short
+    wastes a standby that would have landed (and backs Auto off); too long holds the switch,
+    and under Recreate the replica, without a serving new engine.
     """
     if policy.switch_timeout_seconds is not None:
         return float(policy.switch_timeout_seconds)
     startup = modelled_startup_s(ctx)
     slack = min(max(DEADLINE_SLACK_FACTOR * startup, DEADLINE_MIN_SLACK_S), DEADLINE_MAX_SLACK_S)
-    return min(startup + slack, DEADLINE_CAP_S)
+    return max(min(startup + slack, DEADLINE_CAP_S), startup + DEADLINE_MIN_SLACK_S)
 
 
 def recreate_fallback_allowed(policy: AutoSpeculation, state: PolicyState, now: float) -> bool:
@@ -112,6 +115,40 @@ def recreate_fallback_allowed(policy: AutoSpeculation, state: PolicyState, now: 
         return False
     recent = [t for t in state.switch_times if now - t < 3600]
     return len(recent) < policy.max_switches_per_hour
+
+
+@dataclass(frozen=True)
+class SpareNeed:
+    """What a speculation switch needs free in the cluster beside the running engines."""
+
+    #: GPUs beyond the replicas' own.
+    gpus: int
+    #: Whole nodes among them (a LeaderWorkerSet group across nodes takes whole nodes); 0 on
+    #: one node, where the GPUs may sit on any nodes with room.
+    nodes: int
+    #: Whether the old mode keeps serving while the new engine starts (no downtime).
+    keeps_serving: bool
+
+
+def spare_gpus(
+    replicas: int, gpus: int, nodes: int = 1, max_surge: int = 1
+) -> dict[SwitchStrategy, SpareNeed]:
+    """Per ``switchStrategy``, the spare GPUs a switch of this shape needs to land without
+    downtime. BlueGreen starts the other mode's engine for every replica beside the old one:
+    ``replicas x gpus`` (whole nodes, ``replicas x nodes``, for a group across nodes).
+    RollingUpdate with a surge of one (``maxSurge`` 1) starts one new replica at a time: one
+    replica's GPUs (its whole nodes across nodes); with ``maxSurge`` 0 it restarts in place,
+    with downtime, and needs none. Recreate stops the old engine first: none, and the replica
+    is down for a restart. Without them the new engine stays Pending until the deadline
+    (``switch_deadline_s``), then the switch is cancelled or falls back to Recreate."""
+    replicas, gpus, nodes = max(0, replicas), max(0, gpus), max(1, nodes)
+    whole = nodes if nodes > 1 else 0
+    surge = 1 if max_surge else 0
+    return {
+        SwitchStrategy.BLUE_GREEN: SpareNeed(replicas * gpus, replicas * whole, True),
+        SwitchStrategy.ROLLING_UPDATE: SpareNeed(surge * gpus, surge * whole, bool(surge)),
+        SwitchStrategy.RECREATE: SpareNeed(0, 0, False),
+    }
 
 
 def switch_keeps_serving(policy: AutoSpeculation) -> bool:

@@ -18,6 +18,7 @@ deterministic.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,11 +78,12 @@ class AutoRun:
     #: The first tick each landed switch's new mode served.
     landed_at: list[int] = field(default_factory=list)
     #: Switches whose new engine never got its GPUs, cancelled at the deadline
-    #: (``autocycle.record_blocked``), and the tick each was decided at.
+    #: (``autocycle.record_blocked``).
     blocked: int = 0
-    blocked_at: list[int] = field(default_factory=list)
-    #: Blocked switches retried as Recreate (``blockedSwitchFallback: Recreate``).
+    #: Blocked switches retried as Recreate at the deadline (``blockedSwitchFallback``).
     fell_back: int = 0
+    #: The tick each switch that reached its deadline blocked (either end) was decided at.
+    blocked_at: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -92,6 +94,8 @@ class _Switch:
     serving: bool
     #: Its new engine never gets GPUs: at the end the deadline passes (Cancel or Recreate).
     blocked: bool = False
+    #: The tick it was decided at.
+    decided: int = 0
 
 
 def run_auto(
@@ -154,7 +158,9 @@ def run_auto(
                 if not switch.blocked:
                     run.landed_at.append(i + 1)
                     switch = None
-                elif recreate_fallback_allowed(policy, state, now):
+                    continue
+                run.blocked_at.append(switch.decided)
+                if recreate_fallback_allowed(policy, state, now):
                     stored = record_fell_back(stored, old, mode, now)
                     state = stored.copied()
                     run.fell_back += 1
@@ -184,8 +190,7 @@ def run_auto(
             if lands:
                 switch = _Switch(restart, serving=serves)
             else:
-                switch = _Switch(deadline, serving=True, blocked=True)
-                run.blocked_at.append(i + 1)
+                switch = _Switch(deadline, serving=True, blocked=True, decided=i + 1)
     run.state = state
     return run
 
@@ -266,8 +271,23 @@ def simulate(
                 "hours": trace.hours,
                 "goodput": {k: round(v, 1) for k, v in goodput.items()},
                 "p99_ttft_s": {k: round(_p99(res), 2) for k, (res, _) in runs.items()},
+                "switches": auto.switches,
                 "switches_per_hour": round(auto.switches / trace.hours, 2),
                 "cancelled_switches_per_hour": round(auto.cancelled / trace.hours, 2),
+                # Switches whose new engine found no spare GPUs (``--no-spare-gpu``): decided,
+                # waited out to the deadline, then cancelled (Auto backs off) or fell back.
+                "blocked_fallback": str(policy.blocked_switch_fallback),
+                "deadline_s": deadline_ticks(policy, gpu, nodes) * TICK_S,
+                "blocked_switches": auto.blocked,
+                "fell_back": auto.fell_back,
+                "blocked_switches_per_hour": round(len(auto.blocked_at) / trace.hours, 2),
+                "blocked_first_hour": sum(t * TICK_S <= 3600 for t in auto.blocked_at),
+                "blocked_last_hour": sum(
+                    t * TICK_S > (trace.hours - 1) * 3600 for t in auto.blocked_at
+                ),
+                "blocked_gaps_s": [
+                    (b - a) * TICK_S for a, b in itertools.pairwise(auto.blocked_at)
+                ],
                 "oracle_switches_per_hour": round(runs["oracle"][1] / trace.hours, 2),
                 "paid_oracle_switches_per_hour": round(paid_switches / trace.hours, 2),
                 # Both engines' GPUs during a switch that keeps the old mode serving.
@@ -301,10 +321,14 @@ def render_table(rows: list[dict[str, Any]]) -> str:
             else f"the old mode serves until the new engine is Ready ({first['switch_s']:.0f} s); "
             "both hold GPUs meanwhile"
             if first["switch_lands"]
-            else "no spare GPU: the surge pod stays Pending and the switch is rolled back"
+            else "no spare GPUs: the new engine stays Pending, the old mode serves until the "
+            f"deadline ({first['deadline_s']:.0f} s), then blockedSwitchFallback "
+            f"{first['blocked_fallback']}"
         )
         across = f" (a group across {first['nodes']} nodes)" if first["nodes"] > 1 else ""
         lines += [f"switchStrategy {first['switch_strategy']}{across}: {how}", ""]
+        if not first["switch_lands"]:
+            lines += [_blocked_table(rows), ""]
     lines.append(
         "| trace | goodput auto | two-level | on | off | on+adaptive | oracle | paid oracle | "
         "auto/oracle | auto/paid oracle | "
@@ -322,5 +346,26 @@ def render_table(rows: list[dict[str, Any]]) -> str:
             f"{t['auto']} / {t['on']} / {t['off']} / {t['on_adaptive']} | "
             f"{r['switches_per_hour']} | {r['switch_gpu_s_per_hour']:.0f} | "
             f"{len(r['learned_bands'])} | {r['learning_gain']:+.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def _blocked_table(rows: list[dict[str, Any]]) -> str:
+    """Per trace: the switches that found no GPUs, how they ended, and goodput against the
+    mode Auto starts in (On) kept all along."""
+    lines = [
+        "| trace | hours | switches decided | blocked to the deadline | in the first hour | "
+        "in the last hour | longest gap between them, s | fell back to Recreate | "
+        "goodput auto | goodput staying On | auto - staying |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        g = r["goodput"]
+        gap = max(r["blocked_gaps_s"], default=0.0)
+        lines.append(
+            f"| {r['trace']} | {r['hours']:g} | {r['switches']} | "
+            f"{r['blocked_switches'] + r['fell_back']} | {r['blocked_first_hour']} | "
+            f"{r['blocked_last_hour']} | {gap:.0f} | {r['fell_back']} | "
+            f"{g['auto']:.1f} | {g['on']:.1f} | {g['auto'] - g['on']:+.1f} |"
         )
     return "\n".join(lines)

@@ -16,10 +16,11 @@ from specserver_advisor.models import (
     AutoSpeculation,
     SpecServer,
     SwitchInProgress,
+    SwitchKind,
     SwitchStrategy,
 )
 from specserver_advisor.policy.model import Observation, PolicyState
-from specserver_operator.core import children, policystate, render
+from specserver_operator.core import children, kinds, policystate, render
 from specserver_operator.core.autopilot import NO_PROMETHEUS_URL
 from specserver_operator.core.blocked import Blocked
 
@@ -76,7 +77,7 @@ class Observed:
         return policystate.parse((self.body.get("status") or {}).get("policyState"))
 
     @functools.cached_property
-    def switch(self) -> SwitchInProgress | None:
+    def any_switch(self) -> SwitchInProgress | None:
         """``status.switch``, typed (None: no switch under way, or one the schema refuses)."""
         stored = (self.body.get("status") or {}).get("switch")
         if not stored:
@@ -85,6 +86,18 @@ class Observed:
             return SwitchInProgress.model_validate(stored)
         except ValidationError:
             return None
+
+    @property
+    def switch(self) -> SwitchInProgress | None:
+        """The speculation switch under way (Auto's; None: none, or a ``nodes`` change)."""
+        found = self.any_switch
+        return None if found is None or found.kind == SwitchKind.NODES_CHANGE else found
+
+    @property
+    def nodes_change(self) -> SwitchInProgress | None:
+        """The ``resources.nodes`` change under way or held (nodeschange.py; None: none)."""
+        found = self.any_switch
+        return found if found is not None and found.kind == SwitchKind.NODES_CHANGE else None
 
     @property
     def blue_green(self) -> bool:
@@ -103,7 +116,7 @@ class Observed:
             return render.workload_kind(self.server)
         resources = (self.body.get("spec") or {}).get("resources") or {}
         nodes = resources.get("nodes") if isinstance(resources, dict) else None
-        return render.LEADER_WORKER_SET if isinstance(nodes, int) and nodes > 1 else "Deployment"
+        return kinds.for_nodes(nodes).kind
 
     def child(self, kind: str, name: str) -> dict[str, Any] | None:
         return self.children.get((kind, name))

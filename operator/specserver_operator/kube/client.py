@@ -21,6 +21,7 @@ from typing import Any
 import urllib3
 
 from specserver_advisor.models import KIND
+from specserver_operator.core import kinds
 from specserver_operator.core.hashes import applied_hash, object_hash
 from specserver_operator.kube import bodies as apibodies
 from specserver_operator.kube import deadline as calldeadline
@@ -87,10 +88,11 @@ def kept(items: list[Any]) -> list[Any]:
     return out
 
 
-#: The kinds of the children a SpecServer may own (LeaderWorkerSet: a CRD, maybe absent).
-CHILD_KINDS = ("Deployment", "LeaderWorkerSet", "Service")
+#: The kinds of the children a SpecServer may own: the workload kinds (kinds.py) and its
+#: Service.
+CHILD_KINDS = (*kinds.WORKLOAD_KINDS, "Service")
 #: Child kinds that are CustomResources: a cluster without their CRD answers 404 to a LIST.
-OPTIONAL_KINDS = frozenset({"LeaderWorkerSet"})
+OPTIONAL_KINDS = kinds.OPTIONAL_KINDS
 
 
 class KubeClient:

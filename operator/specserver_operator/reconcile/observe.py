@@ -18,13 +18,12 @@ from pydantic import ValidationError
 
 from specserver_advisor.loaders.configchain import ConfigSourceError, ModelConfigs
 from specserver_advisor.models import SpecServer, SpecServerSpec
-from specserver_operator.core import children, ownstatus, speccheck
+from specserver_operator.core import children, kinds, ownstatus, speccheck
 from specserver_operator.core.autopilot import NO_PROMETHEUS_URL
-from specserver_operator.core.drift import SCALED_KINDS
+from specserver_operator.core.kinds import SCALED_KINDS, STATUS_PENDING_KEY
 from specserver_operator.core.names import child_name
 from specserver_operator.core.observed import Autoscaler, ChildKey, Observed
 from specserver_operator.core.passcache import PassCache
-from specserver_operator.core.status import STATUS_PENDING_KEY
 from specserver_operator.kube import secretgrants
 from specserver_operator.kube.cachedclient import PassClient
 from specserver_operator.kube.errors import ApiError, NotFoundError
@@ -78,7 +77,8 @@ def note_template_write(
     """After the operator wrote a LeaderWorkerSet: when its generation moved (a new template
     or size), note the resourceVersion it has now, so its status counts only once written
     after it (``observe_children``)."""
-    if kind != "LeaderWorkerSet" or before is None:
+    workload = kinds.KINDS.get(kind)
+    if workload is None or not workload.status_after_write or before is None:
         return
     after = client.get(kind, namespace, name)
     if after is None:
