@@ -101,7 +101,9 @@ def test_e_auto_on_a_starved_cluster_backs_off_instead_of_flapping(
         # The second attempt waited out the first back-off (no retry every cycle).
         assert tries[1] >= math.floor(until1), (tries, until1)
         assert "SwitchBackoff" in reasons, reasons
-        # And holds now, for evaluations on end, with the load still breaching the objective.
+        # And holds now, for evaluations on end, with the load still breaching the objective
+        # (from the first evaluation after the one that recorded the block).
+        stack.wait_evaluations(1)
         reasons.clear()
 
         def evaluations() -> float:
