@@ -31,7 +31,7 @@ from specserver_advisor.models import (
     SpecServer,
     SpecServerStatus,
 )
-from specserver_advisor.policy.model import Observation, PolicyContext, SpecMode
+from specserver_advisor.policy.model import KEEP, Observation, PolicyContext, SpecMode
 from specserver_advisor.policy.switchcost import modelled_startup_s, switch_deadline_s
 from specserver_advisor.sglang.configvalues import ConfigShapeError
 from specserver_operator.core import children, nodeschange, speccheck
@@ -238,7 +238,7 @@ def _nodes_ledger(
     entries.append(
         {
             "time": iso(now),
-            "action": "keep",
+            "action": KEEP,
             "reason": reason,
             "mode": str(mode.status),
             "message": message[:300],
