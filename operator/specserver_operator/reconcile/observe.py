@@ -20,6 +20,7 @@ from specserver_advisor.loaders.configchain import ConfigSourceError, ModelConfi
 from specserver_advisor.models import SpecServer, SpecServerSpec
 from specserver_operator.core import children, kinds, ownstatus, speccheck
 from specserver_operator.core.autopilot import NO_PROMETHEUS_URL
+from specserver_operator.core.drift import replicas as replicas_of
 from specserver_operator.core.kinds import SCALED_KINDS, STATUS_PENDING_KEY
 from specserver_operator.core.names import child_name
 from specserver_operator.core.observed import Autoscaler, ChildKey, Observed
@@ -37,6 +38,9 @@ CONFIG_RETRY_S = 30.0
 SECRET_RECHECK_S = 60.0
 #: How often a namespace's HPAs and ScaledObjects are listed.
 AUTOSCALER_REFRESH_S = 60.0
+#: How often an engine's pods and FailedCreate events are listed while a workload of it is
+#: not Ready (never while all are: a fleet at rest lists no pods).
+SCHEDULING_REFRESH_S = 10.0
 
 
 def child_keys(name: str) -> list[ChildKey]:
@@ -111,6 +115,7 @@ def observe(
             config_error = str(exc)
         else:
             missing = _missing_secret(client, server, uid, now_ts, memo)
+    pods, events = scheduling(client, ns, name, uid, found, now_ts, memo)
     metrics = signals.get(ns, child_name(name)) if signals else None  # the pods' name label
     own = memo.own_status[uid] = ownstatus.seen(memo.own_status.get(uid), body.get("status") or {})
     return Observed(
@@ -127,9 +132,41 @@ def observe(
         metrics=metrics,
         metrics_error=signals.last_error if signals else NO_PROMETHEUS_URL,
         absent_kinds=memo.absent_kinds,
+        pods=pods,
+        events=events,
         now=now,
         now_ts=now_ts,
     )
+
+
+def scheduling(
+    client: PassClient,
+    namespace: str,
+    name: str,
+    uid: str,
+    found: dict[ChildKey, dict[str, Any] | None],
+    now_ts: float,
+    memo: PassCache,
+) -> tuple[tuple[dict[str, Any], ...], tuple[dict[str, Any], ...]]:
+    """The engine's pods and FailedCreate events (``Observed.blocked`` reads them), listed
+    only while an owned engine workload is not Ready, at most every SCHEDULING_REFRESH_S; none
+    (and nothing kept) while every workload is Ready. Unreadable (no RBAC): none."""
+    waiting = any(
+        obj is not None and not kinds.state(obj, replicas_of(obj) or 0)[0]
+        for (kind, _), obj in found.items()
+        if kind in SCALED_KINDS and children.owned(obj, uid)
+    )
+    if not waiting:
+        memo.scheduling.pop(uid, None)
+        return (), ()
+    cached = memo.scheduling.get(uid)
+    if cached is None or now_ts - cached[0] >= SCHEDULING_REFRESH_S:
+        try:
+            read = client.list_scheduling(namespace, name)
+        except (ApiError, NotFoundError):
+            read = cached[1] if cached else ([], [])
+        cached = memo.scheduling[uid] = (now_ts, read)
+    return tuple(cached[1][0]), tuple(cached[1][1])
 
 
 def validated(body: dict[str, Any], memo: PassCache) -> tuple[SpecServer | None, str | None]:

@@ -13,9 +13,9 @@ import dataclasses
 from typing import Any
 
 from passinputs import NOW_TS, SETTINGS, observed
+from pendingpods import pending_pod
 
 from specserver_operator.core import blocked as why
-from specserver_operator.core.blocked import Blocked
 from specserver_operator.core.desired import PassPlan, desired
 from specserver_operator.core.hashes import HASH_ANNOTATION
 from specserver_operator.core.observed import Observed
@@ -75,9 +75,10 @@ def written(plan: PassPlan, kids: Kids, not_ready: tuple[str, ...] = ()) -> Kids
 
 def snapshot(server: dict[str, Any], kids: Kids, memo: PassCache, now: float) -> Observed:
     """What observe.py reads at ``now``: the LeaderWorkerSet's group is unschedulable."""
-    found = observed(server, kids, [], memo)
-    cause = Blocked(why.UNSCHEDULABLE, NO_GPU, "chat-lws")
-    return dataclasses.replace(found, now=iso(now), now_ts=now, blocked_causes={"chat-lws": cause})
+    found = dataclasses.replace(observed(server, kids, [], memo), now=iso(now), now_ts=now)
+    if LWS not in kids:
+        return found
+    return dataclasses.replace(found, pods=(pending_pod(kids[LWS], why.UNSCHEDULABLE, NO_GPU),))
 
 
 def status(plan: PassPlan) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from passinputs import NOW_TS, SETTINGS, observed
+from pendingpods import pending_pod
 
 from specserver_advisor.policy.model import Decision, PolicyState, Reason, SpecMode
 from specserver_operator.core import autopilot
@@ -78,11 +79,13 @@ def written(plan: PassPlan, kids: Kids, not_ready: tuple[str, ...] = ()) -> Kids
 def snapshot(
     server: dict[str, Any], kids: Kids, memo: PassCache, now: float, cause: Blocked | None
 ) -> Observed:
-    """What observe.py reads at ``now``, the scheduler's cause for the standby included."""
+    """What observe.py reads at ``now``: with ``cause``, the standby's pod held by it."""
     found = observed(server, kids, [], memo)
     found = dataclasses.replace(found, now=iso(now), now_ts=now)
     if cause is not None:
-        found = dataclasses.replace(found, blocked_causes={cause.workload: cause})
+        workload = kids[("Deployment", cause.workload)]
+        pod = pending_pod(workload, cause.reason, cause.message)
+        found = dataclasses.replace(found, pods=(pod,))
     return found
 
 
