@@ -305,3 +305,17 @@ def test_an_operator_restarted_mid_fallback_resumes_it() -> None:
     assert serialized(resumed.status)["switch"]["fallback"] == "Recreate"
     kids = written(resumed, kids, ("chat-off",))
     assert replicas(kids, "chat-on") == 0 and replicas(kids, "chat-off") == 1
+
+
+def test_a_blocked_rolling_update_falls_back_to_no_surge() -> None:
+    server, kids, memo = switching_to_off("RollingUpdate", "Recreate")
+    strategy = kids[("Deployment", "chat")]["spec"]["strategy"]["rollingUpdate"]
+    assert strategy == {"maxSurge": 1, "maxUnavailable": 0}  # the surge pod waits for a GPU
+    now = NOW_TS + DEADLINE_S
+    plan = desired(snapshot(server, kids, memo, now, scarce("chat")), SETTINGS, memo)
+    assert plan.intent is not None and plan.intent["switch"]["fallback"] == "Recreate"
+    kids = written(plan, kids, ("chat",))
+    deployment = kids[("Deployment", "chat")]["spec"]
+    # An old pod goes first, its GPU for the new one; the template stays the new mode's.
+    assert deployment["strategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": 1}
+    assert deployment["template"]["metadata"]["labels"]["specserver.io/mode"] == "off"
