@@ -62,6 +62,8 @@ from specserver_operator.core.switching import iso
 NOT_READY = "EngineNotReady"
 #: Status fields of a new switch, written before the engine is touched.
 INTENT_FIELDS = ("switch", "policyState", "decisions", "lastDecisionReason")
+#: Switch results recorded before the engine is touched too (switching.py's ends at a deadline).
+DEADLINE_RESULTS = ("blocked", "failed", "fellback")
 Event = tuple[str, str, str]  # (type, reason, message)
 
 
@@ -173,10 +175,13 @@ def desired(observed: Observed, settings: RenderSettings, memo: PassCache) -> Pa
         plan.events += step.events
         new = step.status.get("switch")
         before = observed.switch
-        if new and (before is None or (new.get("fallback") and not before.fallback)):
+        begun = bool(new) and (before is None or bool(new.get("fallback") and not before.fallback))
+        if begun or step.switch_result in DEADLINE_RESULTS:
             # The intent goes to status before any child changes: an operator killed in
-            # between finds the switch (or its fallback to Recreate) there on restart and
-            # completes it (exactly once).
+            # between finds the switch (or its fallback to Recreate, or its end at the
+            # deadline) there on restart and completes it (exactly once). An end is recorded
+            # first too: once the standby is scaled back its pods, and the cause they showed,
+            # are gone, and a restart would no longer know why the switch ended.
             plan.intent = {k: v for k, v in step.status.items() if k in INTENT_FIELDS}
     cfg = decided.cfg
     missing = _missing_kind(observed)
@@ -187,11 +192,12 @@ def desired(observed: Observed, settings: RenderSettings, memo: PassCache) -> Pa
             decided.nodes = _nodes_step(observed, server, configs, seen, cfg, memo)
             nodes = decided.nodes
             plan.events += nodes.events
-            if nodes.intent and isinstance(nodes.record, dict):
+            if nodes.intent and nodes.writes_record:
                 # A merge patch: what the stored record has and the new one not is nulled.
+                record = nodes.record if isinstance(nodes.record, dict) else None
                 stored = current.get("switch") or {}
-                gone = {k: None for k in stored if k not in nodes.record}
-                plan.intent = {"switch": {**gone, **nodes.record}}
+                gone = {k: None for k in stored if record is not None and k not in record}
+                plan.intent = {"switch": None if record is None else {**gone, **record}}
                 if nodes.entry is not None:
                     plan.intent["decisions"] = _nodes_ledger(current, nodes, cfg, observed.now_ts)
             if nodes.phase in (Phase.FOLLOW, Phase.HELD) and seen.old is not None:

@@ -142,6 +142,7 @@ def test_followed_until_its_deadline_then_cancelled_and_held() -> None:
     at = NOW_TS + DEADLINE_S
     plan = desired(snapshot(server, kids, memo, at), SETTINGS, memo)
     assert plan.deletions == [LWS]  # the new kind goes; the old is neither written nor deleted
+    assert plan.intent is not None and plan.intent["switch"]["heldUntil"]  # recorded first
     assert all((w.child.kind, w.child.name) != DEPLOY for w in plan.writes)
     record = status(plan)["switch"]
     assert record["heldUntil"] == iso(at + DEADLINE_S) and record["attempts"] == 1

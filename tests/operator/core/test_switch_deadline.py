@@ -284,7 +284,7 @@ def test_no_budget_left_cancels_instead_of_falling_back() -> None:
     state = server["status"]["policyState"]
     state["switchTimes"] = [NOW_TS - 2900, NOW_TS - 2000, NOW_TS - 1000, NOW_TS]  # 4 an hour
     plan = desired(snapshot(server, kids, memo, NOW_TS + DEADLINE_S, scarce()), SETTINGS, memo)
-    assert plan.intent is None
+    assert plan.intent is not None and plan.intent["switch"] is None  # no fallback
     assert ledger(plan)[-1]["reason"] == "SwitchBlocked"
     kids = written(plan, kids, ("chat-off",))
     assert serving(kids) == ("chat-on", 1) and replicas(kids, "chat-off") == 0
@@ -319,3 +319,23 @@ def test_a_blocked_rolling_update_falls_back_to_no_surge() -> None:
     # An old pod goes first, its GPU for the new one; the template stays the new mode's.
     assert deployment["strategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": 1}
     assert deployment["template"]["metadata"]["labels"]["specserver.io/mode"] == "off"
+
+
+def test_a_cancel_is_recorded_first_so_a_restart_in_between_keeps_its_cause() -> None:
+    """The cancel's status is written before the standby is scaled back (whose pods, and the
+    cause they showed, then go): an operator killed in between finishes the cancel, without a
+    second ledger entry or back-off, the Service on the old engine throughout."""
+    server, kids, _ = switching_to_off()
+    plan = desired(
+        snapshot(server, kids, PassCache(), NOW_TS + DEADLINE_S, scarce()), SETTINGS, PassCache()
+    )
+    assert plan.intent is not None and plan.intent["switch"] is None
+    assert plan.intent["decisions"][-1]["reason"] == "SwitchBlocked"
+    stored = dict(server["status"], **plan.intent)
+    stored.pop("switch")
+    restarted = dict(server, status=stored)
+    memo = PassCache()
+    later = desired(snapshot(restarted, kids, memo, NOW_TS + DEADLINE_S + 5, None), SETTINGS, memo)
+    assert later.intent is None and ledger(later) == stored["decisions"]
+    kids = written(later, kids, ("chat-off",))
+    assert serving(kids) == ("chat-on", 1) and replicas(kids, "chat-off") == 0
