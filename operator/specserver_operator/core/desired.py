@@ -173,7 +173,7 @@ def desired(observed: Observed, settings: RenderSettings, memo: PassCache) -> Pa
         if step.decision is not None and observed.metrics is not None:
             plan.evaluated_sample = observed.metrics.ts
         plan.events += step.events
-        new = step.status.get("switch")
+        new = step.status.get("switch") or {}
         before = observed.switch
         begun = bool(new) and (before is None or bool(new.get("fallback") and not before.fallback))
         if begun or step.switch_result in DEADLINE_RESULTS:
