@@ -93,3 +93,31 @@ def test_a_never_blocked_specserver_has_no_switch_blocked_condition() -> None:
         body["status"] = copy.deepcopy(client.status)
         controller.reconcile(client, body, "2026-01-01T00:00:00Z", now_ts=now)  # type: ignore[arg-type]
     assert not [c for c in client.status["conditions"] if c["type"] == "SwitchBlocked"]
+
+
+def test_a_workload_kueue_holds_is_reported_held_not_failed() -> None:
+    client = FakeClient()
+    client.ready = False
+    body = copy.deepcopy(SPEC)
+    body["metadata"].update(name="held-x", uid="u-held")
+    body["spec"]["mode"] = "Enabled"
+    body["spec"]["scheduling"] = {"queueName": "team-a"}
+    memo = PassCache()
+    for now in (1000.0, 1020.0):
+        body["status"] = copy.deepcopy(client.status)
+        controller.reconcile(client, body, "2026-01-01T00:00:00Z", now_ts=now, memo=memo)  # type: ignore[arg-type]
+        if client.deployment is not None and not client.pods:
+            labels = client.deployment["spec"]["selector"]["matchLabels"]
+            assert client.deployment["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+            gated = pending_pod(labels)
+            gated["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+            gated["status"]["conditions"][0].update(
+                reason="SchedulingGated",
+                message="Scheduling is blocked due to non-empty scheduling gates",
+            )
+            client.pods = [gated]
+    ready = condition(client, "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "NotAdmitted")
+    assert "held by Kueue" in ready["message"]
+    blocked = condition(client, "SwitchBlocked")
+    assert (blocked["reason"], blocked["status"]) == ("NotAdmitted", "True")
