@@ -48,7 +48,7 @@ from specserver_advisor.policy.model import (
 from specserver_advisor.policy.switchcost import modelled_startup_s, switch_deadline_s
 from specserver_operator.core import policystate, switching
 from specserver_operator.core.blocked import Blocked
-from specserver_operator.core.switching import Outcome, iso, parse_time
+from specserver_operator.core.switching import DeadlineEnd, iso, parse_time
 
 PAUSE_ANNOTATION = "specserver.io/pause-auto-speculation"
 METRICS_AVAILABLE = "MetricsAvailable"
@@ -274,25 +274,25 @@ def _follow_switch(
     if now < switching.deadline_of(switch, limit):
         return None
     outcome = switching.at_deadline(switch, blocked, policy, load_state(stored, running), now)
-    if outcome == Outcome.FALL_BACK:
+    if outcome == DeadlineEnd.FALL_BACK:
         return _fall_back(status, stored, switch, running, now, limit, ctx, blocked)
     back = SpecMode.from_status(switch.previous)
     waited = now - parse_time(switch.fallback_at or switch.started_at)
     cause = switching.cause_text(blocked)
     where = f"{blocked.workload} " if blocked is not None else ""
-    if outcome == Outcome.BLOCKED:
+    if outcome == DeadlineEnd.BLOCKED:
         state = record_blocked(stored, back, want, now, policy, ctx)
         step = AutoStep(speculative=back.speculative, switch_result="blocked")
         step.status["switch"] = None
         step.status["policyState"] = policystate.to_status(state)
         step.status["decisions"] = _append(
-            status, now, back.action, Outcome.BLOCKED, back, f"{cause}; waited {waited:.0f}s"
+            status, now, back.action, DeadlineEnd.BLOCKED, back, f"{cause}; waited {waited:.0f}s"
         )
-        step.status["lastDecisionReason"] = str(Outcome.BLOCKED)
+        step.status["lastDecisionReason"] = str(DeadlineEnd.BLOCKED)
         step.events.append(
             (
                 "Warning",
-                str(Outcome.BLOCKED),
+                str(DeadlineEnd.BLOCKED),
                 f"switch to speculation {want} cancelled at its deadline after {waited:.0f}s: "
                 f"{where}{cause}; {back} kept serving",
             )
@@ -359,11 +359,13 @@ def _fall_back(
     )
     step = AutoStep(speculative=want.speculative, switch_result="fellback")
     step.status["switch"] = switching.fallen_back(switch, now, now + limit)
-    step.status["policyState"] = policystate.to_status(persisted(state, stored, now))
-    step.status["decisions"] = _append(status, now, want.action, Outcome.FALL_BACK, want, message)
-    step.status["lastDecisionReason"] = str(Outcome.FALL_BACK)
+    step.status["policyState"] = policystate.to_status(state)
+    step.status["decisions"] = _append(
+        status, now, want.action, DeadlineEnd.FALL_BACK, want, message
+    )
+    step.status["lastDecisionReason"] = str(DeadlineEnd.FALL_BACK)
     step.events.append(
-        ("Warning", str(Outcome.FALL_BACK), f"switch to speculation {want}: {message}")
+        ("Warning", str(DeadlineEnd.FALL_BACK), f"switch to speculation {want}: {message}")
     )
     return step
 

@@ -187,6 +187,35 @@ def nodes_seen(lookup: Lookup, server: SpecServer, uid: str, blue_green: bool) -
     return Seen(new_ready, None)
 
 
+def live_queues(lookup: Lookup, keys: list[tuple[str, str]]) -> tuple[Any, ...]:
+    """The Kueue labels each live workload of ``keys`` carries (part of a rendering's key)."""
+    out = []
+    for kind, name in keys:
+        live = kinds.queue_labels_of(lookup(kind, name))
+        out.append((kind, name, None if live is None else tuple(sorted(live.items()))))
+    return tuple(out)
+
+
+def keeping_queues(
+    lookup: Lookup, render: Callable[[], list[dict[str, Any]]]
+) -> Callable[[], list[dict[str, Any]]]:
+    """``render`` with each workload that already exists keeping the Kueue labels it has:
+    Kueue refuses a change of ``kueue.x-k8s.io/queue-name`` on an existing workload (and its
+    webhook copies it into the pod template itself), so a new ``spec.scheduling`` applies to
+    the next workload created, never as an update that would fail on every pass."""
+
+    def rendered() -> list[dict[str, Any]]:
+        objs = render()
+        for obj in objs:
+            if obj["kind"] in kinds.KINDS:
+                live = kinds.queue_labels_of(lookup(obj["kind"], obj["metadata"]["name"]))
+                if live is not None:
+                    kinds.set_queue_labels(obj, live)
+        return objs
+
+    return rendered
+
+
 def owned(obj: dict[str, Any] | None, uid: str) -> bool:
     refs = (obj or {}).get("metadata", {}).get("ownerReferences") or []
     return any(r.get("uid") == uid for r in refs)
@@ -231,9 +260,11 @@ def plan_children(
             preflight_image,
             leader,
             surge,
+            live_queues(lookup, [current]),
         )
-        out.render = lambda: build_children(
-            server, uid, cfg, preflight_image, strategy, leader, surge
+        out.render = keeping_queues(
+            lookup,
+            lambda: build_children(server, uid, cfg, preflight_image, strategy, leader, surge),
         )
         out.apply = _cached(rendered, uid, key, out.render)
         if nodes == Phase.HELD:
@@ -275,9 +306,13 @@ def plan_children(
         the_plan.serve,
         preflight_image,
         leader,
+        live_queues(lookup, mine),
     )
-    out.render = lambda: build_blue_green(
-        server, uid, configs, the_plan.replicas, the_plan.serve, preflight_image, leader
+    out.render = keeping_queues(
+        lookup,
+        lambda: build_blue_green(
+            server, uid, configs, the_plan.replicas, the_plan.serve, preflight_image, leader
+        ),
     )
     out.apply = _cached(rendered, uid, key, out.render)
     if nodes == Phase.HELD:

@@ -31,12 +31,13 @@ from specserver_advisor.models import (
     SpecServer,
     SpecServerStatus,
 )
-from specserver_advisor.policy.model import Observation, PolicyContext, SpecMode
+from specserver_advisor.policy.model import KEEP, Observation, PolicyContext, SpecMode
 from specserver_advisor.policy.switchcost import modelled_startup_s, switch_deadline_s
 from specserver_advisor.sglang.configvalues import ConfigShapeError
 from specserver_operator.core import children, nodeschange, speccheck
 from specserver_operator.core import conditions as cond
 from specserver_operator.core.autopilot import PAUSE_ANNOTATION, AutoStep, auto_step
+from specserver_operator.core.blocked import Blocked
 from specserver_operator.core.bluegreen import MODE_LABEL
 from specserver_operator.core.drift import SCALED_KINDS, drift
 from specserver_operator.core.drift import replicas as live_replicas
@@ -57,8 +58,12 @@ from specserver_operator.core.status import (
 from specserver_operator.core.statusmodel import status_plan
 from specserver_operator.core.switching import iso
 
+#: Ready=False's reason while the engine starts (status.py): a known cause replaces it.
+NOT_READY = "EngineNotReady"
 #: Status fields of a new switch, written before the engine is touched.
 INTENT_FIELDS = ("switch", "policyState", "decisions", "lastDecisionReason")
+#: Switch results recorded before the engine is touched too (switching.py's ends at a deadline).
+DEADLINE_RESULTS = ("blocked", "failed", "fellback")
 Event = tuple[str, str, str]  # (type, reason, message)
 
 
@@ -168,12 +173,15 @@ def desired(observed: Observed, settings: RenderSettings, memo: PassCache) -> Pa
         if step.decision is not None and observed.metrics is not None:
             plan.evaluated_sample = observed.metrics.ts
         plan.events += step.events
-        new = step.status.get("switch")
+        new = step.status.get("switch") or {}
         before = observed.switch
-        if new and (before is None or (new.get("fallback") and not before.fallback)):
+        begun = bool(new) and (before is None or bool(new.get("fallback") and not before.fallback))
+        if begun or step.switch_result in DEADLINE_RESULTS:
             # The intent goes to status before any child changes: an operator killed in
-            # between finds the switch (or its fallback to Recreate) there on restart and
-            # completes it (exactly once).
+            # between finds the switch (or its fallback to Recreate, or its end at the
+            # deadline) there on restart and completes it (exactly once). An end is recorded
+            # first too: once the standby is scaled back its pods, and the cause they showed,
+            # are gone, and a restart would no longer know why the switch ended.
             plan.intent = {k: v for k, v in step.status.items() if k in INTENT_FIELDS}
     cfg = decided.cfg
     missing = _missing_kind(observed)
@@ -184,11 +192,12 @@ def desired(observed: Observed, settings: RenderSettings, memo: PassCache) -> Pa
             decided.nodes = _nodes_step(observed, server, configs, seen, cfg, memo)
             nodes = decided.nodes
             plan.events += nodes.events
-            if nodes.intent and isinstance(nodes.record, dict):
+            if nodes.intent and nodes.writes_record:
                 # A merge patch: what the stored record has and the new one not is nulled.
+                record = nodes.record if isinstance(nodes.record, dict) else None
                 stored = current.get("switch") or {}
-                gone = {k: None for k in stored if k not in nodes.record}
-                plan.intent = {"switch": {**gone, **nodes.record}}
+                gone = {k: None for k in stored if record is not None and k not in record}
+                plan.intent = {"switch": None if record is None else {**gone, **record}}
                 if nodes.entry is not None:
                     plan.intent["decisions"] = _nodes_ledger(current, nodes, cfg, observed.now_ts)
             if nodes.phase in (Phase.FOLLOW, Phase.HELD) and seen.old is not None:
@@ -238,7 +247,7 @@ def _nodes_ledger(
     entries.append(
         {
             "time": iso(now),
-            "action": "keep",
+            "action": KEEP,
             "reason": reason,
             "mode": str(mode.status),
             "message": message[:300],
@@ -402,6 +411,8 @@ def status_of(
             fields["decisions"] = _nodes_ledger(current, nodes, decided.cfg, observed.now_ts)
         if nodes.progressing is not None:
             conds = put(conds, cond.PROGRESSING, nodes.progressing)
+    conds, blocked_events = blocked_conditions(observed, conds, stored, generation, now)
+    events += blocked_events
     if server is not None and deployment is not None and observed.autoscalers is not None:
         serving = (deployment.get("metadata") or {}).get("name") or child_name(meta["name"])
         found = autoscaler_condition(serving, observed.autoscalers)
@@ -416,6 +427,47 @@ def status_of(
         lambda: observed.policy_state,
     )
     return status, patch, status_events(current, fields, conds, decided.cfg, stored) + events
+
+
+def blocked_workload(observed: Observed) -> Blocked | None:
+    """The first owned engine workload that is not Ready for a known cause (blocked.py), in
+    the order ``children.workload_keys`` lists them (None: none is blocked)."""
+    uid = str(observed.meta.get("uid"))
+    for (kind, name), obj in observed.children.items():
+        if obj is None or kind not in SCALED_KINDS or not children.owned(obj, uid):
+            continue
+        found = observed.blocked(name)
+        if found is not None:
+            return found
+    return None
+
+
+def blocked_conditions(
+    observed: Observed,
+    conds: list[Condition],
+    stored: list[Condition],
+    generation: int | None,
+    now: str,
+) -> tuple[list[Condition], list[Event]]:
+    """``SwitchBlocked`` (and Ready=False with the same cause while no engine serves), and a
+    ``Warning SwitchBlocked`` event once per cause (a new reason, not a new message: the
+    scheduler's node count changing is the same cause)."""
+    found = blocked_workload(observed)
+    before = cond.get_condition(stored, cond.SWITCH_BLOCKED)
+    if found is None:
+        if before is not None and before.status.value != "False":
+            nothing = ("False", cond.NOT_BLOCKED, "no engine workload is blocked")
+            conds = cond.put(conds, cond.SWITCH_BLOCKED, *nothing, generation, now)
+        return conds, []
+    message = found.describe()
+    conds = cond.put(conds, cond.SWITCH_BLOCKED, "True", found.reason, message, generation, now)
+    ready = cond.get_condition(conds, cond.READY)
+    if ready is not None and ready.status.value == "False" and ready.reason == NOT_READY:
+        conds = cond.put(conds, cond.READY, "False", found.reason, message, generation, now)
+    events: list[Event] = []
+    if before is None or before.status.value != "True" or before.reason != found.reason:
+        events.append(("Warning", cond.SWITCH_BLOCKED, message))
+    return conds, events
 
 
 def _auto(

@@ -32,6 +32,11 @@ WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 #: the template before.
 STATUS_PENDING_KEY = "statusPending"
 
+#: The labels Kueue reads on a workload (its Deployment and LeaderWorkerSet integrations).
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+QUEUE_LABELS = (QUEUE_LABEL, PRIORITY_LABEL)
+
 #: Where a workload's quota refusal shows: a condition of the workload (its type, and the
 #: apiserver's words inside it), or a ``FailedCreate`` event of the workload or of the objects
 #: its controller creates (the kinds, named after the workload).
@@ -259,6 +264,42 @@ def of(kind: str) -> WorkloadKind:
 def by_template(template: str) -> WorkloadKind | None:
     """The kind rendered by ``template`` (None: not a workload template)."""
     return next((k for k in KINDS.values() if k.template == template), None)
+
+
+def pod_template_metas(workload: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``metadata`` of each pod template of ``workload`` (its kind's ``pod_templates``),
+    created where missing (to write labels into)."""
+    kind = KINDS.get(str(workload.get("kind")))
+    out = []
+    for path in kind.pod_templates if kind else ():
+        node = workload.setdefault("spec", {})
+        for key in path:
+            node = node.setdefault(key, {})
+        out.append(node.setdefault("metadata", {}))
+    return out
+
+
+def set_queue_labels(workload: dict[str, Any], values: dict[str, str]) -> None:
+    """Put Kueue's labels (``QUEUE_LABELS``: those in ``values``, and none of the others) where
+    Kueue reads them on ``workload``: its metadata, and its pod templates where its kind says
+    so (Kueue's webhook copies the queue name there itself: the same value, no fight)."""
+    kind = KINDS.get(str(workload.get("kind")))
+    if kind is None:
+        return
+    metas = [workload.setdefault("metadata", {})]
+    if kind.queue_labels_on_pods:
+        metas += pod_template_metas(workload)
+    for meta in metas:
+        labels = {k: v for k, v in (meta.get("labels") or {}).items() if k not in QUEUE_LABELS}
+        meta["labels"] = {**labels, **values}
+
+
+def queue_labels_of(workload: dict[str, Any] | None) -> dict[str, str] | None:
+    """The Kueue labels a live workload carries (None: there is no workload)."""
+    if workload is None:
+        return None
+    labels = (workload.get("metadata") or {}).get("labels") or {}
+    return {k: str(labels[k]) for k in QUEUE_LABELS if k in labels}
 
 
 def state(workload: dict[str, Any] | None, replicas: int) -> State:

@@ -241,6 +241,7 @@ def _at_deadline(
         waited = now - parse_time(record.fallback_at or record.started_at)
         message = f"{what}: {out.workload} not Ready within {waited:.0f}s ({cause})"
         out.record, out.entry = None, (str(Reason.SWITCH_FAILED), message)
+        out.intent = True
         out.events.append(("Warning", str(Reason.SWITCH_FAILED), message))
         out.progressing = ("False", str(Reason.SWITCH_FAILED), message)
         return out
@@ -265,7 +266,8 @@ def _at_deadline(
         f"{what} cancelled after {waited:.0f}s: {out.workload} {cause}; {seen.old[0]} "
         f"{seen.old[1]} keeps serving; retried at {iso(until)} or on a new spec generation"
     )
-    out.phase = Phase.HELD
+    # Recorded before the new workload is deleted (its pods, and the cause, go with it).
+    out.phase, out.intent = Phase.HELD, True
     out.record = dict(_dump(record), heldUntil=iso(until), attempts=attempts, reason=reason)
     out.entry = (reason, message)
     out.events.append(("Warning", reason, message))

@@ -58,9 +58,6 @@ class Observed:
     #: optional child kinds with no CRD in the cluster (``LeaderWorkerSet``: multi-node
     #: SpecServers cannot run)
     absent_kinds: frozenset[str] = frozenset()
-    #: causes given directly, by workload name, over what the pods say (the operator's unit
-    #: tests of the deadline: test_switch_deadline.py, test_nodes_change.py)
-    blocked_causes: dict[str, Blocked] = field(default_factory=dict)
     #: the engine pods and FailedCreate events, read while an engine workload is not Ready
     #: (observe.scheduling; empty otherwise): what ``blocked`` reads
     pods: tuple[dict[str, Any], ...] = ()
@@ -131,8 +128,6 @@ class Observed:
         """Why the engine workload ``workload_name`` (any workload kind) is not Ready, from
         its pods, its conditions and its events (None: it is Ready, absent, or no cause is
         known)."""
-        if workload_name in self.blocked_causes:
-            return self.blocked_causes[workload_name]
         for kind in kinds.WORKLOAD_KINDS:
             workload = self.children.get((kind, workload_name))
             if workload is not None and not kinds.state(workload, _wanted(workload))[0]:

@@ -75,6 +75,17 @@ def labels(server: SpecServer, mode: str) -> dict[str, str]:
     }
 
 
+def queue_labels(server: SpecServer) -> dict[str, str]:
+    """Kueue's labels from ``spec.scheduling`` (none when unset: not queued by Kueue)."""
+    sched = server.spec.scheduling
+    out = {}
+    if sched is not None and sched.queue_name:
+        out[kinds.QUEUE_LABEL] = sched.queue_name
+    if sched is not None and sched.priority_class_name:
+        out[kinds.PRIORITY_LABEL] = sched.priority_class_name
+    return out
+
+
 def owner_reference(server: SpecServer, uid: str) -> dict[str, Any]:
     """The SpecServer as controller owner (deleting it deletes the children)."""
     return {
@@ -299,6 +310,8 @@ def _render(template: str, context: dict[str, Any], server: SpecServer, uid: str
     text = ENV.get_template(template).render(**context, **pods)
     obj: dict[str, Any] = yaml.load(text, Loader=_LOADER)
     obj["metadata"]["ownerReferences"] = [owner_reference(server, uid)]
+    if kind is not None:
+        kinds.set_queue_labels(obj, queue_labels(server))
     return obj
 
 

@@ -33,7 +33,7 @@ from specserver_operator.core.blocked import Blocked
 RECREATE = "Recreate"
 
 
-class Outcome(StrEnum):
+class DeadlineEnd(StrEnum):
     """What a switch past its deadline comes to (the ledger's reasons)."""
 
     FALL_BACK = Reason.SWITCH_FELL_BACK.value
@@ -66,16 +66,16 @@ def at_deadline(
     policy: AutoSpeculation,
     state: PolicyState,
     now: float,
-) -> Outcome:
+) -> DeadlineEnd:
     """What the switch comes to past its deadline (see the module docstring); ``state``: the
     policy state whose ``switch_times`` the hourly budget counts."""
     if switch.fallback is not None:
-        return Outcome.FAILED  # the fallback itself was not Ready by its deadline
+        return DeadlineEnd.FAILED  # the fallback itself was not Ready by its deadline
     if blocked is None or not blocked.scarce:
-        return Outcome.FAILED
+        return DeadlineEnd.FAILED
     if switch_keeps_serving(policy) and recreate_fallback_allowed(policy, state, now):
-        return Outcome.FALL_BACK
-    return Outcome.BLOCKED
+        return DeadlineEnd.FALL_BACK
+    return DeadlineEnd.BLOCKED
 
 
 def cause_text(blocked: Blocked | None) -> str:

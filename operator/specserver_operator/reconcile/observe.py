@@ -41,6 +41,8 @@ AUTOSCALER_REFRESH_S = 60.0
 #: How often an engine's pods and FailedCreate events are listed while a workload of it is
 #: not Ready (never while all are: a fleet at rest lists no pods).
 SCHEDULING_REFRESH_S = 10.0
+#: The longest interval between those lists while nothing they show changes.
+SCHEDULING_MAX_S = 160.0
 
 
 def child_keys(name: str) -> list[ChildKey]:
@@ -149,23 +151,31 @@ def scheduling(
     memo: PassCache,
 ) -> tuple[tuple[dict[str, Any], ...], tuple[dict[str, Any], ...]]:
     """The engine's pods and FailedCreate events (``Observed.blocked`` reads them), listed
-    only while an owned engine workload is not Ready, at most every SCHEDULING_REFRESH_S; none
-    (and nothing kept) while every workload is Ready. Unreadable (no RBAC): none."""
-    waiting = any(
-        obj is not None and not kinds.state(obj, replicas_of(obj) or 0)[0]
-        for (kind, _), obj in found.items()
-        if kind in SCALED_KINDS and children.owned(obj, uid)
+    only while an owned engine workload is not Ready; none (and nothing kept) while every
+    workload is Ready. Read at once when such a workload appears or changes (its
+    resourceVersion), then every SCHEDULING_REFRESH_S, doubling up to SCHEDULING_MAX_S while
+    a read finds what the one before found (a fleet stuck Pending costs few LISTs).
+    Unreadable (no RBAC): none."""
+    waiting = tuple(
+        (kind, child, str(obj["metadata"].get("resourceVersion")))
+        for (kind, child), obj in found.items()
+        if obj is not None
+        and kind in SCALED_KINDS
+        and children.owned(obj, uid)
+        and not kinds.state(obj, replicas_of(obj) or 0)[0]
     )
     if not waiting:
         memo.scheduling.pop(uid, None)
         return (), ()
     cached = memo.scheduling.get(uid)
-    if cached is None or now_ts - cached[0] >= SCHEDULING_REFRESH_S:
+    if cached is None or cached[3] != waiting or now_ts - cached[0] >= cached[2]:
         try:
             read = client.list_scheduling(namespace, name)
         except (ApiError, NotFoundError):
             read = cached[1] if cached else ([], [])
-        cached = memo.scheduling[uid] = (now_ts, read)
+        same = cached is not None and cached[3] == waiting and cached[1] == read
+        interval = min(cached[2] * 2, SCHEDULING_MAX_S) if same and cached else SCHEDULING_REFRESH_S
+        cached = memo.scheduling[uid] = (now_ts, read, interval, waiting)
     return tuple(cached[1][0]), tuple(cached[1][1])
 
 

@@ -13,9 +13,9 @@ import dataclasses
 from typing import Any
 
 from passinputs import NOW_TS, SETTINGS, observed
+from pendingpods import pending_pod
 
 from specserver_operator.core import blocked as why
-from specserver_operator.core.blocked import Blocked
 from specserver_operator.core.desired import PassPlan, desired
 from specserver_operator.core.hashes import HASH_ANNOTATION
 from specserver_operator.core.observed import Observed
@@ -29,7 +29,9 @@ NO_GPU = "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."
 DEADLINE_S = 300
 
 
-def body(mode: str = "Enabled", fallback: str | None = None) -> dict[str, Any]:
+def body(
+    mode: str = "Enabled", fallback: str | None = None, strategy: str = "Recreate"
+) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "model": {"path": "Qwen/Qwen3-8B"},
         "draft": {"path": "Tengyunw/qwen3_8b_eagle3"},
@@ -43,6 +45,7 @@ def body(mode: str = "Enabled", fallback: str | None = None) -> dict[str, Any]:
         spec["autoSpeculation"] = {
             "switchTimeoutSeconds": DEADLINE_S,
             "blockedSwitchFallback": fallback,
+            "switchStrategy": strategy,
         }
     return {
         "apiVersion": "specserver.io/v1alpha1",
@@ -73,11 +76,14 @@ def written(plan: PassPlan, kids: Kids, not_ready: tuple[str, ...] = ()) -> Kids
     return out
 
 
-def snapshot(server: dict[str, Any], kids: Kids, memo: PassCache, now: float) -> Observed:
-    """What observe.py reads at ``now``: the LeaderWorkerSet's group is unschedulable."""
-    found = observed(server, kids, [], memo)
-    cause = Blocked(why.UNSCHEDULABLE, NO_GPU, "chat-lws")
-    return dataclasses.replace(found, now=iso(now), now_ts=now, blocked_causes={"chat-lws": cause})
+def snapshot(
+    server: dict[str, Any], kids: Kids, memo: PassCache, now: float, new: tuple[str, str] = LWS
+) -> Observed:
+    """What observe.py reads at ``now``: the new workload's pods are unschedulable."""
+    found = dataclasses.replace(observed(server, kids, [], memo), now=iso(now), now_ts=now)
+    if new not in kids:
+        return found
+    return dataclasses.replace(found, pods=(pending_pod(kids[new], why.UNSCHEDULABLE, NO_GPU),))
 
 
 def status(plan: PassPlan) -> dict[str, Any]:
@@ -136,6 +142,7 @@ def test_followed_until_its_deadline_then_cancelled_and_held() -> None:
     at = NOW_TS + DEADLINE_S
     plan = desired(snapshot(server, kids, memo, at), SETTINGS, memo)
     assert plan.deletions == [LWS]  # the new kind goes; the old is neither written nor deleted
+    assert plan.intent is not None and plan.intent["switch"]["heldUntil"]  # recorded first
     assert all((w.child.kind, w.child.name) != DEPLOY for w in plan.writes)
     record = status(plan)["switch"]
     assert record["heldUntil"] == iso(at + DEADLINE_S) and record["attempts"] == 1
@@ -229,3 +236,42 @@ def test_while_the_new_kind_starts_progressing_says_so_and_ready_reads_the_old()
     assert (progressing["status"], progressing["reason"]) == ("True", "NodesChange")
     assert "Deployment chat serves" in progressing["message"]
     assert cond(plan, "Ready")["status"] == "True"
+
+
+def change(
+    first: int, then: int, strategy: str, new: tuple[str, str]
+) -> tuple[dict[str, Any], Kids, PassCache]:
+    """``first`` nodes serving under ``strategy``, then ``then``: the change recorded."""
+    memo = PassCache()
+    server = copy.deepcopy(body(fallback="Cancel", strategy=strategy))
+    server["spec"]["resources"]["nodes"] = first
+    plan = desired(snapshot(server, {}, memo, NOW_TS - 60, new), SETTINGS, memo)
+    kids = written(plan, {})
+    server = copy.deepcopy(settle(server, kids, plan))
+    server["spec"]["resources"]["nodes"] = then
+    server["metadata"]["generation"] = 2
+    plan = desired(snapshot(server, kids, memo, NOW_TS, new), SETTINGS, memo)
+    assert plan.intent is not None and plan.intent["switch"]["kind"] == "NodesChange"
+    return settle(server, kids, plan), written(plan, kids, (new[1],)), memo
+
+
+def test_several_nodes_to_one_is_cancelled_the_same_way() -> None:
+    server, kids, memo = change(2, 1, "Recreate", DEPLOY)
+    assert kids[LWS]["status"]["readyReplicas"] == 1 and DEPLOY in kids
+    plan = desired(snapshot(server, kids, memo, NOW_TS + DEADLINE_S, DEPLOY), SETTINGS, memo)
+    assert plan.deletions == [DEPLOY]  # the new Deployment goes, the group serves on
+    assert status(plan)["decisions"][-1]["reason"] == "SwitchBlocked"
+    assert cond(plan, "Ready")["status"] == "True"
+
+
+def test_a_bluegreen_nodes_change_keeps_the_serving_mode_and_drops_the_new_kind() -> None:
+    new = ("LeaderWorkerSet", "chat-on")
+    server, kids, memo = change(1, 2, "BlueGreen", new)
+    assert kids[("Deployment", "chat-on")]["status"]["readyReplicas"] == 1 and new in kids
+    plan = desired(snapshot(server, kids, memo, NOW_TS + DEADLINE_S, new), SETTINGS, memo)
+    assert status(plan)["decisions"][-1]["reason"] == "SwitchBlocked"
+    assert set(plan.deletions) == {k for k in kids if k[0] == "LeaderWorkerSet"}
+    kids = written(plan, kids)
+    assert kids[("Deployment", "chat-on")]["status"]["readyReplicas"] == 1
+    selector = kids[("Service", "chat")]["spec"]["selector"]
+    assert selector == {"specserver.io/name": "chat", "specserver.io/mode": "on"}

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from passinputs import NOW_TS, SETTINGS, observed
+from pendingpods import pending_pod
 
 from specserver_advisor.policy.model import Decision, PolicyState, Reason, SpecMode
 from specserver_operator.core import autopilot
@@ -78,11 +79,13 @@ def written(plan: PassPlan, kids: Kids, not_ready: tuple[str, ...] = ()) -> Kids
 def snapshot(
     server: dict[str, Any], kids: Kids, memo: PassCache, now: float, cause: Blocked | None
 ) -> Observed:
-    """What observe.py reads at ``now``, the scheduler's cause for the standby included."""
+    """What observe.py reads at ``now``: with ``cause``, the standby's pod held by it."""
     found = observed(server, kids, [], memo)
     found = dataclasses.replace(found, now=iso(now), now_ts=now)
     if cause is not None:
-        found = dataclasses.replace(found, blocked_causes={cause.workload: cause})
+        workload = kids[("Deployment", cause.workload)]
+        pod = pending_pod(workload, cause.reason, cause.message)
+        found = dataclasses.replace(found, pods=(pod,))
     return found
 
 
@@ -281,7 +284,7 @@ def test_no_budget_left_cancels_instead_of_falling_back() -> None:
     state = server["status"]["policyState"]
     state["switchTimes"] = [NOW_TS - 2900, NOW_TS - 2000, NOW_TS - 1000, NOW_TS]  # 4 an hour
     plan = desired(snapshot(server, kids, memo, NOW_TS + DEADLINE_S, scarce()), SETTINGS, memo)
-    assert plan.intent is None
+    assert plan.intent is not None and plan.intent["switch"] is None  # no fallback
     assert ledger(plan)[-1]["reason"] == "SwitchBlocked"
     kids = written(plan, kids, ("chat-off",))
     assert serving(kids) == ("chat-on", 1) and replicas(kids, "chat-off") == 0
@@ -302,3 +305,37 @@ def test_an_operator_restarted_mid_fallback_resumes_it() -> None:
     assert serialized(resumed.status)["switch"]["fallback"] == "Recreate"
     kids = written(resumed, kids, ("chat-off",))
     assert replicas(kids, "chat-on") == 0 and replicas(kids, "chat-off") == 1
+
+
+def test_a_blocked_rolling_update_falls_back_to_no_surge() -> None:
+    server, kids, memo = switching_to_off("RollingUpdate", "Recreate")
+    strategy = kids[("Deployment", "chat")]["spec"]["strategy"]["rollingUpdate"]
+    assert strategy == {"maxSurge": 1, "maxUnavailable": 0}  # the surge pod waits for a GPU
+    now = NOW_TS + DEADLINE_S
+    plan = desired(snapshot(server, kids, memo, now, scarce("chat")), SETTINGS, memo)
+    assert plan.intent is not None and plan.intent["switch"]["fallback"] == "Recreate"
+    kids = written(plan, kids, ("chat",))
+    deployment = kids[("Deployment", "chat")]["spec"]
+    # An old pod goes first, its GPU for the new one; the template stays the new mode's.
+    assert deployment["strategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": 1}
+    assert deployment["template"]["metadata"]["labels"]["specserver.io/mode"] == "off"
+
+
+def test_a_cancel_is_recorded_first_so_a_restart_in_between_keeps_its_cause() -> None:
+    """The cancel's status is written before the standby is scaled back (whose pods, and the
+    cause they showed, then go): an operator killed in between finishes the cancel, without a
+    second ledger entry or back-off, the Service on the old engine throughout."""
+    server, kids, _ = switching_to_off()
+    plan = desired(
+        snapshot(server, kids, PassCache(), NOW_TS + DEADLINE_S, scarce()), SETTINGS, PassCache()
+    )
+    assert plan.intent is not None and plan.intent["switch"] is None
+    assert plan.intent["decisions"][-1]["reason"] == "SwitchBlocked"
+    stored = dict(server["status"], **plan.intent)
+    stored.pop("switch")
+    restarted = dict(server, status=stored)
+    memo = PassCache()
+    later = desired(snapshot(restarted, kids, memo, NOW_TS + DEADLINE_S + 5, None), SETTINGS, memo)
+    assert later.intent is None and ledger(later) == stored["decisions"]
+    kids = written(later, kids, ("chat-off",))
+    assert serving(kids) == ("chat-on", 1) and replicas(kids, "chat-off") == 0
