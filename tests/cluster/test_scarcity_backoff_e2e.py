@@ -7,7 +7,8 @@ handling holds a retry), and the one 1-GPU node never has room for the BlueGreen
 attempt is cancelled at its deadline (``SwitchBlocked``), and Auto backs off before the next:
 the deadline after the first, twice it after the second (``autocycle.backoff_s``). The test
 sees two attempts, the stored back-off after each, the wait between them at least the first
-back-off, ``SwitchBackoff`` kept while the second runs, and no request failing throughout: the
+back-off, then no attempt for longer than that after the second (``SwitchBackoff`` at every
+evaluation: the interval between attempts grows), and no request failing throughout: the
 old engine serves all along, which is what staying in the current mode would give (fleetsim
 prices goodput under the same rule: tests/advisor/policy).
 """
@@ -15,6 +16,7 @@ prices goodput under the same rule: tests/advisor/policy).
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -41,6 +43,8 @@ from stack import KubeHandle, counted, wait_for
 pytestmark = pytest.mark.cluster
 
 DEADLINE_S = 30
+#: scripts/specserverdocs.eagle3_auto's evaluationIntervalSeconds
+EVALUATION_S = 5
 STANDBY = f"{NAME}-off"
 
 
@@ -101,17 +105,20 @@ def test_e_auto_on_a_starved_cluster_backs_off_instead_of_flapping(
         # The second attempt waited out the first back-off (no retry every cycle).
         assert tries[1] >= math.floor(until1), (tries, until1)
         assert "SwitchBackoff" in reasons, reasons
-        # And holds now, for evaluations on end, with the load still breaching the objective
-        # (from the first evaluation after the one that recorded the block).
-        stack.wait_evaluations(1)
+        # And holds now with the load still breaching the objective, past the first back-off's
+        # length: the wait after the second block is longer than the one after the first (the
+        # interval between attempts grows), every evaluation of it a SwitchBackoff keep.
+        stack.wait_evaluations(1)  # from the first evaluation after the one that blocked
         reasons.clear()
 
         def evaluations() -> float:
             entries("SwitchBlocked")  # each poll notes the reason of the last evaluation
             return stack.metric("specserver_evaluation_duration_seconds_count")
 
-        counted(evaluations, 3, 120, "evaluations backing off")
+        counted(evaluations, math.ceil(DEADLINE_S / EVALUATION_S) + 1, 180, "evaluations")
+        assert time.time() - parse_time(second["time"]) > DEADLINE_S + 1
         assert reasons == {"SwitchBackoff"}, reasons
+        assert len([d for d in ledger(kube, namespace) if d["action"] == "disable"]) == 2
         assert not status(kube, namespace).get("switch")
     finally:
         clients.stop()
