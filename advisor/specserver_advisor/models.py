@@ -609,7 +609,9 @@ class AutoSpeculation(ApiModel):
             "(a surge pod when a spare GPU exists, no downtime), BlueGreen (a standby "
             "Deployment <name>-on or <name>-off starts in the new mode; the Service moves to it "
             "only once it is Ready, then the old one is scaled to zero; needs the GPUs of both "
-            "for the duration of a switch)."
+            "for the duration of a switch). A switch whose new engine is not Ready by its "
+            "deadline (switchTimeoutSeconds) is cancelled, the old engine serving on, or falls "
+            "back to Recreate (blockedSwitchFallback)."
         ),
     )
     max_surge: int | None = Field(

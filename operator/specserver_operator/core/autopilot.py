@@ -286,7 +286,12 @@ def _follow_switch(
         step.status["switch"] = None
         step.status["policyState"] = policystate.to_status(state)
         step.status["decisions"] = _append(
-            status, now, back.action, DeadlineEnd.BLOCKED, back, f"{cause}; waited {waited:.0f}s"
+            status,
+            now,
+            back.action,
+            DeadlineEnd.BLOCKED,
+            back,
+            f"waited {waited:.0f}s for {where or 'the new engine '}({cause})",
         )
         step.status["lastDecisionReason"] = str(DeadlineEnd.BLOCKED)
         step.events.append(
@@ -354,8 +359,8 @@ def _fall_back(
     waited = now - parse_time(switch.started_at)
     cause = switching.cause_text(blocked)
     message = (
-        f"{cause}; waited {waited:.0f}s; retried as Recreate (the old engine's GPUs freed first): "
-        f"modelled downtime {down:.0f}s"
+        f"waited {waited:.0f}s, retried as Recreate (the old engine's GPUs freed first), "
+        f"modelled downtime {down:.0f}s ({cause})"
     )
     step = AutoStep(speculative=want.speculative, switch_result="fellback")
     step.status["switch"] = switching.fallen_back(switch, now, now + limit)

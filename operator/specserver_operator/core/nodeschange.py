@@ -249,8 +249,8 @@ def _at_deadline(
     scarce = blocked is not None and blocked.scarce
     if scarce and policy.blocked_switch_fallback == BlockedSwitchFallback.RECREATE:
         message = (
-            f"{what}: {cause}; waited {waited:.0f}s; retried as Recreate ({seen.old[0]} "
-            f"{seen.old[1]} deleted first): modelled downtime {startup_s:.0f}s"
+            f"{what}: waited {waited:.0f}s, retried as Recreate ({seen.old[0]} "
+            f"{seen.old[1]} deleted first), modelled downtime {startup_s:.0f}s ({cause})"
         )
         out.phase, out.intent = Phase.RECREATE, True
         out.record = dict(
@@ -263,8 +263,8 @@ def _at_deadline(
     until = now + backoff_s(attempts, deadline_s)
     reason = str(Reason.SWITCH_BLOCKED if scarce else Reason.SWITCH_FAILED)
     message = (
-        f"{what} cancelled after {waited:.0f}s: {out.workload} {cause}; {seen.old[0]} "
-        f"{seen.old[1]} keeps serving; retried at {iso(until)} or on a new spec generation"
+        f"{what} cancelled after {waited:.0f}s ({seen.old[0]} {seen.old[1]} keeps serving; "
+        f"retried at {iso(until)} or on a new spec generation): {out.workload} {cause}"
     )
     # Recorded before the new workload is deleted (its pods, and the cause, go with it).
     out.phase, out.intent = Phase.HELD, True

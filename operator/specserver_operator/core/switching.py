@@ -17,7 +17,8 @@ the deadline ``at_deadline`` chooses:
 - ``FAILED``: no cause known, a cause that is not scarcity (an image pull, a crash loop), or a
   fallback that is not Ready by its own deadline: rolled back (``SwitchFailed``).
 
-Called by autopilot.py (speculation switches) and nodeschange.py (``resources.nodes``).
+Called by autopilot.py (speculation switches); nodeschange.py (``resources.nodes``) shares its
+times and cause text and keeps its own rule (no switch budget: a spec change is the tenant's).
 """
 
 from __future__ import annotations
