@@ -45,7 +45,8 @@ SPECULATION_ACTIVE = "SpeculationActive"
 METRICS_AVAILABLE = "MetricsAvailable"
 ENGINE_ZERO_STEPS = "EngineZeroSteps"
 AUTOSCALER_PRESENT = "AutoscalerPresent"
-#: The condition type is the policy's reason for a cancelled blocked switch (one spelling).
+#: The condition shares its spelling with the policy's reason for a switch cancelled because
+#: its engine never got its GPUs (one spelling: tests/test_one_spelling.py).
 SWITCH_BLOCKED = Reason.SWITCH_BLOCKED.value
 #: SwitchBlocked=False's reason, once no engine workload is blocked any more.
 NOT_BLOCKED = "NotBlocked"
