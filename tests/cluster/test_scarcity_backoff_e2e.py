@@ -7,8 +7,8 @@ handling holds a retry), and the one 1-GPU node never has room for the BlueGreen
 attempt is cancelled at its deadline (``SwitchBlocked``), and Auto backs off before the next:
 the deadline after the first, twice it after the second (``autocycle.backoff_s``). The test
 sees two attempts, the stored back-off after each, the wait between them at least the first
-back-off, then no attempt for longer than that after the second (``SwitchBackoff`` at every
-evaluation: the interval between attempts grows), and no request failing throughout: the
+back-off, the third after the doubled one (the interval between attempts grows;
+``SwitchBackoff`` kept meanwhile), and no request failing throughout: the
 old engine serves all along, which is what staying in the current mode would give (fleetsim
 prices goodput under the same rule: tests/advisor/policy).
 """
@@ -16,7 +16,6 @@ prices goodput under the same rule: tests/advisor/policy).
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -38,13 +37,11 @@ from scarcity import (
     unschedulable,
 )
 
-from stack import KubeHandle, counted, wait_for
+from stack import KubeHandle, wait_for
 
 pytestmark = pytest.mark.cluster
 
 DEADLINE_S = 30
-#: scripts/specserverdocs.eagle3_auto's evaluationIntervalSeconds
-EVALUATION_S = 5
 STANDBY = f"{NAME}-off"
 
 
@@ -76,6 +73,10 @@ def test_e_auto_on_a_starved_cluster_backs_off_instead_of_flapping(
         reasons.add(str(st.get("lastDecisionReason")))
         return [d for d in st.get("decisions") or [] if d["reason"] == reason]
 
+    def disables() -> list[float]:
+        """When each attempt (a decision to switch speculation off) was made."""
+        return [parse_time(d["time"]) for d in entries("TTFTSLOBreached")]
+
     try:
         clients.users(USERS, "chat")
         # The first attempt: its standby Pending with the scheduler's condition (the system
@@ -100,30 +101,25 @@ def test_e_auto_on_a_starved_cluster_backs_off_instead_of_flapping(
             until2,
             attempts2,
         )
-        tries = [parse_time(d["time"]) for d in ledger(kube, namespace) if d["action"] == "disable"]
+        tries = disables()
         assert len(tries) == 2, ledger(kube, namespace)
         # The second attempt waited out the first back-off (no retry every cycle).
         assert tries[1] >= math.floor(until1), (tries, until1)
         assert "SwitchBackoff" in reasons, reasons
-        # And holds now with the load still breaching the objective, past the first back-off's
-        # length: the wait after the second block is longer than the one after the first (the
-        # interval between attempts grows), every evaluation of it a SwitchBackoff keep.
-        stack.wait_evaluations(1)  # from the first evaluation after the one that blocked
-        reasons.clear()
-
-        def evaluations() -> float:
-            entries("SwitchBlocked")  # each poll notes the reason of the last evaluation
-            return stack.metric("specserver_evaluation_duration_seconds_count")
-
-        counted(evaluations, math.ceil(DEADLINE_S / EVALUATION_S) + 1, 180, "evaluations")
-        assert time.time() - parse_time(second["time"]) > DEADLINE_S + 1
-        assert reasons == {"SwitchBackoff"}, reasons
-        assert len([d for d in ledger(kube, namespace) if d["action"] == "disable"]) == 2
-        assert not status(kube, namespace).get("switch")
+        # The third attempt waits out the doubled back-off: the interval between attempts grows.
+        third = wait_for(
+            lambda: (found := disables())[2:] and found[2],
+            4 * DEADLINE_S + 120,
+            "the third attempt",
+        )
+        timer.mark("third attempt")
+        tries.append(third)
+        assert tries[2] >= math.floor(until2), (tries, until2)
+        assert tries[2] - tries[1] > tries[1] - tries[0], tries
+        assert len(entries("SwitchBlocked")) == 2  # the third is under way, not yet blocked
     finally:
         clients.stop()
-    assert serving(kube, namespace) == "on"
-    assert status(kube, namespace)["speculationMode"] == "On"
+    assert serving(kube, namespace) == "on"  # the Service never left the old engine
     assert clients.failed == [] and clients.no_endpoint == [], clients.failed[:5]
     print(f"{len(clients.ok)} requests served, 0 failed; attempts at {tries}")
     timer.report()
