@@ -294,7 +294,7 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
     problem = flag_value_problem(inp.args)
     if problem is not None:
         raise PlanInputError(problem)
-    r = resolve_launch(inp.args, inp.target_config, inp.draft_config)
+    r = resolve_launch(inp.args, inp.target_config, inp.draft_config, hip=inp.gpu.rocm)
     inp = _with_model_overrides(inp)
     on_disk = shape_from_config(inp.target_config)
     target = with_launch_dtype(on_disk, inp.args.get("dtype"))
