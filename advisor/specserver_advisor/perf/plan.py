@@ -28,7 +28,7 @@ from specserver_advisor.perf.model import (
     throughput,
 )
 from specserver_advisor.perf.treeaccept import tree_accept
-from specserver_advisor.perf.unmodelled import unmodelled_notes
+from specserver_advisor.perf.unmodelled import Unmodelled, unmodelled
 from specserver_advisor.policy.model import PolicyContext, score
 from specserver_advisor.policy.switchcost import group_restart_extra_s, restart_seconds
 from specserver_advisor.sglang import memory
@@ -114,6 +114,8 @@ class Plan:
     scenario: Scenario
     cap_on: int
     cap_off: int
+    #: What the curves do not price (``perf.unmodelled``): also among ``notes``.
+    not_modelled: list[Unmodelled] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         r = self.resolution
@@ -181,6 +183,7 @@ class Plan:
             "crossover_concurrency": (
                 None if self.crossover_concurrency is None else round(self.crossover_concurrency, 1)
             ),
+            "not_modelled": [u.to_json() for u in self.not_modelled],
         }
 
 
@@ -422,7 +425,10 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
         notes.append(_unset_cap_note(r, sglang_default))
     if mem.error:
         notes.append(mem.error)
-    notes.extend(unmodelled_notes(inp.args, inp.target_config, scn, cal))
+    not_modelled = unmodelled(
+        inp.args, inp.target_config, scn, cal, weights_indexed=inp.target_weight_bytes is not None
+    )
+    notes.extend(u.note for u in not_modelled)
     return Plan(
         r,
         ctx,
@@ -438,6 +444,7 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
         scn,
         cap_on,
         cap_off,
+        not_modelled,
     )
 
 
