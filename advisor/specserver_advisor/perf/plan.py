@@ -23,6 +23,7 @@ from specserver_advisor.perf.model import (
     break_even_accept_length,
     crossover,
     falls_through,
+    load_points,
     plain_scenario,
     predict,
     throughput,
@@ -94,6 +95,11 @@ class PlanInputs:
     #: Varied prompt lengths as (tokens, share of requests); replaces ``input_len`` (which
     #: becomes their mean) and makes arrivals staggered. Empty: every prompt is ``input_len``.
     prompt_mix: tuple[tuple[int, float], ...] = ()
+    #: Score every candidate cap over the loads for ``recommended_mrr`` (``best_cap``). Off,
+    #: the recommendation is the largest safe cap (``safe_cap``) unscored: ``plan
+    #: --search-shape`` reads only the curves of the shapes it does not choose, and plans its
+    #: choice again with it on.
+    recommend_cap: bool = True
 
 
 @dataclass
@@ -410,8 +416,10 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
     cross = falls_through(both) if r.algorithm else None
     graph_bs = mem.settings.cuda_graph_max_bs
     candidates = cap_candidates(inp.concurrency, fits_on, graph_bs, sglang_default, cross)
-    best = best_cap(
-        scn if r.speculative else plain, inp.concurrency, candidates, r.speculative, cal
+    best = (
+        best_cap(scn if r.speculative else plain, inp.concurrency, candidates, r.speculative, cal)
+        if inp.recommend_cap
+        else safe_cap(fits_on, graph_bs)
     )
     recommended = min(best, safe_cap(fits_on, graph_bs))
     if recommended < best:
@@ -483,9 +491,8 @@ def goodput(
     """Output tok/s summed over the loads asked, each scaled down where its predicted TTFT
     P99 misses the SLO (``policy.score``): what a cap is judged by."""
     total = 0.0
-    for load in sorted(set(loads)):
-        p = predict(scn, load, cap, speculative, cal)
-        total += score(p.output_tok_s, p.ttft_p99_ms / 1000, slo_s)
+    for tok_s, ttft_p99_ms in load_points(scn, sorted(set(loads)), cap, speculative, cal):
+        total += score(tok_s, ttft_p99_ms / 1000, slo_s)
     return total
 
 
