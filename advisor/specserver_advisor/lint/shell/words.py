@@ -92,13 +92,21 @@ class Word:
 
     def literal(self) -> str | None:
         """The word's text when it has no expansions."""
-        if all(isinstance(p, Lit) for p in self.parts):
-            return "".join(p.text for p in self.parts if isinstance(p, Lit))
+        parts = self.parts
+        if len(parts) == 1:
+            only = parts[0]
+            return only.text if isinstance(only, Lit) else None
+        if all(isinstance(p, Lit) for p in parts):
+            return "".join(p.text for p in parts if isinstance(p, Lit))
         return None
 
     def unquoted_literal(self) -> str | None:
         """The text when the word is plain unquoted literal (keywords, operators-like words)."""
-        if all(isinstance(p, Lit) and not p.quoted for p in self.parts):
+        parts = self.parts
+        if len(parts) == 1:
+            only = parts[0]
+            return only.text if isinstance(only, Lit) and not only.quoted else None
+        if all(isinstance(p, Lit) and not p.quoted for p in parts):
             return self.literal()
         return None
 
@@ -134,6 +142,10 @@ class _Reader:
         return ShellSyntaxError(message, line, col)
 
 
+#: The characters a word cannot start with (everything ``_tokens`` checks before ``_word``).
+_NOT_WORD_START = frozenset("\\ \t\r#\n<>&;|()")
+
+
 def tokenize(text: str, budget: Budget | None = None) -> list[Word]:
     """Words and operators (``\\n`` included) of a whole script, the first ``MAX_WORDS``
     (and up to the ``MAX_WORDS``-th expansion)."""
@@ -154,12 +166,22 @@ def _tokens(r: _Reader, out: list[Word], budget: Budget | None) -> None:
             if budget is not None:
                 budget.note("file words")
             break
-        ch = r.peek()
+        ch = r.text[r.i]
+        if ch not in _NOT_WORD_START:  # the common case: a word
+            word = _word(r)
+            last_end = r.i
+            if r.peek() == "(" and word.parts and _ends_with_assign(word):
+                word.glued_paren = True
+            out.append(word)
+            continue
         if ch == "\\" and r.peek(1) == "\n":
             r.take(2)
             continue
         if ch in " \t\r":
-            r.take(len(BLANKS.match(r.text, r.i).group(0)))  # type: ignore[union-attr]
+            blanks = BLANKS.match(r.text, r.i)
+            assert blanks is not None
+            r.col += blanks.end() - r.i  # no newline among blanks: only the column moves
+            r.i = blanks.end()
             continue
         if ch == "#":
             end = r.text.find("\n", r.i)
@@ -247,8 +269,8 @@ def _word(r: _Reader) -> Word:
             buf = []
 
     while r.i < len(r.text):
-        ch = r.peek()
-        if ch in " \t\r\n;&|()<>" or ch == "":
+        ch = r.text[r.i]
+        if ch in " \t\r\n;&|()<>":
             break
         if ch == "\\":
             if r.peek(1) == "\n":
@@ -286,7 +308,12 @@ def _word(r: _Reader) -> Word:
         if not buf:
             start = (r.line, r.col)
         plain = PLAIN.match(r.text, r.i)
-        buf.append(r.take(len(plain.group(0)) if plain else 1))
+        if plain is None:
+            buf.append(r.take())
+        else:  # no newline in a plain run: only the column moves
+            buf.append(plain.group(0))
+            r.col += plain.end() - r.i
+            r.i = plain.end()
     flush()
     return word
 
