@@ -75,7 +75,9 @@ class Field:
 
 def text_of(value: Value) -> str:
     """A value's text."""
-    return "".join(p.text for p in value)
+    if len(value) == 1:
+        return value[0].text
+    return "".join([p.text for p in value])
 
 
 def _unknowntext_of(name: str) -> str:
