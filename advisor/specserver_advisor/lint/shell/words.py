@@ -259,17 +259,12 @@ def _skip_heredocs(r: _Reader) -> None:
 
 def _word(r: _Reader) -> Word:
     word = Word(line=r.line, column=r.col)
-    buf: list[str] = []
-    start = (r.line, r.col)
-
-    def flush(quoted: bool = False) -> None:
-        nonlocal buf
-        if buf:
-            word.parts.append(Lit("".join(buf), start[0], start[1], quoted))
-            buf = []
-
-    while r.i < len(r.text):
-        ch = r.text[r.i]
+    parts = word.parts
+    buf: list[str] = []  # unquoted literal text since (line, col)
+    line, col = r.line, r.col
+    text = r.text
+    while r.i < len(text):
+        ch = text[r.i]
         if ch in " \t\r\n;&|()<>":
             break
         if ch == "\\":
@@ -277,44 +272,42 @@ def _word(r: _Reader) -> Word:
                 r.take(2)
                 continue
             if not buf:
-                start = (r.line, r.col)
+                line, col = r.line, r.col
             r.take()
             buf.append(r.take())
             continue
+        if ch in "'\"$`" and buf:
+            parts.append(Lit("".join(buf), line, col, False))
+            buf = []
         if ch == "'":
-            flush()
             _count(r)
-            line, col = r.line, r.col
+            at_line, at_col = r.line, r.col
             r.take()
-            end = r.text.find("'", r.i)
+            end = text.find("'", r.i)
             if end < 0:
-                raise r.error("unterminated single quote", line, col)
+                raise r.error("unterminated single quote", at_line, at_col)
             lit_line, lit_col = r.line, r.col
-            word.parts.append(Lit(r.take(end - r.i), lit_line, lit_col, True))
+            parts.append(Lit(r.take(end - r.i), lit_line, lit_col, True))
             r.take()
-            start = (r.line, r.col)
             continue
         if ch == '"':
-            flush()
             _count(r)
             _double_quoted(r, word)
-            start = (r.line, r.col)
             continue
         if ch in "$`":
-            flush()
-            word.parts.append(_expansion(r, quoted=False))
-            start = (r.line, r.col)
+            parts.append(_expansion(r, quoted=False))
             continue
         if not buf:
-            start = (r.line, r.col)
-        plain = PLAIN.match(r.text, r.i)
+            line, col = r.line, r.col
+        plain = PLAIN.match(text, r.i)
         if plain is None:
             buf.append(r.take())
         else:  # no newline in a plain run: only the column moves
             buf.append(plain.group(0))
             r.col += plain.end() - r.i
             r.i = plain.end()
-    flush()
+    if buf:
+        parts.append(Lit("".join(buf), line, col, False))
     return word
 
 
