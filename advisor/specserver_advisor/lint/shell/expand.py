@@ -47,15 +47,14 @@ class World:
         return World(dict(self.vars), set(self.exported), dict(self.assigned_at), list(self.params))
 
     def key(self) -> tuple[object, ...]:
-        def text(v: Value | list[Value]) -> object:
-            if isinstance(v, list):
-                return tuple(text_of(x) for x in v)
-            return text_of(v)
-
+        texts: list[tuple[str, object]] = []
+        for k, v in self.vars.items():
+            texts.append((k, tuple([text_of(x) for x in v]) if isinstance(v, list) else text_of(v)))
+        texts.sort()
         return (
-            tuple(sorted((k, text(v)) for k, v in self.vars.items())),
+            tuple(texts),
             tuple(sorted(self.exported)),
-            tuple(text_of(p) for p in self.params),
+            tuple([text_of(p) for p in self.params]),
         )
 
 
