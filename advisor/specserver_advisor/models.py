@@ -123,6 +123,13 @@ class SwitchStrategy(StrEnum):
     BLUE_GREEN = "BlueGreen"
 
 
+class BlockedSwitchFallback(StrEnum):
+    """What a switch whose new engine never got its GPUs does at its deadline."""
+
+    CANCEL = "Cancel"
+    RECREATE = "Recreate"
+
+
 class ConditionStatus(StrEnum):
     """Kubernetes condition status values."""
 
@@ -584,10 +591,33 @@ class AutoSpeculation(ApiModel):
             "LeaderWorkerSet (a switch then restarts each group in place, with downtime)."
         ),
     )
-    switch_timeout_seconds: int = Field(
-        default=900,
+    switch_timeout_seconds: int | None = Field(
+        default=None,
         ge=30,
-        description="A switch not Ready within this time is rolled back (reason SwitchFailed).",
+        description=(
+            "Deadline for a switch's new engine (or a resources.nodes change) to become Ready, "
+            "counted from the switch's start; past it the switch is cancelled (the old engine "
+            "keeps serving) or falls back (blockedSwitchFallback). Unset: derived from the "
+            "advisor's modelled start-up of the new engine (pod start, weight load per node, "
+            "CUDA-graph capture, multi-node rendezvous) plus slack for an image pull or a node "
+            "the cluster autoscaler adds: twice the start-up, at least 600s and at most 1800s "
+            "of slack, 3600s in all at most unless the start-up alone needs more "
+            "(docs/advisor.md). Set it above the time your "
+            "cluster takes to provision a GPU node when it autoscales."
+        ),
+    )
+    blocked_switch_fallback: BlockedSwitchFallback = Field(
+        default=BlockedSwitchFallback.CANCEL,
+        description=(
+            "What a switch whose new engine is not Ready by the deadline does. Cancel (default): "
+            "the new engine is removed and the old one keeps serving with no downtime; Auto "
+            "backs off before trying that switch again (first the deadline, doubling per "
+            "consecutive blocked attempt, at most an hour). Recreate: free the GPUs first (stop "
+            "the old engine, then start the new one in their place), taking a restart's "
+            "downtime; only when the hourly switch budget allows it, else Cancel. Choose "
+            "Recreate where the switch matters more than minutes without serving and the "
+            "cluster has no spare GPUs for a BlueGreen or RollingUpdate standby."
+        ),
     )
     ttft_p99_slo_seconds: float = Field(
         default=5.0,
@@ -820,6 +850,21 @@ class AutoPolicyState(ApiModel):
     )
     bands_saved_at: float | None = Field(
         default=None, description="Unix time the band scores were last stored."
+    )
+    blocked_until: float | None = Field(
+        default=None,
+        description=(
+            "Unix time until which Auto does not retry the switch to blockedMode (a switch "
+            "whose new engine never got its GPUs was cancelled at its deadline)."
+        ),
+    )
+    blocked_attempts: int = Field(
+        default=0,
+        ge=0,
+        description="Consecutive blocked switches to blockedMode (the back-off doubles each).",
+    )
+    blocked_mode: SpeculationState | None = Field(
+        default=None, description="The speculation state the blocked switch was to."
     )
 
 

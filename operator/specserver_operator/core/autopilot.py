@@ -39,6 +39,7 @@ from specserver_advisor.policy.model import (
     Reason,
     SpecMode,
 )
+from specserver_advisor.policy.switchcost import switch_deadline_s
 from specserver_operator.core import policystate
 
 PAUSE_ANNOTATION = "specserver.io/pause-auto-speculation"
@@ -142,7 +143,16 @@ def auto_step(
     Deployment (None: none)."""
     policy = effective_policy(spec)
     if switch is not None:
-        followed = _follow_switch(status, stored, switch, policy, running, engine_ready, now)
+        followed = _follow_switch(
+            status,
+            stored,
+            switch,
+            policy,
+            running,
+            engine_ready,
+            now,
+            switch_deadline_s(policy, ctx),
+        )
         if followed is not None:
             return followed
         if paused:  # the policy makes no decision while paused, a cancel included
@@ -250,8 +260,10 @@ def _follow_switch(
     running: SpecMode | None,
     engine_ready: bool,
     now: float,
+    deadline_s: float,
 ) -> AutoStep | None:
-    """The switch completed, or failed (not Ready in time: rolled back); None: neither yet."""
+    """The switch completed, or failed (not Ready within ``deadline_s``: rolled back); None:
+    neither yet."""
     want = SpecMode.from_status(switch.target)
     if running == want and engine_ready:
         step = AutoStep(speculative=want.speculative, switch_result="completed")
@@ -265,7 +277,7 @@ def _follow_switch(
             )
         )
         return step
-    if now - parse_time(switch.started_at) > policy.switch_timeout_seconds:
+    if now - parse_time(switch.started_at) > deadline_s:
         back = SpecMode.from_status(switch.previous)
         state = load_state(stored, running)
         state.mode = back
@@ -275,15 +287,14 @@ def _follow_switch(
         step.status["policyState"] = policystate.to_status(persisted(state, stored, now))
         rollback = Decision(now, back.action, Reason.SWITCH_FAILED, state.mode)
         step.status["decisions"] = _ledger(
-            status, rollback, state.mode, f"not Ready within {policy.switch_timeout_seconds}s"
+            status, rollback, state.mode, f"not Ready within {deadline_s:.0f}s"
         )
         step.status["lastDecisionReason"] = str(Reason.SWITCH_FAILED)
         step.events.append(
             (
                 "Warning",
                 str(Reason.SWITCH_FAILED),
-                f"speculation {want} not Ready within "
-                f"{policy.switch_timeout_seconds}s; rolled back",
+                f"speculation {want} not Ready within {deadline_s:.0f}s; rolled back",
             )
         )
         return step
