@@ -8,7 +8,7 @@ Pure data: no Kubernetes client, no I/O.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic.alias_generators import to_camel
@@ -547,6 +547,38 @@ class Resources(ApiModel):
     )
 
 
+#: A DNS-1123 label (a Kueue LocalQueue's name).
+DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
+class Scheduling(ApiModel):
+    """Where the engine waits its turn for GPUs: Kueue's queue and priority, rendered as the
+    labels Kueue reads on the Deployment or LeaderWorkerSet (and on its pod templates)."""
+
+    queue_name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=63,
+        pattern=DNS1123_LABEL,
+        description=(
+            "Kueue LocalQueue (in the SpecServer's namespace) the engine workloads are queued "
+            "in: the label kueue.x-k8s.io/queue-name. Kueue refuses a change of that label on "
+            "an existing workload, so a change applies to the next workload the operator "
+            "creates (a switch's standby, a resources.nodes change, a recreate)."
+        ),
+    )
+    priority_class_name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=63,
+        pattern=DNS1123_SUBDOMAIN,
+        description=(
+            "Kueue WorkloadPriorityClass of the engine workloads: the label "
+            "kueue.x-k8s.io/priority-class (a label value: at most 63 characters)."
+        ),
+    )
+
+
 class AutoSpeculation(ApiModel):
     """Auto mode: when the operator switches speculation on or off from live metrics.
 
@@ -577,7 +609,9 @@ class AutoSpeculation(ApiModel):
             "(a surge pod when a spare GPU exists, no downtime), BlueGreen (a standby "
             "Deployment <name>-on or <name>-off starts in the new mode; the Service moves to it "
             "only once it is Ready, then the old one is scaled to zero; needs the GPUs of both "
-            "for the duration of a switch)."
+            "for the duration of a switch). A switch whose new engine is not Ready by its "
+            "deadline (switchTimeoutSeconds) is cancelled, the old engine serving on, or falls "
+            "back to Recreate (blockedSwitchFallback)."
         ),
     )
     max_surge: int | None = Field(
@@ -710,6 +744,10 @@ class SpecServerSpec(ApiModel):
     auto_speculation: AutoSpeculation | None = Field(
         default=None, description="Policy for mode Auto."
     )
+    scheduling: Scheduling | None = Field(
+        default=None,
+        description="Queueing for GPUs: the Kueue LocalQueue and WorkloadPriorityClass.",
+    )
 
     @field_validator("mode", mode="before")
     @classmethod
@@ -794,13 +832,65 @@ class ResolvedEngine(ApiModel):
     )
 
 
+class SwitchKind(StrEnum):
+    """What a switch changes: the speculation state (Auto), or ``resources.nodes`` between one
+    and several (a Deployment replaced by a LeaderWorkerSet, or back)."""
+
+    SPECULATION = "Speculation"
+    NODES_CHANGE = "NodesChange"
+
+
 class SwitchInProgress(ApiModel):
-    """A switch between speculation on and off (an engine restart)."""
+    """A switch between speculation on and off, or between one node and several (an engine
+    restart): written before the engine is touched, so a restarted operator resumes it."""
 
     target: SpeculationState = Field(description="The speculation state being rolled out.")
     previous: SpeculationState = Field(description="The state to roll back to on failure.")
     started_at: str = Field(description="RFC 3339 time the switch started.")
     reason: str = Field(description="The decision's reason code.")
+    kind: SwitchKind | None = Field(
+        default=None,
+        description="Speculation (unset: the same) or NodesChange (resources.nodes 1 <-> N).",
+    )
+    deadline: str | None = Field(
+        default=None,
+        description=(
+            "RFC 3339 time by which the new engine must be Ready, fixed when the switch starts "
+            "(and again when it falls back): past it the switch is cancelled and the old engine "
+            "kept serving, or retried as Recreate (autoSpeculation.blockedSwitchFallback)."
+        ),
+    )
+    fallback: Literal["Recreate"] | None = Field(
+        default=None,
+        description=(
+            "Recreate: the switch was blocked at its deadline for want of GPUs and is retried "
+            "freeing the old engine's GPUs first (with downtime)."
+        ),
+    )
+    fallback_at: str | None = Field(
+        default=None, description="RFC 3339 time the switch fell back to Recreate."
+    )
+    from_nodes: int | None = Field(
+        default=None, ge=1, description="NodesChange: the nodes per replica it leaves."
+    )
+    to_nodes: int | None = Field(
+        default=None, ge=1, description="NodesChange: the nodes per replica it places."
+    )
+    generation: int | None = Field(
+        default=None, description="NodesChange: the SpecServer generation it rolls out."
+    )
+    held_until: str | None = Field(
+        default=None,
+        description=(
+            "NodesChange cancelled at its deadline: RFC 3339 time until which the old workload "
+            "keeps serving and the change is not retried (a new generation retries at once)."
+        ),
+    )
+    attempts: int | None = Field(
+        default=None,
+        ge=1,
+        description="NodesChange: consecutive attempts cancelled at their deadline.",
+    )
 
 
 class PolicyBandScore(ApiModel):
@@ -927,7 +1017,10 @@ class SpecServerStatus(ApiModel):
         description="The auto-speculation policy's state (kept so a restart resumes).",
     )
     switch: SwitchInProgress | None = Field(
-        default=None, description="A speculation switch that has started and not yet finished."
+        default=None,
+        description=(
+            "A switch (speculation, or resources.nodes) that has started and not yet finished."
+        ),
     )
     last_decision_reason: str | None = Field(
         default=None, description="Reason code of the newest policy evaluation."
