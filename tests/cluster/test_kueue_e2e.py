@@ -19,6 +19,8 @@ import pytest
 
 from stack import REPO, KubeHandle, wait_for
 
+pytestmark = pytest.mark.cluster
+
 QUEUE = "gpus"
 GATE = "kueue.x-k8s.io/admission"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
