@@ -105,6 +105,7 @@ def test_alert_rules_cover_the_issue_and_use_exported_metrics() -> None:
         "SpecServerMetricsStale",
         "SpecServerAcceptLengthCollapsed",
         "SpecServerEngineNotReady",
+        "SpecServerSwitchBlocked",
     }
     families = list(opmetrics.REGISTRY.collect())
     exported = {m.name for m in families if m.type != "counter"} | {
@@ -139,6 +140,10 @@ tests:
         values: '1x20'
       - series: 'sglang:spec_accept_length{namespace="llm",specserver="d",pod="p"}'
         values: '1.05x20'
+      - series: 'specserver_switch_blocked{namespace="llm",name="k",reason="Unschedulable"}'
+        values: '1x20'
+      - series: 'specserver_switch_blocked{namespace="llm",name="m",reason="QuotaExceeded"}'
+        values: '1 1 1 0 0 0 0 0 0 0 0'
       - series: 'DECISIONS(e,MetricsStale)'
         values: '0+1x20'
       - series: 'DECISIONS(f,MetricsStale)'
@@ -156,6 +161,9 @@ tests:
          exp_alerts: [{exp_labels: {severity: warning, namespace: llm, specserver: c}}]}
       - {eval_time: 16m, alertname: SpecServerAcceptLengthCollapsed,
          exp_alerts: [{exp_labels: {severity: warning, namespace: llm, specserver: d}}]}
+      - {eval_time: 6m, alertname: SpecServerSwitchBlocked,
+         exp_alerts: [{exp_labels: {severity: warning, namespace: llm, name: k,
+                                    reason: Unschedulable}}]}
       - {eval_time: 12m, alertname: SpecServerMetricsStale,
          exp_alerts: [{exp_labels: {severity: warning, namespace: llm, specserver: e}}]}
 """
@@ -189,7 +197,7 @@ def test_alert_rules_pass_promtool_check(promtool: str, tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(_rules()))
     done = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 5 rules found" in done.stdout
+    assert "SUCCESS: 6 rules found" in done.stdout
 
 
 def test_alert_rules_fire_on_the_series_they_describe(promtool: str, tmp_path: Path) -> None:

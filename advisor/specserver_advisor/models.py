@@ -540,6 +540,38 @@ class Resources(ApiModel):
     )
 
 
+#: A DNS-1123 label (a Kueue LocalQueue's name).
+DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
+class Scheduling(ApiModel):
+    """Where the engine waits its turn for GPUs: Kueue's queue and priority, rendered as the
+    labels Kueue reads on the Deployment or LeaderWorkerSet (and on its pod templates)."""
+
+    queue_name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=63,
+        pattern=DNS1123_LABEL,
+        description=(
+            "Kueue LocalQueue (in the SpecServer's namespace) the engine workloads are queued "
+            "in: the label kueue.x-k8s.io/queue-name. Kueue refuses a change of that label on "
+            "an existing workload, so a change applies to the next workload the operator "
+            "creates (a switch's standby, a resources.nodes change, a recreate)."
+        ),
+    )
+    priority_class_name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=63,
+        pattern=DNS1123_SUBDOMAIN,
+        description=(
+            "Kueue WorkloadPriorityClass of the engine workloads: the label "
+            "kueue.x-k8s.io/priority-class (a label value: at most 63 characters)."
+        ),
+    )
+
+
 class AutoSpeculation(ApiModel):
     """Auto mode: when the operator switches speculation on or off from live metrics.
 
@@ -679,6 +711,10 @@ class SpecServerSpec(ApiModel):
     )
     auto_speculation: AutoSpeculation | None = Field(
         default=None, description="Policy for mode Auto."
+    )
+    scheduling: Scheduling | None = Field(
+        default=None,
+        description="Queueing for GPUs: the Kueue LocalQueue and WorkloadPriorityClass.",
     )
 
     @field_validator("mode", mode="before")

@@ -20,6 +20,7 @@ from typing import Any
 import kopf
 
 from specserver_advisor.models import GROUP, KIND, PLURAL, VERSION
+from specserver_operator.core import kinds
 from specserver_operator.kube import kopfdecode, kopfpaging
 from specserver_operator.kube.client import LIST_PAGE, KubeClient
 from specserver_operator.kube.connection import Connection
@@ -202,15 +203,19 @@ async def specserver_seen(event: kopf.RawEvent, **_: Any) -> None:
             await asyncio.get_running_loop().run_in_executor(None, immediate_pass, *args)
 
 
-@kopf.on.event("apps", "v1", "deployments", labels=MANAGED)
-async def deployment_seen(event: kopf.RawEvent, **_: Any) -> None:
-    CACHE.observe("Deployment", dict(event))
+def _watch_workloads(kind: kinds.WorkloadKind) -> None:
+    """Watch one workload kind of the table (kinds.py) into the cache; kopf serves none of a
+    CustomResource kind while its CRD is absent (LeaderWorkerSet: multi-node engines)."""
+
+    async def seen(event: kopf.RawEvent, **_: Any) -> None:
+        CACHE.observe(kind.kind, dict(event))
+
+    seen.__name__ = seen.__qualname__ = f"{kind.kind.lower()}_seen"
+    kopf.on.event(kind.group, kind.version, kind.plural, labels=MANAGED, id=seen.__name__)(seen)
 
 
-@kopf.on.event("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", labels=MANAGED)
-async def leaderworkerset_seen(event: kopf.RawEvent, **_: Any) -> None:
-    """LeaderWorkerSets (multi-node engines); kopf serves none while its CRD is absent."""
-    CACHE.observe("LeaderWorkerSet", dict(event))
+for _kind in kinds.KINDS.values():
+    _watch_workloads(_kind)
 
 
 @kopf.on.event("v1", "services", labels=MANAGED)

@@ -54,6 +54,8 @@ class FakeClient:
         self.status: dict[str, Any] = {}
         self.writes = 0
         self.ready = True
+        self.pods: list[dict[str, Any]] = []
+        self.events: list[dict[str, Any]] = []
 
     def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         if kind != "Deployment" or not self.deployment:
@@ -87,6 +89,12 @@ class FakeClient:
 
     def list_autoscalers(self, namespace: str) -> list[tuple[str, str, str, str]]:
         return []
+
+    def list_scheduling(
+        self, namespace: str, name: str
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The engine's pods and FailedCreate events: ``pods`` / ``events`` as a test sets them."""
+        return list(self.pods), list(self.events)
 
     def __getattr__(self, name: str) -> Any:
         raise AssertionError(f"unexpected client call {name}")

@@ -20,11 +20,11 @@ from typing import Any
 from specserver_advisor.launch.model import EngineConfig
 from specserver_advisor.models import SpecServer
 from specserver_advisor.policy.model import SpecMode
-from specserver_operator.core import bluegreen, render
+from specserver_operator.core import bluegreen, kinds, render
 from specserver_operator.core.drift import SCALED_KINDS, owned_digest
 from specserver_operator.core.drift import replicas as replicas_of
 from specserver_operator.core.hashes import object_hash
-from specserver_operator.core.names import child_name, lws_name
+from specserver_operator.core.names import child_name
 from specserver_operator.core.render import build_blue_green, build_children
 from specserver_operator.core.status import deployment_state
 
@@ -110,17 +110,16 @@ def serving_workload(
             found = lookup(kind, bluegreen.deployment_name(name, mode))
             if found is not None:
                 return found
-    return lookup(kind, lws_name(name) if kind == render.LEADER_WORKER_SET else name)
+    return lookup(kind, kinds.of(kind).single_name(name))
 
 
 def workload_keys(name: str) -> list[tuple[str, str]]:
     """Every engine workload a SpecServer (base name ``name``) may own, any strategy or kind."""
     modes = [bluegreen.deployment_name(name, m) for m in bluegreen.MODES]
     return [
-        (render.DEPLOYMENT, name),
-        *[(render.DEPLOYMENT, m) for m in modes],
-        (render.LEADER_WORKER_SET, lws_name(name)),
-        *[(render.LEADER_WORKER_SET, m) for m in modes],
+        key
+        for kind in kinds.KINDS.values()
+        for key in [(kind.kind, kind.single_name(name)), *[(kind.kind, m) for m in modes]]
     ]
 
 
@@ -142,6 +141,35 @@ def _other_kind_serves(
         if other_kind != kind and scaled_up and deployment_state(found, replicas)[0]:
             return True
     return False
+
+
+def live_queues(lookup: Lookup, keys: list[tuple[str, str]]) -> tuple[Any, ...]:
+    """The Kueue labels each live workload of ``keys`` carries (part of a rendering's key)."""
+    out = []
+    for kind, name in keys:
+        live = kinds.queue_labels_of(lookup(kind, name))
+        out.append((kind, name, None if live is None else tuple(sorted(live.items()))))
+    return tuple(out)
+
+
+def keeping_queues(
+    lookup: Lookup, render: Callable[[], list[dict[str, Any]]]
+) -> Callable[[], list[dict[str, Any]]]:
+    """``render`` with each workload that already exists keeping the Kueue labels it has:
+    Kueue refuses a change of ``kueue.x-k8s.io/queue-name`` on an existing workload (and its
+    webhook copies it into the pod template itself), so a new ``spec.scheduling`` applies to
+    the next workload created, never as an update that would fail on every pass."""
+
+    def rendered() -> list[dict[str, Any]]:
+        objs = render()
+        for obj in objs:
+            if obj["kind"] in kinds.KINDS:
+                live = kinds.queue_labels_of(lookup(obj["kind"], obj["metadata"]["name"]))
+                if live is not None:
+                    kinds.set_queue_labels(obj, live)
+        return objs
+
+    return rendered
 
 
 def owned(obj: dict[str, Any] | None, uid: str) -> bool:
@@ -169,12 +197,21 @@ def plan_children(
         serves = deployment_state(lookup(*current), replicas)[0]
         leftovers = _leftovers(lookup, name, uid, [current])
         leader = not (
-            kind == render.LEADER_WORKER_SET
+            kinds.of(kind).waits_for_other_kind
             and not serves
             and _other_kind_serves(lookup, leftovers, kind, replicas)
         )
-        key: tuple[Any, ...] = (generation, cfg.speculative, strategy, preflight_image, leader)
-        out.render = lambda: build_children(server, uid, cfg, preflight_image, strategy, leader)
+        key: tuple[Any, ...] = (
+            generation,
+            cfg.speculative,
+            strategy,
+            preflight_image,
+            leader,
+            live_queues(lookup, [current]),
+        )
+        out.render = keeping_queues(
+            lookup, lambda: build_children(server, uid, cfg, preflight_image, strategy, leader)
+        )
         out.apply = _cached(rendered, uid, key, out.render)
         if serves:
             out.delete += leftovers
@@ -186,7 +223,7 @@ def plan_children(
     mine = [(kind, bluegreen.deployment_name(name, m)) for m in bluegreen.MODES]
     leftovers = _leftovers(lookup, name, uid, mine)
     leader = not (
-        kind == render.LEADER_WORKER_SET
+        kinds.of(kind).waits_for_other_kind
         and not ready[want]
         and _other_kind_serves(lookup, leftovers, kind, replicas)
     )
@@ -212,9 +249,13 @@ def plan_children(
         the_plan.serve,
         preflight_image,
         leader,
+        live_queues(lookup, mine),
     )
-    out.render = lambda: build_blue_green(
-        server, uid, configs, the_plan.replicas, the_plan.serve, preflight_image, leader
+    out.render = keeping_queues(
+        lookup,
+        lambda: build_blue_green(
+            server, uid, configs, the_plan.replicas, the_plan.serve, preflight_image, leader
+        ),
     )
     out.apply = _cached(rendered, uid, key, out.render)
     if the_plan.switching:

@@ -20,6 +20,13 @@ Condition types (``status.conditions``, a list keyed by ``type``):
   engine drafts) or ``DraftUnloaded`` (Auto runs the engine without the draft).
 - ``AutoscalerPresent``: True when an HPA or KEDA ScaledObject targets the engine Deployment
   (they coexist, but replica changes and speculation switches interact; the message says how).
+- ``SwitchBlocked``: True while a new engine workload (an Auto switch's standby or new
+  template, a rollout, a ``resources.nodes`` change, a first deploy) is not Ready and a cause
+  is known (core/blocked.py): reason ``Unschedulable``, ``QuotaExceeded``, ``NotAdmitted``
+  (held by Kueue), ``ImagePullBackOff`` or ``CrashLoopBackOff``; the message names the workload
+  and quotes the cause's own words (the scheduler's, the apiserver's, the kubelet's). False
+  (reason ``NotBlocked``) once nothing is blocked; absent on a SpecServer never blocked. With
+  no engine serving, Ready=False takes the same reason and message.
 """
 
 from __future__ import annotations
@@ -37,6 +44,9 @@ SPECULATION_ACTIVE = "SpeculationActive"
 METRICS_AVAILABLE = "MetricsAvailable"
 ENGINE_ZERO_STEPS = "EngineZeroSteps"
 AUTOSCALER_PRESENT = "AutoscalerPresent"
+SWITCH_BLOCKED = "SwitchBlocked"
+#: SwitchBlocked=False's reason, once no engine workload is blocked any more.
+NOT_BLOCKED = "NotBlocked"
 
 #: ConfigValid's reason when no admission review's grant lets the HF token Secret reach a pod
 #: (secretgrants.py)
@@ -52,6 +62,7 @@ TYPES = (
     METRICS_AVAILABLE,
     ENGINE_ZERO_STEPS,
     AUTOSCALER_PRESENT,
+    SWITCH_BLOCKED,
 )
 #: Written on the first visit; MetricsAvailable only exists in mode Auto.
 INITIAL_TYPES = TYPES[:4]

@@ -35,6 +35,7 @@ from specserver_advisor.sglang.configvalues import ConfigShapeError
 from specserver_operator.core import children, speccheck
 from specserver_operator.core import conditions as cond
 from specserver_operator.core.autopilot import PAUSE_ANNOTATION, AutoStep, auto_step
+from specserver_operator.core.blocked import Blocked
 from specserver_operator.core.bluegreen import MODE_LABEL
 from specserver_operator.core.drift import SCALED_KINDS, drift
 from specserver_operator.core.drift import replicas as live_replicas
@@ -53,6 +54,8 @@ from specserver_operator.core.status import (
 )
 from specserver_operator.core.statusmodel import status_plan
 
+#: Ready=False's reason while the engine starts (status.py): a known cause replaces it.
+NOT_READY = "EngineNotReady"
 #: Status fields of a new switch, written before the engine is touched.
 INTENT_FIELDS = ("switch", "policyState", "decisions", "lastDecisionReason")
 Event = tuple[str, str, str]  # (type, reason, message)
@@ -303,6 +306,8 @@ def status_of(
         fields["switch"] = None  # a switch Auto left unfinished ends with Auto
         auto_only = (cond.METRICS_AVAILABLE, cond.ENGINE_ZERO_STEPS)
         conds = [c for c in conds if c.type not in auto_only]
+    conds, blocked_events = blocked_conditions(observed, conds, stored, generation, now)
+    events += blocked_events
     if server is not None and deployment is not None and observed.autoscalers is not None:
         serving = (deployment.get("metadata") or {}).get("name") or child_name(meta["name"])
         found = autoscaler_condition(serving, observed.autoscalers)
@@ -317,6 +322,47 @@ def status_of(
         lambda: observed.policy_state,
     )
     return status, patch, status_events(current, fields, conds, decided.cfg, stored) + events
+
+
+def blocked_workload(observed: Observed) -> Blocked | None:
+    """The first owned engine workload that is not Ready for a known cause (blocked.py), in
+    the order ``children.workload_keys`` lists them (None: none is blocked)."""
+    uid = str(observed.meta.get("uid"))
+    for (kind, name), obj in observed.children.items():
+        if obj is None or kind not in SCALED_KINDS or not children.owned(obj, uid):
+            continue
+        found = observed.blocked(name)
+        if found is not None:
+            return found
+    return None
+
+
+def blocked_conditions(
+    observed: Observed,
+    conds: list[Condition],
+    stored: list[Condition],
+    generation: int | None,
+    now: str,
+) -> tuple[list[Condition], list[Event]]:
+    """``SwitchBlocked`` (and Ready=False with the same cause while no engine serves), and a
+    ``Warning SwitchBlocked`` event once per cause (a new reason, not a new message: the
+    scheduler's node count changing is the same cause)."""
+    found = blocked_workload(observed)
+    before = cond.get_condition(stored, cond.SWITCH_BLOCKED)
+    if found is None:
+        if before is not None and before.status.value != "False":
+            nothing = ("False", cond.NOT_BLOCKED, "no engine workload is blocked")
+            conds = cond.put(conds, cond.SWITCH_BLOCKED, *nothing, generation, now)
+        return conds, []
+    message = found.describe()
+    conds = cond.put(conds, cond.SWITCH_BLOCKED, "True", found.reason, message, generation, now)
+    ready = cond.get_condition(conds, cond.READY)
+    if ready is not None and ready.status.value == "False" and ready.reason == NOT_READY:
+        conds = cond.put(conds, cond.READY, "False", found.reason, message, generation, now)
+    events: list[Event] = []
+    if before is None or before.status.value != "True" or before.reason != found.reason:
+        events.append(("Warning", cond.SWITCH_BLOCKED, message))
+    return conds, events
 
 
 def _auto(

@@ -22,6 +22,8 @@ import re
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from specserver_operator.core import kinds
+
 #: Key under which the cache's slim copy of a child keeps its digest.
 DIGEST_KEY = "ownedDigest"
 _SUFFIX: dict[str, Decimal | int] = {
@@ -113,17 +115,7 @@ def owned_view(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
             for p in spec.get("ports") or []
         ]
         return {"selector": spec.get("selector") or {}, "ports": ports}
-    if kind == "LeaderWorkerSet":
-        group = spec.get("leaderWorkerTemplate") or {}
-        rollout = (spec.get("rolloutStrategy") or {}).get("rollingUpdateConfiguration") or {}
-        return {
-            "size": group.get("size", 1),
-            "restartPolicy": group.get("restartPolicy"),
-            "maxSurge": str(rollout.get("maxSurge", 0)),
-            "leader": _pod((group.get("leaderTemplate") or {}).get("spec")),
-            "worker": _pod((group.get("workerTemplate") or {}).get("spec")),
-        }
-    return _pod((spec.get("template") or {}).get("spec"))
+    return kinds.KINDS.get(kind, kinds.DEPLOYMENT_KIND).owned_view(spec, _pod)
 
 
 def _pod(pod: dict[str, Any] | None) -> dict[str, Any]:
@@ -142,8 +134,8 @@ def owned_digest(kind: str, obj: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-#: Kinds whose spec.replicas the operator owns (engine workloads).
-SCALED_KINDS = ("Deployment", "LeaderWorkerSet")
+#: Kinds whose spec.replicas the operator owns (engine workloads: kinds.py).
+SCALED_KINDS = kinds.SCALED_KINDS
 
 
 def replicas(obj: dict[str, Any] | None) -> int | None:
@@ -153,7 +145,7 @@ def replicas(obj: dict[str, Any] | None) -> int | None:
     return value if isinstance(value, int) else None
 
 
-_OWNED_PARTS = {"Deployment": "containers", "LeaderWorkerSet": "group size or templates"}
+_OWNED_PARTS = {k.kind: k.owned_parts for k in kinds.KINDS.values()}
 
 
 def drift(

@@ -19,8 +19,10 @@ from specserver_advisor.models import (
     SwitchStrategy,
 )
 from specserver_advisor.policy.model import Observation, PolicyState
-from specserver_operator.core import children, policystate, render
+from specserver_operator.core import children, kinds, policystate, render
 from specserver_operator.core.autopilot import NO_PROMETHEUS_URL
+from specserver_operator.core.blocked import Blocked
+from specserver_operator.core.blocked import blocked as find_blocked
 
 Autoscaler = tuple[str, str, str, str]  # (kind, name, target kind, target name)
 ChildKey = tuple[str, str]  # (kind, name)
@@ -55,6 +57,10 @@ class Observed:
     #: optional child kinds with no CRD in the cluster (``LeaderWorkerSet``: multi-node
     #: SpecServers cannot run)
     absent_kinds: frozenset[str] = frozenset()
+    #: the engine pods and FailedCreate events, read while an engine workload is not Ready
+    #: (observe.scheduling; empty otherwise): what ``blocked`` reads
+    pods: tuple[dict[str, Any], ...] = ()
+    events: tuple[dict[str, Any], ...] = ()
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -100,7 +106,22 @@ class Observed:
             return render.workload_kind(self.server)
         resources = (self.body.get("spec") or {}).get("resources") or {}
         nodes = resources.get("nodes") if isinstance(resources, dict) else None
-        return render.LEADER_WORKER_SET if isinstance(nodes, int) and nodes > 1 else "Deployment"
+        return kinds.for_nodes(nodes).kind
 
     def child(self, kind: str, name: str) -> dict[str, Any] | None:
         return self.children.get((kind, name))
+
+    def blocked(self, workload_name: str) -> Blocked | None:
+        """Why the engine workload ``workload_name`` (any workload kind) is not Ready, from
+        its pods, its conditions and its events (None: it is Ready, absent, or no cause is
+        known)."""
+        for kind in kinds.WORKLOAD_KINDS:
+            workload = self.children.get((kind, workload_name))
+            if workload is not None and not kinds.state(workload, _wanted(workload))[0]:
+                return find_blocked(workload, list(self.pods), list(self.events))
+        return None
+
+
+def _wanted(workload: dict[str, Any]) -> int:
+    value = (workload.get("spec") or {}).get("replicas", 1)
+    return value if isinstance(value, int) else 1

@@ -56,6 +56,11 @@ class PassCache:
     #: LeaderWorkerSet's template: its status is not about that template until someone (its
     #: controller) writes after it (status.lws_state)
     template_writes: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    #: uid -> (when read, (pods, events), the interval to the next read, the workloads not
+    #: Ready then): what says why an engine workload is not Ready (observe.scheduling)
+    scheduling: dict[str, tuple[float, tuple[list[Any], list[Any]], float, tuple[Any, ...]]] = (
+        field(default_factory=dict)
+    )
     #: optional child kinds the last LIST found no CRD for (client.KubeClient.absent_kinds)
     absent_kinds: frozenset[str] = frozenset()
     lock: threading.RLock = field(default_factory=threading.RLock)
@@ -87,6 +92,7 @@ class PassCache:
                 self.rendered,
                 self.statuses,
                 self.own_status,
+                self.scheduling,
             ):
                 for uid in [u for u in by_uid if u not in uids]:
                     by_uid.pop(uid, None)

@@ -35,16 +35,16 @@ from specserver_advisor.launch.multinode import (
     LEADER_STAND_IN,
     WORKER_INDEX_ENV,
     gpus_per_node,
-    rolling_surge,
 )
 from specserver_advisor.models import API_VERSION, KIND, SpecServer
 from specserver_advisor.policy.model import SpecMode
+from specserver_operator.core import kinds
 from specserver_operator.core.enginefs import (
     engine_env,
     writable_mounts,
     writable_volumes,
 )
-from specserver_operator.core.names import child_name, lws_name
+from specserver_operator.core.names import child_name
 from specserver_operator.core.podpolicy import pod_resources, shm_gib
 
 ENV = jinja2.Environment(
@@ -55,12 +55,11 @@ ENV = jinja2.Environment(
     autoescape=False,
 )
 MANAGED_BY = "specserver"
-DEPLOYMENT = "Deployment"
-LEADER_WORKER_SET = "LeaderWorkerSet"
-#: The workload kinds that run engine pods (what a SpecServer may own besides its Service).
-WORKLOAD_KINDS = (DEPLOYMENT, LEADER_WORKER_SET)
-#: LeaderWorkerSet's label on every pod of a group: "0" on the leader (LWS v1).
-WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+# The workload kinds that run engine pods are the table's (kinds.py); named here for callers.
+DEPLOYMENT = kinds.DEPLOYMENT
+LEADER_WORKER_SET = kinds.LEADER_WORKER_SET
+WORKLOAD_KINDS = kinds.WORKLOAD_KINDS
+WORKER_INDEX_LABEL = kinds.WORKER_INDEX_LABEL
 
 
 def labels(server: SpecServer, mode: str) -> dict[str, str]:
@@ -74,6 +73,17 @@ def labels(server: SpecServer, mode: str) -> dict[str, str]:
         "specserver.io/name": name,
         "specserver.io/mode": mode,
     }
+
+
+def queue_labels(server: SpecServer) -> dict[str, str]:
+    """Kueue's labels from ``spec.scheduling`` (none when unset: not queued by Kueue)."""
+    sched = server.spec.scheduling
+    out = {}
+    if sched is not None and sched.queue_name:
+        out[kinds.QUEUE_LABEL] = sched.queue_name
+    if sched is not None and sched.priority_class_name:
+        out[kinds.PRIORITY_LABEL] = sched.priority_class_name
+    return out
 
 
 def owner_reference(server: SpecServer, uid: str) -> dict[str, Any]:
@@ -129,22 +139,27 @@ def _env(server: SpecServer) -> list[dict[str, Any]]:
 
 def workload_kind(server: SpecServer) -> str:
     """The kind that runs the engine: a Deployment on one node, a LeaderWorkerSet across nodes."""
-    return LEADER_WORKER_SET if server.spec.resources.nodes > 1 else DEPLOYMENT
+    return kinds.for_nodes(server.spec.resources.nodes).kind
 
 
 def workload_name(server: SpecServer) -> str:
     """The Recreate/RollingUpdate workload's name: ``<name>`` for a Deployment, ``<name>-lws``
     for a LeaderWorkerSet (its controller creates a headless Service named after it, which
     would clash with the SpecServer's own Service ``<name>``)."""
-    base = child_name(server.metadata.name or "")
-    return lws_name(base) if workload_kind(server) == LEADER_WORKER_SET else base
+    return kinds.of(workload_kind(server)).single_name(child_name(server.metadata.name or ""))
 
 
 def max_surge(server: SpecServer, strategy: str) -> int:
     """Surge pods (Deployment) or groups (LeaderWorkerSet) a template change may start: only
     under RollingUpdate; ``autoSpeculation.maxSurge`` when set, else 1 for a Deployment (one
-    spare GPU set) and 0 for a LeaderWorkerSet (a spare group is a whole set of nodes)."""
-    return rolling_surge(server.spec) if strategy == "RollingUpdate" else 0
+    spare GPU set) and 0 for a LeaderWorkerSet (a spare group is a whole set of nodes): the
+    kind's ``default_max_surge`` (kinds.py; the advisor's ``rolling_surge`` prices the same)."""
+    if strategy != "RollingUpdate":
+        return 0
+    auto = server.spec.auto_speculation
+    if auto is not None and auto.max_surge is not None:
+        return auto.max_surge
+    return kinds.of(workload_kind(server)).default_max_surge
 
 
 def _hashed_resources(server: SpecServer) -> dict[str, Any]:
@@ -290,24 +305,17 @@ def _pod_spec(context: dict[str, Any], leader: bool) -> dict[str, Any]:
 
 
 def _render(template: str, context: dict[str, Any], server: SpecServer, uid: str) -> dict[str, Any]:
-    pods: dict[str, Any] = {}  # the Service renders no pod spec
-    if template == WORKLOAD_TEMPLATES[DEPLOYMENT]:
-        pods = {"pod_spec": _pod_spec(context, True)}
-    elif template == WORKLOAD_TEMPLATES[LEADER_WORKER_SET]:
-        pods = {
-            "leader_pod_spec": _pod_spec(context, True),
-            "worker_pod_spec": _pod_spec(context, False),
-        }
+    kind = kinds.by_template(template)  # None: the Service, which renders no pod spec
+    pods = {key: _pod_spec(context, leader) for key, leader in kind.pod_specs} if kind else {}
     text = ENV.get_template(template).render(**context, **pods)
     obj: dict[str, Any] = yaml.load(text, Loader=_LOADER)
     obj["metadata"]["ownerReferences"] = [owner_reference(server, uid)]
+    if kind is not None:
+        kinds.set_queue_labels(obj, queue_labels(server))
     return obj
 
 
-WORKLOAD_TEMPLATES = {
-    DEPLOYMENT: "deployment.yaml.j2",
-    LEADER_WORKER_SET: "leaderworkerset.yaml.j2",
-}
+WORKLOAD_TEMPLATES = {k.kind: k.template for k in kinds.KINDS.values()}
 
 
 def service_selector(server: SpecServer, mode: str | None = None) -> dict[str, str]:
@@ -316,8 +324,9 @@ def service_selector(server: SpecServer, mode: str | None = None) -> dict[str, s
     selector = {"specserver.io/name": child_name(server.metadata.name or "")}
     if mode is not None:
         selector["specserver.io/mode"] = mode
-    if workload_kind(server) == LEADER_WORKER_SET:
-        selector[WORKER_INDEX_LABEL] = "0"
+    leader = kinds.of(workload_kind(server)).leader_selector
+    if leader is not None:
+        selector[leader[0]] = leader[1]
     return selector
 
 

@@ -15,7 +15,10 @@ from specserver_advisor.launch.model import EngineConfig
 from specserver_advisor.models import Condition, Mode, SpecServerSpec
 from specserver_advisor.policy.model import PolicyState, SpecMode
 from specserver_operator.core import conditions as cond
-from specserver_operator.core.drift import SCALED_KINDS
+from specserver_operator.core import kinds
+from specserver_operator.core.kinds import SCALED_KINDS
+from specserver_operator.core.kinds import STATUS_PENDING_KEY as STATUS_PENDING_KEY
+from specserver_operator.core.kinds import lws_state as lws_state
 
 
 def speculation_wanted(spec: SpecServerSpec, status: dict[str, Any]) -> bool:
@@ -27,62 +30,10 @@ def speculation_wanted(spec: SpecServerSpec, status: dict[str, Any]) -> bool:
     return bool(status.get("speculationMode") != SpecMode.OFF.status)
 
 
-#: Key of the observed copy of a LeaderWorkerSet whose status predates the operator's last
-#: template write (observe.py marks it): that status describes the template before.
-STATUS_PENDING_KEY = "statusPending"
-
-
-def lws_state(lws: dict[str, Any], replicas: int) -> tuple[bool, bool, str]:
-    """(ready, progressing, message) from a LeaderWorkerSet's status (LWS v1).
-
-    What LeaderWorkerSet reports: ``replicas`` (groups that exist), ``readyReplicas`` (groups
-    whose every pod is Ready), ``updatedReplicas`` (groups at the current template revision)
-    and conditions (``Available``, ``Progressing``, ``UpdateInProgress``); unlike a Deployment
-    it reports no ``observedGeneration``, so a status alone cannot say which template it is
-    about. Right after a template write the status still counts the old groups as updated and
-    ready: the operator notes its own template writes (the resourceVersion written, apply.py)
-    and observe.py marks an LWS whose status nobody wrote since (``STATUS_PENDING_KEY``); such
-    a status is read as not ready. Where a condition does carry ``observedGeneration`` (its
-    type allows one), an older one is read the same way. Ready: every group is at the current
-    template and ready, and no rollout is reported in progress.
-    """
-    st = lws.get("status") or {}
-    ready = int(st.get("readyReplicas") or 0)
-    updated = int(st.get("updatedReplicas") or 0)
-    generation = (lws.get("metadata") or {}).get("generation")
-    seen = [
-        c.get("observedGeneration")
-        for c in st.get("conditions") or []
-        if isinstance(c, dict) and c.get("observedGeneration") is not None
-    ]
-    current = not lws.get(STATUS_PENDING_KEY) and all(g == generation for g in seen)
-    rolling = any(
-        isinstance(c, dict) and c.get("type") == "UpdateInProgress" and c.get("status") == "True"
-        for c in st.get("conditions") or []
-    )
-    if replicas == 0:
-        return True, False, "scaled to zero"
-    if not current:
-        return False, True, "the LeaderWorkerSet controller has not reported on the new template"
-    done = ready >= replicas and updated >= replicas and not rolling
-    return done, not done, f"{ready}/{replicas} engine groups ready ({updated} updated)"
-
-
 def deployment_state(deployment: dict[str, Any] | None, replicas: int) -> tuple[bool, bool, str]:
-    """(ready, progressing, message) from the engine workload's status: a Deployment's, or a
-    LeaderWorkerSet's (``lws_state``)."""
-    if deployment is None:
-        return False, False, "no engine workload"
-    if deployment.get("kind") == "LeaderWorkerSet":
-        return lws_state(deployment, replicas)
-    st = deployment.get("status") or {}
-    ready = int(st.get("readyReplicas") or 0)
-    updated = int(st.get("updatedReplicas") or 0)
-    observed = st.get("observedGeneration") == deployment["metadata"].get("generation")
-    progressing = not observed or updated < replicas or ready < replicas
-    if replicas == 0:
-        return True, False, "scaled to zero"
-    return ready >= replicas and observed, progressing, f"{ready}/{replicas} engine replicas ready"
+    """(ready, progressing, message) from the engine workload's status, by its kind's rule
+    (kinds.py: a Deployment's ``deployment_state``, a LeaderWorkerSet's ``lws_state``)."""
+    return kinds.state(deployment, replicas)
 
 
 def compute_status(

@@ -1,9 +1,9 @@
 """What one reconcile pass may call on the API (``PassClient``), and the cycle's cached client.
 
 A pass (controller.py: observe.py reads, reconcile/apply.py and cycle.py write) is typed against
-``PassClient``: the nine calls a pass makes. ``client.KubeClient`` is one (a pass on the API
+``PassClient``: the ten calls a pass makes. ``client.KubeClient`` is one (a pass on the API
 itself, as tests run it); ``CachedClient`` is the other, built by cycle.py for every pass: it
-holds a ``KubeClient`` and exposes exactly those nine calls, each either served from the
+holds a ``KubeClient`` and exposes exactly those ten calls, each either served from the
 watch-fed cache (``CACHED``), forwarded with its answer put back into the cache
 (``WRITTEN_BACK``), or forwarded as is (``FORWARDED``), plus the fresh SpecServer read of a
 handler's pass. It is a composition, not a subclass: a call it does not name does not exist on
@@ -28,7 +28,14 @@ CACHED = frozenset({"get", "get_secret_grant"})
 WRITTEN_BACK = frozenset({"apply", "delete", "patch_status"})
 #: Calls forwarded to the client as they are (nothing of theirs is cached).
 FORWARDED = frozenset(
-    {"get_specserver", "get_configmap_data", "secret_exists", "list_autoscalers", "post_event"}
+    {
+        "get_specserver",
+        "get_configmap_data",
+        "secret_exists",
+        "list_autoscalers",
+        "list_scheduling",
+        "post_event",
+    }
 )
 
 
@@ -46,6 +53,10 @@ class PassClient(Protocol):
     def secret_exists(self, namespace: str, name: str) -> bool: ...
 
     def list_autoscalers(self, namespace: str) -> list[AutoscalerRef]: ...
+
+    def list_scheduling(
+        self, namespace: str, name: str
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]: ...
 
     def apply(
         self, obj: dict[str, Any], desired_hash: str | None = None, force: bool = False
@@ -142,6 +153,13 @@ class CachedClient:
 
     def list_autoscalers(self, namespace: str) -> list[AutoscalerRef]:
         return self._base.list_autoscalers(namespace)
+
+    def list_scheduling(
+        self, namespace: str, name: str
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """An engine's pods and FailedCreate events: read only while a workload of it is not
+        Ready (observe.py), at most every few seconds; not watched, not cached here."""
+        return self._base.list_scheduling(namespace, name)
 
     def post_event(
         self, involved: dict[str, Any], type_: str, reason: str, message: str, now: str

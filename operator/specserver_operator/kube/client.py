@@ -21,7 +21,9 @@ from typing import Any
 import urllib3
 
 from specserver_advisor.models import KIND
+from specserver_operator.core import kinds
 from specserver_operator.core.hashes import applied_hash, object_hash
+from specserver_operator.core.names import child_name
 from specserver_operator.kube import bodies as apibodies
 from specserver_operator.kube import deadline as calldeadline
 from specserver_operator.kube import decode as apidecode
@@ -39,6 +41,8 @@ from specserver_operator.kube.objects import (
     autoscaler_ref,
     compact,
     slim,
+    slim_event,
+    slim_pod,
     slim_specserver,
 )
 from specserver_operator.kube.paths import (
@@ -87,10 +91,11 @@ def kept(items: list[Any]) -> list[Any]:
     return out
 
 
-#: The kinds of the children a SpecServer may own (LeaderWorkerSet: a CRD, maybe absent).
-CHILD_KINDS = ("Deployment", "LeaderWorkerSet", "Service")
+#: The kinds of the children a SpecServer may own: the workload kinds (kinds.py) and its
+#: Service.
+CHILD_KINDS = (*kinds.WORKLOAD_KINDS, "Service")
 #: Child kinds that are CustomResources: a cluster without their CRD answers 404 to a LIST.
-OPTIONAL_KINDS = frozenset({"LeaderWorkerSet"})
+OPTIONAL_KINDS = kinds.OPTIONAL_KINDS
 
 
 class KubeClient:
@@ -442,6 +447,31 @@ class KubeClient:
                 absent.add(kind)
         self.absent_kinds = frozenset(absent)
         return out
+
+    def list_scheduling(
+        self, namespace: str, name: str
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """What says why an engine workload of the SpecServer ``name`` is not Ready: its engine
+        pods (label ``specserver.io/name``), slimmed to their gates, conditions and container
+        states (``slim_pod``), and the namespace's ``FailedCreate`` events (a quota refusal of
+        a StatefulSet's pods: blocked.py). One page of each (LIST_PAGE): bounded."""
+        selector = f"specserver.io/name={child_name(name)}"
+        pods = self.request(
+            "GET",
+            object_path("Pod", namespace),
+            f"Pod list in {namespace}",
+            params={"labelSelector": selector, "limit": LIST_PAGE},
+        )
+        events = self.request(
+            "GET",
+            object_path("Event", namespace),
+            f"Event list in {namespace}",
+            params={"fieldSelector": "reason=FailedCreate", "limit": LIST_PAGE},
+        )
+        return (
+            [slim_pod(p) for p in kept(pods.get("items") or [])],
+            [slim_event(e) for e in kept(events.get("items") or [])],
+        )
 
     def list_autoscalers(self, namespace: str) -> list[AutoscalerRef]:
         """(kind, name, target kind, target name) of HPAs and KEDA ScaledObjects."""

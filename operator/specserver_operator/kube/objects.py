@@ -87,3 +87,26 @@ def autoscaler_ref(kind: str, item: dict[str, Any], default_target: str = "") ->
         str(target.get("kind", default_target)),
         str(target.get("name", "")),
     )
+
+
+def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
+    """What blocked.py reads of an engine pod: name, labels, deletion, scheduling gates,
+    conditions and container states."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    st = pod.get("status") or {}
+    return {
+        "metadata": {k: meta[k] for k in ("name", "labels", "deletionTimestamp") if k in meta},
+        "spec": {"schedulingGates": spec.get("schedulingGates") or []},
+        "status": {
+            k: st[k]
+            for k in ("phase", "conditions", "initContainerStatuses", "containerStatuses")
+            if k in st
+        },
+    }
+
+
+def slim_event(event: dict[str, Any]) -> dict[str, Any]:
+    """What blocked.py reads of an event: reason, message, what it is about and when."""
+    keep = ("reason", "message", "type", "involvedObject", "lastTimestamp", "eventTime")
+    return {k: event[k] for k in keep if k in event}

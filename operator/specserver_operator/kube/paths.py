@@ -8,16 +8,17 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from specserver_advisor.models import GROUP, KIND, PLURAL, VERSION
+from specserver_operator.core import kinds
 from specserver_operator.kube.errors import InvalidNameError
 
 SPECSERVERS = f"/apis/{GROUP}/{VERSION}"
 PATHS = {
-    "Deployment": ("/apis/apps/v1", "deployments"),
-    "LeaderWorkerSet": ("/apis/leaderworkerset.x-k8s.io/v1", "leaderworkersets"),
+    **{k.kind: (k.base_path, k.plural) for k in kinds.KINDS.values()},  # the workload kinds
     "Service": ("/api/v1", "services"),
     "ConfigMap": ("/api/v1", "configmaps"),
     "Secret": ("/api/v1", "secrets"),
     "Event": ("/api/v1", "events"),
+    "Pod": ("/api/v1", "pods"),
     "Lease": ("/apis/coordination.k8s.io/v1", "leases"),
     "HorizontalPodAutoscaler": ("/apis/autoscaling/v1", "horizontalpodautoscalers"),
     "ScaledObject": ("/apis/keda.sh/v1alpha1", "scaledobjects"),

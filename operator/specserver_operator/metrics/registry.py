@@ -56,6 +56,14 @@ SWITCHES = Series(
     registry=REGISTRY,
 )
 
+SWITCH_BLOCKED = Series(
+    "specserver_switch_blocked",
+    "1 while a new engine workload of the SpecServer is not Ready for a known cause (reason: "
+    "Unschedulable, QuotaExceeded, NotAdmitted, ImagePullBackOff, CrashLoopBackOff).",
+    ("namespace", "name", "reason"),
+    registry=REGISTRY,
+)
+
 API_WRITES = Counter(
     "specserver_api_writes",
     "Kubernetes API writes (applies, status patches, events, deletes).",
@@ -105,7 +113,7 @@ LEASE_FORBIDDEN = Gauge(
 
 
 #: Metrics with ``namespace`` and ``specserver`` labels (their series die with the SpecServer).
-PER_SPECSERVER = (DECISIONS, MODE, READY, SWITCHES)
+PER_SPECSERVER = (DECISIONS, MODE, READY, SWITCHES, SWITCH_BLOCKED)
 _QUERY_ERRORS_SEEN = [0]
 
 
@@ -121,6 +129,17 @@ def count_query_errors(total: int) -> None:
     if total > _QUERY_ERRORS_SEEN[0]:
         QUERY_ERRORS.inc(total - _QUERY_ERRORS_SEEN[0])
     _QUERY_ERRORS_SEEN[0] = total
+
+
+def set_blocked(namespace: str, name: str, reason: str | None) -> None:
+    """``specserver_switch_blocked``: 1 for ``reason`` (None: not blocked), and no series for
+    any other reason of this SpecServer (a cause that is gone is not left at 1)."""
+    with SWITCH_BLOCKED.lock:
+        for key in [k for k in SWITCH_BLOCKED.values if k[:2] == (namespace, name)]:
+            if key[2] != reason:
+                del SWITCH_BLOCKED.values[key]
+    if reason is not None:
+        SWITCH_BLOCKED.labels(namespace, name, reason).set(1)
 
 
 def retain(live: set[tuple[str, str]]) -> int:

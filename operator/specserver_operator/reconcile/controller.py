@@ -143,3 +143,6 @@ def _record_metrics(meta: dict[str, Any], plan: PassPlan) -> None:
     opmetrics.MODE.labels(ns, name).set(opmetrics.mode_value(mode))
     ready = next((c for c in status.conditions if c.type == cond.READY), None)
     opmetrics.READY.labels(ns, name).set(1 if ready and ready.status == "True" else 0)
+    blocked = next((c for c in status.conditions if c.type == cond.SWITCH_BLOCKED), None)
+    on = blocked is not None and blocked.status == "True"
+    opmetrics.set_blocked(ns, name, blocked.reason if blocked is not None and on else None)

@@ -18,13 +18,13 @@ from pydantic import ValidationError
 
 from specserver_advisor.loaders.configchain import ConfigSourceError, ModelConfigs
 from specserver_advisor.models import SpecServer, SpecServerSpec
-from specserver_operator.core import children, ownstatus, speccheck
+from specserver_operator.core import children, kinds, ownstatus, speccheck
 from specserver_operator.core.autopilot import NO_PROMETHEUS_URL
-from specserver_operator.core.drift import SCALED_KINDS
+from specserver_operator.core.drift import replicas as replicas_of
+from specserver_operator.core.kinds import SCALED_KINDS, STATUS_PENDING_KEY
 from specserver_operator.core.names import child_name
 from specserver_operator.core.observed import Autoscaler, ChildKey, Observed
 from specserver_operator.core.passcache import PassCache
-from specserver_operator.core.status import STATUS_PENDING_KEY
 from specserver_operator.kube import secretgrants
 from specserver_operator.kube.cachedclient import PassClient
 from specserver_operator.kube.errors import ApiError, NotFoundError
@@ -38,6 +38,11 @@ CONFIG_RETRY_S = 30.0
 SECRET_RECHECK_S = 60.0
 #: How often a namespace's HPAs and ScaledObjects are listed.
 AUTOSCALER_REFRESH_S = 60.0
+#: How often an engine's pods and FailedCreate events are listed while a workload of it is
+#: not Ready (never while all are: a fleet at rest lists no pods).
+SCHEDULING_REFRESH_S = 10.0
+#: The longest interval between those lists while nothing they show changes.
+SCHEDULING_MAX_S = 160.0
 
 
 def child_keys(name: str) -> list[ChildKey]:
@@ -78,7 +83,8 @@ def note_template_write(
     """After the operator wrote a LeaderWorkerSet: when its generation moved (a new template
     or size), note the resourceVersion it has now, so its status counts only once written
     after it (``observe_children``)."""
-    if kind != "LeaderWorkerSet" or before is None:
+    workload = kinds.KINDS.get(kind)
+    if workload is None or not workload.status_after_write or before is None:
         return
     after = client.get(kind, namespace, name)
     if after is None:
@@ -111,6 +117,7 @@ def observe(
             config_error = str(exc)
         else:
             missing = _missing_secret(client, server, uid, now_ts, memo)
+    pods, events = scheduling(client, ns, name, uid, found, now_ts, memo)
     metrics = signals.get(ns, child_name(name)) if signals else None  # the pods' name label
     own = memo.own_status[uid] = ownstatus.seen(memo.own_status.get(uid), body.get("status") or {})
     return Observed(
@@ -127,9 +134,49 @@ def observe(
         metrics=metrics,
         metrics_error=signals.last_error if signals else NO_PROMETHEUS_URL,
         absent_kinds=memo.absent_kinds,
+        pods=pods,
+        events=events,
         now=now,
         now_ts=now_ts,
     )
+
+
+def scheduling(
+    client: PassClient,
+    namespace: str,
+    name: str,
+    uid: str,
+    found: dict[ChildKey, dict[str, Any] | None],
+    now_ts: float,
+    memo: PassCache,
+) -> tuple[tuple[dict[str, Any], ...], tuple[dict[str, Any], ...]]:
+    """The engine's pods and FailedCreate events (``Observed.blocked`` reads them), listed
+    only while an owned engine workload is not Ready; none (and nothing kept) while every
+    workload is Ready. Read at once when such a workload appears or changes (its
+    resourceVersion), then every SCHEDULING_REFRESH_S, doubling up to SCHEDULING_MAX_S while
+    a read finds what the one before found (a fleet stuck Pending costs few LISTs).
+    Unreadable (no RBAC): none."""
+    waiting = tuple(
+        (kind, child, str(obj["metadata"].get("resourceVersion")))
+        for (kind, child), obj in found.items()
+        if obj is not None
+        and kind in SCALED_KINDS
+        and children.owned(obj, uid)
+        and not kinds.state(obj, replicas_of(obj) or 0)[0]
+    )
+    if not waiting:
+        memo.scheduling.pop(uid, None)
+        return (), ()
+    cached = memo.scheduling.get(uid)
+    if cached is None or cached[3] != waiting or now_ts - cached[0] >= cached[2]:
+        try:
+            read = client.list_scheduling(namespace, name)
+        except (ApiError, NotFoundError):
+            read = cached[1] if cached else ([], [])
+        same = cached is not None and cached[3] == waiting and cached[1] == read
+        interval = min(cached[2] * 2, SCHEDULING_MAX_S) if same and cached else SCHEDULING_REFRESH_S
+        cached = memo.scheduling[uid] = (now_ts, read, interval, waiting)
+    return tuple(cached[1][0]), tuple(cached[1][1])
 
 
 def validated(body: dict[str, Any], memo: PassCache) -> tuple[SpecServer | None, str | None]:

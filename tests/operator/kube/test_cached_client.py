@@ -76,6 +76,12 @@ class Recording(KubeClient):
         self._note("list_autoscalers")
         return []
 
+    def list_scheduling(
+        self, namespace: str, name: str
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        self._note("list_scheduling")
+        return [], []
+
     def post_event(
         self, involved: dict[str, Any], type_: str, reason: str, message: str, now: str
     ) -> None:
@@ -92,6 +98,7 @@ CALLS: dict[str, tuple[Any, ...]] = {
     "get_configmap_data": ("ns", "cm"),
     "secret_exists": ("ns", "hf-token"),
     "list_autoscalers": ("ns",),
+    "list_scheduling": ("ns", "llm"),
     "post_event": (SPECSERVER, "Normal", "Reason", "message", "2026-01-01T00:00:00Z"),
 }
 
