@@ -3,7 +3,9 @@ cannot admit, on the real scheduler and the node agent's GPU nodes: a Deployment
 LeaderWorkerSet labelled ``kueue.x-k8s.io/queue-name`` for a ClusterQueue with no
 ``nvidia.com/gpu`` quota get pods that carry the ``kueue.x-k8s.io/admission`` scheduling gate and
 a Workload that Kueue says it cannot fit; raising the quota admits it and the pods schedule and
-run. These are the states the operator reads as ``NotAdmitted`` (issue 43).
+run. These are the states the operator reads as ``NotAdmitted`` (issue 43): a SpecServer with
+``spec.scheduling.queueName`` whose engine Kueue holds is reported Ready=False, reason
+``NotAdmitted`` ("held by Kueue: ..."), not as a failing engine, and Ready once admitted.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from specdocs import eagle3_auto
+from test_operator_e2e import condition, get
 
-from stack import REPO, KubeHandle, wait_for
+from stack import REPO, KubeHandle, Operator, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -237,3 +241,45 @@ def test_kueue_holds_a_workload_without_gpu_quota_until_the_quota_is_raised(
     for workload in _list(kube, ns, "workloads.kueue.x-k8s.io"):
         admitted = _condition(workload, "Admitted")
         assert admitted is not None and admitted["status"] == "True", workload["status"]
+
+
+def _ready(kube: KubeHandle, namespace: str, name: str) -> dict[str, Any] | None:
+    return condition(get(kube, "sps", namespace, name), "Ready")
+
+
+def test_a_specserver_kueue_holds_is_reported_held_then_ready_once_admitted(
+    kube: KubeHandle, kueue_namespace: str, gpu_nodes: None, operator: Operator
+) -> None:
+    ns, name = kueue_namespace, "qwen3-8b"
+    _apply(kube, ns, *_queues(ns, gpus=0))
+    doc = eagle3_auto(name)
+    doc["spec"]["mode"] = "Enabled"
+    del doc["spec"]["autoSpeculation"]
+    doc["spec"]["scheduling"] = {"queueName": QUEUE}
+    _apply(kube, ns, doc)
+
+    held = wait_for(
+        lambda: (c := _ready(kube, ns, name)) and c["reason"] == "NotAdmitted" and c,
+        180,
+        "the SpecServer reported held by Kueue",
+    )
+    assert held["status"] == "False"
+    assert "held by Kueue" in held["message"], held
+    # What the operator rendered carries the queue, and Kueue (not the engine) holds it.
+    (deployment,) = _list(kube, ns, "deployments")
+    assert deployment["metadata"]["labels"][QUEUE_LABEL] == QUEUE
+    pods = _list(kube, ns, "pods")
+    assert pods and all(
+        GATE in [g["name"] for g in p["spec"].get("schedulingGates", [])] for p in pods
+    )
+    assert all(not p["spec"].get("nodeName") for p in pods)
+
+    _set_gpu_quota(kube, ns, 8)
+    ready = wait_for(
+        lambda: (c := _ready(kube, ns, name)) and c["status"] == "True" and c,
+        240,
+        "the SpecServer Ready once Kueue admitted its engine",
+    )
+    assert ready["reason"] != "NotAdmitted"
+    workloads = _list(kube, ns, "workloads.kueue.x-k8s.io")
+    assert any((_condition(w, "Admitted") or {}).get("status") == "True" for w in workloads)
