@@ -18,7 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from specdocs import eagle3_auto
+from test_multinode_e2e import EXAMPLE as MULTINODE_EXAMPLE
+from test_multinode_e2e import claim_weights
 from test_operator_e2e import condition, get
 
 from stack import REPO, KubeHandle, Operator, wait_for
@@ -39,7 +42,7 @@ RESTRICTED_SECURITY = {
 
 @pytest.fixture
 def gpu_nodes(kube: KubeHandle, tmp_path: Path) -> Iterator[None]:
-    """The node agent with one 8-GPU node: bound pods are reported Running."""
+    """The node agent with two 8-GPU nodes: bound pods are reported Running, engines run."""
     log = open(tmp_path / "agent.log", "ab")  # noqa: SIM115
     proc = subprocess.Popen(
         [
@@ -50,7 +53,7 @@ def gpu_nodes(kube: KubeHandle, tmp_path: Path) -> Iterator[None]:
             "--state-dir",
             str(tmp_path / "agent"),
             "--nodes",
-            "1",
+            "2",
         ],
         env=kube.env(),
         stdout=log,
@@ -247,14 +250,42 @@ def _ready(kube: KubeHandle, namespace: str, name: str) -> dict[str, Any] | None
     return condition(get(kube, "sps", namespace, name), "Ready")
 
 
-def test_a_specserver_kueue_holds_is_reported_held_then_ready_once_admitted(
-    kube: KubeHandle, kueue_namespace: str, gpu_nodes: None, operator: Operator
-) -> None:
-    ns, name = kueue_namespace, "qwen3-8b"
-    _apply(kube, ns, *_queues(ns, gpus=0))
-    doc = eagle3_auto(name)
+def _single_node(kube: KubeHandle, namespace: str) -> dict[str, Any]:
+    """Qwen3-8B + EAGLE-3 on one GPU, speculation on: a Deployment of one pod."""
+    doc = eagle3_auto("qwen3-8b")
     doc["spec"]["mode"] = "Enabled"
     del doc["spec"]["autoSpeculation"]
+    return doc
+
+
+def _two_nodes(kube: KubeHandle, namespace: str) -> dict[str, Any]:
+    """The shipped 2 x 8 H100 DeepSeek-V3 example, speculation on: a LeaderWorkerSet of one
+    group (a leader and a worker pod, 8 GPUs each), its weights claim bound."""
+    doc: dict[str, Any] = yaml.safe_load(MULTINODE_EXAMPLE.read_text())
+    doc["spec"]["mode"] = "Enabled"
+    del doc["spec"]["autoSpeculation"]
+    claim_weights(kube, namespace)
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("make", "kind", "gpus"),
+    [(_single_node, "deployments", 1), (_two_nodes, "leaderworkersets", 16)],
+    ids=["deployment", "leaderworkerset"],
+)
+def test_a_specserver_kueue_holds_is_reported_held_then_ready_once_admitted(
+    kube: KubeHandle,
+    kueue_namespace: str,
+    gpu_nodes: None,
+    operator: Operator,
+    make: Any,
+    kind: str,
+    gpus: int,
+) -> None:
+    ns = kueue_namespace
+    _apply(kube, ns, *_queues(ns, gpus=0))
+    doc = make(kube, ns)
+    name = doc["metadata"]["name"]
     doc["spec"]["scheduling"] = {"queueName": QUEUE}
     _apply(kube, ns, doc)
 
@@ -266,18 +297,18 @@ def test_a_specserver_kueue_holds_is_reported_held_then_ready_once_admitted(
     assert held["status"] == "False"
     assert "held by Kueue" in held["message"], held
     # What the operator rendered carries the queue, and Kueue (not the engine) holds it.
-    (deployment,) = _list(kube, ns, "deployments")
-    assert deployment["metadata"]["labels"][QUEUE_LABEL] == QUEUE
+    (workload_object,) = _list(kube, ns, kind)
+    assert workload_object["metadata"]["labels"][QUEUE_LABEL] == QUEUE
     pods = _list(kube, ns, "pods")
     assert pods and all(
         GATE in [g["name"] for g in p["spec"].get("schedulingGates", [])] for p in pods
     )
     assert all(not p["spec"].get("nodeName") for p in pods)
 
-    _set_gpu_quota(kube, ns, 8)
+    _set_gpu_quota(kube, ns, gpus)
     ready = wait_for(
         lambda: (c := _ready(kube, ns, name)) and c["status"] == "True" and c,
-        240,
+        300,
         "the SpecServer Ready once Kueue admitted its engine",
     )
     assert ready["reason"] != "NotAdmitted"
