@@ -8,7 +8,7 @@ Pure data: no Kubernetes client, no I/O.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic.alias_generators import to_camel
@@ -121,6 +121,13 @@ class SwitchStrategy(StrEnum):
     RECREATE = "Recreate"
     ROLLING_UPDATE = "RollingUpdate"
     BLUE_GREEN = "BlueGreen"
+
+
+class BlockedSwitchFallback(StrEnum):
+    """What a switch whose new engine never got its GPUs does at its deadline."""
+
+    CANCEL = "Cancel"
+    RECREATE = "Recreate"
 
 
 class ConditionStatus(StrEnum):
@@ -602,7 +609,9 @@ class AutoSpeculation(ApiModel):
             "(a surge pod when a spare GPU exists, no downtime), BlueGreen (a standby "
             "Deployment <name>-on or <name>-off starts in the new mode; the Service moves to it "
             "only once it is Ready, then the old one is scaled to zero; needs the GPUs of both "
-            "for the duration of a switch)."
+            "for the duration of a switch). A switch whose new engine is not Ready by its "
+            "deadline (switchTimeoutSeconds) is cancelled, the old engine serving on, or falls "
+            "back to Recreate (blockedSwitchFallback)."
         ),
     )
     max_surge: int | None = Field(
@@ -616,10 +625,33 @@ class AutoSpeculation(ApiModel):
             "LeaderWorkerSet (a switch then restarts each group in place, with downtime)."
         ),
     )
-    switch_timeout_seconds: int = Field(
-        default=900,
+    switch_timeout_seconds: int | None = Field(
+        default=None,
         ge=30,
-        description="A switch not Ready within this time is rolled back (reason SwitchFailed).",
+        description=(
+            "Deadline for a switch's new engine (or a resources.nodes change) to become Ready, "
+            "counted from the switch's start; past it the switch is cancelled (the old engine "
+            "keeps serving) or falls back (blockedSwitchFallback). Unset: derived from the "
+            "advisor's modelled start-up of the new engine (pod start, weight load per node, "
+            "CUDA-graph capture, multi-node rendezvous) plus slack for an image pull or a node "
+            "the cluster autoscaler adds: twice the start-up, at least 600s and at most 1800s "
+            "of slack, 3600s in all at most unless the start-up alone needs more "
+            "(docs/advisor.md). Set it above the time your "
+            "cluster takes to provision a GPU node when it autoscales."
+        ),
+    )
+    blocked_switch_fallback: BlockedSwitchFallback = Field(
+        default=BlockedSwitchFallback.CANCEL,
+        description=(
+            "What a switch whose new engine is not Ready by the deadline does. Cancel (default): "
+            "the new engine is removed and the old one keeps serving with no downtime; Auto "
+            "backs off before trying that switch again (first the deadline, doubling per "
+            "consecutive blocked attempt, at most an hour). Recreate: free the GPUs first (stop "
+            "the old engine, then start the new one in their place), taking a restart's "
+            "downtime; only when the hourly switch budget allows it, else Cancel. Choose "
+            "Recreate where the switch matters more than minutes without serving and the "
+            "cluster has no spare GPUs for a BlueGreen or RollingUpdate standby."
+        ),
     )
     ttft_p99_slo_seconds: float = Field(
         default=5.0,
@@ -800,13 +832,65 @@ class ResolvedEngine(ApiModel):
     )
 
 
+class SwitchKind(StrEnum):
+    """What a switch changes: the speculation state (Auto), or ``resources.nodes`` between one
+    and several (a Deployment replaced by a LeaderWorkerSet, or back)."""
+
+    SPECULATION = "Speculation"
+    NODES_CHANGE = "NodesChange"
+
+
 class SwitchInProgress(ApiModel):
-    """A switch between speculation on and off (an engine restart)."""
+    """A switch between speculation on and off, or between one node and several (an engine
+    restart): written before the engine is touched, so a restarted operator resumes it."""
 
     target: SpeculationState = Field(description="The speculation state being rolled out.")
     previous: SpeculationState = Field(description="The state to roll back to on failure.")
     started_at: str = Field(description="RFC 3339 time the switch started.")
     reason: str = Field(description="The decision's reason code.")
+    kind: SwitchKind | None = Field(
+        default=None,
+        description="Speculation (unset: the same) or NodesChange (resources.nodes 1 <-> N).",
+    )
+    deadline: str | None = Field(
+        default=None,
+        description=(
+            "RFC 3339 time by which the new engine must be Ready, fixed when the switch starts "
+            "(and again when it falls back): past it the switch is cancelled and the old engine "
+            "kept serving, or retried as Recreate (autoSpeculation.blockedSwitchFallback)."
+        ),
+    )
+    fallback: Literal["Recreate"] | None = Field(
+        default=None,
+        description=(
+            "Recreate: the switch was blocked at its deadline for want of GPUs and is retried "
+            "freeing the old engine's GPUs first (with downtime)."
+        ),
+    )
+    fallback_at: str | None = Field(
+        default=None, description="RFC 3339 time the switch fell back to Recreate."
+    )
+    from_nodes: int | None = Field(
+        default=None, ge=1, description="NodesChange: the nodes per replica it leaves."
+    )
+    to_nodes: int | None = Field(
+        default=None, ge=1, description="NodesChange: the nodes per replica it places."
+    )
+    generation: int | None = Field(
+        default=None, description="NodesChange: the SpecServer generation it rolls out."
+    )
+    held_until: str | None = Field(
+        default=None,
+        description=(
+            "NodesChange cancelled at its deadline: RFC 3339 time until which the old workload "
+            "keeps serving and the change is not retried (a new generation retries at once)."
+        ),
+    )
+    attempts: int | None = Field(
+        default=None,
+        ge=1,
+        description="NodesChange: consecutive attempts cancelled at their deadline.",
+    )
 
 
 class PolicyBandScore(ApiModel):
@@ -856,6 +940,21 @@ class AutoPolicyState(ApiModel):
     )
     bands_saved_at: float | None = Field(
         default=None, description="Unix time the band scores were last stored."
+    )
+    blocked_until: float | None = Field(
+        default=None,
+        description=(
+            "Unix time until which Auto does not retry the switch to blockedMode (a switch "
+            "whose new engine never got its GPUs was cancelled at its deadline)."
+        ),
+    )
+    blocked_attempts: int = Field(
+        default=0,
+        ge=0,
+        description="Consecutive blocked switches to blockedMode (the back-off doubles each).",
+    )
+    blocked_mode: SpeculationState | None = Field(
+        default=None, description="The speculation state the blocked switch was to."
     )
 
 
@@ -918,7 +1017,10 @@ class SpecServerStatus(ApiModel):
         description="The auto-speculation policy's state (kept so a restart resumes).",
     )
     switch: SwitchInProgress | None = Field(
-        default=None, description="A speculation switch that has started and not yet finished."
+        default=None,
+        description=(
+            "A switch (speculation, or resources.nodes) that has started and not yet finished."
+        ),
     )
     last_decision_reason: str | None = Field(
         default=None, description="Reason code of the newest policy evaluation."

@@ -21,7 +21,7 @@ from typing import Any
 from specserver_advisor.cli import argtypes
 from specserver_advisor.cli.planfrom import Planned
 from specserver_advisor.cli.plannodes import nnodes_of, nnodes_problem
-from specserver_advisor.cli.plantext import Verdict, verdict, with_changes
+from specserver_advisor.cli.plantext import Verdict, switch_spare, verdict, with_changes
 from specserver_advisor.errors import UsageError
 from specserver_advisor.gpus import GPUS
 from specserver_advisor.launch.secrets import mask_argv, mask_values
@@ -545,6 +545,8 @@ def json_output(
     ``at_fix`` is the plan with the fix set (null when no flag change fixes it)."""
     data: dict[str, Any] = planned.plan.to_json() if planned.plan else {}
     data["verdict"] = {"starts": v.starts, "message": v.line}
+    if planned.plan is not None and v.starts:
+        data["switch_spare_gpus"] = switch_spare(planned)
     data["argv"] = mask_argv(with_changes(planned.argv, v.changes))
     data["flags"] = mask_values(planned.flags)
     if not v.starts:

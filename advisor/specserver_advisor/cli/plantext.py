@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, field
+from typing import Any
 
 from specserver_advisor.cli.planfrom import Planned
 from specserver_advisor.cli.plannodes import layout, layout_notes, node_advice
 from specserver_advisor.gpus import Gpu
+from specserver_advisor.launch.multinode import effective_policy
 from specserver_advisor.launch.secrets import mask_argv, mask_env
 from specserver_advisor.launch.tospec import shape_fields, snippet_lines, spec_of_launch
 from specserver_advisor.models import AutoSpeculation, SpecServerSpec
-from specserver_advisor.perf.plan import Plan
+from specserver_advisor.perf.plan import Plan, weight_bytes_per_node
 from specserver_advisor.policy.model import PolicyContext, accept_floor
+from specserver_advisor.policy.switchcost import restart_seconds, spare_gpus, switch_deadline_s
 from specserver_advisor.sglang.memfraction import (
     CEILING,
     choose_fraction,
@@ -276,6 +279,7 @@ def _body(p: Planned, v: Verdict) -> list[str]:
     ]
     if p.policy is not None and p.spec is not None:
         lines.append(auto_line(p.policy, p.spec))
+    lines.append(spare_line(switch_spare(p)))
     lines += [f"note: {n}" for n in plan.notes]
     scn = plan.scenario
     lines += [f"note: {n}" for n in layout_notes(scn.tp_size, scn.nnodes, scn.gpu)]
@@ -295,4 +299,60 @@ def auto_line(ctx: PolicyContext, spec: SpecServerSpec) -> str:
     return (
         f"{POLICY_CROSSOVER} at the accept length {ctx.prior_accept:g}: {where}; mode Auto "
         f"also switches speculation off when the accept length falls below {floor:g}"
+    )
+
+
+def switch_spare(p: Planned) -> dict[str, Any]:
+    """The spare GPUs a speculation switch of this shape needs, per ``switchStrategy``
+    (``switchcost.spare_gpus``), and the deadline a switch that never gets them waits
+    (``switchcost.switch_deadline_s`` of the modelled start-up). A plain launch is one replica;
+    a SpecServer has its replicas, nodes, strategy and RollingUpdate surge."""
+    plan = p.plan
+    assert plan is not None
+    scn = plan.scenario
+    spec = p.spec
+    policy = effective_policy(spec) if spec is not None else AutoSpeculation()
+    replicas = spec.replicas if spec is not None else 1
+    nodes = max(1, scn.nnodes)
+    surge = 1 if policy.max_surge is None else policy.max_surge
+    startup = restart_seconds(weight_bytes_per_node(plan), nodes)
+    ctx = PolicyContext([], 1.0, 1.0, restart_s=startup)
+    needs = spare_gpus(replicas, scn.tp_size, nodes, surge)
+    return {
+        "replicas": replicas,
+        "gpus_per_replica": scn.tp_size,
+        "nodes_per_replica": nodes,
+        "gpu": scn.gpu.name,
+        "switch_strategy": str(policy.switch_strategy) if spec is not None else None,
+        "max_surge": surge,
+        "startup_s": round(startup),
+        "deadline_s": round(switch_deadline_s(policy, ctx)),
+        "strategies": {
+            str(k): {"gpus": n.gpus, "nodes": n.nodes, "keeps_serving": n.keeps_serving}
+            for k, n in needs.items()
+        },
+    }
+
+
+def spare_line(spare: dict[str, Any]) -> str:
+    """One line: the spare GPUs a switch needs per strategy, and what happens without them."""
+    gpu, shapes = spare["gpu"], spare["strategies"]
+
+    def need(name: str) -> str:
+        n = shapes[name]
+        if not n["gpus"]:
+            return "none"
+        on_nodes = f" on {n['nodes']} whole nodes" if n["nodes"] else ""
+        return f"{n['gpus']} x {gpu}{on_nodes}"
+
+    chosen = spare["switch_strategy"]
+    mark = f" (this SpecServer: {chosen})" if chosen else ""
+    surge = "maxSurge 1" if spare["max_surge"] else "maxSurge 0: restarts in place, with downtime"
+    return (
+        f"spare GPUs a speculation switch needs{mark}, for {spare['replicas']} replica(s) of "
+        f"{spare['gpus_per_replica']} GPU(s): BlueGreen {need('BlueGreen')}, RollingUpdate "
+        f"{need('RollingUpdate')} ({surge}), Recreate none (down ~{spare['startup_s']}s "
+        f"instead); without them the new engine stays Pending until the deadline "
+        f"(~{spare['deadline_s']}s), then the switch is cancelled or falls back to Recreate "
+        "(autoSpeculation.blockedSwitchFallback)"
     )

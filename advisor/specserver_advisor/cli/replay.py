@@ -15,7 +15,13 @@ from typing import Any
 
 from specserver_advisor.cli.plan import strict_json
 from specserver_advisor.errors import UsageError
-from specserver_advisor.models import AutoSpeculation, ModelRef, SpecServerSpec, SwitchStrategy
+from specserver_advisor.models import (
+    AutoSpeculation,
+    BlockedSwitchFallback,
+    ModelRef,
+    SpecServerSpec,
+    SwitchStrategy,
+)
 from specserver_advisor.policy.model import NEUTRAL_CONTEXT, PolicyContext, SpecMode
 
 
@@ -67,7 +73,16 @@ def add_parsers(sub: Any) -> None:
     f.add_argument(
         "--no-spare-gpu",
         action="store_true",
-        help="no GPU for a RollingUpdate surge pod (then its switches time out and roll back)",
+        help=(
+            "no spare GPUs, for every strategy: a BlueGreen standby or RollingUpdate surge pod "
+            "stays Pending until the deadline, then the switch is cancelled (Auto backs off) or "
+            "falls back to Recreate (--blocked-switch-fallback)"
+        ),
+    )
+    f.add_argument(
+        "--blocked-switch-fallback",
+        choices=[s.value for s in BlockedSwitchFallback],
+        help="what a blocked switch does at its deadline (default: the policy's)",
     )
     f.add_argument(
         "--nodes",
@@ -189,6 +204,9 @@ def run_fleetsim(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from exc
     if args.switch_strategy:
         policy = policy.model_copy(update={"switch_strategy": SwitchStrategy(args.switch_strategy)})
+    if args.blocked_switch_fallback:
+        fallback = BlockedSwitchFallback(args.blocked_switch_fallback)
+        policy = policy.model_copy(update={"blocked_switch_fallback": fallback})
     from specserver_advisor.replay.fleetworld import MAX_NODES
 
     if not 1 <= args.nodes <= MAX_NODES:

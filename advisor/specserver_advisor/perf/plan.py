@@ -30,7 +30,7 @@ from specserver_advisor.perf.model import (
 from specserver_advisor.perf.treeaccept import tree_accept
 from specserver_advisor.perf.unmodelled import unmodelled_notes
 from specserver_advisor.policy.model import PolicyContext, score
-from specserver_advisor.policy.switchcost import group_restart_extra_s
+from specserver_advisor.policy.switchcost import group_restart_extra_s, restart_seconds
 from specserver_advisor.sglang import memory
 from specserver_advisor.sglang.context import ContextCheck, check_context
 from specserver_advisor.sglang.modelshape import (
@@ -561,6 +561,7 @@ def policy_context(
     even = break_even_accept_length(scn, 1, plan.cap_on, plan.cap_off, cal)
     ctx = PolicyContext(table, even, plan.accept_length, engine_adapts_steps)
     ctx.restart_extra_s = group_restart_extra_s(weight_bytes_per_node(plan), scn.nnodes)
+    ctx.restart_s = restart_seconds(weight_bytes_per_node(plan), scn.nnodes)
     return ctx
 
 

@@ -9,7 +9,9 @@ policystate.py; replay and fleetsim as returned). The
 operator's autopilot and ``specserver-advisor replay`` both call ``evaluate``, so replay shows the
 decisions the controller makes on the same signals. While a switch is under way the operator
 (and fleetsim) call ``reconsider`` instead: it cancels a switch whose reason ended before the
-new engine is Ready, where the old mode still serves.
+new engine is Ready, where the old mode still serves. A switch whose new engine never got its
+GPUs and was cancelled at its deadline is recorded with ``record_blocked``: Auto backs off
+before trying that switch again, and learns nothing from it.
 """
 
 from __future__ import annotations
@@ -31,8 +33,12 @@ from specserver_advisor.policy.model import (
     SpecMode,
     readings,
 )
-from specserver_advisor.policy.switchcost import cancel_reason
+from specserver_advisor.policy.switchcost import cancel_reason, switch_deadline_s
 
+#: The longest back-off after blocked switches: a cluster that never has the GPUs sees one
+#: attempt an hour (plus the attempt's own deadline) once the doubling reaches it; an hour
+#: after the last back-off ran out, the next blocked switch starts the doubling afresh.
+BACKOFF_CAP_S = 3600.0
 #: Learned band scores are persisted at most this often (they move every cycle).
 BANDS_PERSIST_S = 300.0
 #: Fields that follow every observation; written along with a material change, never alone.
@@ -125,6 +131,10 @@ def evaluate(
     """
     running = None if running is None else SpecMode(running)
     state = load_state(stored, running)
+    if running is not None and running == state.blocked_mode:
+        # The mode a switch was blocked to runs now (a switch to it completed): the back-off
+        # is over and the next blocked switch counts from one.
+        state.blocked_until, state.blocked_attempts, state.blocked_mode = None, 0, None
     if running is not None and running != state.mode:
         # The engine runs the other mode (spec.mode was Enabled/Disabled meanwhile): follow it.
         state.mode, state.mode_since = running, now
@@ -185,3 +195,61 @@ def reconsider(
     }
     decision = Decision(now, old.action, Reason.SWITCH_CANCELLED, old, inputs, thresholds)
     return decision, state, persisted(state, stored, now)
+
+
+def backoff_s(attempts: int, deadline_s: float) -> float:
+    """How long Auto waits after ``attempts`` consecutive blocked switches before trying again:
+    the deadline after the first, doubling with each, at most ``BACKOFF_CAP_S``."""
+    if attempts <= 0:
+        return 0.0
+    return min(deadline_s * 2.0 ** min(attempts - 1, 32), BACKOFF_CAP_S)
+
+
+def record_blocked(
+    stored: PolicyState | None,
+    running: SpecMode | None,
+    target: SpecMode,
+    now: float,
+    policy: AutoSpeculation,
+    ctx: PolicyContext,
+) -> PolicyState:
+    """The state to store after a switch to ``target`` was cancelled at its deadline because
+    its new engine never got its GPUs (the operator's ``SwitchBlocked``; fleetsim's Cancel).
+
+    The mode stays the old one (``target.other``, the one that kept serving); the switch's
+    counters restart. Auto backs off: no switch to ``target`` (exploration included; reason
+    ``SwitchBackoff``) until ``blocked_until``, which is ``backoff_s`` of the consecutive
+    blocked attempts to ``target`` after ``now``: the deadline (``switchcost.switch_deadline_s``)
+    after the first, doubling, at most an hour. Attempts count afresh once the mode runs
+    (``evaluate``) or an hour after the last back-off ran out. The blocked attempt is no
+    measurement: learned bands are untouched. It stays in ``switch_times`` (it counts in the
+    hourly budget, as a cancelled switch does). Pure; ``stored`` is not modified.
+    """
+    target = SpecMode(target)
+    old = target.other
+    state = load_state(stored, running if running is not None else old)
+    stale = state.blocked_until is None or now - state.blocked_until >= BACKOFF_CAP_S
+    consecutive = state.blocked_mode == target and not stale
+    state.blocked_attempts = state.blocked_attempts + 1 if consecutive else 1
+    state.blocked_mode = target
+    state.blocked_until = now + backoff_s(state.blocked_attempts, switch_deadline_s(policy, ctx))
+    state.mode, state.mode_since = old, now
+    state.disable_breaches = state.enable_passes = state.queue_growth = 0
+    state.exploring = False
+    return persisted(state, stored, now)
+
+
+def record_fell_back(
+    stored: PolicyState | None, running: SpecMode | None, target: SpecMode, now: float
+) -> PolicyState:
+    """The state to store when a blocked switch to ``target`` is retried as Recreate
+    (``switchcost.recreate_fallback_allowed``; the operator's ``SwitchFellBack``): the policy
+    is in ``target`` from ``now``, and the Recreate restart counts in the hourly budget as a
+    switch of its own. The back-off is untouched: it ends when ``target`` runs (``evaluate``).
+    Pure; ``stored`` is not modified."""
+    target = SpecMode(target)
+    state = load_state(stored, running if running is not None else target.other)
+    state.mode, state.mode_since, state.last_switch = target, now, now
+    state.switch_times = [*state.switch_times, now]
+    state.disable_breaches = state.enable_passes = state.queue_growth = 0
+    return persisted(state, stored, now)

@@ -67,9 +67,16 @@ class _Cycle:
         return decision, st
 
     def gated(self, action: str, reason: Reason) -> tuple[Decision, PolicyState]:
-        """Switch unless dwell time, the hourly budget or dry run forbid it."""
+        """Switch unless a blocked switch's back-off, dwell time, the hourly budget or dry run
+        forbid it."""
         st, pol = self.state, self.policy
         would = f"{action}:{reason}"
+        if st.backing_off(SpecMode.from_action(action), self.now):
+            # A switch to this mode was blocked (its engine never got its GPUs): wait out the
+            # back-off (``autocycle.record_blocked``), explorations included.
+            self.thresholds["blocked_until"] = st.blocked_until
+            self.thresholds["blocked_attempts"] = st.blocked_attempts
+            return self.finish(KEEP, Reason.SWITCH_BACKOFF, would)
         # An exploration, a switch measured to deliver less, or one that landed after its
         # overload (no downtime either way) is undone without dwelling.
         revert = st.exploring or reason in (Reason.SWITCH_DID_NOT_PAY, Reason.OVERLOAD_ENDED)

@@ -107,6 +107,13 @@ class Reason(StrEnum):
     ENGINE_RAN_ZERO_STEPS = "EngineRanZeroSteps"
     #: the operator's: a switch not Ready within ``switchTimeoutSeconds`` was rolled back
     SWITCH_FAILED = "SwitchFailed"
+    #: the operator's: a switch cancelled at its deadline, its new engine never got its GPUs
+    #: (``autocycle.record_blocked``)
+    SWITCH_BLOCKED = "SwitchBlocked"
+    #: the operator's: a blocked switch retried as Recreate (``blockedSwitchFallback``)
+    SWITCH_FELL_BACK = "SwitchFellBack"
+    #: a keep: the switch to the mode a blocked switch was to is backing off
+    SWITCH_BACKOFF = "SwitchBackoff"
 
 
 #: Reasons of a keep that say nothing new (no event when they follow another reason).
@@ -226,6 +233,10 @@ class PolicyContext:
     #: Seconds a restart of this replica takes beyond one pod's (a multi-node group's slowest
     #: pod and rendezvous: ``switchcost.group_restart_extra_s``); 0 on one node.
     restart_extra_s: float = 0.0
+    #: Seconds from a restart until this replica is Ready again, as modelled
+    #: (``switchcost.restart_seconds`` of its weights per node and node count); None: not
+    #: planned (``switchcost.switch_deadline_s`` then assumes one pod with no weights).
+    restart_s: float | None = None
 
     def crossover(self, accept: float) -> float:
         """Predicted crossover concurrency at an accept length (linear interpolation)."""
@@ -269,9 +280,26 @@ class PolicyState:
     bands: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
     #: When ``bands`` was last stored (``autocycle.persisted``; None: not yet).
     bands_saved_at: float | None = None
+    #: Until when a switch to ``blocked_mode`` backs off: a switch to it was cancelled at its
+    #: deadline, its new engine never got its GPUs (``autocycle.record_blocked``).
+    blocked_until: float | None = None
+    #: Consecutive blocked switches to ``blocked_mode`` (0: none since one completed).
+    blocked_attempts: int = 0
+    #: The mode the blocked switch was to (None: none blocked).
+    blocked_mode: SpecMode | None = None
 
     def __post_init__(self) -> None:
         self.mode = SpecMode(self.mode)  # "on"/"off" as written in JSON (ValueError otherwise)
+        if self.blocked_mode is not None:
+            self.blocked_mode = SpecMode(self.blocked_mode)
+
+    def backing_off(self, target: SpecMode, now: float) -> bool:
+        """A switch to ``target`` is held: it was blocked and its back-off has not run out."""
+        return (
+            self.blocked_mode == target
+            and self.blocked_until is not None
+            and now < self.blocked_until
+        )
 
     def copied(self) -> PolicyState:
         """A copy that shares nothing mutable with this state."""

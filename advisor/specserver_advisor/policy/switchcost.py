@@ -7,7 +7,8 @@ time, so an overload is confirmed sooner and a switch that landed after its over
 undone at once, and a switch whose reason ended before the new engine is Ready is cancelled
 (``cancel_reason``). How long a restart takes is modelled here too (``restart_seconds``): a
 LeaderWorkerSet group across nodes restarts slower than one pod, and an overload must outlast
-the extra before a switch is worth it (``breaches_needed``). Pure; called by
+the extra before a switch is worth it (``breaches_needed``), and how long a switch may wait for
+its new engine before it is cancelled or falls back (``switch_deadline_s``). Pure; called by
 ``policy.decide``, ``autocycle.reconsider``, ``perf.plan.policy_context`` and ``fleetsim``.
 """
 
@@ -15,9 +16,18 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import dataclass
 
-from specserver_advisor.models import AutoSpeculation, SwitchStrategy
-from specserver_advisor.policy.model import OFF, ON, PolicyState, Readings, Reason, SpecMode
+from specserver_advisor.models import AutoSpeculation, BlockedSwitchFallback, SwitchStrategy
+from specserver_advisor.policy.model import (
+    OFF,
+    ON,
+    PolicyContext,
+    PolicyState,
+    Readings,
+    Reason,
+    SpecMode,
+)
 
 #: A pod's start before it reads weights: the old pod's termination, scheduling, the
 #: container's start, Python, torch and SGLang imports and the CUDA context (an assumption
@@ -51,6 +61,94 @@ def restart_seconds(weight_bytes_per_node: float, nodes: int = 1) -> float:
     pod = POD_START_S + max(0.0, weight_bytes_per_node) / (STORAGE_GBS * 1e9) + GRAPH_CAPTURE_S
     slowest = pod * (1 + POD_SPREAD * math.sqrt(2 * math.log(nodes)))
     return slowest + (RENDEZVOUS_S if nodes > 1 else 0.0)
+
+
+#: A switch's deadline is the modelled start-up plus slack for what the model leaves out:
+#: ``DEADLINE_SLACK_FACTOR`` times the start-up (its spread, a cold page cache, a slower disk),
+#: but at least ``DEADLINE_MIN_SLACK_S`` (an uncached SGLang image is gigabytes to pull, and a
+#: cluster autoscaler takes minutes to add a GPU node) and at most ``DEADLINE_MAX_SLACK_S``.
+DEADLINE_SLACK_FACTOR = 2.0
+DEADLINE_MIN_SLACK_S = 600.0
+DEADLINE_MAX_SLACK_S = 1800.0
+#: No derived deadline is longer than an hour (the longest back-off: ``autocycle.BACKOFF_CAP_S``)
+#: unless the modelled start-up itself is longer: then start-up + ``DEADLINE_MIN_SLACK_S``.
+DEADLINE_CAP_S = 3600.0
+
+
+def modelled_startup_s(ctx: PolicyContext) -> float:
+    """Seconds the new engine of a switch takes to be Ready as modelled: ``ctx.restart_s``
+    (its weights per node and node count, ``perf.plan.policy_context``), else one pod with no
+    weights plus the context's multi-node extra (a launch the advisor could not plan)."""
+    if ctx.restart_s is not None and math.isfinite(ctx.restart_s) and ctx.restart_s > 0:
+        return ctx.restart_s
+    return restart_seconds(0.0) + max(0.0, ctx.restart_extra_s)
+
+
+def switch_deadline_s(policy: AutoSpeculation, ctx: PolicyContext) -> float:
+    """Seconds a switch waits for its new engine to be Ready before it is cancelled or falls
+    back: ``switchTimeoutSeconds`` when set, else derived from the modelled start-up.
+
+    Derived: start-up + slack, slack = ``DEADLINE_SLACK_FACTOR`` x start-up within
+    [``DEADLINE_MIN_SLACK_S``, ``DEADLINE_MAX_SLACK_S``], the whole at most ``DEADLINE_CAP_S``
+    but never less than start-up + ``DEADLINE_MIN_SLACK_S`` (the cap never gives up on an
+    engine the model says is still loading).
+    The start-up model assumes a cached image on a node that is there; the slack is what a
+    healthy switch may need beyond it, so a switch that is merely slow is not cancelled, while
+    one whose engine cannot be placed is given up within about ten minutes for a small model
+    and within an hour for the largest (a node's weights read at ``STORAGE_GBS``). Too short
+    wastes a standby that would have landed (and backs Auto off); too long holds the switch,
+    and under Recreate the replica, without a serving new engine.
+    """
+    if policy.switch_timeout_seconds is not None:
+        return float(policy.switch_timeout_seconds)
+    startup = modelled_startup_s(ctx)
+    slack = min(max(DEADLINE_SLACK_FACTOR * startup, DEADLINE_MIN_SLACK_S), DEADLINE_MAX_SLACK_S)
+    return max(min(startup + slack, DEADLINE_CAP_S), startup + DEADLINE_MIN_SLACK_S)
+
+
+def recreate_fallback_allowed(policy: AutoSpeculation, state: PolicyState, now: float) -> bool:
+    """A switch blocked at its deadline is retried as Recreate (``SwitchFellBack``): the spec
+    allows it (``blockedSwitchFallback: Recreate``) and the hourly switch budget has room for
+    the extra restart (``state.switch_times`` of the last hour, the blocked switch counted,
+    below ``maxSwitchesPerHour``). Otherwise the switch is cancelled (``SwitchBlocked``)."""
+    if policy.blocked_switch_fallback != BlockedSwitchFallback.RECREATE:
+        return False
+    recent = [t for t in state.switch_times if now - t < 3600]
+    return len(recent) < policy.max_switches_per_hour
+
+
+@dataclass(frozen=True)
+class SpareNeed:
+    """What a speculation switch needs free in the cluster beside the running engines."""
+
+    #: GPUs beyond the replicas' own.
+    gpus: int
+    #: Whole nodes among them (a LeaderWorkerSet group across nodes takes whole nodes); 0 on
+    #: one node, where the GPUs may sit on any nodes with room.
+    nodes: int
+    #: Whether the old mode keeps serving while the new engine starts (no downtime).
+    keeps_serving: bool
+
+
+def spare_gpus(
+    replicas: int, gpus: int, nodes: int = 1, max_surge: int = 1
+) -> dict[SwitchStrategy, SpareNeed]:
+    """Per ``switchStrategy``, the spare GPUs a switch of this shape needs to land without
+    downtime. BlueGreen starts the other mode's engine for every replica beside the old one:
+    ``replicas x gpus`` (whole nodes, ``replicas x nodes``, for a group across nodes).
+    RollingUpdate with a surge of one (``maxSurge`` 1) starts one new replica at a time: one
+    replica's GPUs (its whole nodes across nodes); with ``maxSurge`` 0 it restarts in place,
+    with downtime, and needs none. Recreate stops the old engine first: none, and the replica
+    is down for a restart. Without them the new engine stays Pending until the deadline
+    (``switch_deadline_s``), then the switch is cancelled or falls back to Recreate."""
+    replicas, gpus, nodes = max(0, replicas), max(0, gpus), max(1, nodes)
+    whole = nodes if nodes > 1 else 0
+    surge = 1 if max_surge else 0
+    return {
+        SwitchStrategy.BLUE_GREEN: SpareNeed(replicas * gpus, replicas * whole, True),
+        SwitchStrategy.ROLLING_UPDATE: SpareNeed(surge * gpus, surge * whole, bool(surge)),
+        SwitchStrategy.RECREATE: SpareNeed(0, 0, False),
+    }
 
 
 def switch_keeps_serving(policy: AutoSpeculation) -> bool:

@@ -10,11 +10,12 @@ deliver with that strategy.
 
 from __future__ import annotations
 
-from specserver_advisor.models import AutoSpeculation
+from specserver_advisor.models import AutoSpeculation, BlockedSwitchFallback
 from specserver_advisor.replay.fleetworld import (
     MODES,
     TickResult,
     Trace,
+    deadline_ticks,
     keeps_serving,
     serve,
     switch_lands,
@@ -43,11 +44,30 @@ def run_oracle(
     return results, switches
 
 
+def switch_shape(
+    policy: AutoSpeculation, gpu: str = "L4", spare_gpu: bool = True, nodes: int = 1
+) -> tuple[int, int] | None:
+    """(ticks a switch takes, of which the first ones the old mode serves), or None when no
+    switch can land. A switch that lands: ``switch_ticks``, served throughout when the
+    strategy keeps the old mode serving, down throughout under Recreate. A blocked one (no
+    spare GPUs, ``switch_lands``) falls back to Recreate where the spec says so: the old mode
+    serves until the deadline (``deadline_ticks``), then the replica is down for a restart;
+    under Cancel it never lands."""
+    wait = switch_ticks(gpu, nodes)
+    serves = keeps_serving(policy.switch_strategy)
+    if switch_lands(policy.switch_strategy, spare_gpu):
+        return wait, wait if serves else 0
+    if policy.blocked_switch_fallback == BlockedSwitchFallback.RECREATE:
+        deadline = deadline_ticks(policy, gpu, nodes)
+        return deadline + wait, deadline
+    return None
+
+
 def _switching(
-    served: dict[str, TickResult], old: str, new: str, serves: bool, down_s: float
+    served: dict[str, TickResult], old: str, new: str, serving: bool, down_s: float
 ) -> TickResult:
     """A tick while the switch from ``old`` to ``new`` (``down_s`` seconds) is under way."""
-    if serves:
+    if serving:
         return served[old]
     return TickResult(0.0, 0.0, served[new].ttft_p99_s + down_s)  # down: Recreate
 
@@ -68,14 +88,16 @@ def paid_oracle_table(
     for a replica across ``nodes`` nodes), during
     which the replica is down under Recreate and ``m`` keeps serving under BlueGreen, and no
     other switch can start). No switch is decided at the end of a tick in ``hold`` (a bound for
-    schedules that cannot time a switch there), nor at all when no switch can land (a
-    RollingUpdate without a spare GPU: the mode never changes).
+    schedules that cannot time a switch there), nor at all when no switch can land (no spare
+    GPUs and ``blockedSwitchFallback: Cancel``: the mode never changes). A blocked switch that
+    falls back to Recreate takes the deadline, the old mode serving, then a restart
+    (``switch_shape``).
     """
     ticks = trace.ticks
     n = len(ticks)
-    serves = keeps_serving(policy.switch_strategy)
-    wait = switch_ticks(gpu, nodes)
-    if not switch_lands(policy.switch_strategy, spare_gpu):
+    shape = switch_shape(policy, gpu, spare_gpu, nodes)
+    wait, bridged = shape or (switch_ticks(gpu, nodes), 0)
+    if shape is None:
         hold = frozenset(range(n))
     served = [{m: serve(t, m, 0.0, policy, gpu) for m in MODES} for t in ticks]
     best: list[dict[str, float]] = [dict.fromkeys(MODES, 0.0) for _ in range(n + 1)]
@@ -84,7 +106,7 @@ def paid_oracle_table(
         end = min(n, i + 1 + wait)
         for m in MODES:
             options = {m: best[i + 1][m]}
-            bridge = sum(served[j][m].good_tok_s for j in range(i + 1, end)) if serves else 0.0
+            bridge = sum(served[j][m].good_tok_s for j in range(i + 1, min(end, i + 1 + bridged)))
             for other in MODES:
                 if other != m and i not in hold:
                     options[other] = bridge + best[end][other]
@@ -106,8 +128,8 @@ def run_paid_oracle(
     budget; the first mode is free. Returns the ticks and the number of switches.
     """
     served, best, choice = paid_oracle_table(trace, policy, gpu, spare_gpu, nodes=nodes)
-    serves = keeps_serving(policy.switch_strategy)
-    wait, down_s = switch_ticks(gpu, nodes), switch_seconds(gpu, nodes)
+    wait, bridged = switch_shape(policy, gpu, spare_gpu, nodes) or (0, 0)
+    down_s = switch_seconds(gpu, nodes)
     n = len(served)
     mode = max(MODES, key=lambda m: best[0][m])
     results: list[TickResult] = []
@@ -118,7 +140,8 @@ def run_paid_oracle(
         if nxt != mode:
             switches += 1
             for j in range(i + 1, min(n, i + 1 + wait)):
-                results.append(_switching(served[j], mode, nxt, serves, down_s))
+                serving = j < i + 1 + bridged
+                results.append(_switching(served[j], mode, nxt, serving, down_s))
             i += wait
         mode = nxt
         i += 1

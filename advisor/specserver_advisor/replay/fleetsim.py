@@ -18,13 +18,18 @@ deterministic.
 
 from __future__ import annotations
 
-import math
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
 from specserver_advisor.models import AutoSpeculation
 from specserver_advisor.perf.plan import policy_context
-from specserver_advisor.policy.autocycle import evaluate, load_state, persisted, reconsider
+from specserver_advisor.policy.autocycle import (
+    evaluate,
+    reconsider,
+    record_blocked,
+    record_fell_back,
+)
 from specserver_advisor.policy.model import (
     KEEP,
     OFF,
@@ -34,6 +39,7 @@ from specserver_advisor.policy.model import (
     SpecMode,
     learned_preference,
 )
+from specserver_advisor.policy.switchcost import recreate_fallback_allowed
 from specserver_advisor.replay.fleetbounds import run_oracle, run_paid_oracle
 from specserver_advisor.replay.fleetworld import (
     ON_ADAPTIVE,
@@ -42,6 +48,7 @@ from specserver_advisor.replay.fleetworld import (
     TickResult,
     Trace,
     base_plan,
+    deadline_ticks,
     keeps_serving,
     predict_tick,
     run_static,
@@ -70,6 +77,25 @@ class AutoRun:
     cancelled: int = 0
     #: The first tick each landed switch's new mode served.
     landed_at: list[int] = field(default_factory=list)
+    #: Switches whose new engine never got its GPUs, cancelled at the deadline
+    #: (``autocycle.record_blocked``).
+    blocked: int = 0
+    #: Blocked switches retried as Recreate at the deadline (``blockedSwitchFallback``).
+    fell_back: int = 0
+    #: The tick each switch that reached its deadline blocked (either end) was decided at.
+    blocked_at: list[int] = field(default_factory=list)
+
+
+@dataclass
+class _Switch:
+    """A switch under way in ``run_auto``: ticks left, and whether the old mode serves them."""
+
+    left: int
+    serving: bool
+    #: Its new engine never gets GPUs: at the end the deadline passes (Cancel or Recreate).
+    blocked: bool = False
+    #: The tick it was decided at.
+    decided: int = 0
 
 
 def run_auto(
@@ -86,53 +112,71 @@ def run_auto(
     (two-level control: SGLang adapts the steps, the policy decides whether the draft is loaded).
     A switch takes ``switch_ticks`` ticks (more for a replica across ``nodes`` nodes, whose
     longer restart the policy's context also carries), priced by ``policy.switch_strategy``:
-    the replica is down (Recreate) or the old mode keeps serving (BlueGreen, RollingUpdate). A
-    RollingUpdate without ``spare_gpu`` never lands: the old mode serves until
-    ``switchTimeoutSeconds``, then the operator rolls the switch back. While a switch that
-    keeps the old mode serving is under way the policy is asked each tick, as the operator
-    asks it, whether to cancel it (``autocycle.reconsider``); a cancelled switch stops, the
-    old mode serving on.
+    the replica is down (Recreate) or the old mode keeps serving (BlueGreen, RollingUpdate).
+    Without ``spare_gpu`` a switch that keeps the old mode serving is blocked (its standby or
+    surge pod needs a replica's GPUs, whole nodes for a group, and stays Pending): the old mode
+    serves until the deadline (``switchcost.switch_deadline_s``), no gain and no extra GPUs,
+    then, as the operator does, the switch is retried as Recreate where the spec and the
+    budget allow it (``recreate_fallback_allowed``: the replica is down for a restart, then
+    the new mode serves) or cancelled (``autocycle.record_blocked``: Auto backs off). While a
+    switch that keeps the old mode serving is under way the policy is asked each tick, as the
+    operator asks it, whether to cancel it (``autocycle.reconsider``); a cancelled switch
+    stops, the old mode serving on.
     """
     ctx = policy_context(base_plan(gpu), policy)
     ctx.engine_adapts_steps = on_engine == ON_ADAPTIVE
     ctx.restart_extra_s = switch_seconds(gpu, nodes) - switch_seconds(gpu)
+    ctx.restart_s = switch_seconds(gpu, nodes)
     serves = keeps_serving(policy.switch_strategy)
     lands = switch_lands(policy.switch_strategy, spare_gpu)
-    wait = switch_ticks(gpu, nodes) if lands else math.ceil(policy.switch_timeout_seconds / TICK_S)
-    state, mode, old, switch_left = PolicyState(mode=ON), ON, ON, 0
+    restart = switch_ticks(gpu, nodes)
+    deadline = deadline_ticks(policy, gpu, nodes)
+    state, mode, old = PolicyState(mode=ON), ON, ON
+    switch: _Switch | None = None
     stored: PolicyState | None = None
-    results: list[TickResult] = []
-    switches = cancelled = 0
-    landed_at: list[int] = []
-    gpu_s = started = 0.0
+    run = AutoRun([], 0, state)
+    results = run.results
+    started = 0.0
     reason = ""
     for i, tick in enumerate(trace.ticks):
         now = (i + 1) * TICK_S
         engine = on_engine if mode == ON else OFF
-        if switch_left:
-            switch_left -= 1
-            if not serves:
+        if switch is not None:
+            switch.left -= 1
+            if not switch.serving:  # a restart: the replica is down, then the new mode serves
                 results.append(serve(tick, engine, TICK_S, policy, gpu))
+                if not switch.left:
+                    run.landed_at.append(i + 1)
+                    switch = None
                 continue
             serving = on_engine if old == ON else OFF
             result = serve(tick, serving, 0.0, policy, gpu)
             results.append(result)
-            if lands:
-                gpu_s += TICK_S  # the standby ran this tick
-            if not switch_left:
-                if lands:
-                    landed_at.append(i + 1)
+            if not switch.blocked:
+                run.switch_gpu_s += TICK_S  # the standby ran this tick
+            if not switch.left:
+                if not switch.blocked:
+                    run.landed_at.append(i + 1)
+                    switch = None
+                    continue
+                run.blocked_at.append(switch.decided)
+                if recreate_fallback_allowed(policy, state, now):
+                    stored = record_fell_back(stored, old, mode, now)
+                    state = stored.copied()
+                    run.fell_back += 1
+                    switch = _Switch(restart, serving=False)
                 else:
-                    mode = old
-                    state, stored = _rolled_back(stored, mode, now)
+                    stored = record_blocked(stored, old, mode, now, policy, ctx)
+                    state, mode, switch = stored.copied(), old, None
+                    run.blocked += 1
                 continue
             # The operator asks the policy each cycle whether the switch should be cancelled.
             obs = _observation(tick, result, serving, old, gpu)
             cancel = reconsider(obs, stored, mode, reason, started, now, policy, ctx)
             if cancel is not None:
                 _, state, stored = cancel
-                mode, switch_left = old, 0
-                cancelled += 1
+                mode, switch = old, None
+                run.cancelled += 1
             continue
         result = serve(tick, engine, 0.0, policy, gpu)
         results.append(result)
@@ -140,10 +184,15 @@ def run_auto(
         # The operator's own evaluation, the state it stores handed back the next cycle.
         decision, state, stored = evaluate(obs, stored, mode, now, policy, ctx)
         if decision.action != KEEP:
-            old, mode, switch_left = mode, state.mode, wait
+            old, mode = mode, state.mode
             started, reason = now, decision.reason
-            switches += 1
-    return AutoRun(results, switches, state, gpu_s, cancelled, landed_at)
+            run.switches += 1
+            if lands:
+                switch = _Switch(restart, serving=serves)
+            else:
+                switch = _Switch(deadline, serving=True, blocked=True, decided=i + 1)
+    run.state = state
+    return run
 
 
 def _observation(tick: Tick, result: TickResult, engine: str, mode: str, gpu: str) -> Observation:
@@ -158,16 +207,6 @@ def _observation(tick: Tick, result: TickResult, engine: str, mode: str, gpu: st
         output_tok_s=result.tok_s,
         age_s=5.0,
     )
-
-
-def _rolled_back(
-    stored: PolicyState | None, mode: SpecMode, now: float
-) -> tuple[PolicyState, PolicyState]:
-    """What the operator stores when a switch is not Ready in time: the previous mode back
-    (``autopilot._follow_switch``; the failed switch stays in the hourly budget)."""
-    state = load_state(stored, mode)
-    state.mode, state.mode_since = mode, now
-    return state, persisted(state, stored, now)
 
 
 def learned_bands(state: PolicyState) -> dict[str, SpecMode]:
@@ -232,8 +271,23 @@ def simulate(
                 "hours": trace.hours,
                 "goodput": {k: round(v, 1) for k, v in goodput.items()},
                 "p99_ttft_s": {k: round(_p99(res), 2) for k, (res, _) in runs.items()},
+                "switches": auto.switches,
                 "switches_per_hour": round(auto.switches / trace.hours, 2),
                 "cancelled_switches_per_hour": round(auto.cancelled / trace.hours, 2),
+                # Switches whose new engine found no spare GPUs (``--no-spare-gpu``): decided,
+                # waited out to the deadline, then cancelled (Auto backs off) or fell back.
+                "blocked_fallback": str(policy.blocked_switch_fallback),
+                "deadline_s": deadline_ticks(policy, gpu, nodes) * TICK_S,
+                "blocked_switches": auto.blocked,
+                "fell_back": auto.fell_back,
+                "blocked_switches_per_hour": round(len(auto.blocked_at) / trace.hours, 2),
+                "blocked_first_hour": sum(t * TICK_S <= 3600 for t in auto.blocked_at),
+                "blocked_last_hour": sum(
+                    t * TICK_S > (trace.hours - 1) * 3600 for t in auto.blocked_at
+                ),
+                "blocked_gaps_s": [
+                    (b - a) * TICK_S for a, b in itertools.pairwise(auto.blocked_at)
+                ],
                 "oracle_switches_per_hour": round(runs["oracle"][1] / trace.hours, 2),
                 "paid_oracle_switches_per_hour": round(paid_switches / trace.hours, 2),
                 # Both engines' GPUs during a switch that keeps the old mode serving.
@@ -267,10 +321,14 @@ def render_table(rows: list[dict[str, Any]]) -> str:
             else f"the old mode serves until the new engine is Ready ({first['switch_s']:.0f} s); "
             "both hold GPUs meanwhile"
             if first["switch_lands"]
-            else "no spare GPU: the surge pod stays Pending and the switch is rolled back"
+            else "no spare GPUs: the new engine stays Pending, the old mode serves until the "
+            f"deadline ({first['deadline_s']:.0f} s), then blockedSwitchFallback "
+            f"{first['blocked_fallback']}"
         )
         across = f" (a group across {first['nodes']} nodes)" if first["nodes"] > 1 else ""
         lines += [f"switchStrategy {first['switch_strategy']}{across}: {how}", ""]
+        if not first["switch_lands"]:
+            lines += [_blocked_table(rows), ""]
     lines.append(
         "| trace | goodput auto | two-level | on | off | on+adaptive | oracle | paid oracle | "
         "auto/oracle | auto/paid oracle | "
@@ -288,5 +346,26 @@ def render_table(rows: list[dict[str, Any]]) -> str:
             f"{t['auto']} / {t['on']} / {t['off']} / {t['on_adaptive']} | "
             f"{r['switches_per_hour']} | {r['switch_gpu_s_per_hour']:.0f} | "
             f"{len(r['learned_bands'])} | {r['learning_gain']:+.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def _blocked_table(rows: list[dict[str, Any]]) -> str:
+    """Per trace: the switches that found no GPUs, how they ended, and goodput against the
+    mode Auto starts in (On) kept all along."""
+    lines = [
+        "| trace | hours | switches decided | blocked to the deadline | in the first hour | "
+        "in the last hour | longest gap between them, s | fell back to Recreate | "
+        "goodput auto | goodput staying On | auto - staying |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        g = r["goodput"]
+        gap = max(r["blocked_gaps_s"], default=0.0)
+        lines.append(
+            f"| {r['trace']} | {r['hours']:g} | {r['switches']} | "
+            f"{r['blocked_switches'] + r['fell_back']} | {r['blocked_first_hour']} | "
+            f"{r['blocked_last_hour']} | {gap:.0f} | {r['fell_back']} | "
+            f"{g['auto']:.1f} | {g['on']:.1f} | {g['auto'] - g['on']:+.1f} |"
         )
     return "\n".join(lines)

@@ -3,7 +3,9 @@
 The performance model's prediction for Qwen3-8B + EAGLE-3 at each tick's load and acceptance,
 turned into goodput under the SLOs. A switch costs what the operator's ``switchStrategy`` makes
 it cost (``keeps_serving``), for as long as the replica takes to restart (``switch_seconds``:
-longer for a group across nodes). Pure; used by ``fleetsim`` and ``fleetsim_oracle``.
+longer for a group across nodes); a switch whose new engine finds no spare GPUs is blocked
+until its deadline (``switch_lands``, ``deadline_ticks``). Pure; used by ``fleetsim`` and
+``fleetsim_oracle``.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from specserver_advisor.models import AutoSpeculation, SwitchStrategy
 from specserver_advisor.perf import adaptive, calibration
 from specserver_advisor.perf.model import Prediction, predict
 from specserver_advisor.perf.plan import Plan, PlanInputs, make_plan, weight_bytes_per_node
-from specserver_advisor.policy.model import OFF, ON
-from specserver_advisor.policy.switchcost import group_restart_extra_s
+from specserver_advisor.policy.model import OFF, ON, PolicyContext
+from specserver_advisor.policy.switchcost import group_restart_extra_s, switch_deadline_s
 from specserver_advisor.sglang.flags import parse_server_argv
 
 TICK_S = 30.0
@@ -136,6 +138,14 @@ def switch_ticks(gpu: str = "L4", nodes: int = 1) -> int:
     return math.ceil(switch_seconds(gpu, nodes) / TICK_S)
 
 
+def deadline_ticks(policy: AutoSpeculation, gpu: str = "L4", nodes: int = 1) -> int:
+    """Whole ticks a blocked switch waits before it is cancelled or falls back: the operator's
+    deadline (``switchcost.switch_deadline_s``: ``switchTimeoutSeconds``, or derived from the
+    modelled start-up, ``switch_seconds``)."""
+    ctx = PolicyContext([], 1.0, 1.0, restart_s=switch_seconds(gpu, nodes))
+    return math.ceil(switch_deadline_s(policy, ctx) / TICK_S)
+
+
 @cache
 def predict_tick(concurrency: int, accept: float, mode: str, gpu: str = "L4") -> Prediction:
     plan = base_plan(gpu)
@@ -200,12 +210,15 @@ def keeps_serving(strategy: SwitchStrategy) -> bool:
 
 
 def switch_lands(strategy: SwitchStrategy, spare_gpu: bool = True) -> bool:
-    """Whether a switch's new engine can start at all.
+    """Whether a switch's new engine gets its GPUs.
 
-    Only a ``RollingUpdate`` surge pod needs a GPU beyond the replica's own; without a spare one
-    it stays Pending, the old pod keeps serving, and the operator rolls the switch back after
-    ``switchTimeoutSeconds`` (SwitchFailed). fleetsim cannot see the cluster's free GPUs: the
-    caller says (``spare_gpu``; ``specserver-advisor fleetsim --no-spare-gpu``). BlueGreen's
-    standby needs a GPU too; the operator docs ask for one and fleetsim assumes it.
+    A switch that keeps the old mode serving starts the new engine beside it: a BlueGreen
+    standby needs each replica's GPUs again (replicas x gpus; whole nodes for a group across
+    nodes), a RollingUpdate surge pod one replica's. Without spare GPUs it stays Pending
+    (Unschedulable, over quota or held by Kueue), the old mode serves on, and at the deadline
+    the operator cancels the switch or retries it as Recreate (``blockedSwitchFallback``).
+    Recreate frees the replica's own GPUs first and always lands. fleetsim cannot see the
+    cluster's free GPUs: the caller says (``spare_gpu``; ``specserver-advisor fleetsim
+    --no-spare-gpu``: no spare GPUs, for every strategy).
     """
-    return spare_gpu or strategy != SwitchStrategy.ROLLING_UPDATE
+    return spare_gpu or strategy == SwitchStrategy.RECREATE

@@ -14,7 +14,6 @@ and ``MetricsAvailable``.
 
 from __future__ import annotations
 
-import datetime
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +26,14 @@ from specserver_advisor.models import (
     SwitchInProgress,
 )
 from specserver_advisor.policy import zerosteps
-from specserver_advisor.policy.autocycle import evaluate, load_state, persisted, reconsider
+from specserver_advisor.policy.autocycle import (
+    evaluate,
+    load_state,
+    persisted,
+    reconsider,
+    record_blocked,
+    record_fell_back,
+)
 from specserver_advisor.policy.autocycle import round_significant as _round
 from specserver_advisor.policy.model import (
     KEEP,
@@ -39,7 +45,10 @@ from specserver_advisor.policy.model import (
     Reason,
     SpecMode,
 )
-from specserver_operator.core import policystate
+from specserver_advisor.policy.switchcost import modelled_startup_s, switch_deadline_s
+from specserver_operator.core import policystate, switching
+from specserver_operator.core.blocked import Blocked
+from specserver_operator.core.switching import DeadlineEnd, iso, parse_time
 
 PAUSE_ANNOTATION = "specserver.io/pause-auto-speculation"
 METRICS_AVAILABLE = "MetricsAvailable"
@@ -53,23 +62,12 @@ class AutoStep:
     status: dict[str, Any] = field(default_factory=dict)
     decision: Decision | None = None
     events: list[tuple[str, str, str]] = field(default_factory=list)
-    switch_result: str | None = None  # "completed" | "failed" | "cancelled"
+    #: "completed" | "failed" | "cancelled" | "blocked" | "fellback"
+    switch_result: str | None = None
     #: (status, reason, message) of MetricsAvailable; None while a switch is followed.
     metrics_condition: tuple[str, str, str] | None = None
     #: (status, reason, message) of EngineZeroSteps (zerosteps.py); None: not applicable.
     steps_condition: tuple[str, str, str] | None = None
-
-
-def parse_time(text: str) -> float:
-    return (
-        datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ")
-        .replace(tzinfo=datetime.UTC)
-        .timestamp()
-    )
-
-
-def iso(ts: float) -> str:
-    return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def last_metrics(obs: Observation, now: float) -> dict[str, Any]:
@@ -90,12 +88,19 @@ def last_metrics(obs: Observation, now: float) -> dict[str, Any]:
 def _ledger(
     status: dict[str, Any], decision: Decision, mode: SpecMode, message: str
 ) -> list[dict[str, Any]]:
+    return _append(status, decision.ts, decision.action, decision.reason, mode, message)
+
+
+def _append(
+    status: dict[str, Any], ts: float, action: str, reason: str, mode: SpecMode, message: str
+) -> list[dict[str, Any]]:
+    """The bounded ledger with one entry more."""
     entries = list(status.get("decisions") or [])
     entries.append(
         {
-            "time": iso(decision.ts),
-            "action": decision.action,
-            "reason": str(decision.reason),
+            "time": iso(ts),
+            "action": action,
+            "reason": str(reason),
             "mode": str(mode.status),
             "message": message[:300],
         }
@@ -135,17 +140,23 @@ def auto_step(
     engine_ready: bool,
     now: float,
     paused: bool = False,
+    blocked: Blocked | None = None,
 ) -> AutoStep:
     """One cycle. ``status``: the stored status (its metrics, ledger and last reason, what the
     step's fields are written over); ``switch`` and ``stored``: its switch under way and policy
     state, typed (observe.py; None: none, or unreadable); ``running``: the mode of the engine
-    Deployment (None: none)."""
+    Deployment (None: none); ``blocked``: why the switch's new engine is not Ready (None: no
+    cause known, or no switch)."""
     policy = effective_policy(spec)
     if switch is not None:
-        followed = _follow_switch(status, stored, switch, policy, running, engine_ready, now)
+        followed = _follow_switch(
+            status, stored, switch, policy, running, engine_ready, now, ctx, blocked
+        )
         if followed is not None:
             return followed
-        if paused:  # the policy makes no decision while paused, a cancel included
+        # The policy makes no decision while paused, a cancel included; nor on a switch that
+        # fell back to Recreate (the old engine is freed: it is seen through).
+        if paused or switch.fallback:
             return AutoStep(speculative=SpecMode.from_status(switch.target).speculative)
         return _cancel_switch(status, stored, switch, policy, obs, ctx, now)
     if obs is None:
@@ -201,6 +212,7 @@ def auto_step(
             "previous": str(target.other.status),
             "startedAt": iso(now),
             "reason": str(decision.reason),
+            "deadline": iso(now + switch_deadline_s(policy, ctx)),
         }
         step.status["decisions"] = _ledger(status, decision, state.mode, _summary(decision))
         verb = "SpeculationEnabled" if target.speculative else "SpeculationDisabled"
@@ -250,44 +262,117 @@ def _follow_switch(
     running: SpecMode | None,
     engine_ready: bool,
     now: float,
+    ctx: PolicyContext,
+    blocked: Blocked | None,
 ) -> AutoStep | None:
-    """The switch completed, or failed (not Ready in time: rolled back); None: neither yet."""
+    """The switch completed, or reached its deadline not Ready (switching.py: fell back to
+    Recreate, cancelled as blocked, or failed and rolled back); None: neither yet."""
     want = SpecMode.from_status(switch.target)
     if running == want and engine_ready:
-        step = AutoStep(speculative=want.speculative, switch_result="completed")
+        return _completed(status, switch, want, now)
+    limit = switch_deadline_s(policy, ctx)
+    if now < switching.deadline_of(switch, limit):
+        return None
+    outcome = switching.at_deadline(switch, blocked, policy, load_state(stored, running), now)
+    if outcome == DeadlineEnd.FALL_BACK:
+        return _fall_back(status, stored, switch, running, now, limit, ctx, blocked)
+    back = SpecMode.from_status(switch.previous)
+    waited = now - parse_time(switch.fallback_at or switch.started_at)
+    cause = switching.cause_text(blocked)
+    where = f"{blocked.workload} " if blocked is not None else ""
+    if outcome == DeadlineEnd.BLOCKED:
+        state = record_blocked(stored, back, want, now, policy, ctx)
+        step = AutoStep(speculative=back.speculative, switch_result="blocked")
         step.status["switch"] = None
-        started = parse_time(switch.started_at)
-        step.events.append(
-            (
-                "Normal",
-                "SwitchCompleted",
-                f"speculation {want} after {now - started:.0f}s ({switch.reason})",
-            )
+        step.status["policyState"] = policystate.to_status(state)
+        step.status["decisions"] = _append(
+            status,
+            now,
+            back.action,
+            DeadlineEnd.BLOCKED,
+            back,
+            f"waited {waited:.0f}s for {where or 'the new engine '}({cause})",
         )
-        return step
-    if now - parse_time(switch.started_at) > policy.switch_timeout_seconds:
-        back = SpecMode.from_status(switch.previous)
-        state = load_state(stored, running)
-        state.mode = back
-        state.mode_since = now
-        step = AutoStep(speculative=back.speculative, switch_result="failed")
-        step.status["switch"] = None
-        step.status["policyState"] = policystate.to_status(persisted(state, stored, now))
-        rollback = Decision(now, back.action, Reason.SWITCH_FAILED, state.mode)
-        step.status["decisions"] = _ledger(
-            status, rollback, state.mode, f"not Ready within {policy.switch_timeout_seconds}s"
-        )
-        step.status["lastDecisionReason"] = str(Reason.SWITCH_FAILED)
+        step.status["lastDecisionReason"] = str(DeadlineEnd.BLOCKED)
         step.events.append(
             (
                 "Warning",
-                str(Reason.SWITCH_FAILED),
-                f"speculation {want} not Ready within "
-                f"{policy.switch_timeout_seconds}s; rolled back",
+                str(DeadlineEnd.BLOCKED),
+                f"switch to speculation {want} cancelled at its deadline after {waited:.0f}s: "
+                f"{where}{cause}; {back} kept serving",
             )
         )
         return step
-    return None
+    state = load_state(stored, running)
+    state.mode = back
+    state.mode_since = now
+    step = AutoStep(speculative=back.speculative, switch_result="failed")
+    step.status["switch"] = None
+    step.status["policyState"] = policystate.to_status(persisted(state, stored, now))
+    what = "its Recreate fallback" if switch.fallback else "it"
+    why = f"{what} not Ready within {waited:.0f}s"
+    if blocked is not None:
+        why += f" ({where}{cause})"
+    step.status["decisions"] = _append(status, now, back.action, Reason.SWITCH_FAILED, back, why)
+    step.status["lastDecisionReason"] = str(Reason.SWITCH_FAILED)
+    step.events.append(
+        ("Warning", str(Reason.SWITCH_FAILED), f"speculation {want}: {why}; rolled back")
+    )
+    return step
+
+
+def _completed(
+    status: dict[str, Any], switch: SwitchInProgress, want: SpecMode, now: float
+) -> AutoStep:
+    """The new engine is Ready and serves: the switch is over. After a fallback the event and
+    the ledger give the downtime it took, measured from ``fallbackAt`` to Ready."""
+    step = AutoStep(speculative=want.speculative, switch_result="completed")
+    step.status["switch"] = None
+    started = parse_time(switch.started_at)
+    message = f"speculation {want} after {now - started:.0f}s ({switch.reason})"
+    if switch.fallback_at:
+        down = now - parse_time(switch.fallback_at)
+        message += f"; fell back to Recreate: {down:.0f}s without a serving engine (measured)"
+        step.status["decisions"] = _append(
+            status, now, want.action, "SwitchCompleted", want, message
+        )
+    step.events.append(("Normal", "SwitchCompleted", message))
+    return step
+
+
+def _fall_back(
+    status: dict[str, Any],
+    stored: PolicyState | None,
+    switch: SwitchInProgress,
+    running: SpecMode | None,
+    now: float,
+    limit: float,
+    ctx: PolicyContext,
+    blocked: Blocked | None,
+) -> AutoStep:
+    """Retry the blocked switch as Recreate: the record gains ``fallback``/``fallbackAt`` and a
+    second deadline (written before the engine is touched: desired.py's intent), the retry is
+    counted in the hourly budget, and the ledger gives the modelled downtime."""
+    want = SpecMode.from_status(switch.target)
+    state = record_fell_back(stored, running, want, now)
+    down = modelled_startup_s(ctx)
+    waited = now - parse_time(switch.started_at)
+    cause = switching.cause_text(blocked)
+    message = (
+        f"waited {waited:.0f}s, retried as Recreate (the old engine's GPUs freed first), "
+        f"modelled downtime {down:.0f}s ({cause})"
+    )
+    step = AutoStep(speculative=want.speculative, switch_result="fellback")
+    step.status["switch"] = switching.fallen_back(switch, now, now + limit)
+    step.status["policyState"] = policystate.to_status(state)
+    step.status["decisions"] = _append(
+        status, now, want.action, DeadlineEnd.FALL_BACK, want, message
+    )
+    step.status["lastDecisionReason"] = str(DeadlineEnd.FALL_BACK)
+    step.events.append(
+        ("Warning", str(DeadlineEnd.FALL_BACK), f"switch to speculation {want}: {message}")
+    )
+    return step
 
 
 def _cancel_switch(

@@ -43,15 +43,22 @@ def other(mode: str) -> str:
 
 
 def plan(
-    want: str, replicas: int, serving: str | None, ready: dict[str, bool], exists: dict[str, bool]
+    want: str,
+    replicas: int,
+    serving: str | None,
+    ready: dict[str, bool],
+    exists: dict[str, bool],
+    recreate: bool = False,
 ) -> BlueGreenPlan:
     """What to run for the wanted mode, given the serving mode and each Deployment's state.
 
     The wanted mode takes the traffic at once when it is Ready, already serves, or when nothing
-    else can serve (first deploy, or the serving Deployment is gone); otherwise both run and the
-    Service stays on the old mode until the new one is Ready.
+    else can serve (first deploy, or the serving Deployment is gone), or with ``recreate`` (a
+    switch blocked for want of GPUs fell back to Recreate: the old mode is scaled to zero first,
+    with downtime, so the new one can have its GPUs); otherwise both run and the Service stays
+    on the old mode until the new one is Ready.
     """
     old = other(want)
-    if ready.get(want) or serving in (None, want) or not exists.get(old):
+    if recreate or ready.get(want) or serving in (None, want) or not exists.get(old):
         return BlueGreenPlan({want: replicas, old: 0}, want, False)
     return BlueGreenPlan({want: replicas, old: replicas}, old, True)

@@ -25,6 +25,7 @@ from specserver_operator.core.drift import SCALED_KINDS, owned_digest
 from specserver_operator.core.drift import replicas as replicas_of
 from specserver_operator.core.hashes import object_hash
 from specserver_operator.core.names import child_name
+from specserver_operator.core.nodeschange import Phase, Seen, nodes_of
 from specserver_operator.core.render import build_blue_green, build_children
 from specserver_operator.core.status import deployment_state
 
@@ -113,6 +114,14 @@ def serving_workload(
     return lookup(kind, kinds.of(kind).single_name(name))
 
 
+def new_engine(server: SpecServer, blue_green: bool, target: SpecMode) -> str:
+    """The name of the workload a switch to ``target`` starts (the one whose pods may be
+    blocked): BlueGreen's standby ``<name>-<mode>``, else the one workload."""
+    if blue_green:
+        return bluegreen.deployment_name(child_name(server.metadata.name or ""), target.value)
+    return render.workload_name(server)
+
+
 def workload_keys(name: str) -> list[tuple[str, str]]:
     """Every engine workload a SpecServer (base name ``name``) may own, any strategy or kind."""
     modes = [bluegreen.deployment_name(name, m) for m in bluegreen.MODES]
@@ -141,6 +150,41 @@ def _other_kind_serves(
         if other_kind != kind and scaled_up and deployment_state(found, replicas)[0]:
             return True
     return False
+
+
+def _idle(serving: dict[str, Any] | None, wanted: dict[str, Any] | None) -> bool:
+    """The serving mode serves nothing (no Ready replica) and the wanted one is scaled to zero:
+    what a BlueGreen switch that fell back to Recreate and failed leaves. Starting the wanted
+    mode beside it would wait for GPUs the idle one holds: it is freed first instead."""
+    if serving is None or wanted is None or (replicas_of(wanted) or 0) > 0:
+        return False
+    return int((serving.get("status") or {}).get("readyReplicas") or 0) == 0
+
+
+def _held(out: Children, lookup: Lookup, uid: str, new: list[tuple[str, str]]) -> Children:
+    """A cancelled ``nodes`` change: the new kind's workloads are not written (those there are
+    deleted), the old kind is left as it runs (neither written nor deleted)."""
+    out.apply = [c for c in out.apply if (c.kind, c.name) not in new]
+    out.delete = [k for k in new if owned(lookup(*k), uid)]
+    out.switching = None
+    return out
+
+
+def nodes_seen(lookup: Lookup, server: SpecServer, uid: str, blue_green: bool) -> Seen:
+    """What a ``resources.nodes`` change (nodeschange.py) needs of what runs: whether the spec's
+    kind of workload is Ready, and the other kind's workload that serves (Ready pods)."""
+    kind, replicas = render.workload_kind(server), server.spec.replicas
+    new = serving_workload(lookup, server.metadata.name or "", blue_green, kind)
+    new_ready = replicas == 0 or (new is not None and deployment_state(new, replicas)[0])
+    name = child_name(server.metadata.name or "")
+    for other_kind, other in workload_keys(name):
+        found = lookup(other_kind, other)
+        if other_kind == kind or found is None or not owned(found, uid):
+            continue
+        ready = int((found.get("status") or {}).get("readyReplicas") or 0)
+        if (replicas_of(found) or 0) > 0 and ready > 0:
+            return Seen(new_ready, (other_kind, other), nodes_of(found))
+    return Seen(new_ready, None)
 
 
 def live_queues(lookup: Lookup, keys: list[tuple[str, str]]) -> tuple[Any, ...]:
@@ -186,8 +230,15 @@ def plan_children(
     preflight_image: str,
     strategy: str,
     rendered: Rendered,
+    recreate: bool = False,
+    nodes: Phase | None = None,
 ) -> Children:
-    """The children for ``cfg`` (the wanted mode) under ``strategy``."""
+    """The children for ``cfg`` (the wanted mode) under ``strategy``; ``recreate``: a blocked
+    switch fell back to Recreate (switching.py), so the old engine's GPUs are freed first
+    (BlueGreen: the old mode scaled to zero and the Service moved at once; RollingUpdate: no
+    surge pod). ``nodes``: a ``resources.nodes`` change's phase (nodeschange.py): Held keeps
+    the old kind serving and deletes the new kind's workload; Recreate deletes the old kind
+    first."""
     name = child_name(server.metadata.name or "")
     generation = server.metadata.generation or 0
     kind, replicas = render.workload_kind(server), server.spec.replicas
@@ -196,24 +247,29 @@ def plan_children(
         current = (kind, render.workload_name(server))
         serves = deployment_state(lookup(*current), replicas)[0]
         leftovers = _leftovers(lookup, name, uid, [current])
-        leader = not (
+        leader = nodes == Phase.RECREATE or not (
             kinds.of(kind).waits_for_other_kind
             and not serves
             and _other_kind_serves(lookup, leftovers, kind, replicas)
         )
+        surge = 0 if recreate else None
         key: tuple[Any, ...] = (
             generation,
             cfg.speculative,
             strategy,
             preflight_image,
             leader,
+            surge,
             live_queues(lookup, [current]),
         )
         out.render = keeping_queues(
-            lookup, lambda: build_children(server, uid, cfg, preflight_image, strategy, leader)
+            lookup,
+            lambda: build_children(server, uid, cfg, preflight_image, strategy, leader, surge),
         )
         out.apply = _cached(rendered, uid, key, out.render)
-        if serves:
+        if nodes == Phase.HELD:
+            return _held(out, lookup, uid, [current])
+        if serves or nodes == Phase.RECREATE:
             out.delete += leftovers
         return out
     want = SpecMode.of(cfg.speculative).value
@@ -222,7 +278,7 @@ def plan_children(
     ready = {m: deployment_state(d, replicas)[0] for m, d in deployments.items()}
     mine = [(kind, bluegreen.deployment_name(name, m)) for m in bluegreen.MODES]
     leftovers = _leftovers(lookup, name, uid, mine)
-    leader = not (
+    leader = nodes == Phase.RECREATE or not (
         kinds.of(kind).waits_for_other_kind
         and not ready[want]
         and _other_kind_serves(lookup, leftovers, kind, replicas)
@@ -234,6 +290,7 @@ def plan_children(
         serving,
         ready,
         {m: d is not None for m, d in deployments.items()},
+        recreate=recreate or _idle(deployments.get(serving or ""), deployments[want]),
     )
     configs = {want: cfg}
     other_cfg = engine_config(not cfg.speculative)
@@ -258,6 +315,10 @@ def plan_children(
         ),
     )
     out.apply = _cached(rendered, uid, key, out.render)
+    if nodes == Phase.HELD:
+        return _held(out, lookup, uid, mine)
+    if nodes == Phase.RECREATE:
+        out.delete += leftovers
     if the_plan.switching:
         out.switching = (
             f"standby {bluegreen.deployment_name(name, want)} is starting; the Service stays "

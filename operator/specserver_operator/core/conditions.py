@@ -36,6 +36,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from specserver_advisor.models import Condition, ConditionStatus
+from specserver_advisor.policy.model import Reason
 
 READY = "Ready"
 CONFIG_VALID = "ConfigValid"
@@ -44,7 +45,9 @@ SPECULATION_ACTIVE = "SpeculationActive"
 METRICS_AVAILABLE = "MetricsAvailable"
 ENGINE_ZERO_STEPS = "EngineZeroSteps"
 AUTOSCALER_PRESENT = "AutoscalerPresent"
-SWITCH_BLOCKED = "SwitchBlocked"
+#: The condition shares its spelling with the policy's reason for a switch cancelled because
+#: its engine never got its GPUs (one spelling: tests/test_one_spelling.py).
+SWITCH_BLOCKED = Reason.SWITCH_BLOCKED.value
 #: SwitchBlocked=False's reason, once no engine workload is blocked any more.
 NOT_BLOCKED = "NotBlocked"
 

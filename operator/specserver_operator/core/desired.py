@@ -24,15 +24,17 @@ from specserver_advisor.launch.multinode import effective_policy
 from specserver_advisor.lint.launchlint import build_engine_config
 from specserver_advisor.loaders.configchain import ModelConfigs
 from specserver_advisor.models import (
+    MAX_LEDGER_ENTRIES,
     AutoSpeculation,
     Condition,
     Mode,
     SpecServer,
     SpecServerStatus,
 )
-from specserver_advisor.policy.model import Observation, PolicyContext, SpecMode
+from specserver_advisor.policy.model import KEEP, Observation, PolicyContext, SpecMode
+from specserver_advisor.policy.switchcost import modelled_startup_s, switch_deadline_s
 from specserver_advisor.sglang.configvalues import ConfigShapeError
-from specserver_operator.core import children, speccheck
+from specserver_operator.core import children, nodeschange, speccheck
 from specserver_operator.core import conditions as cond
 from specserver_operator.core.autopilot import PAUSE_ANNOTATION, AutoStep, auto_step
 from specserver_operator.core.blocked import Blocked
@@ -41,6 +43,7 @@ from specserver_operator.core.drift import SCALED_KINDS, drift
 from specserver_operator.core.drift import replicas as live_replicas
 from specserver_operator.core.hashes import applied_hash
 from specserver_operator.core.names import child_name
+from specserver_operator.core.nodeschange import NodesStep, Phase, Seen
 from specserver_operator.core.observed import Observed
 from specserver_operator.core.passcache import PassCache
 from specserver_operator.core.podpolicy import PodPolicy
@@ -53,11 +56,14 @@ from specserver_operator.core.status import (
     status_events,
 )
 from specserver_operator.core.statusmodel import status_plan
+from specserver_operator.core.switching import iso
 
 #: Ready=False's reason while the engine starts (status.py): a known cause replaces it.
 NOT_READY = "EngineNotReady"
 #: Status fields of a new switch, written before the engine is touched.
 INTENT_FIELDS = ("switch", "policyState", "decisions", "lastDecisionReason")
+#: Switch results recorded before the engine is touched too (switching.py's ends at a deadline).
+DEADLINE_RESULTS = ("blocked", "failed", "fellback")
 Event = tuple[str, str, str]  # (type, reason, message)
 
 
@@ -90,6 +96,10 @@ class Decided:
     progressing: tuple[str, str, str] | None = None
     #: overrides Ready: (status, reason, message)
     not_ready: tuple[str, str, str] | None = None
+    #: a resources.nodes change's part of the pass (nodeschange.py)
+    nodes: NodesStep | None = None
+    #: the workload status reads when not the spec's own (the old kind while it serves)
+    serving: tuple[str, str] | None = None
 
 
 @dataclass
@@ -131,10 +141,17 @@ def desired(observed: Observed, settings: RenderSettings, memo: PassCache) -> Pa
         observed.child, meta["name"], observed.blue_green, observed.workload_kind
     )
     evaluation_s = 0.0
+    seen = None
+    if server is not None and observed.switch is None:  # one switch at a time
+        seen = children.nodes_seen(observed.child, server, uid, observed.blue_green)
+        if observed.nodes_change is None and (seen.new_ready or seen.old is None):
+            seen = None  # no resources.nodes change under way
     if server is not None and configs is not None:
         try:
             started = time.perf_counter()
-            decided.step = _auto(observed, server, configs, current, deployment, memo)
+            # Auto holds its mode while a resources.nodes change is under way.
+            if seen is None:
+                decided.step = _auto(observed, server, configs, current, deployment, memo)
             evaluation_s = time.perf_counter() - started
             if decided.step is not None:
                 want = decided.step.speculative
@@ -156,18 +173,87 @@ def desired(observed: Observed, settings: RenderSettings, memo: PassCache) -> Pa
         if step.decision is not None and observed.metrics is not None:
             plan.evaluated_sample = observed.metrics.ts
         plan.events += step.events
-        if step.status.get("switch") and observed.switch is None:
+        new = step.status.get("switch") or {}
+        before = observed.switch
+        begun = bool(new) and (before is None or bool(new.get("fallback") and not before.fallback))
+        if begun or step.switch_result in DEADLINE_RESULTS:
             # The intent goes to status before any child changes: an operator killed in
-            # between finds the switch there on restart and completes it (exactly once).
+            # between finds the switch (or its fallback to Recreate, or its end at the
+            # deadline) there on restart and completes it (exactly once). An end is recorded
+            # first too: once the standby is scaled back its pods, and the cause they showed,
+            # are gone, and a restart would no longer know why the switch ended.
             plan.intent = {k: v for k, v in step.status.items() if k in INTENT_FIELDS}
     cfg = decided.cfg
     missing = _missing_kind(observed)
     if missing is not None:
         decided.progressing = decided.not_ready = missing
     elif server is not None and configs is not None and cfg is not None and cfg.valid:
+        if seen is not None:
+            decided.nodes = _nodes_step(observed, server, configs, seen, cfg, memo)
+            nodes = decided.nodes
+            plan.events += nodes.events
+            if nodes.intent and nodes.writes_record:
+                # A merge patch: what the stored record has and the new one not is nulled.
+                record = nodes.record if isinstance(nodes.record, dict) else None
+                stored = current.get("switch") or {}
+                gone = {k: None for k in stored if record is not None and k not in record}
+                plan.intent = {"switch": None if record is None else {**gone, **record}}
+                if nodes.entry is not None:
+                    plan.intent["decisions"] = _nodes_ledger(current, nodes, cfg, observed.now_ts)
+            if nodes.phase in (Phase.FOLLOW, Phase.HELD) and seen.old is not None:
+                decided.serving = seen.old  # status reads the old kind while it serves
         _plan_children(plan, observed, server, configs, cfg, settings, memo)
+    if decided.serving is not None:
+        deployment = observed.child(*decided.serving)
     plan.status, plan.patch, plan.status_events = status_of(observed, decided, deployment, memo)
     return plan
+
+
+def _nodes_step(
+    observed: Observed,
+    server: SpecServer,
+    configs: ModelConfigs,
+    seen: Seen,
+    cfg: EngineConfig,
+    memo: PassCache,
+) -> NodesStep:
+    """This pass's part of a ``resources.nodes`` change (nodeschange.py): the deadline from
+    the SpecServer's autoSpeculation (its defaults when unset), whatever the mode."""
+    policy = effective_policy(server.spec)
+    ctx = policy_ctx(server, observed.meta["uid"], configs, memo)
+    mode = SpecMode.of(cfg.speculative)
+    workload = children.new_engine(server, observed.blue_green, mode)
+    return nodeschange.step(
+        observed.nodes_change,
+        server,
+        seen,
+        policy,
+        switch_deadline_s(policy, ctx),
+        mode,
+        observed.blocked(workload),
+        observed.now_ts,
+        modelled_startup_s(ctx),
+    )
+
+
+def _nodes_ledger(
+    current: dict[str, Any], nodes: NodesStep, cfg: EngineConfig, now: float
+) -> list[dict[str, Any]]:
+    """The ledger with the nodes change's entry (a nodes change keeps the speculation mode)."""
+    assert nodes.entry is not None
+    reason, message = nodes.entry
+    mode = SpecMode.of(cfg.speculative)
+    entries = list(current.get("decisions") or [])
+    entries.append(
+        {
+            "time": iso(now),
+            "action": KEEP,
+            "reason": reason,
+            "mode": str(mode.status),
+            "message": message[:300],
+        }
+    )
+    return entries[-MAX_LEDGER_ENTRIES:]
 
 
 def _missing_kind(observed: Observed) -> tuple[str, str, str] | None:
@@ -222,6 +308,8 @@ def _plan_children(
         settings.preflight_image,
         strategy.value,
         memo.rendered,
+        recreate=_falling_back(observed, plan.decided.step),
+        nodes=plan.decided.nodes.phase if plan.decided.nodes is not None else None,
     )
     plan.rendered, plan.deletions = wanted, list(wanted.delete)
     conflicts = []
@@ -244,6 +332,14 @@ def _plan_children(
         )
     elif wanted.switching is not None:
         plan.decided.progressing = ("True", "BlueGreenSwitch", wanted.switching)
+
+
+def _falling_back(observed: Observed, step: AutoStep | None) -> bool:
+    """Whether the switch under way (after this pass's step) fell back to Recreate: the old
+    engine's GPUs are freed first (switching.py)."""
+    if step is not None and "switch" in step.status:
+        return bool((step.status["switch"] or {}).get("fallback"))
+    return observed.switch is not None and observed.switch.fallback is not None
 
 
 def _drift(observed: Observed, child: children.Child, found: dict[str, Any] | None) -> str | None:
@@ -303,9 +399,18 @@ def status_of(
         elif step.decision is not None:  # the On engine does not adapt (any more)
             conds = [c for c in conds if c.type != cond.ENGINE_ZERO_STEPS]
     elif server is not None and server.spec.mode != Mode.AUTO:
-        fields["switch"] = None  # a switch Auto left unfinished ends with Auto
+        if observed.switch is not None:
+            fields["switch"] = None  # a switch Auto left unfinished ends with Auto
         auto_only = (cond.METRICS_AVAILABLE, cond.ENGINE_ZERO_STEPS)
         conds = [c for c in conds if c.type not in auto_only]
+    nodes = decided.nodes
+    if nodes is not None:
+        if nodes.writes_record:
+            fields["switch"] = nodes.record
+        if nodes.entry is not None and decided.cfg is not None:
+            fields["decisions"] = _nodes_ledger(current, nodes, decided.cfg, observed.now_ts)
+        if nodes.progressing is not None:
+            conds = put(conds, cond.PROGRESSING, nodes.progressing)
     conds, blocked_events = blocked_conditions(observed, conds, stored, generation, now)
     events += blocked_events
     if server is not None and deployment is not None and observed.autoscalers is not None:
@@ -390,6 +495,10 @@ def _auto(
     running = SpecMode.parse(labels.get(MODE_LABEL))
     ready = deployment_state(deployment, spec.replicas)[0]
     paused = server.metadata.annotations.get(PAUSE_ANNOTATION, "").lower() in ("true", "1")
+    blocked = None
+    if observed.switch is not None:  # why the switch's new engine is not Ready
+        target = SpecMode.from_status(observed.switch.target)
+        blocked = observed.blocked(children.new_engine(server, observed.blue_green, target))
     return auto_step(
         spec,
         current,
@@ -402,6 +511,7 @@ def _auto(
         ready,
         now_ts,
         paused,
+        blocked,
     )
 
 

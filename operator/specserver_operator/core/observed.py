@@ -16,6 +16,7 @@ from specserver_advisor.models import (
     AutoSpeculation,
     SpecServer,
     SwitchInProgress,
+    SwitchKind,
     SwitchStrategy,
 )
 from specserver_advisor.policy.model import Observation, PolicyState
@@ -79,7 +80,7 @@ class Observed:
         return policystate.parse((self.body.get("status") or {}).get("policyState"))
 
     @functools.cached_property
-    def switch(self) -> SwitchInProgress | None:
+    def any_switch(self) -> SwitchInProgress | None:
         """``status.switch``, typed (None: no switch under way, or one the schema refuses)."""
         stored = (self.body.get("status") or {}).get("switch")
         if not stored:
@@ -88,6 +89,18 @@ class Observed:
             return SwitchInProgress.model_validate(stored)
         except ValidationError:
             return None
+
+    @property
+    def switch(self) -> SwitchInProgress | None:
+        """The speculation switch under way (Auto's; None: none, or a ``nodes`` change)."""
+        found = self.any_switch
+        return None if found is None or found.kind == SwitchKind.NODES_CHANGE else found
+
+    @property
+    def nodes_change(self) -> SwitchInProgress | None:
+        """The ``resources.nodes`` change under way or held (nodeschange.py; None: none)."""
+        found = self.any_switch
+        return found if found is not None and found.kind == SwitchKind.NODES_CHANGE else None
 
     @property
     def blue_green(self) -> bool:

@@ -70,6 +70,11 @@ def parse(stored: Any) -> PolicyState | None:
             for band, modes in record.bands.items()
         },
         bands_saved_at=record.bands_saved_at,
+        blocked_until=record.blocked_until,
+        blocked_attempts=record.blocked_attempts,
+        blocked_mode=(
+            None if record.blocked_mode is None else SpecMode.from_status(record.blocked_mode)
+        ),
     )
 
 
@@ -117,6 +122,9 @@ def _validated(stored: Any) -> AutoPolicyState | None:
     mode = SpecMode.parse(known.get("mode"))
     if mode is not None:
         known["mode"] = mode.status
+    if "blocked_mode" in known:
+        blocked = SpecMode.parse(known["blocked_mode"])
+        known["blocked_mode"] = None if blocked is None else blocked.status
     known = {k: v for k, v in known.items() if v is not None}
     try:
         return AutoPolicyState.model_validate(known)

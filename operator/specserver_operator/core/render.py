@@ -340,6 +340,7 @@ def build_children(
     preflight_image: str = DEFAULT_PREFLIGHT_IMAGE,
     strategy: str = "Recreate",
     leader_service: bool = True,
+    surge: int | None = None,
 ) -> list[dict[str, Any]]:
     """The engine workload (Deployment or LeaderWorkerSet) and the Service for a validated
     engine config.
@@ -348,9 +349,12 @@ def build_children(
     works); the init container runs ``specserver-engine preflight`` from ``preflight_image``
     (engine-image/Dockerfile) on the same arguments and files. ``leader_service`` False keeps a
     multi-node SpecServer's Service on every engine pod of its name (the Deployment it is
-    leaving still serves until the LeaderWorkerSet is Ready: children.py).
+    leaving still serves until the LeaderWorkerSet is Ready: children.py). ``surge`` overrides
+    RollingUpdate's surge (0: a blocked switch's Recreate fallback frees a pod's GPUs first).
     """
     context = _context(server, cfg, preflight_image, strategy)
+    if surge is not None:
+        context["max_surge"] = surge
     workload = _render(WORKLOAD_TEMPLATES[workload_kind(server)], context, server, uid)
     context["name"] = child_name(server.metadata.name or "")
     if leader_service:

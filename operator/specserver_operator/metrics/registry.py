@@ -50,7 +50,8 @@ QUERY_ERRORS = Counter(
 )
 SWITCHES = Series(
     "specserver_switches",
-    "Speculation switches that ended, by result (completed, failed, cancelled).",
+    "Speculation switches that ended, by result (completed, failed, cancelled, blocked; "
+    "fellback: retried as Recreate).",
     ("namespace", "specserver", "result"),
     counter=True,
     registry=REGISTRY,

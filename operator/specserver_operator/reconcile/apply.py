@@ -95,8 +95,12 @@ def apply_plan(
             observed = dataclasses.replace(observed, children=found, autoscalers=scalers)
             again = True
     if again:  # status describes what runs after the writes
-        deployment = children.serving_workload(
-            observed.child, name, observed.blue_green, observed.workload_kind
+        deployment = (
+            observed.child(*plan.decided.serving)
+            if plan.decided.serving is not None
+            else children.serving_workload(
+                observed.child, name, observed.blue_green, observed.workload_kind
+            )
         )
         status, patch, events = status_of(observed, plan.decided, deployment, memo)
         plan = dataclasses.replace(plan, status=status, patch=patch, status_events=events)

@@ -218,11 +218,11 @@ def test_no_policy_that_cannot_foresee_a_burst_reaches_97_percent_on_bursty(
         assert clairvoyant[0][ON] < 0.97 * free
 
 
-def test_a_rolling_update_without_a_spare_gpu_never_lands_and_rolls_back() -> None:
+def test_a_rolling_update_without_a_spare_gpu_never_lands_and_is_cancelled() -> None:
     """RollingUpdate (maxSurge 1, maxUnavailable 0) keeps the old pod until the surge pod is
     Ready. With a spare GPU that is BlueGreen's pricing; without one the surge pod stays Pending,
-    the old mode serves on, and the operator rolls the switch back after switchTimeoutSeconds:
-    the policy keeps trying within its budget and the mode never changes."""
+    the old mode serves on, and the operator cancels the switch at its deadline: the policy
+    tries again after its back-off and the mode never changes (test_fleetsim_starved.py)."""
     rolling = AutoSpeculation(switch_strategy=SwitchStrategy.ROLLING_UPDATE)
     trace = short_trace((6,) * 4 + (40,) * 80)
     with_gpu = fleetsim.run_auto(trace, rolling)
@@ -230,7 +230,7 @@ def test_a_rolling_update_without_a_spare_gpu_never_lands_and_rolls_back() -> No
     assert with_gpu.results == green.results and with_gpu.switches == green.switches == 1
     stuck = fleetsim.run_auto(trace, rolling, spare_gpu=False)
     assert stuck.results == fleetsim_model.run_static(trace, ON, rolling)
-    assert stuck.switches >= 2 and stuck.switch_gpu_s == 0.0  # retried after each rollback
+    assert stuck.switches >= 2 and stuck.switch_gpu_s == 0.0  # retried after each back-off
     paid, made = fleetsim_oracle.run_paid_oracle(trace, rolling, spare_gpu=False)
     assert made == 0
     best_static = max(

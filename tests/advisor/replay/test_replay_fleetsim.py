@@ -267,7 +267,16 @@ def test_fleetsim_prices_switches_as_the_specservers_strategy(
     assert green["goodput"]["paid_oracle"] > red["goodput"]["paid_oracle"]
     rolling = run("--switch-strategy", "RollingUpdate", "--no-spare-gpu")
     assert rolling["keeps_serving"] and not rolling["switch_lands"]
-    assert rolling["goodput"]["auto"] == rolling["goodput"]["on"]  # every switch rolled back
+    assert rolling["goodput"]["auto"] == rolling["goodput"]["on"]  # every switch cancelled
+    assert rolling["blocked_switches"] >= 1 and rolling["blocked_fallback"] == "Cancel"
+    green_starved = run("--policy", str(bluegreen), "--no-spare-gpu")
+    assert not green_starved["switch_lands"]  # no spare GPUs means none for BlueGreen too
+    assert green_starved["goodput"]["auto"] == green_starved["goodput"]["on"]
+    # The default deadline (690 s here) passes within the trace: the fallback restarts.
+    fell = run(
+        "--switch-strategy", "BlueGreen", "--no-spare-gpu", "--blocked-switch-fallback", "Recreate"
+    )
+    assert fell["blocked_fallback"] == "Recreate" and fell["fell_back"] >= 1
     bad = tmp_path / "sps.yaml"
     bad.write_text(bluegreen.read_text().replace("BlueGreen", "Blue"))
     assert main(["fleetsim", "--policy", str(bad)]) == 2

@@ -12,7 +12,7 @@ from specserver_advisor.models import (
     AutoSpeculation,
     SpecServerStatus,
 )
-from specserver_advisor.policy.autocycle import evaluate, load_state
+from specserver_advisor.policy.autocycle import evaluate, load_state, record_blocked
 from specserver_advisor.policy.model import Observation, PolicyContext, PolicyState
 from specserver_operator.core import policystate
 
@@ -117,3 +117,20 @@ def test_a_policy_that_learned_more_bands_than_the_crd_stores_keeps_the_newest()
     assert "0@2.0" not in record["bands"]
     assert record["switchTimes"] == times[-MAX_SWITCH_TIMES:]
     SpecServerStatus.model_validate({"policyState": record})  # what the CRD accepts
+
+
+def test_a_blocked_switchs_back_off_round_trips_through_the_status() -> None:
+    """The back-off a blocked switch left (``record_blocked``) survives an operator restart:
+    the stored object parses to the same state, with the blocked mode in the status's On/Off."""
+    stored = record_blocked(_learned_state(), "on", "off", 2000.0, AutoSpeculation(), CTX)
+    assert stored.blocked_attempts == 1 and stored.blocked_until is not None
+    record = policystate.to_status(stored)
+    assert record is not None and record["blockedMode"] == "Off"
+    assert record["blockedAttempts"] == 1 and record["blockedUntil"] == stored.blocked_until
+    SpecServerStatus.model_validate({"policyState": record})
+    again = policystate.parse(json.loads(json.dumps(record)))
+    assert again == stored
+    # A tenant's unreadable blocked mode drops the back-off, not the whole state.
+    record["blockedMode"] = "sideways"
+    hostile = policystate.parse(record)
+    assert hostile is not None and hostile.blocked_mode is None and hostile.bands == stored.bands
