@@ -115,8 +115,9 @@ COMPONENTS = (
     "kube-controller-manager",
     "kube-scheduler",
     "lws-controller",
-    "kueue-manager",
 )
+#: Started only on request (``start_kueue``), after the others; ``down`` stops it too.
+ON_REQUEST = ("kueue-manager",)
 #: LWS's pod webhooks only see pods of a LeaderWorkerSet: the objectSelector its
 #: config/webhook/{mutating,validating}-patch.yaml add (kustomize patches, applied here).
 LWS_POD_SELECTOR = {
@@ -904,7 +905,7 @@ class Cluster:
 
     def down(self, quiet: bool = False) -> None:
         """Stop every component this state directory started and drop its data."""
-        for name in reversed(COMPONENTS):
+        for name in reversed(COMPONENTS + ON_REQUEST):
             pid = self.pid(name)
             if pid is not None:
                 terminate(pid)
@@ -919,7 +920,7 @@ class Cluster:
             "server": self.server,
             "ready": self.ready(),
             "kubeconfig": str(self.kubeconfig),
-            "components": {n: self.pid(n) for n in COMPONENTS},
+            "components": {n: self.pid(n) for n in COMPONENTS + ON_REQUEST},
             "versions": {
                 "kubernetes": KUBE_VERSION,
                 "etcd": ETCD_VERSION,
