@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import gc
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -44,6 +44,33 @@ def gc_paused() -> Iterator[None]:
     gc.disable()
     try:
         yield
+    finally:
+        if was:
+            gc.enable()
+
+
+@contextmanager
+def gc_young_only() -> Iterator[Callable[[], None]]:
+    """The cyclic collector run on young objects only, at points the caller picks: inside,
+    automatic collection is off and the yielded ``settle()`` collects the youngest generation
+    when it holds as many new objects as the collector's own threshold (the automatic policy,
+    without its promotions to full collections). For a run that keeps what each input yields
+    until it ends (lint's launches and findings): every object is walked once, when young,
+    instead of by every full collection that the growing result triggers (on the lint
+    benchmark, 2-3 full and ~30 middle collections, a seventh of its CPU time). Cyclic
+    garbage an input leaves behind is still collected at the next ``settle()``, so memory stays
+    bounded as before; on again after, when it was on (``settle()`` does nothing when it was
+    off: the caller's choice holds)."""
+    was = gc.isenabled()
+    threshold = gc.get_threshold()[0]
+    gc.disable()
+
+    def settle() -> None:
+        if was and threshold > 0 and gc.get_count()[0] >= threshold:
+            gc.collect(0)
+
+    try:
+        yield settle
     finally:
         if was:
             gc.enable()

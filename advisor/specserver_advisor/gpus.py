@@ -8,6 +8,10 @@ SGLang's attention-backend and page-size defaults branch on (sm80 Ampere, sm86/s
 sm90 Hopper, sm100 Blackwell, sm121 GB10). AMD Instinct cards (``rocm``) report the gfx target
 as PyTorch on ROCm does (gfx942: (9, 4), gfx950: (9, 5)); SGLang branches on ``is_hip`` for them
 before it looks at the capability (``sglang.serverargs.default_attention_backend``).
+``fp8_tflops`` / ``fp4_tflops`` are the dense FP8 and FP4 (NVFP4 / OCP MXFP4) matrix rates where the
+card has them (0: none); the performance model prices compute at ``bf16_tflops`` today (an FP8
+or FP4 checkpoint's GEMMs are priced at the BF16 rate: docs/advisor.md, what is not modelled),
+so they are held for the plan's notes and for the model that will price them.
 ``generation`` names the architecture whose small-kernel floor and launch path the performance
 model prices (``perf.parallelism``).
 """
@@ -37,6 +41,11 @@ class Gpu:
     #: GPUs a node's fabric connects all-to-all: NVSwitch (8 on HGX), a fully connected
     #: Infinity Fabric mesh (8 on MI300X/MI325X/MI355X platforms); 1 for PCIe-only cards.
     node_gpus: int = 8
+    #: Dense FP8 and FP4 matrix rates, TFLOPS (0: the card has no such tensor path).
+    fp8_tflops: float = 0.0
+    fp4_tflops: float = 0.0
+    #: The data sheet the figures come from.
+    source: str = ""
 
     @property
     def generation(self) -> str:
@@ -60,28 +69,64 @@ class Gpu:
         return self.memory_mib / 1024
 
 
+#: AMD's Instinct product pages (specifications tab: peak dense rates, HBM, Infinity Fabric).
+_AMD = "https://www.amd.com/en/products/accelerators/instinct/"
+
 GPUS: dict[str, Gpu] = {
     g.name: g
     for g in (
-        Gpu("L4", 23034, 300, 121, (8, 9)),
+        Gpu("L4", 23034, 300, 121, (8, 9), fp8_tflops=242),
         Gpu("A10G", 23028, 600, 70, (8, 6)),
         Gpu("A10", 23028, 600, 125, (8, 6)),
         Gpu("A6000", 48676, 768, 155, (8, 6)),
-        Gpu("L40S", 46068, 864, 362, (8, 9)),
+        Gpu("L40S", 46068, 864, 362, (8, 9), fp8_tflops=733),
         Gpu("A100-40G", 40536, 1555, 312, (8, 0), link_gbs=300),
         Gpu("A100-80G", 81051, 2039, 312, (8, 0), link_gbs=300),
-        Gpu("H20", 97871, 4000, 148, (9, 0), link_gbs=450),
-        Gpu("H100", 81559, 3350, 989, (9, 0), link_gbs=450),
-        Gpu("H200", 143771, 4800, 989, (9, 0), link_gbs=450),
-        Gpu("B200", 183359, 8000, 2250, (10, 0), link_gbs=900),
-        Gpu("GH200", 97871, 4000, 989, (9, 0), link_gbs=450),
+        Gpu("H20", 97871, 4000, 148, (9, 0), link_gbs=450, fp8_tflops=296),
+        Gpu("H100", 81559, 3350, 989, (9, 0), link_gbs=450, fp8_tflops=1979),
+        Gpu("H200", 143771, 4800, 989, (9, 0), link_gbs=450, fp8_tflops=1979),
+        Gpu("B200", 183359, 8000, 2250, (10, 0), link_gbs=900, fp8_tflops=4500, fp4_tflops=9000),
+        Gpu("GH200", 97871, 4000, 989, (9, 0), link_gbs=450, fp8_tflops=1979),
         # DGX Spark: 128 GB LPDDR5x shared with the CPU; the runtime sees most of it.
         Gpu("GB10", 122572, 273, 62, (12, 1), context_overhead_gib=2.0, unified_memory=True),
-        # AMD Instinct (data sheets: dense BF16; Infinity Fabric, a fully connected mesh of 8:
-        # 7 peer links, their one-direction total as link_gbs). Memory as ROCm reports it.
-        Gpu("MI300X", 196592, 5300, 1307, (9, 4), link_gbs=448, rocm=True),
-        Gpu("MI325X", 261120, 6000, 1307, (9, 4), link_gbs=448, rocm=True),
-        Gpu("MI355X", 294896, 8000, 2300, (9, 5), link_gbs=537, rocm=True),
+        # AMD Instinct (product pages: dense BF16/FP8/MXFP4, no sparsity; Infinity Fabric, a
+        # fully connected mesh of 8: 7 peer links of 128 GB/s both directions on CDNA 3, their
+        # one-direction total as link_gbs). Memory as ROCm reports it.
+        Gpu(
+            "MI300X",
+            196592,
+            5300,
+            1307.4,
+            (9, 4),
+            link_gbs=448,
+            rocm=True,
+            fp8_tflops=2614.9,
+            source=_AMD + "mi300/mi300x.html",
+        ),
+        Gpu(
+            "MI325X",
+            261120,
+            6000,
+            1307.4,
+            (9, 4),
+            link_gbs=448,
+            rocm=True,
+            fp8_tflops=2614.9,
+            source=_AMD + "mi300/mi325x.html",
+        ),
+        # CDNA 4: 7 Infinity Fabric links of 153.6 GB/s (both directions) -> 537 one way.
+        Gpu(
+            "MI355X",
+            294896,
+            8000,
+            2516.6,
+            (9, 5),
+            link_gbs=537,
+            rocm=True,
+            fp8_tflops=5033.2,
+            fp4_tflops=10066.3,
+            source=_AMD + "mi350/mi355x.html",
+        ),
     )
 }
 

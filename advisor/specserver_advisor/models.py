@@ -530,12 +530,18 @@ class Resources(ApiModel):
     )
     gpu_type: str = Field(
         description=(
-            "GPU model used for planning, e.g. L4, A10G, L40S, A100-80G, H100, H200, B200. "
+            "GPU model used for planning, e.g. L4, A10G, L40S, A100-80G, H100, H200, B200, "
+            "MI300X, MI325X, MI355X. "
             "Selects memory, bandwidth and compute in the advisor's tables."
         ),
     )
     gpu_resource_name: str = Field(
-        default="nvidia.com/gpu", description="Extended resource name requested for the GPUs."
+        default="nvidia.com/gpu",
+        description=(
+            "Extended resource name requested for the GPUs: nvidia.com/gpu (the default) for "
+            "NVIDIA cards, amd.com/gpu for AMD Instinct (MI300X, MI325X, MI355X), which must be "
+            "set: an AMD gpuType with an nvidia.com resource is refused."
+        ),
     )
     cpu: str | None = Field(default=None, description="CPU request and limit (e.g. '8').")
     memory: str | None = Field(default=None, description="Memory request and limit (e.g. 64Gi).")

@@ -194,7 +194,16 @@ def search(
     for shape in shapes:
         inputs = dict(options, concurrency=loads, accept_length=accept_at(q, shape))
         try:
-            plan = plan_argv(with_shape(values, shape), given.env, configs, given.gpu, **inputs)
+            # The cap recommendation (every candidate cap scored at every load) only for the
+            # choice, planned again below: the other shapes are read for their curves.
+            plan = plan_argv(
+                with_shape(values, shape),
+                given.env,
+                configs,
+                given.gpu,
+                recommend_cap=False,
+                **inputs,
+            )
         except PlanInputError:
             continue
         candidate = Planned(plan, argv_with(given.argv, shape), given.gpu, given.env)
@@ -220,6 +229,9 @@ def search(
     if crossover is None:
         result.no_crossover_reason = no_crossover_reason(loads, gains, values, given)
     if choice is not None:
+        inputs = dict(options, concurrency=loads, accept_length=accept_at(q, choice))
+        again = plan_argv(with_shape(values, choice), given.env, configs, given.gpu, **inputs)
+        planned[choice] = Planned(again, planned[choice].argv, given.gpu, given.env)
         result.choice, result.choice_plan = choice, planned[choice]
         own = [_gain(p.score, o.score) for p, o in zip(table[choice], off, strict=True)]
         result.choice_crossover = fall_through(loads, own)

@@ -162,8 +162,10 @@ def plan_argv(
     output_len: int = 128,
     clock_scale: float = 1.0,
     prompt_mix: tuple[tuple[int, float], ...] = (),
+    recommend_cap: bool = True,
 ) -> Plan:
-    """The advisor's plan of one launch's parsed flags ``values`` (resolution, memory, curves).
+    """The advisor's plan of one launch's parsed flags ``values`` (resolution, memory, curves;
+    ``recommend_cap``: ``PlanInputs.recommend_cap``).
 
     Speculation off, the draft is not loaded: neither its memory nor its context matters.
 
@@ -187,6 +189,7 @@ def plan_argv(
             concurrency=list(concurrency or DEFAULT_CONCURRENCY),
             clock_scale=clock_scale,
             prompt_mix=prompt_mix,
+            recommend_cap=recommend_cap,
         )
     )
 

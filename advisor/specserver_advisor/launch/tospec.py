@@ -22,7 +22,7 @@ from typing import Any
 
 from specserver_advisor.launch.args import ARG_SOURCES, OWNED
 from specserver_advisor.launch.secrets import SECRET_FLAGS, is_secret_env
-from specserver_advisor.launch.validation import MULTINODE_ENV, RESERVED_ENV
+from specserver_advisor.launch.validation import MULTINODE_ENV, RESERVED_ENV, VENDOR_GPU_RESOURCE
 from specserver_advisor.perf.plan import Plan
 from specserver_advisor.sglang.flags import parse_server_argv
 from specserver_advisor.sglang.flagtable import cli_name, flag_table, option_strings
@@ -143,6 +143,9 @@ def spec_of_launch(
     if plan.scenario.nnodes > 1:
         resources["nodes"] = plan.scenario.nnodes
     resources["gpuType"] = gpu_name
+    if plan.scenario.gpu.rocm:
+        # The CRD's default is NVIDIA's device plugin resource (validation refuses it here).
+        resources["gpuResourceName"] = VENDOR_GPU_RESOURCE[True]
     spec["resources"] = resources
     return Snippet(spec, notes)
 

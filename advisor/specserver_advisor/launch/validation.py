@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from specserver_advisor import models
+from specserver_advisor.gpus import UnknownGpuError, lookup_gpu
 from specserver_advisor.launch.enginefs import OWNED_ENV, WRITABLE_MOUNTS
 from specserver_advisor.launch.expansion import references
 from specserver_advisor.launch.multinode import topology_problems
@@ -139,6 +140,34 @@ def field_path(problem: str) -> tuple[str | int, ...]:
     return tuple(out)
 
 
+#: The extended resource each vendor's device plugin advertises.
+VENDOR_GPU_RESOURCE = {False: "nvidia.com/gpu", True: "amd.com/gpu"}
+
+
+def _vendor_resource_problems(gpu_type: str, resource: str) -> list[str]:
+    """A GPU resource in the other vendor's domain: the pod would never schedule.
+
+    The CRD defaults ``gpuResourceName`` to ``nvidia.com/gpu`` (the API server writes it before
+    the operator reads the spec, so an unset field cannot follow ``gpuType``): an AMD card
+    (``rocm`` in the GPU table) needs ``amd.com/gpu``, AMD's device plugin's resource, spelled
+    out. Names in neither vendor's domain (a renamed or shared resource) pass.
+    """
+    try:
+        rocm = lookup_gpu(gpu_type).rocm
+    except UnknownGpuError:
+        return []
+    domain = resource.split("/", 1)[0]
+    wrong = VENDOR_GPU_RESOURCE[not rocm]
+    if domain != wrong.split("/", 1)[0]:
+        return []
+    return [
+        f"spec.resources.gpuResourceName: {resource!r} is {'NVIDIA' if rocm else 'AMD'}'s "
+        f"device plugin resource, but gpuType {gpu_type!r} is an "
+        f"{'AMD' if rocm else 'NVIDIA'} card: set gpuResourceName: {VENDOR_GPU_RESOURCE[rocm]}"
+        f"{' (the field defaults to nvidia.com/gpu)' if rocm else ''}"
+    ]
+
+
 def spec_problems(server: SpecServer) -> list[str]:
     """Every problem of ``server`` the schema let through, each naming its field."""
     spec, out = server.spec, list[str]()
@@ -168,6 +197,7 @@ def spec_problems(server: SpecServer) -> list[str]:
             f"spec.resources.gpuResourceName: {res.gpu_resource_name!r} is not an extended "
             f"resource name (domain/name){': ' + problem if problem else ''}"
         )
+    out += _vendor_resource_problems(res.gpu_type, res.gpu_resource_name)
     for field, value in (("cpu", res.cpu), ("memory", res.memory)):
         if value is not None and not _quantity(value):
             out.append(f"spec.resources.{field}: {value!r} is not a Kubernetes quantity")

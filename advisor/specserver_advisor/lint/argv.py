@@ -4,11 +4,13 @@ its arguments parsed (server flags by SGLang's own table; benchmark flags kept r
 
 from __future__ import annotations
 
+import copy
+from functools import lru_cache
 from typing import Any
 
 from specserver_advisor.lint.model import Launch, Position
 from specserver_advisor.lint.shell.budget import MAX_ARGS
-from specserver_advisor.sglang.flags import REMOVED_FLAGS, parse_server_argv
+from specserver_advisor.sglang.flags import REMOVED_FLAGS, ParsedArgs, parse_server_argv
 
 BENCH_MODULES = ("sglang.bench_serving", "sglang.benchmark.serving")
 #: Launchers that hand their argv to SGLang's ServerArgs parser after taking their own flags
@@ -54,11 +56,7 @@ def make_launch(
     cut = len(args) - MAX_ARGS
     if cut > 0:
         args, positions = args[:MAX_ARGS], positions[:MAX_ARGS]
-    parsed = (
-        parse_server_argv(args, positional_model=positional)
-        if kind != "bench"
-        else _bench_parse(args)
-    )
+    parsed = parsed_server_argv(args, positional) if kind != "bench" else _bench_parse(args)
     launch = Launch(
         path,
         kind,
@@ -85,6 +83,42 @@ def make_launch(
     return launch
 
 
+#: Argv parses kept (``parsed_server_argv``), and the characters an argv may have to be kept:
+#: at most ~2 MB held, whatever the files hold.
+PARSE_CACHE_SIZE = 512
+PARSE_CACHE_CHARS = 4096
+
+
+def parsed_server_argv(args: list[str], positional: bool) -> ParsedArgs:
+    """``parse_server_argv(args)``, a fresh copy of a memoised parse when the argv is short:
+    a repository writes the same launch in many files (one Deployment per GPU type, a script
+    per size), and the parse is pure in the argv. The copy is the caller's to change."""
+    if sum(map(len, args)) > PARSE_CACHE_CHARS:
+        return parse_server_argv(args, positional_model=positional)
+    return _fresh(_parse_memo(tuple(args), positional))
+
+
+@lru_cache(maxsize=PARSE_CACHE_SIZE)
+def _parse_memo(args: tuple[str, ...], positional: bool) -> ParsedArgs:
+    return parse_server_argv(list(args), positional_model=positional)
+
+
+def _fresh(parsed: ParsedArgs) -> ParsedArgs:
+    """A copy of a memoised parse that shares nothing mutable with it."""
+    return ParsedArgs(
+        values={
+            k: v if isinstance(v, str | int | float | bool | None) else copy.deepcopy(v)
+            for k, v in parsed.values.items()
+        },
+        positions=dict(parsed.positions),
+        spelled=dict(parsed.spelled),
+        issues=[copy.copy(issue) for issue in parsed.issues],
+        config_file=parsed.config_file,
+        deprecated=dict(parsed.deprecated),
+        spans=dict(parsed.spans),
+    )
+
+
 def launcher_of(tokens: list[str], first: int) -> str | None:
     """The ``python -m`` module before argument ``first`` (None for ``sglang serve``)."""
     return tokens[first - 1] if first >= 3 and tokens[first - 2] == "-m" else None
@@ -96,8 +130,6 @@ def sglang_decides(kind: str, token: str) -> bool:
 
 
 def _bench_parse(args: list[str]) -> Any:
-    from specserver_advisor.sglang.flags import ParsedArgs
-
     parsed = ParsedArgs()
     i = 0
     while i < len(args):

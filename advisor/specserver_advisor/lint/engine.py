@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import os
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specserver_advisor.bounded import InputLimitError, gc_paused
+from specserver_advisor.bounded import InputLimitError, gc_young_only
 from specserver_advisor.launch.secrets import scrub, secret_values
 from specserver_advisor.lint import finder, suppress
 from specserver_advisor.lint.configsource import merge_configs
@@ -322,7 +323,16 @@ def lint(paths: list[Path], options: Options) -> tuple[list[Diagnostic], int]:
 
 
 def run(paths: list[Path], options: Options) -> Report:
-    """Lint the paths: diagnostics (sorted, suppressions applied) and what was looked at."""
+    """Lint the paths: diagnostics (sorted, suppressions applied) and what was looked at.
+
+    The cyclic collector runs on young objects only, after each file and each launch's rules
+    (``bounded.gc_young_only``): what a file yields is kept to the end, and full collections
+    walking the growing result again and again cost more than the rules."""
+    with gc_young_only() as settle:
+        return _run(paths, options, settle)
+
+
+def _run(paths: list[Path], options: Options, settle: Callable[[], None]) -> Report:
     finder = ConfigFinder(options)
     launches: list[Launch] = []
     diagnostics: list[Diagnostic] = []
@@ -330,8 +340,8 @@ def run(paths: list[Path], options: Options) -> Report:
     selection = select_files(paths, options.exclude)
     diagnostics += skipped_charts(selection.excluded)
     for path in selection.files:
-        with gc_paused():  # one file's objects, bounded by its size (``bounded.gc_paused``)
-            in_file, problems, text = read_launches(path, options)
+        in_file, problems, text = read_launches(path, options)
+        settle()  # one file's young objects, bounded by its size
         launches += in_file
         diagnostics += problems
         texts[options.stdin_name if path == STDIN else str(path)] = text
@@ -344,9 +354,9 @@ def run(paths: list[Path], options: Options) -> Report:
         kind = (launch.kind, bool(launch.config_unknown))
         if kind not in chosen:
             chosen[kind] = _rules_for(*kind)
-        with gc_paused():
-            for module in chosen[kind]:
-                found += list(module.check(launch, ctx))
+        for module in chosen[kind]:
+            found += list(module.check(launch, ctx))
+        settle()
         for d in found:
             d.origin = index
             if launch.form:

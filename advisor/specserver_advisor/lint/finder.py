@@ -202,12 +202,18 @@ def scan(name: str, text: str) -> Scan:
 
 #: An argument written to stand for others in documentation (``python -m ... ...``).
 PLACEHOLDER = re.compile(r"\.\.\.|…|\[(?:options|args|flags)\]|<(?:options|args|flags)>", re.I)
+#: The longest text ``PLACEHOLDER`` matches whole (``[options]``).
+PLACEHOLDER_CHARS = 9
 
 
 def _elided(launch: Launch) -> None:
     """A launch that elides arguments (``...``): what it leaves out is not reported as an
     unknown argument, and the launch says it was not fully read (INFO004)."""
-    held = {k for k, arg in enumerate(launch.args) if PLACEHOLDER.fullmatch(arg)}
+    held = {
+        k
+        for k, arg in enumerate(launch.args)
+        if len(arg) <= PLACEHOLDER_CHARS and PLACEHOLDER.fullmatch(arg)
+    }
     if not held:
         return
     launch.parsed.issues = [i for i in launch.parsed.issues if i.index not in held]

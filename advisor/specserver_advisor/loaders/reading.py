@@ -31,10 +31,20 @@ def _too_large(what: str, size: int | None, max_bytes: int) -> InputLimitError:
     return InputLimitError(what, f"too large ({size} bytes, over the limit of {max_bytes})")
 
 
-def read_stream(stream: BinaryIO, what: str, *, max_bytes: int = MAX_FILE_BYTES) -> bytes:
-    """At most ``max_bytes`` from an open binary stream (InputLimitError when there is more)."""
+def read_stream(
+    stream: BinaryIO, what: str, *, max_bytes: int = MAX_FILE_BYTES, size: int | None = None
+) -> bytes:
+    """At most ``max_bytes`` from an open binary stream (InputLimitError when there is more).
+    ``size``: the bytes a regular file holds (``fstat``), read in one call of that size (a
+    read sized for ``max_bytes`` allocates 2 MB for every small file); a file that grew since
+    is read on, still to at most one byte past the limit."""
     try:
-        raw = stream.read(max_bytes + 1)
+        if size is None or size >= max_bytes:
+            raw = stream.read(max_bytes + 1)
+        else:
+            raw = stream.read(size + 1)
+            if len(raw) > size:  # it grew: the rest, up to the limit's byte past
+                raw += stream.read(max_bytes + 1 - len(raw))
     except OSError as exc:
         raise InputLimitError(what, f"cannot read: {exc.strerror or exc}") from None
     if len(raw) > max_bytes:
@@ -62,9 +72,11 @@ def read_bytes(
     try:
         with _open(path) as stream:
             info = os.fstat(stream.fileno())
-            if stat.S_ISREG(info.st_mode) and info.st_size > max_bytes:
+            regular = stat.S_ISREG(info.st_mode)
+            if regular and info.st_size > max_bytes:
                 raise _too_large(what, info.st_size, max_bytes)
-            return read_stream(stream, what, max_bytes=max_bytes)
+            size = info.st_size if regular else None
+            return read_stream(stream, what, max_bytes=max_bytes, size=size)
     except OSError as exc:
         raise InputLimitError(what, f"cannot read: {exc.strerror or exc}") from None
     except ValueError as exc:  # a path with a NUL byte

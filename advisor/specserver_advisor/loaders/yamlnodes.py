@@ -61,16 +61,20 @@ _STR = "tag:yaml.org,2002:str"
 def _convert(node: yaml.Node, what: str) -> Any:
     if isinstance(node, yaml.MappingNode):
         out = PMap()
-        out.lc = _LC(node.start_mark.line, node.start_mark.column, node.end_mark)
+        out.lc = lc = _LC(node.start_mark.line, node.start_mark.column, node.end_mark)
+        keys, values = lc.keys, lc.values
         for key_node, value_node in node.value:
             key = _convert(key_node, what)
-            try:
-                hash(key)
-            except TypeError:
-                key = str(key)
+            if not isinstance(key, str):
+                try:
+                    hash(key)
+                except TypeError:
+                    key = str(key)
             out[key] = _convert(value_node, what)
-            out.lc.keys[key] = (key_node.start_mark.line, key_node.start_mark.column)
-            out.lc.values[key] = (value_node.start_mark.line, value_node.start_mark.column)
+            mark = key_node.start_mark
+            keys[key] = (mark.line, mark.column)
+            mark = value_node.start_mark
+            values[key] = (mark.line, mark.column)
         return out
     if isinstance(node, yaml.SequenceNode):
         seq = PSeq(_convert(n, what) for n in node.value)

@@ -528,14 +528,53 @@ def _predict_plain(scn: Scenario, concurrency: int, capacity: int, cal: Calibrat
 def _predict(
     scn: Scenario, concurrency: int, capacity: int, speculative: bool, cal: Calibration
 ) -> Prediction:
+    running = max(1, min(concurrency, capacity)) if capacity > 0 else 0
+    if not running:
+        return closed_loop(scn, concurrency, capacity, 0.0, 1.0, 0.0)
+    return _queued(_loop_at(scn, running, speculative, cal), concurrency)
+
+
+@lru_cache(maxsize=16384)
+def _loop_at(scn: Scenario, running: int, speculative: bool, cal: Calibration) -> _Loop:
+    """``closed_loop``'s load-independent part at a running batch, once per launch, batch and
+    mode: every load at or above a cap runs the cap's batch and differs only in its queue, so
+    plan's curves and its cap recommendation (every candidate cap at every load) share it."""
     accept = scn.accept_length if speculative and scn.spec else 1.0
     if scn.prompt_mix and scn.staggered and not stays_staggered(scn, speculative):
         scn = replace(scn, staggered=False)
-    running = max(1, min(concurrency, capacity)) if capacity > 0 else 0
-    step = _batch_step(scn, running, speculative, cal) if running else 0.0
+    step = _batch_step(scn, running, speculative, cal)
     prompts = prompt_prefills(scn, speculative, cal)
     prefill = sum(p.share * p.prefill_s for p in prompts)
-    return closed_loop(scn, concurrency, capacity, step, accept, prefill, prompts)
+    return _loop(scn, running, step, accept, prefill, prompts)
+
+
+def load_points(
+    scn: Scenario,
+    loads: Sequence[int],
+    capacity: int,
+    speculative: bool,
+    cal: Calibration = DEFAULT_CALIBRATION,
+) -> list[tuple[float, float]]:
+    """(output tok/s, TTFT P99 ms) of ``predict`` at each of ``loads`` under one cap, the same
+    numbers without a ``Prediction`` per load (plan's cap recommendation scores every candidate
+    cap at every load)."""
+    if not speculative and (
+        scn.spec or scn.draft or scn.accept_length != 1.0 or scn.draft_weight_bytes
+    ):
+        scn = plain_scenario(scn)
+    out = []
+    for load in loads:
+        cap = load if load >= 1 and capacity > load else capacity
+        running = max(1, min(load, cap)) if cap > 0 else 0
+        if not running:
+            p = closed_loop(scn, load, cap, 0.0, 1.0, 0.0)
+            out.append((p.output_tok_s, p.ttft_p99_ms))
+            continue
+        loop = _loop_at(scn, running, speculative, cal)
+        wait = max(0, load - running) * loop.wave_s / running
+        ttft = wait + loop.own
+        out.append((loop.output_tok_s, max(1.5 * ttft, wait + loop.tail) * 1000))
+    return out
 
 
 @lru_cache(maxsize=16384)
@@ -576,12 +615,38 @@ def closed_loop(
     if running == 0:
         inf = float("inf")
         return Prediction(concurrency, 0, concurrency, inf, inf, inf, inf, inf, 0.0, inf)
-    queued = max(0, concurrency - running)
+    return _queued(_loop(scn, running, step, accept, prefill, prompts), concurrency)
+
+
+@dataclass(frozen=True)
+class _Loop:
+    """What a closed loop at ``running`` requests does not owe to its queue (``_queued``)."""
+
+    running: int
+    step: float
+    prefill: float
+    wave_s: float
+    #: A request's own wait for its first token, and the P99 prompt's, once admitted (s).
+    own: float
+    tail: float
+    tpot_ms: float
+    itl_ms: float
+    itl_p99_ms: float
+    output_tok_s: float
+
+
+def _loop(
+    scn: Scenario,
+    running: int,
+    step: float,
+    accept: float,
+    prefill: float,
+    prompts: Sequence[PromptPrefill] | None,
+) -> _Loop:
     steps_per_request = scn.output_len / accept
     decode_s = steps_per_request * step
     wave_s = running * prefill + decode_s
     req_per_s = running / wave_s
-    wait = queued * wave_s / running
     prompts = list(prompts or [PromptPrefill(1.0, prefill, prefill_chunks(scn))])
     chunks = sum(p.share * p.chunks for p in prompts)
     if scn.staggered:
@@ -614,20 +679,39 @@ def closed_loop(
         own = (running + 1) / 2 * prefill + step
         # A wave holding the P99 prompt waits for its longer prefill.
         tail = own + _p99([(p.prefill_s, p.share) for p in prompts]) - prefill
-    ttft = wait + own
-    ttft_p99 = max(1.5 * ttft, wait + tail)
-    return Prediction(
-        concurrency=concurrency,
+    return _Loop(
         running=running,
-        queued=queued,
-        step_s=step,
+        step=step,
+        prefill=prefill,
+        wave_s=wave_s,
+        own=own,
+        tail=tail,
         tpot_ms=decode_elapsed / scn.output_len * 1000,
         itl_ms=decode_elapsed / steps_per_request * 1000,
+        itl_p99_ms=itl_p99 * 1000,
+        output_tok_s=req_per_s * scn.output_len,
+    )
+
+
+def _queued(loop: _Loop, concurrency: int) -> Prediction:
+    """``loop`` with ``concurrency`` users: the ones past its running batch queue (Little's law:
+    each waits its place in line times a wave per running slot)."""
+    queued = max(0, concurrency - loop.running)
+    wait = queued * loop.wave_s / loop.running
+    ttft = wait + loop.own
+    ttft_p99 = max(1.5 * ttft, wait + loop.tail)
+    return Prediction(
+        concurrency=concurrency,
+        running=loop.running,
+        queued=queued,
+        step_s=loop.step,
+        tpot_ms=loop.tpot_ms,
+        itl_ms=loop.itl_ms,
         ttft_ms=ttft * 1000,
         ttft_p99_ms=ttft_p99 * 1000,
-        output_tok_s=req_per_s * scn.output_len,
-        prefill_s=prefill,
-        itl_p99_ms=itl_p99 * 1000,
+        output_tok_s=loop.output_tok_s,
+        prefill_s=loop.prefill,
+        itl_p99_ms=loop.itl_p99_ms,
     )
 
 

@@ -23,12 +23,13 @@ from specserver_advisor.perf.model import (
     break_even_accept_length,
     crossover,
     falls_through,
+    load_points,
     plain_scenario,
     predict,
     throughput,
 )
 from specserver_advisor.perf.treeaccept import tree_accept
-from specserver_advisor.perf.unmodelled import unmodelled_notes
+from specserver_advisor.perf.unmodelled import Unmodelled, unmodelled
 from specserver_advisor.policy.model import PolicyContext, score
 from specserver_advisor.policy.switchcost import group_restart_extra_s, restart_seconds
 from specserver_advisor.sglang import memory
@@ -94,6 +95,11 @@ class PlanInputs:
     #: Varied prompt lengths as (tokens, share of requests); replaces ``input_len`` (which
     #: becomes their mean) and makes arrivals staggered. Empty: every prompt is ``input_len``.
     prompt_mix: tuple[tuple[int, float], ...] = ()
+    #: Score every candidate cap over the loads for ``recommended_mrr`` (``best_cap``). Off,
+    #: the recommendation is the largest safe cap (``safe_cap``) unscored: ``plan
+    #: --search-shape`` reads only the curves of the shapes it does not choose, and plans its
+    #: choice again with it on.
+    recommend_cap: bool = True
 
 
 @dataclass
@@ -114,6 +120,8 @@ class Plan:
     scenario: Scenario
     cap_on: int
     cap_off: int
+    #: What the curves do not price (``perf.unmodelled``): also among ``notes``.
+    not_modelled: list[Unmodelled] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         r = self.resolution
@@ -181,6 +189,7 @@ class Plan:
             "crossover_concurrency": (
                 None if self.crossover_concurrency is None else round(self.crossover_concurrency, 1)
             ),
+            "not_modelled": [u.to_json() for u in self.not_modelled],
         }
 
 
@@ -294,7 +303,7 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
     problem = flag_value_problem(inp.args)
     if problem is not None:
         raise PlanInputError(problem)
-    r = resolve_launch(inp.args, inp.target_config, inp.draft_config)
+    r = resolve_launch(inp.args, inp.target_config, inp.draft_config, hip=inp.gpu.rocm)
     inp = _with_model_overrides(inp)
     on_disk = shape_from_config(inp.target_config)
     target = with_launch_dtype(on_disk, inp.args.get("dtype"))
@@ -407,8 +416,10 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
     cross = falls_through(both) if r.algorithm else None
     graph_bs = mem.settings.cuda_graph_max_bs
     candidates = cap_candidates(inp.concurrency, fits_on, graph_bs, sglang_default, cross)
-    best = best_cap(
-        scn if r.speculative else plain, inp.concurrency, candidates, r.speculative, cal
+    best = (
+        best_cap(scn if r.speculative else plain, inp.concurrency, candidates, r.speculative, cal)
+        if inp.recommend_cap
+        else safe_cap(fits_on, graph_bs)
     )
     recommended = min(best, safe_cap(fits_on, graph_bs))
     if recommended < best:
@@ -422,7 +433,10 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
         notes.append(_unset_cap_note(r, sglang_default))
     if mem.error:
         notes.append(mem.error)
-    notes.extend(unmodelled_notes(inp.args, inp.target_config, scn, cal))
+    not_modelled = unmodelled(
+        inp.args, inp.target_config, scn, cal, weights_indexed=inp.target_weight_bytes is not None
+    )
+    notes.extend(u.note for u in not_modelled)
     return Plan(
         r,
         ctx,
@@ -438,6 +452,7 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
         scn,
         cap_on,
         cap_off,
+        not_modelled,
     )
 
 
@@ -476,9 +491,8 @@ def goodput(
     """Output tok/s summed over the loads asked, each scaled down where its predicted TTFT
     P99 misses the SLO (``policy.score``): what a cap is judged by."""
     total = 0.0
-    for load in sorted(set(loads)):
-        p = predict(scn, load, cap, speculative, cal)
-        total += score(p.output_tok_s, p.ttft_p99_ms / 1000, slo_s)
+    for tok_s, ttft_p99_ms in load_points(scn, sorted(set(loads)), cap, speculative, cal):
+        total += score(tok_s, ttft_p99_ms / 1000, slo_s)
     return total
 
 

@@ -135,8 +135,13 @@ def option_index() -> OptionIndex:
 
 def default_of(field_name: str) -> Any:
     """SGLang's parser default for a field (None for fields the table does not hold)."""
-    flag = flag_table().get(field_name)
-    return flag.default if flag else None
+    return _defaults().get(field_name)
+
+
+@cache
+def _defaults() -> dict[str, Any]:
+    """Field -> default, once (``default_of`` is asked for every field of every launch)."""
+    return {name: flag.default for name, flag in flag_table().items()}
 
 
 def cli_name(field_name: str) -> str:

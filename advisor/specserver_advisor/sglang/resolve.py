@@ -128,9 +128,12 @@ class Resolver:
         target: dict[str, Any] | None,
         draft: dict[str, Any] | None,
         device: str,
+        hip: bool = False,
     ) -> None:
         self.args = args
         self.device = device
+        #: ROCm (``get_platform().is_hip``): SGLang's --device stays "cuda" there.
+        self.hip = hip
         self.out = Resolution()
         #: The draft as given: SGLang reads its architecture for the algorithm alias without
         #: ``--json-model-override-args`` (``_resolve_speculative_algorithm_alias``).
@@ -274,6 +277,8 @@ def resolve_launch(
     target_config: dict[str, Any] | None = None,
     draft_config: dict[str, Any] | None = None,
     device: str = "cuda",
+    hip: bool = False,
 ) -> Resolution:
-    """Resolve speculative settings from parsed flags (``ParsedArgs.values``) and configs."""
-    return Resolver(args, target_config, draft_config, device).run()
+    """Resolve speculative settings from parsed flags (``ParsedArgs.values``) and configs;
+    ``hip``: on an AMD card (ROCm), whose --device is still "cuda"."""
+    return Resolver(args, target_config, draft_config, device, hip).run()

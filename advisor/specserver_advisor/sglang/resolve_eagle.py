@@ -8,7 +8,7 @@ the resolver with its source and reason. Pure.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from specserver_advisor.sglang.speculative_tables import (
     ADAPTIVE_CANDIDATE_STEPS,
@@ -90,6 +90,22 @@ def eagle(r: Resolver, algo: str) -> None:
             "speculative_eagle_topk",
         )
         return
+    if r.hip and hip_rejection_sampling_default(
+        use_rejection_sampling=bool(r.cur("speculative_use_rejection_sampling")),
+        algorithm=algo,
+        token_map=r.cur("speculative_token_map"),
+        eagle_topk=topk,
+        accept_threshold_single=r.cur("speculative_accept_threshold_single"),
+        accept_threshold_acc=r.cur("speculative_accept_threshold_acc"),
+        enable_deterministic_inference=bool(r.cur("enable_deterministic_inference")),
+    ):
+        r.set(
+            "speculative_use_rejection_sampling",
+            True,
+            "derived",
+            "ROCm has no CUDA sampling-verify kernels: EAGLE's verify goes through the Triton "
+            "chain sampler (rejection sampling) instead of greedy",
+        )
     _rejection_sampling(r, algo)
     if r.out.errors:
         return
@@ -188,6 +204,31 @@ def _mtp_draft_path(r: Resolver) -> None:
         )
     elif r.arch not in ("MistralLarge3ForCausalLM", "PixtralForConditionalGeneration"):
         r.warn("DeepSeek MTP does not require setting speculative_draft_model_path.")
+
+
+def hip_rejection_sampling_default(
+    *,
+    use_rejection_sampling: bool,
+    algorithm: str | None,
+    token_map: Any,
+    eagle_topk: Any,
+    accept_threshold_single: Any,
+    accept_threshold_acc: Any,
+    enable_deterministic_inference: bool,
+) -> bool:
+    """``_should_auto_enable_hip_rejection_sampling`` (SGLang 0.5.23, on ROCm): EAGLE (NEXTN)
+    chains without a hot-vocab token map get rejection sampling by default, since HIP's verify
+    would otherwise be greedy and ignore temperature; EAGLE3 does not (its reduced draft vocab).
+    ``SGLANG_SIMULATE_ACC_LEN`` (a benchmarking switch) is not read."""
+    return (
+        not use_rejection_sampling
+        and algorithm == "EAGLE"
+        and token_map is None
+        and eagle_topk == 1
+        and accept_threshold_single == 1.0
+        and accept_threshold_acc == 1.0
+        and not enable_deterministic_inference
+    )
 
 
 def _rejection_sampling(r: Resolver, algo: str) -> None:

@@ -79,11 +79,12 @@ def default_attention_backend(
     """
     if gpu.rocm:
         # ``get_default_attn_backend``'s is_hip arms: aiter for MHA; for MLA aiter when the
-        # rank's heads are 16 or 128 (aiter's MLA decode kernels), else triton.
+        # rank's KV heads (``get_num_kv_heads(tp)``) are 16 or 128 (aiter's MLA decode
+        # kernels), else triton.
         if not mla:
             return "aiter"
         tp = int(values.get("tp_size") or 1)
-        if mla_heads is None or mla_heads // max(1, tp) in (16, 128):
+        if mla_heads is None or max(1, mla_heads // max(1, tp)) in (16, 128):
             return "aiter"
         return "triton"
     major = gpu.capability[0]
@@ -110,10 +111,23 @@ def default_attention_backend(
     return "triton"
 
 
+#: ``get_total_num_kv_heads``'s attributes, in its order (num_attention_heads when none is set).
+_KV_HEAD_KEYS = (
+    "n_head_kv",
+    "num_kv_heads",
+    "num_key_value_heads",
+    "multi_query_group_num",
+    "num_attention_groups",
+)
+
+
 def _mla_heads(config: dict[str, Any] | None) -> int | None:
-    """The target's attention heads (None when unread or unreadable: the aiter default)."""
+    """The target's KV heads as ``ModelConfig.get_total_num_kv_heads`` reads them (None when
+    unread or unreadable: the aiter default)."""
+    cfg = context.text_config(config or {})
+    key = next((k for k in _KV_HEAD_KEYS if cfg.get(k) is not None), "num_attention_heads")
     try:
-        return configvalues.integer(context.text_config(config or {}), "num_attention_heads", 1)
+        return configvalues.integer(cfg, key, 1)
     except configvalues.ConfigShapeError:
         return None
 
@@ -213,7 +227,7 @@ def predict_server(
         )
     values["attention_backend"] = backend
     values["page_size"] = resolved_page_size(backend, values.get("page_size"))
-    res = resolve_launch(values, target_config, given_draft, device="cuda")
+    res = resolve_launch(values, target_config, given_draft, device="cuda", hip=gpu.rocm)
     if res.errors:
         err = res.errors[0]
         return ServerOutcome(err.exception, err.message, resolution=res)

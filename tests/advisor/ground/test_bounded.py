@@ -95,3 +95,20 @@ def test_a_file_is_refused_from_its_size_before_it_is_read(tmp_path: Path) -> No
     assert err.value.line == 3 and str(err.value).startswith(str(tmp_path / "bad"))
     with pytest.raises(InputLimitError, match="cannot read"):
         read_bytes(tmp_path / "missing")
+
+
+def test_a_file_is_read_whole_at_its_size_and_past_it_when_it_grew(tmp_path: Path) -> None:
+    """A regular file is read in one call of its ``fstat`` size; one that holds more than
+    that (it grew, or /proc reports 0) is still read whole, and refused past the limit."""
+    import io
+
+    from specserver_advisor.loaders.reading import read_bytes, read_stream
+
+    exact = tmp_path / "exact"
+    exact.write_bytes(b"x" * 10)
+    assert read_bytes(exact, max_bytes=10) == b"x" * 10
+    assert read_stream(io.BytesIO(b"y" * 50), "grew", max_bytes=100, size=3) == b"y" * 50
+    with pytest.raises(InputLimitError, match="grew: too large"):
+        read_stream(io.BytesIO(b"y" * 101), "grew", max_bytes=100, size=3)
+    status = read_bytes("/proc/self/status")  # st_size 0, and text in it
+    assert b"Name:" in status and b"VmRSS" in status

@@ -8,9 +8,10 @@ from __future__ import annotations
 import gc
 import json
 import time
+import weakref
 from pathlib import Path
 
-from specserver_advisor.bounded import gc_paused
+from specserver_advisor.bounded import gc_paused, gc_young_only
 from specserver_advisor.lint.engine import Options, Report, run
 from specserver_advisor.lint.finder import MAX_TEXT_CHARS
 from specserver_advisor.lint.shell.budget import CAPPED, MAX_FILE_LAUNCHES
@@ -163,3 +164,40 @@ def test_two_megabytes_of_unclosed_substitutions_within_a_second(tmp_path: Path)
     assert hit.code == "INPUT001" and "unterminated (" in hit.message, hit
     assert (hit.line, hit.column) == (1, len(LAUNCH) + 2)
     assert spent < 1.0, spent  # CPU seconds
+
+
+class _Cycle:
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_gc_young_only_collects_young_cycles_and_restores_the_collector() -> None:
+    """Inside ``gc_young_only`` (lint's run) automatic collection is off, ``settle()`` frees
+    the cyclic garbage an input left behind once the young generation is over the threshold,
+    and the collector is on again after, even when the body raised."""
+    assert gc.isenabled()
+    gc.collect()
+    with gc_young_only() as settle:
+        assert not gc.isenabled()
+        probe = _Cycle()
+        gone = weakref.ref(probe)
+        del probe
+        for _ in range(gc.get_threshold()[0]):
+            _Cycle()  # more cyclic garbage, past the young generation's threshold
+        assert gone() is not None  # nothing collects on its own inside
+        settle()
+        assert gone() is None
+    assert gc.isenabled()
+    try:
+        with gc_young_only():
+            raise ValueError("x")
+    except ValueError:
+        pass
+    assert gc.isenabled()
+    gc.disable()
+    try:  # a caller that turned the collector off keeps it off, and settle() does not collect
+        with gc_young_only() as settle:
+            settle()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

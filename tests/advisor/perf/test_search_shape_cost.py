@@ -5,7 +5,11 @@ shape is predicted once: speculation off (the same curve for every shape) once p
 once per shape and load, and the crossover is read off the curves' own predictions, not
 predicted again. A speculative step of a chain shape costs three forwards (the draft's steps
 priced as one forward each time, its extend, the verify); adaptive shapes a few more. The
-wall time is a committed benchmark (``scripts/bench-search-shape``, docs/advisor.md).
+closed loop around a step is worked out once per shape and running batch (every load at or
+above a cap runs the cap's batch and differs only in its queue), and the cap recommendation,
+which scores every candidate cap at every load, runs for the launch as given and for the
+choice only, not for every shape searched. The wall time is a committed benchmark
+(``scripts/bench-search-shape``, docs/advisor.md).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import pytest
 
 from specserver_advisor.cli.main import main
 from specserver_advisor.perf import model
+from specserver_advisor.perf import plan as perf_plan
 from specserver_advisor.perf.autocontext import PLANNED_LOADS
 
 DEEPSEEK = [
@@ -31,14 +36,24 @@ def test_a_search_of_128_loads_predicts_speculation_off_once_per_load(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     calls: Counter[str] = Counter()
-    forward = model.forward_time
+    forward, loop, score = model.forward_time, model._loop, perf_plan.score
 
     def counted(*args: Any, **kwargs: Any) -> float:
         speculative = kwargs.get("speculative", args[8] if len(args) > 8 else False)
         calls["on" if speculative else "off"] += 1
         return forward(*args, **kwargs)
 
+    def counted_loop(*args: Any) -> Any:
+        calls["closed loop"] += 1
+        return loop(*args)
+
+    def counted_score(*args: Any) -> float:
+        calls["cap score"] += 1
+        return score(*args)
+
     monkeypatch.setattr(model, "forward_time", counted)
+    monkeypatch.setattr(model, "_loop", counted_loop)
+    monkeypatch.setattr(perf_plan, "score", counted_score)
     concurrency = ",".join(map(str, LOADS))
     main(["plan", *DEEPSEEK, "--search-shape", "--concurrency", concurrency, "--format", "json"])
     found = json.loads(capsys.readouterr().out)["search"]
@@ -50,3 +65,11 @@ def test_a_search_of_128_loads_predicts_speculation_off_once_per_load(
     assert calls["off"] <= loads + plans + 1, calls
     # On: about 3 forwards per shape and load; predicting the crossover again doubled it.
     assert calls["on"] <= 3.5 * plans * loads, (calls, plans, loads)
+    # One closed loop per shape and running batch (and per load off), not per load and cap:
+    # scored per load and cap it was ~2.4 million here.
+    assert calls["closed loop"] <= (plans + 1) * loads, (calls, plans, loads)
+    # And about three forwards for each speculative step a closed loop prices.
+    assert calls["on"] <= 3.5 * calls["closed loop"], calls
+    # The cap recommendation (each candidate cap, at most the loads and 4 more, at each load)
+    # twice: the launch as given and the choice.
+    assert calls["cap score"] <= 2 * loads * (loads + 4), (calls, plans, loads)

@@ -100,9 +100,9 @@ def test_plan_names_expert_parallelism_dp_attention_and_fp4_as_not_modelled() ->
         )
     )
     text = "\n".join(plan.notes)
-    assert "not modelled: expert parallelism (--ep-size 8, --moe-a2a-backend deepep)" in text
-    assert "not modelled: DP attention (--dp-size 8)" in text
-    assert "not modelled: FP4 weights (modelopt_fp4)" in text
+    assert "EP all-to-all not modelled (--ep-size 8, --moe-a2a-backend deepep)" in text
+    assert "DP attention not modelled (--enable-dp-attention --dp-size 8)" in text
+    assert "FP4 weights not modelled (--quantization modelopt_fp4)" in text
     plain = make_plan(
         PlanInputs(
             parse_server_argv(["--model-path", "m", "--tp-size", "8"]).values,

@@ -209,10 +209,11 @@ class Evaluator:
                 del fields[MAX_ARGS:]
                 break
         texts = [f.text for f in fields]
-        if not detect(texts) and (inner := shell_string(texts)) is not None:
+        detected = detect(texts)
+        if not detected and (inner := shell_string(texts)) is not None:
             self.nested(fields[inner], _remote(texts[:inner]), world)
             return [world]
-        if detect(texts):
+        if detected:
             prefix = self.copy(world)
             for k, word in assigns:
                 self.assign(prefix, word, cmd.arrays.get(k), export=True)
@@ -233,8 +234,7 @@ class Evaluator:
                 self.seen.add(key)
                 calls = [n for a, b in self.call_sites for n in range(a, b + 1)]
                 found = Found(fields, env, positions, cmd.first_line, cmd.last_line, calls, cut)
-                detected = detect(texts)
-                found.remote = detected is not None and _remote(texts[: detected[1]])
+                found.remote = _remote(texts[: detected[1]])
                 self.found.append(found)
         return [world]
 

@@ -47,15 +47,14 @@ class World:
         return World(dict(self.vars), set(self.exported), dict(self.assigned_at), list(self.params))
 
     def key(self) -> tuple[object, ...]:
-        def text(v: Value | list[Value]) -> object:
-            if isinstance(v, list):
-                return tuple(text_of(x) for x in v)
-            return text_of(v)
-
+        texts: list[tuple[str, object]] = []
+        for k, v in self.vars.items():
+            texts.append((k, tuple([text_of(x) for x in v]) if isinstance(v, list) else text_of(v)))
+        texts.sort()
         return (
-            tuple(sorted((k, text(v)) for k, v in self.vars.items())),
+            tuple(texts),
             tuple(sorted(self.exported)),
-            tuple(text_of(p) for p in self.params),
+            tuple([text_of(p) for p in self.params]),
         )
 
 
@@ -75,7 +74,9 @@ class Field:
 
 def text_of(value: Value) -> str:
     """A value's text."""
-    return "".join(p.text for p in value)
+    if len(value) == 1:
+        return value[0].text
+    return "".join([p.text for p in value])
 
 
 def _unknowntext_of(name: str) -> str:
@@ -100,7 +101,12 @@ def lookup(world: World, name: str, index: str) -> Value | list[Value] | None:
 
 
 def _size(segments: list[list[Piece]]) -> int:
-    return sum(PIECE_COST + len(p.text) for seg in segments for p in seg)
+    total = 0
+    for seg in segments:
+        total += PIECE_COST * len(seg)
+        for p in seg:
+            total += len(p.text)
+    return total
 
 
 def stored(name: str, value: Value, budget: Budget, line: int, column: int) -> Value:
@@ -248,10 +254,22 @@ def _eval(node: ast.expr) -> int:
     raise ValueError("unsupported arithmetic")
 
 
+#: Field splitting's separators (kept by ``split``, so positions can be counted).
+_SPACE_RUNS = re.compile(r"(\s+)")
+
+
 def split_fields(segments: list[list[Piece]]) -> list[Field]:
     """Field splitting of expanded segments (only unquoted expansion text splits)."""
     out: list[Field] = []
     for seg in segments:
+        if len(seg) == 1 and not seg[0].split:  # one quoted or literal piece: one field
+            only = seg[0]
+            at = Position(only.line, only.column)
+            if only.unknown is None:
+                out.append(Field(only.text, at, [], False, None))
+            else:
+                out.append(Field(only.text, at, [only.unknown], False, 0))
+            continue
         if seg and not any(p.split for p in seg):  # quoted or literal only: one field
             unknown = [p.unknown for p in seg if p.unknown is not None]
             text = "".join(p.text for p in seg)
@@ -264,10 +282,10 @@ def split_fields(segments: list[list[Piece]]) -> list[Field]:
         for piece in seg:
             if not piece.split:
                 quoted_seen = True
-            chunks = re.split(r"(\s+)", piece.text) if piece.split else [piece.text]
+            chunks = _SPACE_RUNS.split(piece.text) if piece.split else [piece.text]
             offset = 0
             for chunk in chunks:
-                at = Position(piece.line, piece.column + offset)
+                column = piece.column + offset
                 offset += len(chunk)
                 if piece.split and chunk.isspace():
                     if current is not None:
@@ -277,7 +295,7 @@ def split_fields(segments: list[list[Piece]]) -> list[Field]:
                 if not chunk and piece.split and piece.unknown is None:
                     continue
                 if current is None:
-                    current = Field("", at, only_unknown=True)
+                    current = Field("", Position(piece.line, column), only_unknown=True)
                 if piece.unknown is not None and current.decided is None:
                     current.decided = len(current.text)
                 current.text += chunk

@@ -69,15 +69,17 @@ class _Parser:
         return self.tokens[j] if j < len(self.tokens) else None
 
     def keyword(self) -> str | None:
-        w = self.peek()
-        return w.unquoted_literal() if w is not None and not w.op else None
+        if self.i >= len(self.tokens):
+            return None
+        w = self.tokens[self.i]
+        return None if w.op else w.unquoted_literal()
 
     def op(self) -> str:
-        w = self.peek()
-        return w.op if w is not None else ""
+        return self.tokens[self.i].op if self.i < len(self.tokens) else ""
 
     def skip_separators(self) -> None:
-        while self.peek() is not None and self.op() in SEPARATORS:
+        tokens = self.tokens
+        while self.i < len(tokens) and tokens[self.i].op in SEPARATORS:
             self.i += 1
 
     def expect(self, word: str) -> None:

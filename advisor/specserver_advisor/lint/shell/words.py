@@ -92,13 +92,21 @@ class Word:
 
     def literal(self) -> str | None:
         """The word's text when it has no expansions."""
-        if all(isinstance(p, Lit) for p in self.parts):
-            return "".join(p.text for p in self.parts if isinstance(p, Lit))
+        parts = self.parts
+        if len(parts) == 1:
+            only = parts[0]
+            return only.text if isinstance(only, Lit) else None
+        if all(isinstance(p, Lit) for p in parts):
+            return "".join(p.text for p in parts if isinstance(p, Lit))
         return None
 
     def unquoted_literal(self) -> str | None:
         """The text when the word is plain unquoted literal (keywords, operators-like words)."""
-        if all(isinstance(p, Lit) and not p.quoted for p in self.parts):
+        parts = self.parts
+        if len(parts) == 1:
+            only = parts[0]
+            return only.text if isinstance(only, Lit) and not only.quoted else None
+        if all(isinstance(p, Lit) and not p.quoted for p in parts):
             return self.literal()
         return None
 
@@ -134,6 +142,10 @@ class _Reader:
         return ShellSyntaxError(message, line, col)
 
 
+#: The characters a word cannot start with (everything ``_tokens`` checks before ``_word``).
+_NOT_WORD_START = frozenset("\\ \t\r#\n<>&;|()")
+
+
 def tokenize(text: str, budget: Budget | None = None) -> list[Word]:
     """Words and operators (``\\n`` included) of a whole script, the first ``MAX_WORDS``
     (and up to the ``MAX_WORDS``-th expansion)."""
@@ -154,12 +166,22 @@ def _tokens(r: _Reader, out: list[Word], budget: Budget | None) -> None:
             if budget is not None:
                 budget.note("file words")
             break
-        ch = r.peek()
+        ch = r.text[r.i]
+        if ch not in _NOT_WORD_START:  # the common case: a word
+            word = _word(r)
+            last_end = r.i
+            if r.peek() == "(" and word.parts and _ends_with_assign(word):
+                word.glued_paren = True
+            out.append(word)
+            continue
         if ch == "\\" and r.peek(1) == "\n":
             r.take(2)
             continue
         if ch in " \t\r":
-            r.take(len(BLANKS.match(r.text, r.i).group(0)))  # type: ignore[union-attr]
+            blanks = BLANKS.match(r.text, r.i)
+            assert blanks is not None
+            r.col += blanks.end() - r.i  # no newline among blanks: only the column moves
+            r.i = blanks.end()
             continue
         if ch == "#":
             end = r.text.find("\n", r.i)
@@ -237,57 +259,55 @@ def _skip_heredocs(r: _Reader) -> None:
 
 def _word(r: _Reader) -> Word:
     word = Word(line=r.line, column=r.col)
-    buf: list[str] = []
-    start = (r.line, r.col)
-
-    def flush(quoted: bool = False) -> None:
-        nonlocal buf
-        if buf:
-            word.parts.append(Lit("".join(buf), start[0], start[1], quoted))
-            buf = []
-
-    while r.i < len(r.text):
-        ch = r.peek()
-        if ch in " \t\r\n;&|()<>" or ch == "":
+    parts = word.parts
+    buf: list[str] = []  # unquoted literal text since (line, col)
+    line, col = r.line, r.col
+    text = r.text
+    while r.i < len(text):
+        ch = text[r.i]
+        if ch in " \t\r\n;&|()<>":
             break
         if ch == "\\":
             if r.peek(1) == "\n":
                 r.take(2)
                 continue
             if not buf:
-                start = (r.line, r.col)
+                line, col = r.line, r.col
             r.take()
             buf.append(r.take())
             continue
+        if ch in "'\"$`" and buf:
+            parts.append(Lit("".join(buf), line, col, False))
+            buf = []
         if ch == "'":
-            flush()
             _count(r)
-            line, col = r.line, r.col
+            at_line, at_col = r.line, r.col
             r.take()
-            end = r.text.find("'", r.i)
+            end = text.find("'", r.i)
             if end < 0:
-                raise r.error("unterminated single quote", line, col)
+                raise r.error("unterminated single quote", at_line, at_col)
             lit_line, lit_col = r.line, r.col
-            word.parts.append(Lit(r.take(end - r.i), lit_line, lit_col, True))
+            parts.append(Lit(r.take(end - r.i), lit_line, lit_col, True))
             r.take()
-            start = (r.line, r.col)
             continue
         if ch == '"':
-            flush()
             _count(r)
             _double_quoted(r, word)
-            start = (r.line, r.col)
             continue
         if ch in "$`":
-            flush()
-            word.parts.append(_expansion(r, quoted=False))
-            start = (r.line, r.col)
+            parts.append(_expansion(r, quoted=False))
             continue
         if not buf:
-            start = (r.line, r.col)
-        plain = PLAIN.match(r.text, r.i)
-        buf.append(r.take(len(plain.group(0)) if plain else 1))
-    flush()
+            line, col = r.line, r.col
+        plain = PLAIN.match(text, r.i)
+        if plain is None:
+            buf.append(r.take())
+        else:  # no newline in a plain run: only the column moves
+            buf.append(plain.group(0))
+            r.col += plain.end() - r.i
+            r.i = plain.end()
+    if buf:
+        parts.append(Lit("".join(buf), line, col, False))
     return word
 
 
