@@ -1,5 +1,5 @@
 """A real Kubernetes control plane on loopback: etcd, kube-apiserver, kube-controller-manager,
-kube-scheduler and LeaderWorkerSet's controller.
+kube-scheduler and LeaderWorkerSet's controller; Kueue's controller on request.
 
 Used by ``scripts/devcluster up|down|status|build`` and, through ``Cluster``, by the pytest
 session fixture (tests/conftest.py), so both start the stack the same way. Standard library only:
@@ -13,7 +13,11 @@ cached outside the repository, keyed by version (see ../shared/reference/local-c
   staging module its go.mod points at ``./staging`` with the published ``v0.N.x`` of the release;
 - etcd ``ETCD_VERSION`` (``go.etcd.io/etcd/server/v3``);
 - LeaderWorkerSet ``LWS_VERSION`` (``sigs.k8s.io/lws``): its controller binary, and its CRD and
-  webhook manifests copied from the module's ``config/``.
+  webhook manifests copied from the module's ``config/``;
+- Kueue ``KUEUE_VERSION`` (``sigs.k8s.io/kueue``, ``build_kueue``): its manager binary, built
+  with the module's own go.mod pins, and its CRD and webhook manifests copied from the module's
+  ``config/components/``. ``up`` does not start it: ``Cluster.start_kueue`` does, for the tests
+  that ask (tests/cluster/conftest.py's ``kueue``), and ``stop_kueue`` removes its webhooks again.
 
 Nodes are not made here: the node agent (scripts/nodeagent.py) registers them and plays their
 kubelet; the real scheduler binds pods to them. LWS's controller serves its webhooks on loopback
@@ -46,12 +50,17 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 #: The Kubernetes release built and run (newest tested); SPECSERVER_KUBE_VERSION picks another
 #: (the lowest supported is tested with it: docs/operator.md, "Supported Kubernetes versions").
 KUBE_VERSION = os.environ.get("SPECSERVER_KUBE_VERSION", "1.37.2")
 ETCD_VERSION = "3.6.17"
 LWS_VERSION = "0.9.0"
+#: The only Kueue release the Go module proxy serves the project (Dec 2026). Built with its own
+#: go.mod's pins (k8s.io/* v0.35, controller-runtime v0.23, LWS API v0.8.0, the same
+#: ``leaderworkerset.x-k8s.io/v1`` the v0.9.0 controller serves).
+KUEUE_VERSION = "0.17.0"
 #: The oldest Go that builds KUBE_VERSION (its go.mod's ``go`` line).
 GO_MIN = (1, 26)
 REPO = Path(__file__).resolve().parent.parent
@@ -69,6 +78,34 @@ LWS_CONTROLLER = LWS_DIR / "bin" / "lws-controller"
 #: LWS's CRDs (its config/crd/bases: LeaderWorkerSet, and DisaggregatedSet, which it also runs)
 LWS_CRDS = LWS_DIR / "config" / "crd"
 LWS_WEBHOOKS = LWS_DIR / "config" / "webhook-manifests.yaml"
+KUEUE_DIR = CACHE / f"kueue-{KUEUE_VERSION}"
+KUEUE_MANAGER = KUEUE_DIR / "bin" / "kueue-manager"
+KUEUE_CRDS = KUEUE_DIR / "config" / "crd"
+KUEUE_WEBHOOKS = KUEUE_DIR / "config" / "webhook-manifests.yaml"
+#: Where Kueue 0.17's manager reads its metrics serving certificate when its internal cert
+#: manager is off (a path written into its main.go; it exits when the files are missing). Its
+#: metrics server is off here (``bindAddress: "0"``), so any certificate does: one is made once.
+KUEUE_METRICS_CERTS = Path("/etc/kueue/metrics/certs")
+#: Kueue's integrations run here: single pods (which a Deployment's are), Deployments, and LWS.
+KUEUE_FRAMEWORKS = ("pod", "deployment", "leaderworkerset.x-k8s.io/leaderworkerset")
+#: Kueue's webhooks registered (those of the integrations above and of its own kinds); the others
+#: of its manifests (Jobs, JobSets, Ray, Kubeflow, ...) are not served by this configuration.
+KUEUE_WEBHOOK_RESOURCES = frozenset(
+    {
+        "pods",
+        "deployments",
+        "leaderworkersets",
+        "clusterqueues",
+        "cohorts",
+        "resourceflavors",
+        "workloads",
+    }
+)
+#: Kueue manages workloads only in namespaces with this label (its managedJobsNamespaceSelector,
+#: and the namespaceSelector of its pod, Deployment and LWS webhooks): the dev cluster's other
+#: tests never pass through Kueue, even while it runs.
+KUEUE_NAMESPACE_LABEL = "specserver.dev/kueue"
+KUEUE_NAMESPACE_SELECTOR = {"matchLabels": {KUEUE_NAMESPACE_LABEL: "enabled"}}
 RUN_PACKAGES = {"openssl": "openssl"}
 LOOPBACK = "127.0.0.1"
 #: Components in start order (``down`` stops them in reverse).
@@ -79,6 +116,8 @@ COMPONENTS = (
     "kube-scheduler",
     "lws-controller",
 )
+#: Started only on request (``start_kueue``), after the others; ``down`` stops it too.
+ON_REQUEST = ("kueue-manager",)
 #: LWS's pod webhooks only see pods of a LeaderWorkerSet: the objectSelector its
 #: config/webhook/{mutating,validating}-patch.yaml add (kustomize patches, applied here).
 LWS_POD_SELECTOR = {
@@ -263,6 +302,33 @@ def build_binaries() -> Path:
     return BIN_DIR
 
 
+def kueue_built() -> bool:
+    """Whether Kueue's manager, CRDs and webhook manifests are cached."""
+    return KUEUE_MANAGER.exists() and KUEUE_CRDS.is_dir() and KUEUE_WEBHOOKS.exists()
+
+
+def build_kueue() -> Path:
+    """Build Kueue's manager once (cached under KUEUE_DIR); return its path.
+
+    The throwaway module requires only ``sigs.k8s.io/kueue``, so every dependency resolves to
+    the versions Kueue's own go.mod pins (it has no ``replace``s)."""
+    if kueue_built():
+        return KUEUE_MANAGER
+    go = go_binary()
+    log("building Kueue from the Go module proxy (cached; the first build takes minutes)")
+    gomod = (
+        "module specserver.local/kueuebuild\n\ngo 1.26.0\n\n"
+        f"require sigs.k8s.io/kueue v{KUEUE_VERSION}\n"
+    )
+    _build(go, KUEUE_DIR, gomod, {"kueue-manager": "sigs.k8s.io/kueue/cmd/kueue"})
+    module = _module_dir(go, "sigs.k8s.io/kueue", f"v{KUEUE_VERSION}", KUEUE_DIR / "src")
+    shutil.rmtree(KUEUE_CRDS, ignore_errors=True)
+    shutil.copytree(module / "config/components/crd/bases", KUEUE_CRDS)
+    shutil.copyfile(module / "config/components/webhook/manifests.yaml", KUEUE_WEBHOOKS)
+    log(f"cached Kueue {KUEUE_VERSION} in {KUEUE_DIR}")
+    return KUEUE_MANAGER
+
+
 # ----------------------------------------------------------------------------- run
 
 
@@ -328,6 +394,14 @@ class Cluster:
     @property
     def lws_health_port(self) -> int:
         return self.base_port + 4
+
+    @property
+    def kueue_webhook_port(self) -> int:
+        return self.base_port + 5
+
+    @property
+    def kueue_health_port(self) -> int:
+        return self.base_port + 6
 
     def up(self) -> None:
         """Start etcd, the apiserver, the controller-manager, the scheduler and LWS's
@@ -473,7 +547,7 @@ class Cluster:
         out = self.state_dir / "lws"
         out.mkdir(exist_ok=True)
         if self.pid("lws-controller") is None:
-            ca = self._write_lws_certs(out)
+            ca = self._write_webhook_certs(out, "lws")
             config = {
                 "apiVersion": "config.lws.x-k8s.io/v1alpha1",
                 "kind": "Configuration",
@@ -501,8 +575,9 @@ class Cluster:
             f"webhooks on {LOOPBACK}:{self.lws_webhook_port}"
         )
 
-    def _write_lws_certs(self, out: Path) -> Path:
-        """A CA and the LWS webhook's serving certificate (IP SAN 127.0.0.1); the CA's path."""
+    def _write_webhook_certs(self, out: Path, name: str) -> Path:
+        """A CA and a webhook's serving certificate (IP SAN 127.0.0.1) in ``out``: ``tls.crt``
+        and ``tls.key`` as controller-runtime's webhook server reads them; the CA's path."""
         ca, ca_key = out / "ca.crt", out / "ca.key"
         csr, ext = out / "tls.csr", out / "tls.ext"
         ext.write_text(
@@ -521,9 +596,9 @@ class Cluster:
                 "-days",
                 "30",
                 "-subj",
-                "/CN=specserver-dev-lws-webhook-ca",
+                f"/CN=specserver-dev-{name}-webhook-ca",
             ],
-            ["req", *ec, "-keyout", out / "tls.key", "-out", csr, "-subj", "/CN=lws-webhook"],
+            ["req", *ec, "-keyout", out / "tls.key", "-out", csr, "-subj", f"/CN={name}-webhook"],
             [
                 "x509",
                 "-req",
@@ -545,13 +620,17 @@ class Cluster:
             subprocess.run(["openssl", *map(str, argv)], check=True, capture_output=True)
         return ca
 
-    def _apply_lws_webhooks(self, ca: Path) -> None:
-        """LWS's webhook configurations (its config/webhook/manifests.yaml, with the pod
-        webhooks' objectSelector of its kustomize patches), served at loopback URLs."""
+    def _webhook_configurations(
+        self, manifests: Path, ca: Path, port: int, prefix: str
+    ) -> list[dict[str, Any]]:
+        """The webhook configurations of ``manifests`` (a controller's
+        config/webhook/manifests.yaml), each named ``prefix`` + its name, every webhook served at
+        a loopback URL on ``port`` with ``ca``."""
         import base64
 
-        text = self.kubectl("create", "--dry-run=client", "-o", "json", "-f", str(LWS_WEBHOOKS))
-        items, decoder, at = [], json.JSONDecoder(), 0
+        text = self.kubectl("create", "--dry-run=client", "-o", "json", "-f", str(manifests))
+        items: list[dict[str, Any]] = []
+        decoder, at = json.JSONDecoder(), 0
         while text[at:].strip():  # one JSON document per object, one after the other
             at = len(text) - len(text[at:].lstrip())
             doc, at = decoder.raw_decode(text, at)
@@ -561,18 +640,29 @@ class Cluster:
             for hook in item["webhooks"]:
                 path = hook["clientConfig"]["service"]["path"]
                 hook["clientConfig"] = {
-                    "url": f"https://{LOOPBACK}:{self.lws_webhook_port}{path}",
+                    "url": f"https://{LOOPBACK}:{port}{path}",
                     "caBundle": ca_bundle,
                 }
-                if hook["rules"][0]["resources"] == ["pods"]:
-                    hook["objectSelector"] = LWS_POD_SELECTOR
-            item["metadata"]["name"] = "lws-" + item["metadata"]["name"]
+            item["metadata"]["name"] = prefix + item["metadata"]["name"]
+        return items
+
+    def _apply_list(self, items: list[dict[str, Any]]) -> None:
         self.kubectl(
             "apply",
             "-f",
             "-",
             stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}),
         )
+
+    def _apply_lws_webhooks(self, ca: Path) -> None:
+        """LWS's webhook configurations (its config/webhook/manifests.yaml, with the pod
+        webhooks' objectSelector of its kustomize patches), served at loopback URLs."""
+        items = self._webhook_configurations(LWS_WEBHOOKS, ca, self.lws_webhook_port, "lws-")
+        for item in items:
+            for hook in item["webhooks"]:
+                if hook["rules"][0]["resources"] == ["pods"]:
+                    hook["objectSelector"] = LWS_POD_SELECTOR
+        self._apply_list(items)
 
     def _wait_lws(self, timeout: float = 120.0) -> None:
         """Until LWS's controller answers its readiness probe (its webhooks serve by then)."""
@@ -591,6 +681,128 @@ class Cluster:
             time.sleep(0.5)
         raise DevClusterError(
             f"lws-controller not ready after {timeout:.0f}s; see {self.state_dir}"
+        )
+
+    def start_kueue(self) -> None:
+        """Kueue's manager (built first if it is not cached): its CRDs, the namespace it names
+        as its own, its webhooks on loopback (a certificate from a CA of this cluster's, its
+        internal cert manager off) and their configurations pointing there (idempotent).
+
+        It manages the ``pod``, ``deployment`` and ``leaderworkerset`` integrations (a workload
+        labelled ``kueue.x-k8s.io/queue-name``: its pods carry the ``kueue.x-k8s.io/admission``
+        scheduling gate until Kueue admits it), in namespaces labelled KUEUE_NAMESPACE_LABEL only.
+        """
+        build_kueue()
+        self._ensure_kueue_metrics_cert()
+        self.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(KUEUE_CRDS))
+        self.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(KUEUE_CRDS))
+        self.kubectl("apply", "-f", "-", stdin=json.dumps(_namespace("kueue-system")))
+        out = self.state_dir / "kueue"
+        out.mkdir(exist_ok=True)
+        if self.pid("kueue-manager") is None:
+            ca = self._write_webhook_certs(out, "kueue")
+            config = {
+                "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+                "kind": "Configuration",
+                "namespace": "kueue-system",
+                "leaderElection": {"leaderElect": False},
+                "internalCertManagement": {"enable": False},
+                "webhook": {
+                    "host": LOOPBACK,
+                    "port": self.kueue_webhook_port,
+                    "certDir": str(out),
+                },
+                "metrics": {"bindAddress": "0"},
+                "health": {"healthProbeBindAddress": f"{LOOPBACK}:{self.kueue_health_port}"},
+                "managedJobsNamespaceSelector": KUEUE_NAMESPACE_SELECTOR,
+                "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
+                # Its on-demand visibility API server (an aggregated API) is not registered here.
+                "featureGates": {"VisibilityOnDemand": False},
+            }
+            (out / "config.json").write_text(json.dumps(config))
+            self._spawn(
+                "kueue-manager",
+                [
+                    str(KUEUE_MANAGER),
+                    "--config",
+                    str(out / "config.json"),
+                    "--kubeconfig",
+                    str(self.kubeconfig),
+                ],
+            )
+            self._apply_list(self._kueue_webhooks(ca))
+        self._wait_kueue()
+        log(f"Kueue {KUEUE_VERSION} up, webhooks on {LOOPBACK}:{self.kueue_webhook_port}")
+
+    def stop_kueue(self) -> None:
+        """Stop Kueue's manager and delete its webhook configurations (its CRDs and objects
+        stay): nothing is sent to a webhook that no longer serves."""
+        for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
+            with contextlib.suppress(DevClusterError):
+                self.kubectl("delete", kind, "-l", f"{KUEUE_NAMESPACE_LABEL}-webhooks=dev")
+        pid = self.pid("kueue-manager")
+        if pid is not None:
+            terminate(pid)
+        self._pidfile("kueue-manager").unlink(missing_ok=True)
+
+    def _kueue_webhooks(self, ca: Path) -> list[dict[str, Any]]:
+        """Kueue's webhook configurations (config/components/webhook/manifests.yaml) with the
+        webhooks of KUEUE_WEBHOOK_RESOURCES only; those of workload kinds see labelled namespaces
+        only (KUEUE_NAMESPACE_SELECTOR; its kustomize patches exclude kube-system instead)."""
+        items = self._webhook_configurations(KUEUE_WEBHOOKS, ca, self.kueue_webhook_port, "kueue-")
+        for item in items:
+            hooks = [
+                hook
+                for hook in item["webhooks"]
+                if KUEUE_WEBHOOK_RESOURCES.intersection(hook["rules"][0]["resources"])
+            ]
+            for hook in hooks:
+                if hook["rules"][0]["apiGroups"] != ["kueue.x-k8s.io"]:
+                    hook["namespaceSelector"] = KUEUE_NAMESPACE_SELECTOR
+            item["webhooks"] = hooks
+            item["metadata"]["labels"] = {f"{KUEUE_NAMESPACE_LABEL}-webhooks": "dev"}
+        return items
+
+    def _ensure_kueue_metrics_cert(self) -> None:
+        """A self-signed certificate at KUEUE_METRICS_CERTS when none is there (see there)."""
+        crt, key = KUEUE_METRICS_CERTS / "tls.crt", KUEUE_METRICS_CERTS / "tls.key"
+        if crt.exists() and key.exists():
+            return
+        try:
+            KUEUE_METRICS_CERTS.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise DevClusterError(
+                f"Kueue {KUEUE_VERSION} needs a certificate in {KUEUE_METRICS_CERTS} (its "
+                f"manager reads one there and exits without it): {exc}; as root: mkdir -p "
+                f"{KUEUE_METRICS_CERTS} && openssl req -x509 -newkey ec -pkeyopt "
+                "ec_paramgen_curve:prime256v1 -nodes -days 3650 -subj /CN=kueue-metrics "
+                f"-keyout {key} -out {crt}"
+            ) from exc
+        ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        argv = ["req", "-x509", *ec, "-days", "3650", "-subj", "/CN=kueue-metrics"]
+        subprocess.run(
+            ["openssl", *argv, "-keyout", str(key), "-out", str(crt)],
+            check=True,
+            capture_output=True,
+        )
+
+    def _wait_kueue(self, timeout: float = 180.0) -> None:
+        """Until Kueue's manager answers its readiness probe and its webhook port accepts."""
+        deadline = time.monotonic() + timeout
+        url = f"http://{LOOPBACK}:{self.kueue_health_port}/readyz"
+        while time.monotonic() < deadline:
+            if self.pid("kueue-manager") is None:
+                tail = (self.state_dir / "kueue-manager.log").read_text()[-3000:]
+                raise DevClusterError(f"kueue-manager exited during start-up:\n{tail}")
+            try:
+                with urllib.request.urlopen(url, timeout=2) as resp:
+                    if resp.status == 200 and _listening(self.kueue_webhook_port):
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.5)
+        raise DevClusterError(
+            f"kueue-manager not ready after {timeout:.0f}s; see {self.state_dir}/kueue-manager.log"
         )
 
     def _write_credentials(self) -> None:
@@ -693,7 +905,7 @@ class Cluster:
 
     def down(self, quiet: bool = False) -> None:
         """Stop every component this state directory started and drop its data."""
-        for name in reversed(COMPONENTS):
+        for name in reversed(COMPONENTS + ON_REQUEST):
             pid = self.pid(name)
             if pid is not None:
                 terminate(pid)
@@ -708,11 +920,20 @@ class Cluster:
             "server": self.server,
             "ready": self.ready(),
             "kubeconfig": str(self.kubeconfig),
-            "components": {n: self.pid(n) for n in COMPONENTS},
-            "versions": {"kubernetes": KUBE_VERSION, "etcd": ETCD_VERSION, "lws": LWS_VERSION},
+            "components": {n: self.pid(n) for n in COMPONENTS + ON_REQUEST},
+            "versions": {
+                "kubernetes": KUBE_VERSION,
+                "etcd": ETCD_VERSION,
+                "lws": LWS_VERSION,
+                "kueue": KUEUE_VERSION,
+            },
             "binaries": str(BIN_DIR),
             "kubectl": str(KUBECTL),
         }
+
+
+def _namespace(name: str) -> dict[str, object]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
 
 
 def running_pid(pidfile: Path) -> int | None:
@@ -768,7 +989,8 @@ def terminate(pid: int, grace: float = 10.0) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """CLI: up | down | status | build | kubectl ARGS (the built kubectl on this cluster)."""
+    """CLI: up | down | status | build | build-kueue | kueue-up | kueue-down | kubectl ARGS (the
+    built kubectl on this cluster)."""
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["kubectl"]:
         cluster = Cluster(
@@ -778,7 +1000,24 @@ def main(argv: list[str] | None = None) -> int:
             [str(KUBECTL), "--kubeconfig", str(cluster.kubeconfig), *argv[1:]]
         ).returncode
     parser = argparse.ArgumentParser(prog="scripts/devcluster", description=__doc__.split("\n")[0])
-    parser.add_argument("command", choices=["up", "down", "status", "build", "kubectl"])
+    parser.add_argument(
+        "command",
+        choices=[
+            "up",
+            "down",
+            "status",
+            "build",
+            "build-kueue",
+            "kueue-up",
+            "kueue-down",
+            "kubectl",
+        ],
+    )
+    parser.add_argument(
+        "--no-kueue",
+        action="store_true",
+        help="build: the control plane, etcd and LWS only (build-kueue builds Kueue alone)",
+    )
     parser.add_argument(
         "--state-dir",
         type=Path,
@@ -788,7 +1027,8 @@ def main(argv: list[str] | None = None) -> int:
         "--base-port",
         type=int,
         default=16443,
-        help="apiserver port; etcd uses the next two, LWS's webhook and probe the two after",
+        help="apiserver port; etcd uses the next two, LWS's webhook and probe the two after, "
+        "Kueue's webhook and probe the two after those",
     )
     args = parser.parse_args(argv)
     cluster = Cluster(args.state_dir.resolve(), args.base_port)
@@ -796,6 +1036,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "build":
             ensure_run_packages()
             print(build_binaries())
+            if not args.no_kueue:
+                print(build_kueue())
+        elif args.command == "build-kueue":
+            print(build_kueue())
+        elif args.command == "kueue-up":
+            cluster.start_kueue()
+        elif args.command == "kueue-down":
+            cluster.stop_kueue()
         elif args.command == "up":
             cluster.up()
             print(f"export KUBECONFIG={cluster.kubeconfig} PATH={BIN_DIR}:$PATH")

@@ -31,8 +31,9 @@ DATA = REPO / "tests" / "data"
 #: Prometheus on its own block of PORT_STRIDE loopback ports above the configured ones, so the
 #: cluster tier can be split across processes (``-n 2 --dist loadfile``) and run beside another
 #: checkout's. Within a block, from TEST_BASE_PORT: +0 the apiserver, +1 and +2 its etcd, +3 and
-#: +4 LeaderWorkerSet's webhook and health probe (scripts/devcluster.py; the controller-manager
-#: and scheduler serve no port, engines take free ephemeral ones); +10..+49 the tests' own
+#: +4 LeaderWorkerSet's webhook and health probe, +5 and +6 Kueue's (only while a test that asks
+#: for ``kueue`` runs) (scripts/devcluster.py; the controller-manager and scheduler serve no
+#: port, engines take free ephemeral ones); +10..+49 the tests' own
 #: listeners (tests/cluster/tenancy.py); +50..+56 the demo the e2e test runs
 #: (tests/e2e/test_closed_loop.py).
 #: The state directories follow pytest's per-worker ``tmp_path_factory``.

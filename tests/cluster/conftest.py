@@ -5,12 +5,14 @@ the operator run as a process, and simulated engines. Every test here is marked 
 scripts/test runs this tier in its own process beside the fast tier. The session fixtures
 (``kube``, ``prom``) live in tests/conftest.py: one control plane and Prometheus per pytest-xdist
 worker, on that worker's ports (stack.TEST_BASE_PORT). Here: the operator the tests share
-(``operator``) and operators of a test's own (``own_operator``).
+(``operator``), operators of a test's own (``own_operator``), and Kueue's real controller for the
+tests that ask (``kueue``, ``kueue_namespace``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from types import ModuleType
 
 import pytest
 
@@ -18,8 +20,10 @@ from stack import (
     DRIP_PORT,
     SHARED_OPERATORS,
     TARPIT_PORT,
+    TEST_BASE_PORT,
     KubeHandle,
     Operator,
+    load_devcluster,
     stop_shared_operators,
 )
 
@@ -95,3 +99,26 @@ def own_operator(kube: KubeHandle) -> Iterator[Callable[..., Operator]]:
     finally:
         for op in started:
             op.stop()
+
+
+@pytest.fixture(scope="module")
+def kueue(kube: KubeHandle) -> Iterator[ModuleType]:
+    """Kueue's real manager (scripts/devcluster.py ``Cluster.start_kueue``; built first when it
+    is not cached) on this worker's control plane, for the tests of one module; stopped after it,
+    with its webhook configurations deleted, so no other test passes through Kueue or waits for
+    it. It manages only namespaces that ``kueue_namespace`` labels. Yields scripts/devcluster.py
+    (its KUEUE_* names)."""
+    devcluster = load_devcluster()
+    cluster = devcluster.Cluster(kube.kubeconfig.parent, TEST_BASE_PORT)
+    cluster.start_kueue()
+    try:
+        yield devcluster
+    finally:
+        cluster.stop_kueue()
+
+
+@pytest.fixture
+def kueue_namespace(kueue: ModuleType, namespace: str, kube: KubeHandle) -> str:
+    """The test's namespace, labelled so that Kueue manages its workloads."""
+    kube.kubectl("label", "namespace", namespace, f"{kueue.KUEUE_NAMESPACE_LABEL}=enabled")
+    return namespace

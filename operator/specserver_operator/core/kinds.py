@@ -164,7 +164,8 @@ class WorkloadKind:
     pod_templates: tuple[tuple[str, ...], ...]
     #: Kueue reads the queue labels (kueue.x-k8s.io/queue-name, /priority-class) from the
     #: workload's own metadata.labels (Kueue's Deployment and LeaderWorkerSet integrations);
-    #: they are written on its pod templates too, as Kueue's webhook would put them
+    #: they are written on its pod templates too where Kueue's webhook would put them (a
+    #: Deployment's), never where Kueue must add them itself (a LeaderWorkerSet's)
     queue_labels_on_pods: bool
     #: where a quota refusal of its pods shows: ``QUOTA_CONDITION`` on the workload (a
     #: Deployment's controller copies its ReplicaSet's), else None; and the kinds whose
@@ -233,7 +234,11 @@ LEADER_WORKER_SET_KIND = WorkloadKind(
         ("leaderWorkerTemplate", "leaderTemplate"),
         ("leaderWorkerTemplate", "workerTemplate"),
     ),
-    queue_labels_on_pods=True,
+    # Not on its pod templates: Kueue's LWS pod reconciler (v0.17.0) makes a group's pods part of
+    # the group's Workload (pod-group name, prebuilt workload, role) only on a pod that has no
+    # queue label yet, and puts it there itself; a pod created with one is never ungated after
+    # the Workload is admitted (tests/cluster/test_kueue_e2e.py).
+    queue_labels_on_pods=False,
     quota_condition=None,
     # The leader StatefulSet (named as the LWS) and each group's worker StatefulSet; the LWS
     # controller itself reports FailedCreate on the LWS.
