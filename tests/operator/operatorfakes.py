@@ -91,9 +91,10 @@ class FakeClient:
         return []
 
     def list_scheduling(
-        self, namespace: str, name: str
+        self, namespace: str, names: list[str] | None = None
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """The engine's pods and FailedCreate events: ``pods`` / ``events`` as a test sets them."""
+        """The namespace's engine pods and FailedCreate events: ``pods`` / ``events`` as a test
+        sets them."""
         return list(self.pods), list(self.events)
 
     def __getattr__(self, name: str) -> Any:

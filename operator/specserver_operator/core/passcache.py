@@ -17,6 +17,18 @@ from typing import Any
 Generation = tuple[str, int]  # (uid, generation)
 
 
+@dataclass(frozen=True)
+class SchedulingRead:
+    """One read of a namespace's engine pods (grouped by their ``specserver.io/name`` label)
+    and its ``FailedCreate`` events; ``interval``: seconds to the next read while nothing
+    changes (observe.scheduling)."""
+
+    at: float
+    pods: dict[str, tuple[dict[str, Any], ...]]
+    events: tuple[dict[str, Any], ...]
+    interval: float
+
+
 @dataclass
 class PassCache:
     """Memoised inputs and results per SpecServer (by uid, and generation where it matters)."""
@@ -56,11 +68,12 @@ class PassCache:
     #: LeaderWorkerSet's template: its status is not about that template until someone (its
     #: controller) writes after it (status.lws_state)
     template_writes: dict[tuple[str, str, str], str] = field(default_factory=dict)
-    #: uid -> (when read, (pods, events), the interval to the next read, the workloads not
-    #: Ready then): what says why an engine workload is not Ready (observe.scheduling)
-    scheduling: dict[str, tuple[float, tuple[list[Any], list[Any]], float, tuple[Any, ...]]] = (
-        field(default_factory=dict)
-    )
+    #: uid -> (the workloads not Ready, when the pass first saw them so, namespace, child
+    #: name): which SpecServers wait for a read of why (observe.scheduling)
+    scheduling: dict[str, tuple[tuple[Any, ...], float, str, str]] = field(default_factory=dict)
+    #: namespace -> its engine pods (by name label) and FailedCreate events, one read shared by
+    #: every SpecServer of the namespace that waits (observe.scheduling)
+    scheduling_reads: dict[str, SchedulingRead] = field(default_factory=dict)
     #: optional child kinds the last LIST found no CRD for (client.KubeClient.absent_kinds)
     absent_kinds: frozenset[str] = frozenset()
     lock: threading.RLock = field(default_factory=threading.RLock)

@@ -55,7 +55,7 @@ class PassClient(Protocol):
     def list_autoscalers(self, namespace: str) -> list[AutoscalerRef]: ...
 
     def list_scheduling(
-        self, namespace: str, name: str
+        self, namespace: str, names: list[str] | None = None
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]: ...
 
     def apply(
@@ -155,11 +155,12 @@ class CachedClient:
         return self._base.list_autoscalers(namespace)
 
     def list_scheduling(
-        self, namespace: str, name: str
+        self, namespace: str, names: list[str] | None = None
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """An engine's pods and FailedCreate events: read only while a workload of it is not
-        Ready (observe.py), at most every few seconds; not watched, not cached here."""
-        return self._base.list_scheduling(namespace, name)
+        """The engine pods of SpecServers ``names`` and the namespace's FailedCreate events:
+        read only while a workload there is not Ready (observe.py), at most every few
+        seconds; not watched, not cached here."""
+        return self._base.list_scheduling(namespace, names)
 
     def post_event(
         self, involved: dict[str, Any], type_: str, reason: str, message: str, now: str

@@ -23,7 +23,6 @@ import urllib3
 from specserver_advisor.models import KIND
 from specserver_operator.core import kinds
 from specserver_operator.core.hashes import applied_hash, object_hash
-from specserver_operator.core.names import child_name
 from specserver_operator.kube import bodies as apibodies
 from specserver_operator.kube import deadline as calldeadline
 from specserver_operator.kube import decode as apidecode
@@ -96,6 +95,13 @@ def kept(items: list[Any]) -> list[Any]:
 CHILD_KINDS = (*kinds.WORKLOAD_KINDS, "Service")
 #: Child kinds that are CustomResources: a cluster without their CRD answers 404 to a LIST.
 OPTIONAL_KINDS = kinds.OPTIONAL_KINDS
+
+
+def name_selector(names: list[str] | None) -> str:
+    """The label selector of the engine pods of ``names`` (None: of every SpecServer)."""
+    if names is None:
+        return "specserver.io/name"
+    return f"specserver.io/name in ({','.join(names)})"
 
 
 class KubeClient:
@@ -449,29 +455,26 @@ class KubeClient:
         return out
 
     def list_scheduling(
-        self, namespace: str, name: str
+        self, namespace: str, names: list[str] | None = None
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """What says why an engine workload of the SpecServer ``name`` is not Ready: its engine
-        pods (label ``specserver.io/name``), slimmed to their gates, conditions and container
-        states (``slim_pod``), and the namespace's ``FailedCreate`` events (a quota refusal of
-        a StatefulSet's pods: blocked.py). One page of each (LIST_PAGE): bounded."""
-        selector = f"specserver.io/name={child_name(name)}"
-        pods = self.request(
-            "GET",
-            object_path("Pod", namespace),
-            f"Pod list in {namespace}",
-            params={"labelSelector": selector, "limit": LIST_PAGE},
-        )
+        """What says why engine workloads of a namespace are not Ready: the engine pods of the
+        SpecServers ``names`` (label ``specserver.io/name`` in them; None: every engine pod
+        of the namespace; every page), slimmed to their names, labels, gates, conditions
+        and container states (``slim_pod``), and its ``FailedCreate`` events (a quota refusal
+        of a StatefulSet's pods: blocked.py; one page, LIST_PAGE: bounded). One read serves
+        every SpecServer of the namespace (observe.scheduling)."""
+        pods = [
+            compact(slim_pod(p))
+            for page in self._pages("Pod", namespace, name_selector(names))
+            for p in page
+        ]
         events = self.request(
             "GET",
             object_path("Event", namespace),
             f"Event list in {namespace}",
             params={"fieldSelector": "reason=FailedCreate", "limit": LIST_PAGE},
         )
-        return (
-            [slim_pod(p) for p in kept(pods.get("items") or [])],
-            [slim_event(e) for e in kept(events.get("items") or [])],
-        )
+        return pods, [compact(slim_event(e)) for e in kept(events.get("items") or [])]
 
     def list_autoscalers(self, namespace: str) -> list[AutoscalerRef]:
         """(kind, name, target kind, target name) of HPAs and KEDA ScaledObjects."""

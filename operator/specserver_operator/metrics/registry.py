@@ -132,13 +132,19 @@ def count_query_errors(total: int) -> None:
     _QUERY_ERRORS_SEEN[0] = total
 
 
+#: Every reason ``specserver_switch_blocked`` has carried (a handful: blocked.py's causes), so
+#: that clearing one SpecServer's other reasons costs that handful, not a scan of every series.
+_BLOCKED_REASONS: set[str] = set()
+
+
 def set_blocked(namespace: str, name: str, reason: str | None) -> None:
     """``specserver_switch_blocked``: 1 for ``reason`` (None: not blocked), and no series for
     any other reason of this SpecServer (a cause that is gone is not left at 1)."""
     with SWITCH_BLOCKED.lock:
-        for key in [k for k in SWITCH_BLOCKED.values if k[:2] == (namespace, name)]:
-            if key[2] != reason:
-                del SWITCH_BLOCKED.values[key]
+        for other in _BLOCKED_REASONS - {reason}:
+            SWITCH_BLOCKED.values.pop((namespace, name, other), None)
+        if reason is not None:
+            _BLOCKED_REASONS.add(reason)
     if reason is not None:
         SWITCH_BLOCKED.labels(namespace, name, reason).set(1)
 

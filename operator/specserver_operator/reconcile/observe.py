@@ -24,7 +24,7 @@ from specserver_operator.core.drift import replicas as replicas_of
 from specserver_operator.core.kinds import SCALED_KINDS, STATUS_PENDING_KEY
 from specserver_operator.core.names import child_name
 from specserver_operator.core.observed import Autoscaler, ChildKey, Observed
-from specserver_operator.core.passcache import PassCache
+from specserver_operator.core.passcache import PassCache, SchedulingRead
 from specserver_operator.kube import secretgrants
 from specserver_operator.kube.cachedclient import PassClient
 from specserver_operator.kube.errors import ApiError, NotFoundError
@@ -43,6 +43,14 @@ AUTOSCALER_REFRESH_S = 60.0
 SCHEDULING_REFRESH_S = 10.0
 #: The longest interval between those lists while nothing they show changes.
 SCHEDULING_MAX_S = 160.0
+#: The shortest interval between two lists of one namespace (a SpecServer whose workloads
+#: changed after the last list waits at most this long for its own).
+SCHEDULING_SHARE_S = 2.0
+#: The most SpecServers whose pods one list names (``specserver.io/name in (...)``); past it
+#: the list takes every engine pod of the namespace (a selector stays a short URL).
+SCHEDULING_NAMES = 64
+#: The label every engine pod carries: the SpecServer's child name.
+NAME_LABEL = "specserver.io/name"
 
 
 def child_keys(name: str) -> list[ChildKey]:
@@ -150,12 +158,14 @@ def scheduling(
     now_ts: float,
     memo: PassCache,
 ) -> tuple[tuple[dict[str, Any], ...], tuple[dict[str, Any], ...]]:
-    """The engine's pods and FailedCreate events (``Observed.blocked`` reads them), listed
-    only while an owned engine workload is not Ready; none (and nothing kept) while every
-    workload is Ready. Read at once when such a workload appears or changes (its
-    resourceVersion), then every SCHEDULING_REFRESH_S, doubling up to SCHEDULING_MAX_S while
-    a read finds what the one before found (a fleet stuck Pending costs few LISTs).
-    Unreadable (no RBAC): none."""
+    """The engine's pods and the namespace's FailedCreate events (``Observed.blocked`` reads
+    them), only while an owned engine workload is not Ready; none (and nothing kept) while
+    every workload is Ready. One read of the namespace answers every SpecServer in it that
+    waits (a thousand Pending engines in one namespace cost one paged LIST, not a thousand):
+    read again when a SpecServer's waiting workloads appear or change (their resourceVersions)
+    after the last read, at most every SCHEDULING_SHARE_S, and otherwise every
+    SCHEDULING_REFRESH_S, doubling up to SCHEDULING_MAX_S while a read finds what the one
+    before found. Unreadable (no RBAC): none."""
     waiting = tuple(
         (kind, child, str(obj["metadata"].get("resourceVersion")))
         for (kind, child), obj in found.items()
@@ -167,16 +177,53 @@ def scheduling(
     if not waiting:
         memo.scheduling.pop(uid, None)
         return (), ()
-    cached = memo.scheduling.get(uid)
-    if cached is None or cached[3] != waiting or now_ts - cached[0] >= cached[2]:
-        try:
-            read = client.list_scheduling(namespace, name)
-        except (ApiError, NotFoundError):
-            read = cached[1] if cached else ([], [])
-        same = cached is not None and cached[3] == waiting and cached[1] == read
-        interval = min(cached[2] * 2, SCHEDULING_MAX_S) if same and cached else SCHEDULING_REFRESH_S
-        cached = memo.scheduling[uid] = (now_ts, read, interval, waiting)
-    return tuple(cached[1][0]), tuple(cached[1][1])
+    seen = memo.scheduling.get(uid)
+    if seen is None or seen[0] != waiting:
+        seen = memo.scheduling[uid] = (waiting, now_ts, namespace, child_name(name))
+    read = memo.scheduling_reads.get(namespace)
+    if read is None or _read_due(read, seen[1], now_ts):
+        backing_off = read is not None and read.at >= seen[1]  # nothing new waits: back off
+        names = sorted({s[3] for s in memo.scheduling.values() if s[2] == namespace})
+        read = _read_namespace(client, namespace, names, read if backing_off else None, now_ts)
+        memo.scheduling_reads[namespace] = read
+    return read.pods.get(child_name(name), ()), read.events
+
+
+def _read_due(read: SchedulingRead, changed_at: float, now_ts: float) -> bool:
+    """Whether the namespace is read again: its interval passed, or the read is older than a
+    change a SpecServer waits to see explained (but not twice within SCHEDULING_SHARE_S)."""
+    age = now_ts - read.at
+    return age >= read.interval or (read.at < changed_at and age >= SCHEDULING_SHARE_S)
+
+
+def _read_namespace(
+    client: PassClient,
+    namespace: str,
+    names: list[str],
+    before: SchedulingRead | None,
+    now_ts: float,
+) -> SchedulingRead:
+    """The engine pods of the SpecServers ``names`` that wait in the namespace (grouped by name
+    label; every engine pod of the namespace past SCHEDULING_NAMES of them) and its
+    FailedCreate events; the interval doubles when they are what ``before`` found (None: a
+    change, the base interval)."""
+    try:
+        pods, events = client.list_scheduling(
+            namespace, names if len(names) <= SCHEDULING_NAMES else None
+        )
+    except (ApiError, NotFoundError):
+        pods, events = [], []
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for pod in pods:
+        label = ((pod.get("metadata") or {}).get("labels") or {}).get(NAME_LABEL)
+        if label is not None:
+            grouped.setdefault(label, []).append(pod)
+    by_name = {k: tuple(v) for k, v in grouped.items()}
+    same = before is not None and before.pods == by_name and before.events == tuple(events)
+    interval = (
+        min(before.interval * 2, SCHEDULING_MAX_S) if same and before else SCHEDULING_REFRESH_S
+    )
+    return SchedulingRead(now_ts, by_name, tuple(events), interval)
 
 
 def validated(body: dict[str, Any], memo: PassCache) -> tuple[SpecServer | None, str | None]:

@@ -77,7 +77,7 @@ class Recording(KubeClient):
         return []
 
     def list_scheduling(
-        self, namespace: str, name: str
+        self, namespace: str, names: list[str] | None = None
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         self._note("list_scheduling")
         return [], []
@@ -98,7 +98,7 @@ CALLS: dict[str, tuple[Any, ...]] = {
     "get_configmap_data": ("ns", "cm"),
     "secret_exists": ("ns", "hf-token"),
     "list_autoscalers": ("ns",),
-    "list_scheduling": ("ns", "llm"),
+    "list_scheduling": ("ns",),
     "post_event": (SPECSERVER, "Normal", "Reason", "message", "2026-01-01T00:00:00Z"),
 }
 

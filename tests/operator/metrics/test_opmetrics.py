@@ -71,3 +71,16 @@ def test_per_specserver_series_cost_a_dict_entry_not_a_child_object() -> None:
     )
     assert per_specserver < 1000, per_specserver
     assert opmetrics.retain(set()) >= 3000
+
+
+def test_switch_blocked_keeps_one_reason_per_specserver() -> None:
+    values = opmetrics.SWITCH_BLOCKED.values
+    opmetrics.set_blocked("ns", "a", "Unschedulable")
+    opmetrics.set_blocked("ns", "b", "Unschedulable")
+    opmetrics.set_blocked("ns", "a", "QuotaExceeded")  # the cause moved: the old one goes
+    assert ("ns", "a", "Unschedulable") not in values
+    assert values[("ns", "a", "QuotaExceeded")][0] == 1
+    assert values[("ns", "b", "Unschedulable")][0] == 1  # another SpecServer's is kept
+    opmetrics.set_blocked("ns", "a", None)
+    assert not [k for k in values if k[:2] == ("ns", "a")]
+    opmetrics.set_blocked("ns", "b", None)

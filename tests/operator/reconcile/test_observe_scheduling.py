@@ -1,13 +1,16 @@
-"""observe.scheduling lists an engine's pods and events only while an owned engine workload is
-not Ready (a fleet at rest lists no pods): at once when such a workload appears or changes, then
-every SCHEDULING_REFRESH_S, doubling up to SCHEDULING_MAX_S while nothing read changes (a fleet
-stuck Pending costs few LISTs); an unreadable list (no RBAC) is no cause, not an error."""
+"""observe.scheduling lists a namespace's engine pods and FailedCreate events only while an
+owned engine workload there is not Ready (a fleet at rest lists no pods); one read answers every
+SpecServer of the namespace that waits (a thousand Pending engines cost one paged LIST, not a
+thousand); read again when a SpecServer's waiting workloads change after the last read (at most
+every SCHEDULING_SHARE_S), else every SCHEDULING_REFRESH_S, doubling up to SCHEDULING_MAX_S
+while nothing read changes; an unreadable list (no RBAC) is no cause, not an error."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from specserver_operator.core.passcache import PassCache
+from specserver_operator.kube.client import name_selector
 from specserver_operator.kube.errors import ApiError
 from specserver_operator.reconcile import observe
 
@@ -28,20 +31,30 @@ def workload(ready: int, owner: str = UID, version: str = "1") -> dict[str, Any]
     }
 
 
+def pod(owner: str) -> dict[str, Any]:
+    return {"metadata": {"name": f"{owner}-p", "labels": {"specserver.io/name": owner}}}
+
+
 class Lister:
-    def __init__(self, fail: bool = False) -> None:
+    def __init__(self, fail: bool = False, names: tuple[str, ...] = ("llm",)) -> None:
         self.calls = 0
         self.fail = fail
+        self.names = names
+        self.asked: list[Any] = []
 
-    def list_scheduling(self, namespace: str, name: str) -> tuple[list[Any], list[Any]]:
+    def list_scheduling(self, namespace: str, names: Any = None) -> tuple[list[Any], list[Any]]:
         self.calls += 1
+        self.asked.append(names)
         if self.fail:
             raise ApiError("pods is forbidden", 403)
-        return [{"metadata": {"name": "p"}}], []
+        return [pod(n) for n in self.names], []
 
 
-def read(client: Lister, found: dict[Any, Any], now: float, memo: PassCache) -> Any:
-    return observe.scheduling(client, "ns", "llm", UID, found, now, memo)  # type: ignore[arg-type]
+def read(
+    client: Lister, found: dict[Any, Any], now: float, memo: PassCache, name: str = "llm"
+) -> Any:
+    uid = UID if name == "llm" else f"uid-{name}"
+    return observe.scheduling(client, "ns", name, uid, found, now, memo)  # type: ignore[arg-type]
 
 
 def test_ready_workloads_list_nothing() -> None:
@@ -57,7 +70,7 @@ def test_not_ready_lists_at_most_every_refresh_backing_off_while_nothing_changes
     found = {("Deployment", "llm"): workload(0)}
     base = observe.SCHEDULING_REFRESH_S
     pods, _ = read(client, found, 100.0, memo)
-    assert pods == ({"metadata": {"name": "p"}},)
+    assert pods == (pod("llm"),)
     read(client, found, 100.0 + base / 2, memo)
     assert client.calls == 1
     # Read at 100 + base, then the same answer doubles the wait each time, up to the cap.
@@ -74,11 +87,62 @@ def test_not_ready_lists_at_most_every_refresh_backing_off_while_nothing_changes
     # The workload changes (its resourceVersion): read at once, back to the base interval.
     moved = {("Deployment", "llm"): workload(0, version="2")}
     before = client.calls
-    read(client, moved, now + 1.0, memo)
+    read(client, moved, reads[-1] + observe.SCHEDULING_SHARE_S, memo)
     assert client.calls == before + 1
-    assert memo.scheduling[UID][2] == base
-    read(client, {("Deployment", "llm"): workload(1)}, now + 2.0, memo)  # Ready: forgotten
+    assert memo.scheduling_reads["ns"].interval == base
+    read(client, {("Deployment", "llm"): workload(1)}, now + 200.0, memo)  # Ready: forgotten
     assert UID not in memo.scheduling
+
+
+def test_one_read_answers_every_specserver_of_the_namespace() -> None:
+    names = tuple(f"e{i}" for i in range(50))
+    client, memo = Lister(names=names), PassCache()
+    for i, name in enumerate(names):
+        found = {("Deployment", name): {**workload(0, owner=f"uid-{name}")}}
+        pods, _ = read(client, found, 100.0 + i * 0.01, memo, name)
+        assert pods == (pod(name),)  # its own pods only
+    # SpecServers that first waited after the read are answered by it now and by a new read
+    # once SCHEDULING_SHARE_S has passed; the rest wait for the interval.
+    assert client.calls == 1
+    later = 100.0 + observe.SCHEDULING_SHARE_S + 1.0
+    for name in names:
+        read(client, {("Deployment", name): workload(0, owner=f"uid-{name}")}, later, memo, name)
+    assert client.calls == 2
+    # Past SCHEDULING_NAMES waiting SpecServers, the list takes every engine pod of the
+    # namespace; below it, it names them (a fleet at rest beside them is not read).
+    assert client.asked[0] == ["e0"]
+    assert client.asked[1] == sorted(names)
+    few = Lister(names=("a", "b"))
+    memo = PassCache()
+    read(few, {("Deployment", "a"): workload(0, owner="uid-a")}, 0.0, memo, "a")
+    read(few, {("Deployment", "b"): workload(0, owner="uid-b")}, 5.0, memo, "b")
+    assert few.asked == [["a"], ["a", "b"]]
+
+
+def test_past_the_name_limit_every_engine_pod_is_listed() -> None:
+    names = tuple(f"e{i}" for i in range(observe.SCHEDULING_NAMES + 1))
+    client, memo = Lister(names=names), PassCache()
+    for i, name in enumerate(names):
+        read(client, {("Deployment", name): workload(0, owner=f"uid-{name}")}, i * 3.0, memo, name)
+    assert client.asked[-2] is not None and len(client.asked[-2]) == observe.SCHEDULING_NAMES
+    assert client.asked[-1] is None
+
+
+def test_the_selector_names_the_engines() -> None:
+    assert name_selector(["a", "b"]) == "specserver.io/name in (a,b)"
+    assert name_selector(None) == "specserver.io/name"
+
+
+def test_a_change_after_the_read_is_read_within_the_share_interval() -> None:
+    client, memo = Lister(), PassCache()
+    read(client, {("Deployment", "llm"): workload(0)}, 100.0, memo)
+    moved = {("Deployment", "llm"): workload(0, version="2")}
+    read(client, moved, 100.5, memo)  # too soon after the last read: that read answers
+    assert client.calls == 1
+    read(client, moved, 100.0 + observe.SCHEDULING_SHARE_S, memo)
+    assert client.calls == 2
+    read(client, moved, 100.0 + observe.SCHEDULING_SHARE_S + 1.0, memo)  # seen: no more
+    assert client.calls == 2
 
 
 def test_unreadable_is_no_cause() -> None:
