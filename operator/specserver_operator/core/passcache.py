@@ -27,6 +27,8 @@ class SchedulingRead:
     pods: dict[str, tuple[dict[str, Any], ...]]
     events: tuple[dict[str, Any], ...]
     interval: float
+    #: the SpecServers (child names) it was read for
+    names: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -109,6 +111,9 @@ class PassCache:
             ):
                 for uid in [u for u in by_uid if u not in uids]:
                     by_uid.pop(uid, None)
+            waiting = {ns for _, _, ns, _ in self.scheduling.values()}
+            for ns in [n for n in self.scheduling_reads if n not in waiting]:
+                self.scheduling_reads.pop(ns, None)
             kept = {id(server.spec) for _, server, _ in self.validated.values() if server}
             for digest in [d for d, spec in self.specs.items() if id(spec) not in kept]:
                 self.specs.pop(digest, None)

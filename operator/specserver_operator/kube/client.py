@@ -11,6 +11,7 @@ own are never overwritten) and only when their content hash changed (a resync wr
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import logging
 import threading
@@ -62,6 +63,9 @@ FIELD_MANAGER = "specserver"
 MANAGED_SELECTOR = "app.kubernetes.io/managed-by=specserver"
 #: Objects per LIST page (bounds the memory a cycle's reads take at once).
 LIST_PAGE = 250
+#: Pages of engine pods one scheduling read takes (pods labelled by anyone who can create pods
+#: in the namespace: bounded, as every LIST of theirs is).
+SCHEDULING_PAGES = 8
 #: Connections kept open to the API server (more at once are opened and then closed).
 POOL_CONNECTIONS = 12
 #: Total seconds one API call may take (connect, TLS, request, headers and body together;
@@ -459,13 +463,15 @@ class KubeClient:
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """What says why engine workloads of a namespace are not Ready: the engine pods of the
         SpecServers ``names`` (label ``specserver.io/name`` in them; None: every engine pod
-        of the namespace; every page), slimmed to their names, labels, gates, conditions
-        and container states (``slim_pod``), and its ``FailedCreate`` events (a quota refusal
-        of a StatefulSet's pods: blocked.py; one page, LIST_PAGE: bounded). One read serves
-        every SpecServer of the namespace (observe.scheduling)."""
+        of the namespace; at most SCHEDULING_PAGES pages), slimmed to their names, labels,
+        gates, conditions and container states (``slim_pod``), and its ``FailedCreate``
+        events (a quota refusal of a StatefulSet's pods: blocked.py; one page, LIST_PAGE:
+        bounded). One read serves every SpecServer of the namespace (observe.scheduling)."""
         pods = [
             compact(slim_pod(p))
-            for page in self._pages("Pod", namespace, name_selector(names))
+            for page in itertools.islice(
+                self._pages("Pod", namespace, name_selector(names)), SCHEDULING_PAGES
+            )
             for p in page
         ]
         events = self.request(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from dataclasses import replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -175,55 +176,70 @@ def scheduling(
         and not kinds.state(obj, replicas_of(obj) or 0)[0]
     )
     if not waiting:
-        memo.scheduling.pop(uid, None)
+        with memo.lock:
+            memo.scheduling.pop(uid, None)
         return (), ()
-    seen = memo.scheduling.get(uid)
-    if seen is None or seen[0] != waiting:
-        seen = memo.scheduling[uid] = (waiting, now_ts, namespace, child_name(name))
-    read = memo.scheduling_reads.get(namespace)
-    if read is None or _read_due(read, seen[1], now_ts):
+    child = child_name(name)
+    with memo.lock:  # handler passes run beside the cycle's: no iteration of a changing dict
+        seen = memo.scheduling.get(uid)
+        if seen is None or seen[0] != waiting:
+            seen = memo.scheduling[uid] = (waiting, now_ts, namespace, child)
+        read = memo.scheduling_reads.get(namespace)
+        due = read is None or _read_due(read, seen[1], now_ts, child)
+        names = sorted({s[3] for s in memo.scheduling.values() if s[2] == namespace}) if due else []
+    if due:
         backing_off = read is not None and read.at >= seen[1]  # nothing new waits: back off
-        names = sorted({s[3] for s in memo.scheduling.values() if s[2] == namespace})
-        read = _read_namespace(client, namespace, names, read if backing_off else None, now_ts)
-        memo.scheduling_reads[namespace] = read
-    return read.pods.get(child_name(name), ()), read.events
+        read = _read_namespace(client, namespace, names, read, backing_off, now_ts)
+        with memo.lock:
+            memo.scheduling_reads[namespace] = read
+    assert read is not None
+    return read.pods.get(child, ()), read.events
 
 
-def _read_due(read: SchedulingRead, changed_at: float, now_ts: float) -> bool:
-    """Whether the namespace is read again: its interval passed, or the read is older than a
-    change a SpecServer waits to see explained (but not twice within SCHEDULING_SHARE_S)."""
+def _read_due(read: SchedulingRead, changed_at: float, now_ts: float, child: str) -> bool:
+    """Whether the namespace is read again: its interval passed (or the clock stepped back),
+    or the read is older than a change a SpecServer waits to see explained or did not name
+    it (but not twice within SCHEDULING_SHARE_S)."""
     age = now_ts - read.at
-    return age >= read.interval or (read.at < changed_at and age >= SCHEDULING_SHARE_S)
+    unseen = read.at < changed_at or child not in read.names
+    return age < 0 or age >= read.interval or (unseen and age >= SCHEDULING_SHARE_S)
 
 
 def _read_namespace(
     client: PassClient,
     namespace: str,
     names: list[str],
-    before: SchedulingRead | None,
+    prior: SchedulingRead | None,
+    backing_off: bool,
     now_ts: float,
 ) -> SchedulingRead:
     """The engine pods of the SpecServers ``names`` that wait in the namespace (grouped by name
-    label; every engine pod of the namespace past SCHEDULING_NAMES of them) and its
-    FailedCreate events; the interval doubles when they are what ``before`` found (None: a
-    change, the base interval)."""
+    label, only theirs; every engine pod of the namespace is listed past SCHEDULING_NAMES of
+    them) and its FailedCreate events; the interval doubles when backing off and they are
+    what ``prior`` found. An unreadable list keeps what ``prior`` found (none: nothing)."""
     try:
         pods, events = client.list_scheduling(
             namespace, names if len(names) <= SCHEDULING_NAMES else None
         )
     except (ApiError, NotFoundError):
+        if prior is not None:
+            return replace(prior, at=now_ts, interval=SCHEDULING_REFRESH_S)
         pods, events = [], []
+    wanted = set(names)
     grouped: dict[str, list[dict[str, Any]]] = {}
     for pod in pods:
         label = ((pod.get("metadata") or {}).get("labels") or {}).get(NAME_LABEL)
-        if label is not None:
+        if label in wanted:
             grouped.setdefault(label, []).append(pod)
     by_name = {k: tuple(v) for k, v in grouped.items()}
-    same = before is not None and before.pods == by_name and before.events == tuple(events)
-    interval = (
-        min(before.interval * 2, SCHEDULING_MAX_S) if same and before else SCHEDULING_REFRESH_S
+    same = (
+        backing_off
+        and prior is not None
+        and prior.pods == by_name
+        and prior.events == tuple(events)
     )
-    return SchedulingRead(now_ts, by_name, tuple(events), interval)
+    interval = min(prior.interval * 2, SCHEDULING_MAX_S) if same and prior else SCHEDULING_REFRESH_S
+    return SchedulingRead(now_ts, by_name, tuple(events), interval, frozenset(names))
 
 
 def validated(body: dict[str, Any], memo: PassCache) -> tuple[SpecServer | None, str | None]:

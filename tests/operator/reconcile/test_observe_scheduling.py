@@ -100,13 +100,13 @@ def test_one_read_answers_every_specserver_of_the_namespace() -> None:
     for i, name in enumerate(names):
         found = {("Deployment", name): {**workload(0, owner=f"uid-{name}")}}
         pods, _ = read(client, found, 100.0 + i * 0.01, memo, name)
-        assert pods == (pod(name),)  # its own pods only
-    # SpecServers that first waited after the read are answered by it now and by a new read
-    # once SCHEDULING_SHARE_S has passed; the rest wait for the interval.
+        # the first read names only e0; the others wait for the next one (SCHEDULING_SHARE_S)
+        assert pods == ((pod(name),) if i == 0 else ())
     assert client.calls == 1
     later = 100.0 + observe.SCHEDULING_SHARE_S + 1.0
-    for name in names:
-        read(client, {("Deployment", name): workload(0, owner=f"uid-{name}")}, later, memo, name)
+    for name in names:  # one new read, naming all of them, answers every one
+        found = {("Deployment", name): workload(0, owner=f"uid-{name}")}
+        assert read(client, found, later, memo, name)[0] == (pod(name),)  # its own pods only
     assert client.calls == 2
     # Past SCHEDULING_NAMES waiting SpecServers, the list takes every engine pod of the
     # namespace; below it, it names them (a fleet at rest beside them is not read).
@@ -148,3 +148,39 @@ def test_a_change_after_the_read_is_read_within_the_share_interval() -> None:
 def test_unreadable_is_no_cause() -> None:
     client, memo = Lister(fail=True), PassCache()
     assert read(client, {("Deployment", "llm"): workload(0)}, 0.0, memo) == ((), ())
+
+
+def test_a_failed_read_keeps_what_the_last_one_found() -> None:
+    client, memo = Lister(), PassCache()
+    found = {("Deployment", "llm"): workload(0)}
+    assert read(client, found, 100.0, memo)[0] == (pod("llm"),)
+    client.fail = True
+    later = 100.0 + observe.SCHEDULING_REFRESH_S
+    assert read(client, found, later, memo)[0] == (pod("llm"),)  # not wiped by a 403/429
+    assert client.calls == 2
+
+
+def test_a_specserver_the_last_read_did_not_name_is_read_soon() -> None:
+    client, memo = Lister(names=("a", "b")), PassCache()
+    read(client, {("Deployment", "a"): workload(0, owner="uid-a")}, 100.0, memo, "a")
+    # b first waits at the very second of a's read (same timestamp): that read did not name it
+    b = {("Deployment", "b"): workload(0, owner="uid-b")}
+    assert read(client, b, 100.0, memo, "b")[0] == ()
+    assert read(client, b, 100.0 + observe.SCHEDULING_SHARE_S, memo, "b")[0] == (pod("b"),)
+    assert client.asked[-1] == ["a", "b"]
+
+
+def test_a_clock_stepped_back_reads_again() -> None:
+    client, memo = Lister(), PassCache()
+    found = {("Deployment", "llm"): workload(0)}
+    read(client, found, 100.0, memo)
+    read(client, found, 50.0, memo)
+    assert client.calls == 2
+
+
+def test_reads_of_a_namespace_nobody_waits_in_are_forgotten() -> None:
+    client, memo = Lister(), PassCache()
+    read(client, {("Deployment", "llm"): workload(0)}, 100.0, memo)
+    assert "ns" in memo.scheduling_reads
+    memo.prune(set())  # the SpecServer is gone
+    assert memo.scheduling_reads == {}
