@@ -87,30 +87,47 @@ def prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         server.down()
 
 
+BIND_ATTEMPTS = 5
+
+
+def _launch_simulator(args: tuple[str, ...]) -> Simulator:
+    port = free_loopback_port()
+    argv = [
+        sys.executable,
+        "-m",
+        "specserver_engine.cli",
+        "simulate",
+        *args,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return Simulator(f"http://127.0.0.1:{port}", port, proc)
+
+
 @pytest.fixture
 def start_simulator() -> Iterator[Any]:
     """Factory: start simulators with given SGLang args; all are stopped after the test."""
     started: list[Simulator] = []
 
     def start(*args: str, wait: bool = True) -> Simulator:
-        port = free_loopback_port()
-        argv = [
-            sys.executable,
-            "-m",
-            "specserver_engine.cli",
-            "simulate",
-            *args,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-        ]
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        sim = Simulator(f"http://127.0.0.1:{port}", port, proc)
-        started.append(sim)
-        if wait:
-            sim.wait_ready()
-        return sim
+        # The OS may hand the port just picked to another worker's connection before the
+        # simulator binds it: a bind refused that way is retried on a new port, nothing else is.
+        for attempt in range(BIND_ATTEMPTS):
+            sim = _launch_simulator(args)
+            started.append(sim)
+            if not wait:
+                return sim
+            try:
+                sim.wait_ready()
+            except AssertionError as exc:
+                if "address already in use" not in str(exc) or attempt == BIND_ATTEMPTS - 1:
+                    raise
+                continue
+            return sim
+        raise AssertionError("unreachable")
 
     yield start
     for sim in started:

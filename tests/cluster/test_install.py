@@ -32,8 +32,12 @@ def test_install_and_least_privilege(kube: KubeHandle) -> None:
     assert can("patch", "specservers.specserver.io/status")
     assert can("create", "deployments.apps") and can("patch", "services")
     assert can("create", "events") and can("get", "configmaps")
-    # No Secrets and no Pods (docs/security.md; test_tenant_isolation.py snapshots the rest).
-    assert not can("get", "secrets") and not can("list", "secrets") and not can("list", "pods")
+    # No Secrets; of Pods only `list`, for SwitchBlocked (docs/security.md; test_tenant_isolation.py
+    # snapshots the rest): no single pod read, no watch, no logs, no exec, nothing written.
+    assert not can("get", "secrets") and not can("list", "secrets")
+    assert can("list", "pods")
+    assert not can("get", "pods") and not can("watch", "pods") and not can("delete", "pods")
+    assert not can("get", "pods/log") and not can("create", "pods/exec")
     assert not can("create", "clusterroles.rbac.authorization.k8s.io")
     assert not can("create", "pods") and not can("update", "configmaps")
     assert can("create", "leases.coordination.k8s.io", "specserver-system")
