@@ -64,10 +64,11 @@ class Calibration:
     #: corpus's plain decode of big models (``perf.validation``; docs/advisor.md); on the
     #: L4 and the GB10 the fitted small-kernel work above is larger and binds instead.
     kernel_floor_s: float = 0.0000055
-    #: The same on AMD Instinct cards under HIP graphs (a slower launch path). First-principles,
-    #: not fitted: the corpus's AMD figures are read at a per-user speed the plain model does
-    #: not reach on those cards yet (docs/advisor.md), so they do not constrain it.
-    rocm_kernel_floor_s: float = 0.000008
+    #: The same on AMD Instinct cards under HIP graphs, per CDNA generation (the HIP launch
+    #: path and the aiter kernels SGLang picks differ between gfx942 and gfx950): fitted to
+    #: the corpus's AMD figures like the NVIDIA floor.
+    cdna3_kernel_floor_s: float = 0.000008
+    cdna4_kernel_floor_s: float = 0.000008
     #: The custom all-reduce's latency inside a node (one-shot: a peer write and a flag round
     #: trip over NVLink/NVSwitch or Infinity Fabric). Fitted to the corpus (TP 2-8 figures).
     allreduce_latency_s: float = 0.0000038
@@ -90,7 +91,8 @@ UNFITTED = (
     "schedule_s_per_step",
     "schedule_s_per_request",
     "kernel_floor_s",
-    "rocm_kernel_floor_s",
+    "cdna3_kernel_floor_s",
+    "cdna4_kernel_floor_s",
     "allreduce_latency_s",
     "nccl_latency_s",
     "internode_latency_s",
@@ -101,6 +103,8 @@ UNFITTED = (
 #: them alone; the corpus fit leaves the field's alone.
 CORPUS_FITTED = (
     "kernel_floor_s",
+    "cdna3_kernel_floor_s",
+    "cdna4_kernel_floor_s",
     "allreduce_latency_s",
     "internode_latency_s",
 )

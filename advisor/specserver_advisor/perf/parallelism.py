@@ -11,8 +11,9 @@ generation's minimum kernel time (the launch gap inside the graph, the ramp and 
 grid that does not fill the card) however fast the card computes: a card of ten times the
 TFLOPS does not run a top-k over 8 tokens ten times faster. ``layer_kernels`` counts them by
 mechanism from the model's shape (``ModelShape``: MLA or GQA, MoE with or without shared
-experts, an FP8 checkpoint), and ``Calibration.kernel_floor_s`` / ``rocm_kernel_floor_s``
-price each (NVIDIA, and AMD's HIP graphs, whose launch path is slower).
+experts, an FP8 checkpoint), and ``Calibration.kernel_floor_s`` (NVIDIA),
+``cdna3_kernel_floor_s`` and ``cdna4_kernel_floor_s`` (AMD's HIP graphs, per generation) price
+each.
 
 On the slow cards of the field figures (L4, GB10) the same kernels do real work at the card's
 rate (attention over the context, activations over the intermediate): there the fitted
@@ -127,7 +128,11 @@ class Parallel(Protocol):
 
 def kernel_floor_s(gpu: Gpu, cal: Calibration) -> float:
     """The shortest a latency-bound kernel takes in a graph replay on ``gpu``'s generation."""
-    return cal.rocm_kernel_floor_s if gpu.rocm else cal.kernel_floor_s
+    if gpu.generation == "cdna4":
+        return cal.cdna4_kernel_floor_s
+    if gpu.generation == "cdna3":
+        return cal.cdna3_kernel_floor_s
+    return cal.kernel_floor_s
 
 
 def layer_kernels(shape: ModelShape) -> tuple[int, int]:

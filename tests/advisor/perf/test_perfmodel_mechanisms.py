@@ -167,7 +167,7 @@ def test_the_layer_floor_counts_kernels_by_mechanism() -> None:
     h200 = dense_70b(8, "H200").scenario
     mi300 = dense_70b(8, "MI300X").scenario
     assert layer_launch_s(mi300, llama, cal) / layer_launch_s(h200, llama, cal) == pytest.approx(
-        cal.rocm_kernel_floor_s / cal.kernel_floor_s
+        cal.cdna3_kernel_floor_s / cal.kernel_floor_s
     )
 
 
