@@ -143,6 +143,8 @@ class Engine:
     labels: dict[str, str] = field(default_factory=dict)
     ready: bool = False
     terminating_since: float | None = None
+    #: its exit is in the agent's log (said once)
+    exit_logged: bool = False
 
     @property
     def url(self) -> str:
@@ -425,6 +427,11 @@ class Agent:
                 continue  # a worker: Ready since it started (report above)
             exited = engine.proc.poll() is not None
             ready = not exited and _ready(engine.url)
+            if exited and not engine.exit_logged:
+                # Reported Failed: the scheduler frees its GPUs for whatever is Pending.
+                engine.exit_logged = True
+                rc = engine.proc.returncode
+                print(f"engine {engine.namespace}/{engine.pod} exited ({rc})", flush=True)
             if ready != engine.ready or exited:
                 engine.ready = ready
                 self.report(engine, exited)

@@ -150,6 +150,17 @@ def scarce_stacks(
             s.stop()
             log = tmp_path / "operator.log"
             print(log.read_text()[-4000:] if log.exists() else "no operator log")
+            print_engine_logs(s.state)
+
+
+def print_engine_logs(state: Path) -> None:
+    """The node agent's log and each engine's last lines (an engine that exited frees its GPU:
+    the scheduler then places what was Pending, which a failure here must show)."""
+    agent = state / "agent.log"
+    print(agent.read_text()[-3000:] if agent.exists() else "no node agent log")
+    for engine in sorted((state / "agent").glob("*.log")):
+        print(f"--- {engine.name}")
+        print("\n".join(engine.read_text(errors="replace").splitlines()[-15:]))
 
 
 def pool(kube: KubeHandle) -> set[str]:
