@@ -65,8 +65,9 @@ class Calibration:
     #: L4 and the GB10 the fitted small-kernel work above is larger and binds instead.
     kernel_floor_s: float = 0.0000055
     #: The same on AMD Instinct cards under HIP graphs, per CDNA generation (the HIP launch
-    #: path and the aiter kernels SGLang picks differ between gfx942 and gfx950): fitted to
-    #: the corpus's AMD figures like the NVIDIA floor.
+    #: path and the aiter kernels SGLang picks differ between gfx942 and gfx950). The corpus
+    #: fit moves each on its own (``CORPUS_FITTED``); the defaults are still the one
+    #: first-principles ROCm floor, not that fit (docs/advisor.md says why).
     cdna3_kernel_floor_s: float = 0.000008
     cdna4_kernel_floor_s: float = 0.000008
     #: The custom all-reduce's latency inside a node (one-shot: a peer write and a flag round
