@@ -8,6 +8,8 @@ a Python re-implementation (issue 39):
 - the real kube-scheduler leaves a pod that asks for more GPUs than any node has Pending with its
   own ``Unschedulable`` condition, and binds one that fits to a node agent's node, whose agent
   runs it;
+- its resourceVersions are KEP-5504's comparable integers (the operator's cache keeps the newer
+  of two copies by them);
 - LeaderWorkerSet's real controller reconciles an LWS in the operator's shape: its StatefulSets
   and the group's pods appear, with LWS's env injected by its webhook, and the group goes Ready.
 """
@@ -15,6 +17,7 @@ a Python re-implementation (issue 39):
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import subprocess
 import sys
@@ -27,6 +30,7 @@ import yaml
 from test_operator_e2e import wait_for
 
 from specserver_advisor.structural import RULES, Maximum, MaxItems
+from specserver_operator.kube.informer import comparable, newer
 from stack import (
     QWEN_EAGLE3,
     REPO,
@@ -70,6 +74,22 @@ def test_kubectl_and_the_apiserver_are_the_release_built(kube: KubeHandle) -> No
     release = "v" + load_devcluster().KUBE_VERSION
     assert version["serverVersion"]["gitVersion"] == release
     assert version["clientVersion"]["gitVersion"] == release
+
+
+def test_the_apiservers_resource_versions_compare_as_the_operators_cache_assumes(
+    kube: KubeHandle, namespace: str
+) -> None:
+    # kube/informer.py keeps the newer of two copies by KEP-5504's rule: each write of one object
+    # gets a version of that form, greater than the one before.
+    versions = []
+    for value in ("a", "b", "c"):
+        doc = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "rv"}}
+        doc["data"] = {"k": value}
+        kube.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(doc))
+        got = kube.kubectl("get", "configmap", "rv", "-n", namespace, "-o", "json").stdout
+        versions.append(json.loads(got)["metadata"]["resourceVersion"])
+    assert all(comparable(v) is not None for v in versions), versions
+    assert all(newer(b, a) for a, b in itertools.pairwise(versions)), versions
 
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: r.field)

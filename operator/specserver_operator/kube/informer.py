@@ -4,12 +4,24 @@ kopf's ``on.event`` handlers (handlers.py) put every watch event here; the share
 (cycle.py) reads snapshots from it, so a cycle over a thousand SpecServers reads nothing from
 the API. The first cycle, and one every ``RESYNC_S``, LISTs instead and replaces the cache
 (priming it, and repairing anything a lost event left stale). Every write's answer is put back
-at once, so the next cycle never sees an older copy of what it wrote; a late event carrying an
-event older than our write (it arrives before the event of the version we wrote; versions are
-opaque and compared for equality only) is ignored. A LIST's copy of an object is older than
-anything the watch (or our own write) said about it after the LIST began: such an object keeps
-what the cache holds, and one deleted meanwhile stays deleted (a resync never resurrects a child
-deleted while it ran, which would hide the deletion until the next resync).
+at once, so the next cycle never sees an older copy of what it wrote; a late event carrying a
+copy older than what we wrote is ignored.
+
+Which of two copies is newer: resourceVersions of one resource are comparable integers since
+Kubernetes 1.35 (KEP-5504, stable: a positive decimal integer without leading zeros, compared by
+value), so the newer copy is kept whichever arrives first. Our write's answer can reach the cache
+after the watch has already delivered that version and the next one (the deployment controller
+writes its status at once; on a busy machine the watch thread runs first): storing the answer
+then would put an older copy back, and an older rule that waited for our own version's event
+skipped every later event for ``PENDING_S`` -- a standby's Ready status among them -- and left
+the cache stale until the next resync. Where a version is not of that form (an API server that
+does not follow KEP-5504) the watch's order decides: after we stored version V, events up to V's
+own are older than V and are skipped (for at most ``PENDING_S``).
+
+A LIST's copy of an object is older than anything the watch (or our own write) said about it
+after the LIST began (unless its version says it is newer): such an object keeps what the cache
+holds, and one deleted meanwhile stays deleted (a resync never resurrects a child deleted while
+it ran, which would hide the deletion until the next resync).
 
 Every string of a cached object is interned (``apiobjects.compact``; a LIST's objects come so
 from the client, page by page): a thousand SpecServers repeat the same keys, reasons and messages,
@@ -45,6 +57,22 @@ def trimmed(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
     return kept
 
 
+def comparable(version: str | None) -> int | None:
+    """A resourceVersion's value where it is of KEP-5504's form (a positive decimal integer with
+    no leading zero), else None (only equality means anything then)."""
+    if version and version.isascii() and version.isdigit() and version[0] != "0":
+        return int(version)
+    return None
+
+
+def newer(a: str | None, b: str | None) -> bool | None:
+    """Whether version ``a`` is newer than ``b`` (None: they cannot be compared)."""
+    va, vb = comparable(a), comparable(b)
+    if va is None or vb is None:
+        return None
+    return va > vb
+
+
 def _identity(obj: dict[str, Any] | None) -> tuple[Any, ...] | None:
     """What a spec change moves: generation, labels and annotations (not status)."""
     if obj is None:
@@ -68,8 +96,9 @@ class ObjectCache:
 
     def put(self, kind: str, obj: dict[str, Any], written: bool = False) -> bool:
         """Store an object: ``written`` for the answer of our own write or a fresh GET, else a
-        watch event. resourceVersions are opaque, so order comes from the watch itself: after
-        we stored version V, events up to V's own are older than V and are skipped.
+        watch event. The newer of the cached copy and this one is kept (KEP-5504 versions);
+        versions that cannot be compared are ordered by the watch itself: after we stored
+        version V, events up to V's own are older than V and are skipped.
 
         Returns:
             True when the object is new to the cache or its generation, labels or annotations
@@ -86,6 +115,13 @@ class ObjectCache:
             cached = self.objects.get(key)
             if self.listing:
                 self.touched.add(key)
+            order = None if cached is None else newer(version, _version(cached))
+            if order is not None:  # KEP-5504: the newer copy wins, whoever brought it
+                self.pending.pop(key, None)
+                if not order:
+                    return False
+                self.objects[key] = new
+                return _identity(cached) != _identity(new)
             if written:
                 if version is not None and (cached is None or _version(cached) != version):
                     self.pending[key] = (version, now)
@@ -133,10 +169,13 @@ class ObjectCache:
         or our own write touched after the LIST began: those keep what the cache holds
         (created meanwhile: kept; deleted meanwhile: stay gone)."""
         with self.lock:
-            newer = self.touched
-            objects = {key: self.objects[key] for key in newer if key in self.objects}
+            touched = self.touched
+            objects = {key: self.objects[key] for key in touched if key in self.objects}
             for key, obj in listed.items():
-                if key not in newer:
+                kept = objects.get(key)
+                if key not in touched or (
+                    kept is not None and newer(_version(obj), _version(kept))
+                ):
                     objects[key] = obj  # the client compacted it (client.list_*)
                     self.pending.pop(key, None)
             self.objects = objects

@@ -1,11 +1,12 @@
 """The watch-fed object cache: what we wrote is not replaced by a late, older event, LISTs repair,
-kopf's notes are dropped. resourceVersions are opaque (compared for equality only)."""
+kopf's notes are dropped. Of two copies the newer is kept where versions compare (KEP-5504, stable
+since Kubernetes 1.35); where they do not, the watch's order decides (equality only)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from specserver_operator.kube.informer import ObjectCache
+from specserver_operator.kube.informer import ObjectCache, comparable, newer
 
 
 def deployment(rv: str, replicas: int) -> dict[str, Any]:
@@ -47,6 +48,45 @@ def named(rv: str, replicas: int, name: str) -> dict[str, Any]:
     obj = deployment(rv, replicas)
     obj["metadata"]["name"] = name
     return obj
+
+
+def test_our_answer_arriving_after_newer_events_does_not_put_an_older_copy_back() -> None:
+    # The watch delivered our write (20) and the controller's status write after it (21) before
+    # the write's answer reached the cache: the answer is older than what the cache holds.
+    cache = ObjectCache()
+    cache.observe("Deployment", {"type": "MODIFIED", "object": deployment("20", 1)})
+    cache.observe("Deployment", {"type": "MODIFIED", "object": deployment("21", 1)})
+    cache.put("Deployment", deployment("20", 0), written=True)
+    assert cache.get("Deployment", "llm", "x")["status"] == {"readyReplicas": 1}  # type: ignore[index]
+    # ... and the standby's Ready status a few seconds later is taken at once (the version we
+    # wrote will never come again: an older rule skipped every event until the next resync).
+    ready = deployment("22", 1)
+    ready["status"] = {"readyReplicas": 1, "updatedReplicas": 1}
+    cache.observe("Deployment", {"type": "MODIFIED", "object": ready})
+    assert cache.get("Deployment", "llm", "x")["status"]["updatedReplicas"] == 1  # type: ignore[index]
+
+
+def test_comparable_versions_are_kep_5504s_positive_integers_compared_by_value() -> None:
+    assert newer("100", "99") is True and newer("99", "100") is False
+    assert newer("7", "7") is False
+    for odd in ("", None, "0", "007", "a00", "12a", "\uff11\uff12"):
+        assert comparable(odd) is None
+        assert newer(odd, "5") is None
+
+
+def test_a_list_older_than_an_event_during_it_keeps_the_event_and_a_newer_list_wins() -> None:
+    cache = ObjectCache()
+    cache.list_began()
+    cache.observe("Deployment", {"type": "MODIFIED", "object": deployment("40", 4)})
+    cache.observe("Deployment", {"type": "MODIFIED", "object": named("41", 1, "y")})
+    cache.replace(
+        {
+            ("Deployment", "llm", "x"): deployment("39", 1),  # read before the event
+            ("Deployment", "llm", "y"): named("45", 3, "y"),  # read after it
+        }
+    )
+    assert cache.get("Deployment", "llm", "x")["spec"]["replicas"] == 4  # type: ignore[index]
+    assert cache.get("Deployment", "llm", "y")["spec"]["replicas"] == 3  # type: ignore[index]
 
 
 def test_a_child_deleted_while_a_list_ran_stays_deleted() -> None:
