@@ -28,7 +28,8 @@ def specserver(name: str, generation: int = 1) -> dict[str, Any]:
             "namespace": "llm",
             "uid": f"uid-{name}",
             "generation": generation,
-            "resourceVersion": "1",
+            # A new generation is a new write: its version is newer (the cache keeps the newer).
+            "resourceVersion": str(generation),
         },
         "spec": {},
     }
