@@ -95,14 +95,19 @@ def build(corpus: Mapping[str, Any], configs: Callable[[str], dict[str, Any]]) -
             concurrency=[concurrency],
         )
         plan = make_plan(inputs)
-        tp = int(plan.scenario.tp_size)
+        scenario = plan.scenario
+        if setup.get("varied_lengths"):
+            # The benchmark's lengths vary (a random range, real answers): requests finish
+            # and arrive at different steps, so new prompts' prefills interrupt the decodes.
+            scenario = replace(scenario, staggered=True)
+        tp = int(scenario.tp_size)
         out.append(
             Figure(
                 f["source"],
                 f["label"],
                 f["metric"],
                 float(f["value"]),
-                plan.scenario,
+                scenario,
                 plan.cap_on,
                 plan.cap_off,
                 concurrency,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import fields
+from typing import Any
 
 import pytest
 
@@ -186,3 +187,32 @@ def test_a_fixed_set_sent_at_once_runs_at_most_the_servers_cap() -> None:
     assert validation.batch_tok_s(burst, True, DEFAULT_CALIBRATION) == pytest.approx(
         validation.batch_tok_s(at_cap, True, DEFAULT_CALIBRATION)
     )
+
+
+def test_a_benchmark_whose_lengths_vary_has_its_decodes_interrupted_by_new_prompts() -> None:
+    """A setup whose client draws lengths from a range (``varied_lengths``: SGLang's cookbook at
+    the default range ratio, InferenceX at 0.8) has requests finishing and arriving at different
+    steps: each new prompt's prefill runs ahead of the decodes in flight, which a TPOT at a
+    batch pays; one request alone has nobody's prefill in its way. A fixed-length setup arrives
+    in waves and pays none."""
+    corpus = load_corpus()
+    figs = validation.build(corpus, model_config)
+    varied = [f for f in figs if corpus["setups"][setup_of(corpus, f)].get("varied_lengths")]
+    assert {f.source for f in varied} >= {"sglang", "inferencex"}
+    cal = DEFAULT_CALIBRATION
+    for fig in (f for f in varied if f.metric == "tpot_ms"):
+        scn = fig.scenario
+        assert scn.staggered
+        p = predict(scn, fig.concurrency, fig.cap_off, False, cal)
+        if fig.concurrency == 1:
+            assert p.tpot_ms == pytest.approx(p.step_s * 1000)
+        else:
+            assert p.tpot_ms > p.step_s * 1000
+            waves = predict(
+                dataclasses.replace(scn, staggered=False), fig.concurrency, fig.cap_off, False, cal
+            )
+            assert waves.tpot_ms == pytest.approx(waves.step_s * 1000)
+
+
+def setup_of(corpus: dict[str, Any], fig: validation.Figure) -> str:
+    return next(f["setup"] for f in corpus["figures"] if f["label"] == fig.label)
