@@ -60,7 +60,7 @@ class PassClient(Protocol):
 
     def apply(
         self, obj: dict[str, Any], desired_hash: str | None = None, force: bool = False
-    ) -> bool: ...
+    ) -> dict[str, Any] | None: ...
 
     def delete(self, kind: str, namespace: str, name: str) -> None: ...
 
@@ -121,13 +121,13 @@ class CachedClient:
 
     def apply(
         self, obj: dict[str, Any], desired_hash: str | None = None, force: bool = False
-    ) -> bool:
+    ) -> dict[str, Any] | None:
         meta = obj["metadata"]
         current = None if force else self.get(obj["kind"], meta["namespace"], meta["name"])
         written = self._base.apply_over(obj, current, desired_hash)
         if written is not None:
             self._cache.put(obj["kind"], written, written=True)
-        return written is not None
+        return written
 
     def delete(self, kind: str, namespace: str, name: str) -> None:
         self._base.delete(kind, namespace, name)

@@ -341,12 +341,13 @@ class KubeClient:
 
     def apply(
         self, obj: dict[str, Any], desired_hash: str | None = None, force: bool = False
-    ) -> bool:
+    ) -> dict[str, Any] | None:
         """Server-side apply ``obj`` unless its content hash is already there (``force``: even
-        then, to repair a hand edit); True if written."""
+        then, to repair a hand edit); the written object (the API's answer), None if nothing
+        was written."""
         meta = obj["metadata"]
         current = None if force else self.get(obj["kind"], meta["namespace"], meta["name"])
-        return self.apply_over(obj, current, desired_hash) is not None
+        return self.apply_over(obj, current, desired_hash)
 
     def apply_over(
         self, obj: dict[str, Any], current: dict[str, Any] | None, desired_hash: str | None = None

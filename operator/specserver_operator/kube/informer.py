@@ -45,7 +45,7 @@ PENDING_S = 30.0
 
 
 def _version(obj: dict[str, Any]) -> str | None:
-    """The resourceVersion: opaque, so only ever compared for equality."""
+    """The resourceVersion (ordered by ``newer`` where it is of KEP-5504's form)."""
     version = (obj.get("metadata") or {}).get("resourceVersion")
     return str(version) if version else None
 
@@ -57,11 +57,13 @@ def trimmed(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
     return kept
 
 
-def comparable(version: str | None) -> int | None:
-    """A resourceVersion's value where it is of KEP-5504's form (a positive decimal integer with
-    no leading zero), else None (only equality means anything then)."""
+def comparable(version: str | None) -> tuple[int, str] | None:
+    """A resourceVersion's order key where it is of KEP-5504's form (a positive decimal integer
+    with no leading zero: by length, then digit by digit, as client-go's
+    ``CompareResourceVersion``; no ``int()`` of an unbounded string), else None (only equality
+    means anything then)."""
     if version and version.isascii() and version.isdigit() and version[0] != "0":
-        return int(version)
+        return (len(version), version)
     return None
 
 
@@ -92,6 +94,9 @@ class ObjectCache:
         self.pending: dict[Key, tuple[str, float]] = {}
         #: keys put or removed while a LIST runs (``list_began`` .. ``replace``)
         self.touched: set[Key] = set()
+        #: the version of each watched deletion since the last LIST: a copy older than it (our
+        #: write's answer, a fresh GET, arriving late) is not put back
+        self.deleted: dict[Key, str] = {}
         self.listing = False
 
     def put(self, kind: str, obj: dict[str, Any], written: bool = False) -> bool:
@@ -115,6 +120,11 @@ class ObjectCache:
             cached = self.objects.get(key)
             if self.listing:
                 self.touched.add(key)
+            if cached is None and key in self.deleted:
+                gone = newer(version, self.deleted[key])
+                if gone is False:
+                    return False  # older than its deletion: it stays deleted
+                self.deleted.pop(key, None)
             order = None if cached is None else newer(version, _version(cached))
             if order is not None:  # KEP-5504: the newer copy wins, whoever brought it
                 self.pending.pop(key, None)
@@ -135,11 +145,15 @@ class ObjectCache:
             return _identity(cached) != _identity(new)
 
     def remove(self, kind: str, namespace: str, name: str) -> None:
+        """Our own delete: the object leaves the cache."""
         with self.lock:
-            self.objects.pop((kind, namespace, name), None)
-            self.pending.pop((kind, namespace, name), None)
-            if self.listing:
-                self.touched.add((kind, namespace, name))
+            self._drop((kind, namespace, name))
+
+    def _drop(self, key: Key) -> None:
+        self.objects.pop(key, None)
+        self.pending.pop(key, None)
+        if self.listing:
+            self.touched.add(key)
 
     def observe(self, kind: str, event: dict[str, Any]) -> bool:
         """A kopf watch event (``type`` ADDED/MODIFIED/DELETED, or None while listing); True
@@ -147,9 +161,22 @@ class ObjectCache:
         obj = event.get("object") or {}
         if event.get("type") == "DELETED":
             meta = obj.get("metadata") or {}
-            self.remove(kind, meta.get("namespace") or "", meta.get("name") or "")
+            self.removed(kind, meta.get("namespace") or "", meta.get("name") or "", _version(obj))
             return False
         return self.put(kind, obj)
+
+    def removed(self, kind: str, namespace: str, name: str, version: str | None) -> None:
+        """A watched deletion at ``version``: the object leaves the cache unless the copy there
+        is newer (recreated under the same name, our write's answer first), and a later copy
+        older than the deletion is not put back."""
+        key = (kind, namespace, name)
+        with self.lock:
+            cached = self.objects.get(key)
+            if cached is not None and newer(_version(cached), version):
+                return
+            self._drop(key)
+            if comparable(version) is not None:
+                self.deleted[key] = str(version)
 
     def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         with self.lock:
@@ -179,6 +206,7 @@ class ObjectCache:
                     objects[key] = obj  # the client compacted it (client.list_*)
                     self.pending.pop(key, None)
             self.objects = objects
+            self.deleted = {k: v for k, v in self.deleted.items() if k in touched}
             self.listing, self.touched = False, set()
             self.pending = {k: v for k, v in self.pending.items() if k in objects}
             self.synced_at = time.monotonic()

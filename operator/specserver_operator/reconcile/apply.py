@@ -80,7 +80,8 @@ def apply_plan(
                 continue
             if applied:
                 out.written += 1
-                note_template_write(client, memo, observed.child(kind, child), kind, ns, child)
+                before = observed.child(kind, child)
+                note_template_write(client, memo, before, applied, kind, ns, child)
                 if write.repair is not None:
                     log.info("%s: repaired %s %s (%s)", ns, kind, child, write.repair)
                     message = f"{kind} {child} was edited ({write.repair}); restored"

@@ -29,6 +29,7 @@ from specserver_operator.core.passcache import PassCache, SchedulingRead
 from specserver_operator.kube import secretgrants
 from specserver_operator.kube.cachedclient import PassClient
 from specserver_operator.kube.errors import ApiError, NotFoundError
+from specserver_operator.kube.informer import newer
 from specserver_operator.reconcile import configsource
 from specserver_operator.reconcile.runsettings import Settings
 from specserver_operator.reconcile.signals import SignalCache
@@ -72,30 +73,40 @@ def observe_children(
         obj = client.get(kind, namespace, child)
         key = (kind, namespace, child)
         if obj is not None and key in memo.template_writes:
-            if memo.template_writes[key] == obj["metadata"].get("resourceVersion"):
-                obj = {**obj, STATUS_PENDING_KEY: True}
-            else:
+            if written_since(obj["metadata"].get("resourceVersion"), memo.template_writes[key]):
                 memo.template_writes.pop(key, None)  # its controller wrote since
+            else:
+                obj = {**obj, STATUS_PENDING_KEY: True}
         found[(kind, child)] = obj
     deployed = any(obj is not None for (kind, _), obj in found.items() if kind in SCALED_KINDS)
     return found, autoscalers(client, namespace, now_ts, memo) if deployed else None
+
+
+def written_since(current: Any, noted: str) -> bool:
+    """Whether the object at version ``current`` was written after our write at ``noted``: a
+    newer version (KEP-5504), or, where versions do not compare, any other one."""
+    order = newer(None if current is None else str(current), noted)
+    return order if order is not None else str(current) != noted
 
 
 def note_template_write(
     client: PassClient,
     memo: PassCache,
     before: dict[str, Any] | None,
+    answer: Any,
     kind: str,
     namespace: str,
     name: str,
 ) -> None:
     """After the operator wrote a LeaderWorkerSet: when its generation moved (a new template
-    or size), note the resourceVersion it has now, so its status counts only once written
-    after it (``observe_children``)."""
+    or size), note the resourceVersion of the write (``answer``, the API's; read back where a
+    client gave none), so its status counts only once written after it
+    (``observe_children``). Not the cache's copy: the watch may already have brought the
+    controller's status write that followed ours, which would then read as ours."""
     workload = kinds.KINDS.get(kind)
     if workload is None or not workload.status_after_write or before is None:
         return
-    after = client.get(kind, namespace, name)
+    after = answer if isinstance(answer, dict) else client.get(kind, namespace, name)
     if after is None:
         return
     meta = after["metadata"]

@@ -202,3 +202,31 @@ def test_cached_objects_share_one_copy_of_each_repeated_string() -> None:
     ca, cb = a["status"]["conditions"][0], b["status"]["conditions"][0]
     assert ca["message"] is cb["message"] and ca["reason"] is cb["reason"]
     assert a["metadata"]["namespace"] is b["metadata"]["namespace"]
+
+
+def test_a_copy_older_than_a_watched_deletion_stays_deleted() -> None:
+    # Our write's answer (or a fresh GET) at 30 reaches the cache after the watch's DELETED at
+    # 31: the object is gone, not back until the next resync.
+    cache = ObjectCache()
+    cache.observe("Deployment", {"type": "ADDED", "object": deployment("29", 1)})
+    cache.observe("Deployment", {"type": "DELETED", "object": deployment("31", 1)})
+    cache.put("Deployment", deployment("30", 2), written=True)
+    assert cache.get("Deployment", "llm", "x") is None
+    # Created again under the same name: a newer version, in the cache at once.
+    cache.put("Deployment", deployment("35", 3), written=True)
+    assert cache.get("Deployment", "llm", "x")["spec"]["replicas"] == 3  # type: ignore[index]
+
+
+def test_a_late_deletion_of_the_old_object_does_not_hide_the_recreated_one() -> None:
+    cache = ObjectCache()
+    cache.put("Deployment", deployment("40", 2), written=True)  # recreated: our answer first
+    cache.observe("Deployment", {"type": "DELETED", "object": deployment("38", 1)})
+    assert cache.get("Deployment", "llm", "x")["spec"]["replicas"] == 2  # type: ignore[index]
+    # A deletion after it does remove it.
+    cache.observe("Deployment", {"type": "DELETED", "object": deployment("41", 2)})
+    assert cache.get("Deployment", "llm", "x") is None
+
+
+def test_a_version_longer_than_any_integer_python_parses_still_compares() -> None:
+    long = "9" * 5000
+    assert newer("1" + "0" * 5000, long) is True and newer(long, "1" + "0" * 5000) is False

@@ -277,7 +277,7 @@ def test_a_template_write_is_not_ready_until_its_controller_writes_after_it() ->
     written = copy.deepcopy(before)
     written["metadata"].update(generation=2, resourceVersion="11")  # our template write
     store[(LWS, "llm", "deepseek-v3-2node-lws")] = written
-    note_template_write(client, memo, before, LWS, "llm", "deepseek-v3-2node-lws")
+    note_template_write(client, memo, before, written, LWS, "llm", "deepseek-v3-2node-lws")
     found, _ = observe_children(client, "llm", "deepseek-v3-2node", NOW_TS, memo)
     assert not corestatus.deployment_state(found[(LWS, "deepseek-v3-2node-lws")], 1)[0]
     reported = copy.deepcopy(written)
@@ -285,6 +285,40 @@ def test_a_template_write_is_not_ready_until_its_controller_writes_after_it() ->
     store[(LWS, "llm", "deepseek-v3-2node-lws")] = reported
     found, _ = observe_children(client, "llm", "deepseek-v3-2node", NOW_TS, memo)
     assert corestatus.deployment_state(found[(LWS, "deepseek-v3-2node-lws")], 1)[0]
+
+
+def test_the_controllers_write_seen_before_our_answer_is_not_taken_for_ours() -> None:
+    """The watch can bring the controller's status write (12) into the cache before the
+    operator notes its own template write (11): the note is the write's answer, so the status
+    at 12 counts (reading the cache back would note 12 and wait forever for a later write)."""
+    from specserver_operator.reconcile.observe import note_template_write, observe_children
+
+    memo = PassCache()
+    key = (LWS, "llm", "deepseek-v3-2node-lws")
+    before = {
+        "kind": LWS,
+        "metadata": {"name": key[2], "generation": 1, "resourceVersion": "10"},
+        "status": {"readyReplicas": 1, "updatedReplicas": 1},
+    }
+    answer = copy.deepcopy(before)
+    answer["metadata"].update(generation=2, resourceVersion="11")
+    reported = copy.deepcopy(answer)
+    reported["metadata"]["resourceVersion"] = "12"
+    store = {key: reported}  # the cache already holds the controller's write
+
+    class Client:
+        def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+            return store.get((kind, namespace, name))
+
+        def list_autoscalers(self, namespace: str) -> list[Any]:
+            return []
+
+    client: Any = Client()
+    note_template_write(client, memo, before, answer, LWS, "llm", key[2])
+    assert memo.template_writes[key] == "11"
+    found, _ = observe_children(client, "llm", "deepseek-v3-2node", NOW_TS, memo)
+    assert corestatus.deployment_state(found[(LWS, key[2])], 1)[0]
+    assert key not in memo.template_writes
 
 
 def test_no_leaderworkerset_crd_is_a_clear_condition_and_no_write() -> None:
