@@ -253,6 +253,19 @@ def test_lws_readiness_reads_ready_and_updated_groups() -> None:
     assert (ready, progressing) == (False, True) and "not reported" in message
 
 
+class StoreClient:
+    """What ``observe_children`` reads: children from a dict (the cache), no autoscalers."""
+
+    def __init__(self, store: dict[tuple[str, str, str], dict[str, Any]]) -> None:
+        self.store = store
+
+    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.store.get((kind, namespace, name))
+
+    def list_autoscalers(self, namespace: str) -> list[Any]:
+        return []
+
+
 def test_a_template_write_is_not_ready_until_its_controller_writes_after_it() -> None:
     """LWS reports no observedGeneration: the status of the template before the operator's
     write must not count as the new template's (observe.py marks it until a later write)."""
@@ -266,14 +279,7 @@ def test_a_template_write_is_not_ready_until_its_controller_writes_after_it() ->
     }
     store = {(LWS, "llm", "deepseek-v3-2node-lws"): before}
 
-    class Client:
-        def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-            return store.get((kind, namespace, name))
-
-        def list_autoscalers(self, namespace: str) -> list[Any]:
-            return []
-
-    client: Any = Client()
+    client: Any = StoreClient(store)
     written = copy.deepcopy(before)
     written["metadata"].update(generation=2, resourceVersion="11")  # our template write
     store[(LWS, "llm", "deepseek-v3-2node-lws")] = written
@@ -306,14 +312,7 @@ def test_the_controllers_write_seen_before_our_answer_is_not_taken_for_ours() ->
     reported["metadata"]["resourceVersion"] = "12"
     store = {key: reported}  # the cache already holds the controller's write
 
-    class Client:
-        def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-            return store.get((kind, namespace, name))
-
-        def list_autoscalers(self, namespace: str) -> list[Any]:
-            return []
-
-    client: Any = Client()
+    client: Any = StoreClient(store)
     note_template_write(client, memo, before, answer, LWS, "llm", key[2])
     assert memo.template_writes[key] == "11"
     found, _ = observe_children(client, "llm", "deepseek-v3-2node", NOW_TS, memo)
