@@ -52,7 +52,9 @@ class Figure:
 
     @property
     def kind(self) -> str:
-        """plain, speed-up, loss or parity (ratios of speculation on/off)."""
+        """plain, speed-up, loss or parity (ratios of speculation on/off), or ttft."""
+        if self.metric == "ttft_ms":
+            return "ttft"
         if not self.metric.startswith("speedup"):
             return "spec" if self.speculative else "plain"
         if abs(self.value - 1.0) <= PARITY:
@@ -203,6 +205,10 @@ def predict_figure(fig: Figure, cal: Calibration) -> float:
     scn, c = fig.scenario, fig.concurrency
     if fig.metric == "tpot_ms":
         return predict(scn, c, fig.cap_off, False, cal).tpot_ms
+    if fig.metric == "ttft_ms":
+        # sglang.bench_serving's mean TTFT at ``c`` in flight: the wait for a slot and for the
+        # step in flight, then the prompt's prefill.
+        return predict(scn, c, fig.cap_off, False, cal).ttft_ms
     if fig.metric == "e2e_ms":
         # A request's mean end-to-end latency at ``c`` in flight (sglang.bench_serving's
         # --max-concurrency): its wait and prefill, then its answer at the running TPOT.
@@ -220,6 +226,12 @@ def predict_figure(fig: Figure, cal: Calibration) -> float:
     raise ValueError(f"unknown metric {fig.metric!r}")
 
 
+#: Kinds of figure scored but not fitted: no corpus-fitted constant prices what they measure
+#: (a TTFT is the wait and the prefill, whose cost comes from the field's prefill efficiency
+#: and the prompt's FLOPs), so fitting them would only bend the decode constants towards them.
+SCORED_ONLY = ("ttft",)
+
+
 def loss(figs: list[Figure], cal: Calibration) -> float:
     """Mean squared log error over ``figs``."""
     errors = [math.log(max(predict_figure(f, cal), 1e-9) / f.value) ** 2 for f in figs]
@@ -227,7 +239,9 @@ def loss(figs: list[Figure], cal: Calibration) -> float:
 
 
 def fit(figs: list[Figure], start: Calibration = PRIOR, rounds: int = 4) -> Calibration:
-    """Coordinate search in log space over ``CORPUS_FITTED`` only, on ``figs``."""
+    """Coordinate search in log space over ``CORPUS_FITTED`` only, on ``figs`` but the
+    ``SCORED_ONLY`` kinds."""
+    figs = [f for f in figs if f.kind not in SCORED_ONLY]
     best, best_loss = start, loss(figs, start)
     names = [f.name for f in fields(Calibration) if f.name in CORPUS_FITTED]
     for r in range(rounds):
@@ -267,7 +281,8 @@ class Scored:
 def leave_one_source_out(
     figs: list[Figure], start: Calibration = PRIOR, rounds: int = 4
 ) -> tuple[Calibration, list[Scored]]:
-    """The fit on every figure, and each figure predicted by a fit without its source."""
+    """The fit on every figure (``fit`` leaves the ``SCORED_ONLY`` kinds out), and each figure
+    predicted by a fit without its source."""
     full = fit(figs, start, rounds)
     held: dict[str, Calibration] = {}
     for source in sorted({f.source for f in figs}):
@@ -296,6 +311,7 @@ def summary(scored: list[Scored]) -> dict[str, Any]:
         "all": stats(scored),
         "decode": stats(plain),
         "speedups": stats(ratios),
+        "ttft": stats([r for r in scored if r.figure.kind == "ttft"]),
         "right_side": sum(1 for r in sided if r.right_side),
         "sided": len(sided),
         "sources": len({r.figure.source for r in scored}),
@@ -317,7 +333,11 @@ def report(full: Calibration, scored: list[Scored]) -> str:
         )
     s = summary(scored)
     rows.append("")
-    for key, name in (("decode", "decode (plain and speculative)"), ("speedups", "ratios")):
+    for key, name in (
+        ("decode", "decode (plain and speculative)"),
+        ("speedups", "ratios"),
+        ("ttft", "TTFT (scored, not fitted)"),
+    ):
         st = s[key]
         if st["n"]:
             rows.append(
