@@ -65,12 +65,12 @@ class FakeClient:
 
     def apply(
         self, obj: dict[str, Any], desired_hash: str | None = None, force: bool = False
-    ) -> bool:
+    ) -> dict[str, Any] | None:
         if obj["kind"] != "Deployment":
-            return False
+            return None
         desired_hash = desired_hash or object_hash(obj)
         if not force and applied_hash(self.deployment) == desired_hash:
-            return False
+            return None
         self.writes += 1
         self.deployment = copy.deepcopy(obj)
         self.deployment["metadata"].setdefault("annotations", {})[HASH_ANNOTATION] = desired_hash
@@ -81,7 +81,7 @@ class FakeClient:
             "updatedReplicas": 1,
             "observedGeneration": 1,
         }
-        return True
+        return copy.deepcopy(self.deployment)
 
     def patch_status(self, namespace: str, name: str, changes: dict[str, Any]) -> None:
         self.writes += 1

@@ -81,7 +81,7 @@ def apply_plan(
             if applied:
                 out.written += 1
                 before = observed.child(kind, child)
-                note_template_write(client, memo, before, applied, kind, ns, child)
+                note_template_write(memo, before, applied, kind, ns, child)
                 if write.repair is not None:
                     log.info("%s: repaired %s %s (%s)", ns, kind, child, write.repair)
                     message = f"{kind} {child} was edited ({write.repair}); restored"

@@ -90,26 +90,22 @@ def written_since(current: Any, noted: str) -> bool:
 
 
 def note_template_write(
-    client: PassClient,
     memo: PassCache,
     before: dict[str, Any] | None,
-    answer: Any,
+    answer: dict[str, Any],
     kind: str,
     namespace: str,
     name: str,
 ) -> None:
     """After the operator wrote a LeaderWorkerSet: when its generation moved (a new template
-    or size), note the resourceVersion of the write (``answer``, the API's; read back where a
-    client gave none), so its status counts only once written after it
-    (``observe_children``). Not the cache's copy: the watch may already have brought the
-    controller's status write that followed ours, which would then read as ours."""
+    or size), note the resourceVersion of the write (``answer``, the API's), so its status
+    counts only once written after it (``observe_children``). Not the cache's copy: the watch
+    may already have brought the controller's status write that followed ours, which would
+    then read as ours."""
     workload = kinds.KINDS.get(kind)
     if workload is None or not workload.status_after_write or before is None:
         return
-    after = answer if isinstance(answer, dict) else client.get(kind, namespace, name)
-    if after is None:
-        return
-    meta = after["metadata"]
+    meta = answer["metadata"]
     if meta.get("generation") != before["metadata"].get("generation"):
         memo.template_writes[(kind, namespace, name)] = str(meta.get("resourceVersion"))
 

@@ -40,14 +40,14 @@ class StoringClient(FakeClient):
 
     def apply(
         self, obj: dict[str, Any], desired_hash: str | None = None, force: bool = False
-    ) -> bool:
+    ) -> dict[str, Any] | None:
         if obj["kind"] != "Service":
             return super().apply(obj, desired_hash, force)
         self.writes += 1
         self.service = copy.deepcopy(obj)
         notes = self.service["metadata"].setdefault("annotations", {})
         notes[HASH_ANNOTATION] = desired_hash or object_hash(obj)
-        return True
+        return copy.deepcopy(self.service)
 
 
 def deferred_pass(client: StoringClient, body: dict[str, Any]) -> controller.Outcome:

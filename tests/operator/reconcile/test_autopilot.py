@@ -110,7 +110,7 @@ def test_the_switch_is_in_status_before_the_engine_changes() -> None:
 
         def apply(
             self, obj: dict[str, Any], desired_hash: str | None = None, force: bool = False
-        ) -> bool:
+        ) -> dict[str, Any] | None:
             new_mode = obj["metadata"]["labels"].get("specserver.io/mode")
             if self.deployment is not None and obj["kind"] == "Deployment":
                 old_mode = self.deployment["metadata"]["labels"]["specserver.io/mode"]

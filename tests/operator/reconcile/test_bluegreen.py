@@ -73,17 +73,17 @@ class Store(FakeClient):
 
     def apply(
         self, obj: dict[str, Any], desired_hash: str | None = None, force: bool = False
-    ) -> bool:
+    ) -> dict[str, Any] | None:
         key = (obj["kind"], obj["metadata"]["name"])
         old = self.objects.get(key)
         if old is not None and old["spec"] == obj["spec"] and not force:
-            return False
+            return None
         new = copy.deepcopy(obj)
         new["metadata"]["generation"] = (old or {"metadata": {"generation": 0}})["metadata"][
             "generation"
         ] + 1
         self.objects[key] = new
-        return True
+        return copy.deepcopy(new)
 
     def delete(self, kind: str, namespace: str, name: str) -> None:
         self.deleted.append(name)

@@ -283,7 +283,7 @@ def test_a_template_write_is_not_ready_until_its_controller_writes_after_it() ->
     written = copy.deepcopy(before)
     written["metadata"].update(generation=2, resourceVersion="11")  # our template write
     store[(LWS, "llm", "deepseek-v3-2node-lws")] = written
-    note_template_write(client, memo, before, written, LWS, "llm", "deepseek-v3-2node-lws")
+    note_template_write(memo, before, written, LWS, "llm", "deepseek-v3-2node-lws")
     found, _ = observe_children(client, "llm", "deepseek-v3-2node", NOW_TS, memo)
     assert not corestatus.deployment_state(found[(LWS, "deepseek-v3-2node-lws")], 1)[0]
     reported = copy.deepcopy(written)
@@ -313,7 +313,7 @@ def test_the_controllers_write_seen_before_our_answer_is_not_taken_for_ours() ->
     store = {key: reported}  # the cache already holds the controller's write
 
     client: Any = StoreClient(store)
-    note_template_write(client, memo, before, answer, LWS, "llm", key[2])
+    note_template_write(memo, before, answer, LWS, "llm", key[2])
     assert memo.template_writes[key] == "11"
     found, _ = observe_children(client, "llm", "deepseek-v3-2node", NOW_TS, memo)
     assert corestatus.deployment_state(found[(LWS, key[2])], 1)[0]
