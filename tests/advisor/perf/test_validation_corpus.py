@@ -91,6 +91,10 @@ def test_the_report_prints_every_figure_and_the_summary() -> None:
         assert f.label in text
     assert "within 25%: 3/3" in text
     assert "right side of 1.0x" in text
+    # A ratio the model puts on the wrong side is named under the summary.
+    ratio = next(f for f in validation.build(load_corpus(), model_config) if f.kind == "loss")
+    wrong = validation.report(DEFAULT_CALIBRATION, [validation.Scored(ratio, 1.5, 1.5)])
+    assert f"wrong side of 1.0x: {ratio.label} (the model's ratio 1.50)" in wrong
 
 
 def test_plan_names_expert_parallelism_dp_attention_and_fp4_as_not_modelled() -> None:
@@ -236,3 +240,165 @@ def test_ttft_figures_are_scored_but_never_fitted() -> None:
     alone = sorted((f for f in ttft if f.concurrency == 1), key=lambda f: f.scenario.input_len)
     times = [validation.predict_figure(f, cal) for f in alone]
     assert len(times) >= 2 and times == sorted(times) and times[0] < times[-1]
+
+
+def test_a_curve_point_is_read_at_its_own_load() -> None:
+    """InferenceX publishes points of a throughput-interactivity curve (tok/s/GPU of input and
+    output, at tok/s/user = 1000 / TPOT). A point is read at the load Little's law gives from
+    its own two numbers: a model that decodes at the published per-user speed there gives back
+    the published throughput, and one a tenth slower gives a tenth less (not the several-fold
+    error of reading throughput at a speed near the curve's top). A ratio of two modes is read
+    the same way, each at its own load."""
+    figs = validation.build(load_corpus(), model_config)
+    plain = next(f for f in figs if f.metric == "tok_s_per_gpu_at")
+    cal = DEFAULT_CALIBRATION
+    total = (plain.scenario.input_len + plain.scenario.output_len) / plain.scenario.output_len
+    # The model's own point at 24 users: 24 x its per-user speed, as tok/s/GPU of in and out.
+    speed = validation.user_speed_at(plain, 24, False, cal)
+    point = dataclasses.replace(plain, interactivity=speed, value=24 * speed * total / plain.gpus)
+    assert validation.published_load(point, point.value) == pytest.approx(24)
+    assert validation.predict_figure(point, cal) == pytest.approx(point.value, rel=1e-6)
+    # Published a tenth faster at the same load: the model reads a tenth short, not several-fold.
+    faster = dataclasses.replace(point, interactivity=speed / 0.9, value=point.value / 0.9)
+    assert validation.published_load(faster, faster.value) == pytest.approx(24)
+    assert validation.predict_figure(faster, cal) / faster.value == pytest.approx(0.9)
+    # A fractional load lies between the whole loads around it.
+    at = [validation.user_speed_at(plain, c, False, cal) for c in (24, 24.5, 25)]
+    assert at[0] >= at[1] >= at[2] and at[0] > at[2]
+    # A ratio of two modes at one per-user speed: a draft that is never accepted (its
+    # speculative point slower than plain at 8 users), and the plain load that gives a user
+    # that same speed, found by bisection: the published ratio is then the model's own.
+    ratio = next(f for f in figs if f.metric == "speedup_at")
+    never = dataclasses.replace(
+        ratio, scenario=dataclasses.replace(ratio.scenario, accept_length=1.0)
+    )
+    on = validation.user_speed_at(never, 8, True, cal)
+    lo, hi = 8.0, 1024.0
+    assert (
+        validation.user_speed_at(never, lo, False, cal)
+        > on
+        > validation.user_speed_at(never, hi, False, cal)
+    )
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if validation.user_speed_at(never, mid, False, cal) > on else (lo, mid)
+    off_tok_s = lo * on * total / ratio.gpus
+    same = dataclasses.replace(never, interactivity=on, off_tok_s_per_gpu=off_tok_s, value=8 / lo)
+    assert same.value < 1
+    assert validation.predict_figure(same, cal) == pytest.approx(same.value, rel=1e-6)
+
+
+def test_a_long_tailed_set_waits_for_its_longest_answers_and_pays_its_prefills() -> None:
+    """Real conversations' answers (ShareGPT) are long-tailed: a set of them sent at once
+    drains to a few long answers running at a small batch, so the set's tok/s falls below an
+    evenly spread set's of the same mean; and every prompt's prefill is in the wall time."""
+    figs = validation.build(load_corpus(), model_config)
+    burst = next(f for f in figs if f.spread == "long-tailed" and f.concurrency >= f.prompts)
+    assert burst.longest > 0
+    tailed = validation.answer_lengths(500, 200, "long-tailed", 1800)
+    even = validation.answer_lengths(500, 200)
+    assert sum(tailed) / 500 == pytest.approx(200, rel=0.05)
+    assert sum(even) / 500 == pytest.approx(200, rel=0.05)
+    assert max(tailed) > 2.5 * max(even) and max(tailed) <= 1800
+    cal = DEFAULT_CALIBRATION
+    as_even = dataclasses.replace(burst, spread="even")
+    assert validation.batch_tok_s(burst, False, cal) < 0.8 * validation.batch_tok_s(
+        as_even, False, cal
+    )
+    # A card that prefills at half the rate: the same decodes (the TPOT of a set sent in waves
+    # has no prefill in it), a longer wall time.
+    slow = dataclasses.replace(cal, prefill_efficiency=cal.prefill_efficiency / 2)
+    for n in (1, 50, burst.prompts):
+        assert predict(burst.scenario, n, burst.cap_off, False, slow).tpot_ms == pytest.approx(
+            predict(burst.scenario, n, burst.cap_off, False, cal).tpot_ms
+        )
+    assert validation.batch_tok_s(burst, False, slow) < validation.batch_tok_s(burst, False, cal)
+
+
+def test_the_corpus_runs_speculation_as_its_releases_did() -> None:
+    """Every speculative figure comes from a release before spec V2 was SGLang's default: the
+    corpus says so with its sources, and its launches run speculation synchronously while
+    their plain launches keep the overlap scheduler."""
+    corpus = load_corpus()
+    said = corpus["speculation"]
+    assert said["synchronous"] is True
+    assert all(item["url"].startswith("https://") for item in said["sources"])
+    figs = validation.build(corpus, model_config)
+    assert all(not f.scenario.spec_overlap and f.scenario.overlap_schedule for f in figs)
+    unsaid = {**corpus, "speculation": {"synchronous": False}}
+    assert all(f.scenario.spec_overlap for f in validation.build(unsaid, model_config))
+
+
+def test_littles_law_gives_back_the_load_the_models_own_throughput_came_from() -> None:
+    """Independent of the reading's own arithmetic: the model's closed loop at 24 users, its
+    output tok/s as InferenceX would publish it (input and output over the GPUs) and its TPOT
+    as interactivity, is read back at ~24 users (its TTFT's share of a request aside)."""
+    figs = validation.build(load_corpus(), model_config)
+    plain = next(f for f in figs if f.metric == "tok_s_per_gpu_at")
+    p = predict(plain.scenario, 24, plain.cap_off, False, DEFAULT_CALIBRATION)
+    total = (plain.scenario.input_len + plain.scenario.output_len) / plain.scenario.output_len
+    point = dataclasses.replace(
+        plain, interactivity=1000 / p.tpot_ms, value=p.output_tok_s * total / plain.gpus
+    )
+    assert validation.published_load(point, point.value) == pytest.approx(24, rel=0.05)
+
+
+def test_a_point_above_the_launchs_cap_is_refused_not_read_at_the_cap() -> None:
+    figs = validation.build(load_corpus(), model_config)
+    ratio = next(f for f in figs if f.metric == "speedup_at")
+    capped = dataclasses.replace(ratio, cap_on=8)
+    with pytest.raises(ValueError, match="above the speculative launch's cap of 8"):
+        validation.predict_figure(capped, DEFAULT_CALIBRATION)
+
+
+def test_a_curve_ratios_side_is_the_models_own_at_equal_speed() -> None:
+    """A ratio read at the published loads keeps the published value's scale; its side is the
+    model's own: how many users each mode serves at the published per-user speed."""
+    figs = validation.build(load_corpus(), model_config)
+    ratio = next(f for f in figs if f.metric == "speedup_at")
+    cal = DEFAULT_CALIBRATION
+    on, off = (validation.users_at_speed(ratio, s, cal) for s in (True, False))
+    for users, spec in ((on, True), (off, False)):
+        cap = ratio.cap_on if spec else ratio.cap_off
+        assert 1 <= users <= cap
+        speed = validation.user_speed_at(ratio, users, spec, cal)
+        # The load at that speed, or the whole batch still at least as fast.
+        assert speed == pytest.approx(ratio.interactivity, rel=1e-3) or (
+            users == cap and speed >= ratio.interactivity
+        )
+    assert validation.equal_speed_ratio(ratio, cal) == pytest.approx(on / off)
+    # A draft never accepted: fewer users at that speed than plain, a loss by the model's side.
+    never = dataclasses.replace(
+        ratio, scenario=dataclasses.replace(ratio.scenario, accept_length=1.0)
+    )
+    assert validation.equal_speed_ratio(never, cal) < 1.0
+    scored = validation.Scored(ratio, 2.0, 2.0, validation.equal_speed_ratio(never, cal))
+    assert ratio.kind == "loss" or not scored.right_side
+    # A speed no mode reaches: no users either way, parity.
+    unreachable = dataclasses.replace(ratio, interactivity=1e6)
+    assert validation.equal_speed_ratio(unreachable, cal) == 1.0
+
+
+@pytest.mark.parametrize(
+    ("figure", "setup", "says"),
+    [
+        ({"metric": "speedup_at", "interactivity": 50}, {}, "off_tok_s_per_gpu"),
+        ({"metric": "tok_s_per_gpu_at", "interactivity": 0}, {}, "interactivity must be"),
+        ({"metric": "tpot_ms"}, {"answers": "long-tailed"}, "describe a fixed set"),
+        ({"metric": "tpot_ms"}, {"prompts": 9, "answers": "uniform"}, "answers must be one of"),
+        ({"metric": "tpot_ms"}, {"prompts": 9, "longest_answer": -1}, "longest_answer must be"),
+        ({"metric": "tpot_ms"}, {"prompts": 9, "varied_lengths": True}, "drop varied_lengths"),
+    ],
+)
+def test_a_figure_the_reading_would_misread_is_refused_by_name(
+    figure: dict[str, Any], setup: dict[str, Any], says: str
+) -> None:
+    corpus = load_corpus()
+    base = corpus["setups"]["r1-mi355x-tp8"]
+    bad = {
+        **corpus,
+        "setups": {"s": {**base, "varied_lengths": False, **setup}},
+        "figures": [{"source": "inferencex", "setup": "s", "label": "odd", "value": 1.0, **figure}],
+    }
+    with pytest.raises(ValueError, match=f"figure 'odd': .*{says}"):
+        validation.build(bad, model_config)
