@@ -157,3 +157,39 @@ def test_a_step_prefills_at_most_a_chunk_in_admission_order() -> None:
     ]
     assert not decodes_run(pieces, mixed_chunk=False)
     assert decodes_run(pieces, mixed_chunk=True) and decodes_run([], mixed_chunk=False)
+
+
+def test_a_speculative_step_is_timed_as_the_advisor_times_it_with_overlap_or_without() -> None:
+    """The simulator's step and plan's agree on a speculative decode step, synchronous (no
+    overlap: the scheduler's and the speculative worker's host work in series) or not; a step
+    that only prefills pays no speculative worker."""
+    from specserver_advisor.gpus import lookup_gpu
+    from specserver_advisor.loaders.corpus import model_config
+    from specserver_advisor.perf.model import gpu_step_time
+    from specserver_advisor.perf.plan import PlanInputs, make_plan
+    from specserver_advisor.sglang.flags import parse_server_argv
+    from specserver_engine.sim.steps import step_seconds
+
+    argv = ["--model-path", "m", "--speculative-algorithm", "EAGLE3"]
+    argv += ["--speculative-draft-model-path", "d", "--speculative-num-steps", "3"]
+    argv += ["--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
+    cal = DEFAULT_CALIBRATION
+    for extra in ([], ["--disable-overlap-schedule"]):
+        inputs = PlanInputs(
+            parse_server_argv(argv + extra).values,
+            model_config("qwen3-8b"),
+            model_config("qwen3-8b-eagle3"),
+            lookup_gpu("H100"),
+            concurrency=[8],
+        )
+        scn = make_plan(inputs).scenario
+        gpu_s = gpu_step_time(scn, 8, True, cal)
+        assert step_seconds(scn, [], gpu_s, 8, True, cal) == step_time(scn, 8, True, cal)
+        if extra:
+            assert step_time(scn, 8, True, cal) > gpu_s + cal.spec_sync_host_s
+        piece = [PrefillPiece(0, 0, 64)]
+        no_worker = dataclasses.replace(cal, spec_sync_host_s=0.0)
+        only = step_seconds(scn, piece, 0.0, 0, True, cal)
+        assert only == step_seconds(scn, piece, 0.0, 0, True, no_worker)
+        with_decodes = step_seconds(scn, piece, gpu_s, 8, True, cal)
+        assert (with_decodes > step_seconds(scn, piece, gpu_s, 8, True, no_worker)) == bool(extra)

@@ -57,6 +57,17 @@ class Calibration:
     #: every field figure ran with overlap on and GPU steps of 20 ms or more, which hide it.
     schedule_s_per_step: float = 0.0005
     schedule_s_per_request: float = 0.00002
+    #: A synchronous speculative step's host work beyond the scheduler's: the speculative
+    #: worker's Python between its GPU stages (the draft's tree built, the verify's accepted
+    #: lengths read back, the draft extend prepared), each stage waiting on a host sync, so
+    #: none of it overlaps the GPU. SGLang 0.5.23 runs speculation under the overlap scheduler
+    #: (spec V2) and pays it only with ``--disable-overlap-schedule``; every release before
+    #: spec V2 became the default ran speculation this way (``model.Scenario.spec_overlap``).
+    #: First-principles (~0.5 ms: three stages, each a host sync and ~150 us of Python; the
+    #: same order as the scheduler's own step), not fitted: the field ran spec V2, and a
+    #: corpus fit (all its speculative figures come from such releases) follows its largest
+    #: source, one experimenter's TP 2-4 launches, to ~2.7 ms (docs/advisor.md).
+    spec_sync_host_s: float = 0.0005
     #: The shortest a latency-bound kernel takes in a CUDA graph replay on NVIDIA cards (the
     #: launch gap inside the graph, the ramp and tail of a grid that does not fill the card):
     #: what a decode layer's ~15-30 small kernels each pay on Hopper and Blackwell, however
@@ -91,6 +102,7 @@ UNFITTED = (
     "eager_s_per_kernel",
     "schedule_s_per_step",
     "schedule_s_per_request",
+    "spec_sync_host_s",
     "kernel_floor_s",
     "cdna3_kernel_floor_s",
     "cdna4_kernel_floor_s",

@@ -71,6 +71,11 @@ class Scenario:
     #: SGLang's overlap scheduler (on by default, speculation included; off with
     #: --disable-overlap-schedule, pipeline parallelism or the CPU device).
     overlap_schedule: bool = True
+    #: The speculative worker runs under that overlap (SGLang 0.5.23's spec V2). Releases
+    #: before spec V2 became the default forced the overlap scheduler off for speculation
+    #: (spec V1), so their speculative steps paid the host's work in series while their plain
+    #: launches overlapped it (``step_time``).
+    spec_overlap: bool = True
     #: --chunked-prefill-size: a longer prompt is prefilled over several scheduler steps
     #: (None or <= 0: one prefill forward per prompt).
     chunked_prefill_size: int | None = None
@@ -274,17 +279,26 @@ def step_time(
     """One decode step as the client sees it: the GPU's step and the scheduler's CPU work.
 
     With the overlap scheduler the CPU prepares step n+1 while the GPU runs step n, so a step
-    takes the longer of the two; without it they run one after the other.
+    takes the longer of the two; without it they run one after the other. A synchronous
+    speculative step (overlap off, or a release before spec V2) also waits for the worker's
+    own host work between its stages (``Calibration.spec_sync_host_s``).
     """
-    return scheduled_step_time(scn, gpu_step_time(scn, batch, speculative, cal, steps), batch, cal)
+    gpu_s = gpu_step_time(scn, batch, speculative, cal, steps)
+    return scheduled_step_time(scn, gpu_s, batch, cal, speculative)
 
 
-def scheduled_step_time(scn: Scenario, gpu_s: float, batch: int, cal: Calibration) -> float:
+def scheduled_step_time(
+    scn: Scenario, gpu_s: float, batch: int, cal: Calibration, speculative: bool = False
+) -> float:
     """Any scheduler step (decode, prefill chunk or both) of ``gpu_s`` GPU work over ``batch``
     requests as the client sees it: the longer of GPU and scheduler CPU under the overlap
-    scheduler, their sum without it.
+    scheduler, their sum without it. A synchronous speculative step (``speculative``: its
+    decodes speculate, and the launch or its release does not overlap them) waits for the
+    scheduler's work and then for the worker's own between its stages.
     """
     host = schedule_host_time(batch, cal)
+    if speculative and scn.spec is not None and not (scn.overlap_schedule and scn.spec_overlap):
+        return gpu_s + host + cal.spec_sync_host_s
     return max(gpu_s, host) if scn.overlap_schedule else gpu_s + host
 
 

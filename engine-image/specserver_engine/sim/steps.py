@@ -85,4 +85,6 @@ def step_seconds(
 ) -> float:
     """Modelled seconds of one step: its prefill chunks and (``decoding`` requests) decode."""
     gpu = sum(prefill_chunk_time(scn, p.start, p.end, speculative, cal) for p in pieces)
-    return scheduled_step_time(scn, gpu + decode_gpu_s, decoding + len(pieces), cal)
+    # Only a step whose decodes speculate pays a synchronous speculative worker's host work.
+    speculating = speculative and decoding > 0
+    return scheduled_step_time(scn, gpu + decode_gpu_s, decoding + len(pieces), cal, speculating)

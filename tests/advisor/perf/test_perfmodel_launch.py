@@ -77,6 +77,32 @@ def test_overlap_hides_cpu_work_only_up_to_the_gpu_step() -> None:
     assert serial > overlapped + step_time(scn, 8, True, CAL) * 0.99
 
 
+def test_synchronous_speculation_waits_for_the_workers_host_work() -> None:
+    """SGLang 0.5.23 runs speculation under the overlap scheduler (spec V2): the step is the
+    GPU's. Without overlap (``--disable-overlap-schedule``, or a release before spec V2, whose
+    plain launches still overlapped) each speculative step waits for the scheduler's CPU work
+    and then for the worker's own between its stages; a plain step never pays the latter."""
+    default = plan().scenario
+    off = plan("--disable-overlap-schedule").scenario
+    assert default.overlap_schedule and default.spec_overlap and not off.overlap_schedule
+    spec_v1 = replace(default, spec_overlap=False)
+    gpu_s = step_time(default, 8, True, CAL)
+    host = CAL.schedule_s_per_step + CAL.schedule_s_per_request * 8
+    assert gpu_s > host  # the L4's speculative step hides the scheduler under overlap
+    for synchronous in (off, spec_v1):
+        assert step_time(synchronous, 8, True, CAL) == pytest.approx(
+            gpu_s + host + CAL.spec_sync_host_s
+        )
+    # Plain decoding of the pre-V2 release still overlaps; without overlap it pays the
+    # scheduler's work and nothing of the speculative worker's.
+    assert step_time(spec_v1, 8, False, CAL) == step_time(default, 8, False, CAL)
+    assert step_time(off, 8, False, CAL) == pytest.approx(step_time(default, 8, False, CAL) + host)
+    # The tokens a user sees come slower from a synchronous launch.
+    for c in (1, 8):
+        on = predict(default, c, 64, True, CAL).tpot_ms
+        assert predict(spec_v1, c, 64, True, CAL).tpot_ms > on
+
+
 def test_fp8_kv_cache_doubles_the_pool_and_halves_the_kv_read() -> None:
     bf16, fp8 = (
         plan(input_len=4096, output_len=256),
