@@ -26,6 +26,10 @@ class BenchArgumentError(ValueError):
     """A bad argument, with the one line that says which and why."""
 
 
+class HelpRequested(Exception):
+    """``-h`` or ``--help``: print what the command does and its usage, and exit 0."""
+
+
 def _latency(name: str) -> str:
     """``name`` if it is a latency constant the corpus may move (its fitted ones, or one no
     field figure constrains)."""
@@ -41,6 +45,8 @@ def parse(args: list[str]) -> tuple[int, Calibration, tuple[str, ...]]:
     fitted: tuple[str, ...] = CORPUS_FITTED
     it = iter(args)
     for arg in it:
+        if arg in ("-h", "--help"):
+            raise HelpRequested
         value = next(it, None)
         if value is None:
             raise BenchArgumentError(f"{arg} needs a value")
@@ -68,6 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     """Print the table (the fits' start, constants and rounds as the arguments say)."""
     try:
         rounds, start, fitted = parse(list(sys.argv[1:] if argv is None else argv))
+    except HelpRequested:
+        print(f"{USAGE}\n\n{__doc__}")
+        return 0
     except BenchArgumentError as err:
         print(f"bench-validation: {err}\n{USAGE}", file=sys.stderr)
         return 2

@@ -45,3 +45,12 @@ def test_a_bad_argument_is_named(
     assert benchvalidation.main(args) == 2
     err = capsys.readouterr().err
     assert says in err and "usage: bench-validation" in err
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_help_prints_the_usage_and_exits_zero(
+    flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert benchvalidation.main([flag]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: bench-validation") and "--fit NAME" in out
