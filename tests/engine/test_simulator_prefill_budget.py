@@ -12,6 +12,10 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
+from specserver_advisor.perf.constants import DEFAULT_CALIBRATION
+from specserver_advisor.perf.model import prefill_floor_s, prefill_tokens_time
 from specserver_engine.sim.config import build_sim_config
 from specserver_engine.sim.engine import SimEngine
 from specserver_engine.sim.steps import PrefillPiece, prefill_pieces
@@ -82,3 +86,18 @@ def test_prefill_pieces_charges_both_budgets_and_the_mixed_decodes() -> None:
     # Mixed chunk: 8 decoding requests take 8 tokens of each budget.
     assert prefill_pieces([(0, 600)], 512, 16384, mixed_decodes=8) == [PrefillPiece(0, 0, 504)]
     assert prefill_pieces([(0, 600)], 4096, 8, mixed_decodes=8) == []
+
+
+def test_a_prefill_batch_takes_its_forwards_launches_once_for_all_its_prompts() -> None:
+    """Prefill runs without a CUDA graph: on an H100 an 8B's 16-token prompt is bound by its
+    forward's kernel launches from Python, not its FLOPs. Eight such prompts sent together
+    are one prefill batch, one forward: their first tokens come when one prompt's would."""
+    h100 = ("--sim-gpu", "H100")
+    scn = build_sim_config([*L4, *h100, "--sim-startup-seconds", "0"], env={}).plan.scenario
+    floor = prefill_floor_s(scn, False, DEFAULT_CALIBRATION)
+    assert prefill_tokens_time(scn, 16, False, DEFAULT_CALIBRATION, floor=False) < floor / 10
+    one = first_token_times([16], *h100)
+    eight = first_token_times([16] * 8, *h100)
+    assert batches(eight) == [0] * 8
+    assert one[0] >= floor
+    assert eight[0] == pytest.approx(one[0], rel=0.05)

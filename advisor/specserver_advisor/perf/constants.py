@@ -42,15 +42,16 @@ class Calibration:
     #: Fraction of a request's extra verify positions that route like independent tokens.
     moe_routing_independence: float = 0.418
     prefill_efficiency: float = 0.488
-    #: Host time per layer of a forward run without a CUDA graph (kernel launches from Python),
-    #: paid by batches above the captured decode max. First-principles (about a dozen kernels
-    #: per layer at ~20 us each), not fitted: no field figure runs above its captured batch.
-    eager_s_per_layer: float = 0.00025
-    #: Host time of one kernel launched eagerly from Python (the ~20 us that
-    #: ``eager_s_per_layer`` counts a dozen of): what an eager speculative step pays for each
-    #: kernel of its draft loop's top-k selection and tree organisation, which a captured draft
-    #: graph replays. First-principles, not fitted, for the same reason.
-    eager_s_per_kernel: float = 0.00002
+    #: Host time to launch one kernel of a forward from Python, the Python around it included
+    #: (``parallelism.eager_forward_launch_s`` counts a forward's kernels as a decode graph
+    #: holds them; the views, casts and wrappers between them are in this price). What every
+    #: forward without a CUDA graph takes at least: a prefill (SGLang captures decode only), a
+    #: decode above the captured batch; and what an eager speculative step pays for each
+    #: kernel of its draft loop's top-k selection and tree organisation. Fitted to the public
+    #: corpus (``CORPUS_FITTED``: a big MoE's first tokens and its decodes interrupted by
+    #: prefills see it); first-principles ~20 us (``validation.PRIOR``), which the field's
+    #: figures never bind (their prefills are compute-bound).
+    eager_launch_s: float = 0.000075
     #: The scheduler's CPU work per step that the overlap scheduler runs while the GPU computes
     #: the previous step (pick the next batch, build its inputs, process the last results): a
     #: fixed part and a part per running request (Python loops over the batch). Not fitted:
@@ -98,8 +99,7 @@ class Calibration:
 UNFITTED = (
     "spec_host_s_per_request",
     "spec_tree_node_s",
-    "eager_s_per_layer",
-    "eager_s_per_kernel",
+    "eager_launch_s",
     "schedule_s_per_step",
     "schedule_s_per_request",
     "spec_sync_host_s",
@@ -120,6 +120,7 @@ CORPUS_FITTED = (
     "cdna4_kernel_floor_s",
     "allreduce_latency_s",
     "internode_latency_s",
+    "eager_launch_s",
 )
 
 

@@ -6,10 +6,12 @@ parameter per token processed (FP8 GEMMs at twice the BF16 rate where the card h
 time is the slower of memory and compute plus its layers' fixed costs (``parallelism``: small
 kernels at the card's rate, tensor parallelism's all-reduces). Speculation adds draft
 forwards and one verify pass over (draft tokens) positions per request, and commits the accept
-length per request per step. The scheduler's CPU work hides behind the GPU step under the
-overlap scheduler and adds to it without. The KV pool caps how many requests run; the rest
-queue, and that wait is what TTFT pays; with staggered arrivals new prompts' prefills (chunked,
-mixed into decode steps or ahead of them) stretch the running requests' TPOT. Used by ``plan``,
+length per request per step. A forward without a CUDA graph (every prefill; a decode above the
+captured batch) takes at least its kernels' launches from Python. The scheduler's CPU work
+hides behind the GPU step under the overlap scheduler and adds to it without. The KV pool caps
+how many requests run; the rest queue, and that wait is what TTFT pays; with staggered arrivals
+new prompts' prefills (chunked, mixed into decode steps or ahead of them) stretch the running
+requests' TPOT. Used by ``plan``,
 the auto-speculation policy, and the simulated engine. Constants live in ``Calibration``
 (``modelconstants``; fitted by ``specserver_advisor.perf.calibration``).
 """
@@ -25,6 +27,7 @@ from specserver_advisor.gpus import Gpu
 from specserver_advisor.perf.constants import DEFAULT_CALIBRATION, Calibration
 from specserver_advisor.perf.parallelism import (
     allreduce_s,
+    eager_forward_launch_s,
     kernel_floor_s,
     layer_launch_s,
     moe_padded_rows,
@@ -233,11 +236,13 @@ def linear_rate_factor(scn: Scenario, shape: ModelShape) -> float:
     return 2.0 if shape.checkpoint_fp8 and scn.gpu.sm >= 89 else 1.0
 
 
-def eager_overhead(scn: Scenario, shape: ModelShape, batch: int, cal: Calibration) -> float:
-    """Launch cost of one forward that runs eagerly (``batch`` above the captured graphs)."""
+def eager_launches(scn: Scenario, shape: ModelShape, batch: int, cal: Calibration) -> float:
+    """The host's launches of one forward of ``shape`` that runs eagerly (``batch`` above the
+    captured graphs; 0 under a graph): the forward takes the longer of them and its GPU work
+    (``parallelism.eager_forward_launch_s``)."""
     if scn.cuda_graph_max_bs is None or batch <= scn.cuda_graph_max_bs:
         return 0.0
-    return shape.num_layers * cal.eager_s_per_layer
+    return eager_forward_launch_s(shape, cal)
 
 
 #: Kernels of the EAGLE draft loop outside its forwards (SGLang 0.5.23's
@@ -256,7 +261,7 @@ def eager_draft_loop_s(scn: Scenario, spec: SpecShape, batch: int, cal: Calibrat
     """Launch cost of the draft loop's selection kernels in an eager speculative step.
 
     Zero under a captured draft graph (``batch`` at most the captured max) and for a step with
-    no draft steps (SGLang's adaptive zero-step tier). Per kernel at ``eager_s_per_kernel``.
+    no draft steps (SGLang's adaptive zero-step tier). Per kernel at ``eager_launch_s``.
     """
     if scn.cuda_graph_max_bs is None or batch <= scn.cuda_graph_max_bs or spec.num_steps < 1:
         return 0.0
@@ -265,7 +270,7 @@ def eager_draft_loop_s(scn: Scenario, spec: SpecShape, batch: int, cal: Calibrat
         + (spec.num_steps - 1) * DRAFT_SAMPLE_KERNELS
         + ORGANIZE_TREE_KERNELS
     )
-    return kernels * cal.eager_s_per_kernel
+    return kernels * cal.eager_launch_s
 
 
 def schedule_host_time(batch: int, cal: Calibration) -> float:
@@ -309,17 +314,18 @@ def gpu_step_time(
 
     ``steps`` overrides the launch's draft steps (SGLang's adaptive mode; chain, topk 1); 0 is
     a plain target decode that still extends the loaded draft over the committed token.
-    Above the captured CUDA-graph batch every forward (draft steps included) pays its launches,
-    and the draft loop its top-k selection and tree kernels (``eager_draft_loop_s``).
+    Above the captured CUDA-graph batch every forward (draft steps included) takes at least its
+    launches from Python (``eager_launches``), and the draft loop pays its top-k selection and
+    tree kernels (``eager_draft_loop_s``).
     A tree (topk > 1) costs host work per request in proportion to its size.
     """
     context = scn.input_len + scn.output_len / 2
-    target_eager = eager_overhead(scn, scn.target, batch, cal)
+    target_eager = eager_launches(scn, scn.target, batch, cal)
     if not speculative or scn.spec is None:
         plain = forward_time(
             scn, scn.target, scn.target_weight_bytes, scn.kv_cell_bytes, batch, 1, context, cal
         )
-        return plain + target_eager
+        return max(plain, target_eager)
     spec = scn.spec
     accept = scn.accept_length
     if steps is not None:
@@ -327,7 +333,7 @@ def gpu_step_time(
         accept = 1.0 + min(max(0.0, accept - 1.0), float(steps))
     draft_s = 0.0
     if scn.draft is not None and scn.draft_weight_bytes:
-        draft_eager = eager_overhead(scn, scn.draft, batch, cal)
+        draft_eager = eager_launches(scn, scn.draft, batch, cal)
         one = forward_time(
             scn,
             scn.draft,
@@ -351,7 +357,7 @@ def gpu_step_time(
             cal,
             True,
         )
-        draft_s = spec.num_steps * (one + draft_eager) + extend + draft_eager
+        draft_s = spec.num_steps * max(one, draft_eager) + max(extend, draft_eager)
         eager_loop = eager_draft_loop_s(scn, spec, batch, cal)
         draft_s += eager_loop if eager_loop else draft_loop_floor_s(scn, spec, cal)
     if steps == 0:
@@ -366,7 +372,7 @@ def gpu_step_time(
             cal,
             True,
         )
-        return plain + target_eager + draft_s
+        return max(plain, target_eager) + draft_s
     verify = forward_time(
         scn,
         scn.target,
@@ -383,7 +389,7 @@ def gpu_step_time(
     eagle_tree = spec.topk > 1 and spec.algorithm != "NGRAM"
     tree = spec.num_draft_tokens / (spec.num_steps + 1) if eagle_tree else 1.0
     host = cal.spec_step_overhead_s + spec_request_s(scn, cal, tree) * batch
-    return verify + target_eager + draft_s + host
+    return max(verify, target_eager) + draft_s + host
 
 
 #: The memory bandwidth (GB/s) at which ``Calibration.spec_s_per_request`` is stated: the L4's.
@@ -429,9 +435,42 @@ def draft_loop_floor_s(scn: Scenario, spec: SpecShape, cal: Calibration) -> floa
 
 
 def prefill_time(scn: Scenario, speculative: bool, cal: Calibration) -> float:
-    """Seconds to prefill one request's prompt (compute-bound), draft prefill included; the
-    mean over the prompt mix when there is one."""
+    """Seconds to prefill one request's prompt alone, draft prefill included; the mean over
+    the prompt mix when there is one."""
     return sum(p.share * p.prefill_s for p in prompt_prefills(scn, speculative, cal))
+
+
+#: SGLang's default ``--max-prefill-tokens``: the most prompt tokens one prefill batch admits
+#: (a single longer prompt still goes in whole without chunking).
+MAX_PREFILL_TOKENS = 16384
+
+
+def prefill_floor_s(scn: Scenario, speculative: bool, cal: Calibration) -> float:
+    """The shortest one prefill forward (a batch of prompts, or one chunk) can take: its
+    kernels launched from Python (``parallelism.eager_forward_launch_s``), the target's and,
+    when speculating, the draft's extend after it. The GPU work runs behind the launches, so a
+    forward takes the longer of the two; a big MoE's short prompts are launch-bound."""
+    floor = eager_forward_launch_s(scn.target, cal)
+    if speculative and scn.draft is not None:
+        floor += eager_forward_launch_s(scn.draft, cal)
+    return floor
+
+
+def wave_prefill_time(scn: Scenario, prompts: int, speculative: bool, cal: Calibration) -> float:
+    """Seconds to prefill ``prompts`` prompts that arrive together (a wave, a burst): their
+    compute, in prefill batches of at most ``MAX_PREFILL_TOKENS`` (or the chunk) tokens, each
+    batch at least one forward's launches (``prefill_floor_s``)."""
+    if prompts <= 0:
+        return 0.0
+    mix = scn.prompt_mix or ((scn.input_len, 1.0),)
+    tokens = prompts * sum(share * length for length, share in mix)
+    compute = prompts * sum(
+        share * prefill_tokens_time(scn, length, speculative, cal, floor=False)
+        for length, share in mix
+    )
+    limit = min(MAX_PREFILL_TOKENS, chunk_tokens(scn) or MAX_PREFILL_TOKENS)
+    batches = max(1, math.ceil(tokens / limit))
+    return max(compute, batches * prefill_floor_s(scn, speculative, cal))
 
 
 def prompt_prefills(scn: Scenario, speculative: bool, cal: Calibration) -> list[PromptPrefill]:
@@ -455,8 +494,13 @@ def _prompt_prefills(
     )
 
 
-def prefill_tokens_time(scn: Scenario, tokens: int, speculative: bool, cal: Calibration) -> float:
-    """Seconds of prefill compute for the first ``tokens`` of a prompt, draft included."""
+def prefill_tokens_time(
+    scn: Scenario, tokens: int, speculative: bool, cal: Calibration, floor: bool = True
+) -> float:
+    """Seconds to prefill the first ``tokens`` of a prompt alone, draft included: its compute,
+    and (``floor``) at least one forward's launches for each of its chunks (a chunk, without
+    ``--enable-mixed-chunk``, is a prefill forward of its own). ``floor=False``: the compute
+    alone, what a batch of prompts shares out (``wave_prefill_time``, the simulated engine)."""
     target = scn.target
     attention = 2 * target.num_layers * target.num_heads * target.head_dim * tokens**2
     linear = 2 * target.active_params_per_token() * tokens / linear_rate_factor(scn, target)
@@ -465,17 +509,23 @@ def prefill_tokens_time(scn: Scenario, tokens: int, speculative: bool, cal: Cali
             2 * scn.draft.active_params_per_token() * tokens / linear_rate_factor(scn, scn.draft)
         )
     rate = scn.gpu.bf16_tflops * 1e12 * cal.prefill_efficiency * scn.clock_scale * scn.tp_size
-    return (linear + attention) / rate
+    compute = (linear + attention) / rate
+    if not floor or tokens <= 0:
+        return compute
+    size = chunk_tokens(scn)
+    forwards = math.ceil(tokens / size) if size else 1
+    return max(compute, forwards * prefill_floor_s(scn, speculative, cal))
 
 
 def prefill_chunk_time(
     scn: Scenario, start: int, end: int, speculative: bool, cal: Calibration
 ) -> float:
     """Seconds of prefill compute for prompt tokens ``start``..``end`` (one chunk), the
-    attention over the tokens before it included: the chunks of a prompt sum to its prefill.
-    """
-    return prefill_tokens_time(scn, end, speculative, cal) - prefill_tokens_time(
-        scn, start, speculative, cal
+    attention over the tokens before it included: the chunks of a prompt sum to its prefill
+    compute. The step that runs a chunk takes at least one forward's launches
+    (``prefill_floor_s``), which the steps' caller applies once per forward."""
+    return prefill_tokens_time(scn, end, speculative, cal, False) - prefill_tokens_time(
+        scn, start, speculative, cal, False
     )
 
 
@@ -559,7 +609,8 @@ def _loop_at(scn: Scenario, running: int, speculative: bool, cal: Calibration) -
     step = _batch_step(scn, running, speculative, cal)
     prompts = prompt_prefills(scn, speculative, cal)
     prefill = sum(p.share * p.prefill_s for p in prompts)
-    return _loop(scn, running, step, accept, prefill, prompts)
+    wave = None if scn.staggered else wave_prefill_time(scn, running, speculative, cal)
+    return _loop(scn, running, step, accept, prefill, prompts, wave)
 
 
 def load_points(
@@ -656,10 +707,16 @@ def _loop(
     accept: float,
     prefill: float,
     prompts: Sequence[PromptPrefill] | None,
+    wave_prefill: float | None = None,
 ) -> _Loop:
+    """``wave_prefill``: seconds to prefill a wave of ``running`` prompts arriving together
+    (``wave_prefill_time``: batched, so below ``running`` lone prefills where each forward is
+    launch-bound); default ``running * prefill``."""
     steps_per_request = scn.output_len / accept
     decode_s = steps_per_request * step
-    wave_s = running * prefill + decode_s
+    if wave_prefill is None or scn.staggered:
+        wave_prefill = running * prefill
+    wave_s = wave_prefill + decode_s
     req_per_s = running / wave_s
     prompts = list(prompts or [PromptPrefill(1.0, prefill, prefill_chunks(scn))])
     chunks = sum(p.share * p.chunks for p in prompts)
@@ -690,7 +747,7 @@ def _loop(
         own = prefill + chunks * step
         tail = _p99([(p.prefill_s + p.chunks * step, p.share) for p in prompts])
     else:
-        own = (running + 1) / 2 * prefill + step
+        own = (running + 1) / (2 * running) * wave_prefill + step
         # A wave holding the P99 prompt waits for its longer prefill.
         tail = own + _p99([(p.prefill_s, p.share) for p in prompts]) - prefill
     return _Loop(

@@ -155,6 +155,19 @@ def layer_kernels(shape: ModelShape) -> tuple[int, int]:
     return dense, moe
 
 
+def eager_forward_launch_s(shape: ModelShape, cal: Calibration) -> float:
+    """Host time to launch one forward of ``shape`` kernel by kernel from Python (no graph).
+
+    SGLang captures CUDA graphs for decode (and the speculative verify and draft) only: a
+    prefill forward launches each of its layers' kernels (``layer_kernels``) and the forward's
+    own at ``Calibration.eager_launch_s`` each, and the GPU cannot finish before the host
+    has launched the last. Card-independent: it is Python and the launch path, not the GPU.
+    """
+    dense, moe = layer_kernels(shape)
+    kernels = (shape.num_layers - shape.moe_layers) * dense + shape.moe_layers * moe
+    return float((kernels + FORWARD_KERNELS) * cal.eager_launch_s)
+
+
 def layer_launch_s(scn: Parallel, shape: ModelShape, cal: Calibration) -> float:
     """The layers' small kernels of one forward under a graph, on one GPU of the group.
 

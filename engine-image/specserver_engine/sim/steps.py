@@ -12,8 +12,10 @@ and without chunking a further prompt is admitted only if it is shorter than wha
 running decodes wait for all of them. With ``--enable-mixed-chunk`` each prefill chunk runs in
 one forward with the decodes in flight, so they advance one step per chunk. A step's time is
 the performance model's: the chunks' prefill compute (``perfmodel.prefill_chunk_time``) plus the
-decode step's GPU time, combined with the scheduler's CPU work as the overlap scheduler does or,
-with it off, in series (``perfmodel.scheduled_step_time``). Used by engine.py.
+decode step's GPU time, no less than one forward's launches from Python when it prefills
+(``perfmodel.prefill_floor_s``: prefill runs without a graph), combined with the scheduler's
+CPU work as the overlap scheduler does or, with it off, in series
+(``perfmodel.scheduled_step_time``). Used by engine.py.
 """
 
 from __future__ import annotations
@@ -22,7 +24,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from specserver_advisor.perf.constants import Calibration
-from specserver_advisor.perf.model import Scenario, prefill_chunk_time, scheduled_step_time
+from specserver_advisor.perf.model import (
+    Scenario,
+    prefill_chunk_time,
+    prefill_floor_s,
+    scheduled_step_time,
+)
 
 
 @dataclass(frozen=True)
@@ -85,6 +92,10 @@ def step_seconds(
 ) -> float:
     """Modelled seconds of one step: its prefill chunks and (``decoding`` requests) decode."""
     gpu = sum(prefill_chunk_time(scn, p.start, p.end, speculative, cal) for p in pieces)
+    if pieces:
+        # A step with prefill pieces is one forward launched from Python (no graph): it takes
+        # at least its launches, the decodes mixed into it included.
+        gpu = max(gpu, prefill_floor_s(scn, speculative, cal) - decode_gpu_s)
     # Only a step whose decodes speculate pays a synchronous speculative worker's host work.
     speculating = speculative and decoding > 0
     return scheduled_step_time(scn, gpu + decode_gpu_s, decoding + len(pieces), cal, speculating)
