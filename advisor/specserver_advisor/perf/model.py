@@ -11,9 +11,9 @@ captured batch) takes at least its kernels' launches from Python. The scheduler'
 hides behind the GPU step under the overlap scheduler and adds to it without. The KV pool caps
 how many requests run; the rest queue, and that wait is what TTFT pays; with staggered arrivals
 new prompts' prefills (chunked, mixed into decode steps or ahead of them) stretch the running
-requests' TPOT. Used by ``plan``,
-the auto-speculation policy, and the simulated engine. Constants live in ``Calibration``
-(``modelconstants``; fitted by ``specserver_advisor.perf.calibration``).
+requests' TPOT. Used by ``plan``, the auto-speculation policy, and the simulated engine.
+Constants live in ``Calibration`` (``modelconstants``; fitted by
+``specserver_advisor.perf.calibration``).
 """
 
 from __future__ import annotations
@@ -462,7 +462,7 @@ def wave_prefill_time(scn: Scenario, prompts: int, speculative: bool, cal: Calib
     batch at least one forward's launches (``prefill_floor_s``)."""
     if prompts <= 0:
         return 0.0
-    mix = scn.prompt_mix or ((scn.input_len, 1.0),)
+    mix = prompt_lengths(scn)
     tokens = prompts * sum(share * length for length, share in mix)
     compute = prompts * sum(
         share * prefill_tokens_time(scn, length, speculative, cal, floor=False)
@@ -471,6 +471,19 @@ def wave_prefill_time(scn: Scenario, prompts: int, speculative: bool, cal: Calib
     limit = min(MAX_PREFILL_TOKENS, chunk_tokens(scn) or MAX_PREFILL_TOKENS)
     batches = max(1, math.ceil(tokens / limit))
     return max(compute, batches * prefill_floor_s(scn, speculative, cal))
+
+
+def arriving_wave_prefill(
+    scn: Scenario, running: int, speculative: bool, cal: Calibration
+) -> float | None:
+    """``wave_prefill_time`` of a closed loop's wave of ``running`` prompts where arrivals come
+    in waves (fixed lengths); None where they are staggered (each prompt arrives alone)."""
+    return None if scn.staggered else wave_prefill_time(scn, running, speculative, cal)
+
+
+def prompt_lengths(scn: Scenario) -> tuple[tuple[int, float], ...]:
+    """The workload's prompt lengths and their shares (``prompt_mix``, else ``input_len``)."""
+    return tuple(scn.prompt_mix or ((scn.input_len, 1.0),))
 
 
 def prompt_prefills(scn: Scenario, speculative: bool, cal: Calibration) -> list[PromptPrefill]:
@@ -483,7 +496,7 @@ def _prompt_prefills(
     scn: Scenario, speculative: bool, cal: Calibration
 ) -> tuple[PromptPrefill, ...]:
     """``prompt_prefills`` once per scenario: it does not depend on the load."""
-    mix = scn.prompt_mix or ((scn.input_len, 1.0),)
+    mix = prompt_lengths(scn)
     return tuple(
         PromptPrefill(
             share,
@@ -609,8 +622,15 @@ def _loop_at(scn: Scenario, running: int, speculative: bool, cal: Calibration) -
     step = _batch_step(scn, running, speculative, cal)
     prompts = prompt_prefills(scn, speculative, cal)
     prefill = sum(p.share * p.prefill_s for p in prompts)
-    wave = None if scn.staggered else wave_prefill_time(scn, running, speculative, cal)
-    return _loop(scn, running, step, accept, prefill, prompts, wave)
+    return _loop(
+        scn,
+        running,
+        step,
+        accept,
+        prefill,
+        prompts,
+        arriving_wave_prefill(scn, running, speculative, cal),
+    )
 
 
 def load_points(
@@ -672,15 +692,18 @@ def closed_loop(
     accept: float,
     prefill: float,
     prompts: Sequence[PromptPrefill] | None = None,
+    wave_prefill: float | None = None,
 ) -> Prediction:
     """The closed-loop steady state for a given step time, accept length and (mean) prefill
-    time; ``prompts`` (default: every prompt ``prefill``) sets the slow steps and tails.
+    time; ``prompts`` (default: every prompt ``prefill``) sets the slow steps and tails;
+    ``wave_prefill`` (``arriving_wave_prefill``) a wave's batched prefill.
     """
     running = max(1, min(concurrency, capacity)) if capacity > 0 else 0
     if running == 0:
         inf = float("inf")
         return Prediction(concurrency, 0, concurrency, inf, inf, inf, inf, inf, 0.0, inf)
-    return _queued(_loop(scn, running, step, accept, prefill, prompts), concurrency)
+    loop = _loop(scn, running, step, accept, prefill, prompts, wave_prefill)
+    return _queued(loop, concurrency)
 
 
 @dataclass(frozen=True)
@@ -710,11 +733,11 @@ def _loop(
     wave_prefill: float | None = None,
 ) -> _Loop:
     """``wave_prefill``: seconds to prefill a wave of ``running`` prompts arriving together
-    (``wave_prefill_time``: batched, so below ``running`` lone prefills where each forward is
-    launch-bound); default ``running * prefill``."""
+    (fixed lengths; ``wave_prefill_time``: batched, so below ``running`` lone prefills where
+    each forward is launch-bound); None (staggered arrivals, or unknown): ``running * prefill``."""
     steps_per_request = scn.output_len / accept
     decode_s = steps_per_request * step
-    if wave_prefill is None or scn.staggered:
+    if wave_prefill is None:
         wave_prefill = running * prefill
     wave_s = wave_prefill + decode_s
     req_per_s = running / wave_s

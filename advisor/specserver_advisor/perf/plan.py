@@ -26,6 +26,7 @@ from specserver_advisor.perf.model import (
     load_points,
     plain_scenario,
     predict,
+    prompt_lengths,
     throughput,
 )
 from specserver_advisor.perf.treeaccept import tree_accept
@@ -179,9 +180,7 @@ class Plan:
                 "output_len": self.scenario.output_len,
                 "prompt_len": [
                     {"tokens": tokens, "share": round(share, 4)}
-                    for tokens, share in (
-                        self.scenario.prompt_mix or ((self.scenario.input_len, 1.0),)
-                    )
+                    for tokens, share in prompt_lengths(self.scenario)
                 ],
                 "staggered": self.scenario.staggered,
             },
