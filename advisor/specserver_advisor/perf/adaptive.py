@@ -25,6 +25,7 @@ from specserver_advisor.perf.constants import DEFAULT_CALIBRATION, Calibration
 from specserver_advisor.perf.model import (
     Prediction,
     Scenario,
+    arriving_wave_prefill,
     closed_loop,
     prompt_prefills,
     step_time,
@@ -226,4 +227,5 @@ def predict_adaptive(
         accept += share * committed
     prompts = prompt_prefills(scn, True, cal)
     prefill = sum(p.share * p.prefill_s for p in prompts)
-    return closed_loop(scn, concurrency, capacity, step, accept, prefill, prompts)
+    wave = arriving_wave_prefill(scn, running, True, cal)
+    return closed_loop(scn, concurrency, capacity, step, accept, prefill, prompts, wave)

@@ -6,9 +6,11 @@ import dataclasses
 
 import pytest
 
+from specserver_advisor.gpus import lookup_gpu
 from specserver_advisor.perf import adaptive, calibration
 from specserver_advisor.perf.adaptive import AdaptiveController, Slot
-from specserver_advisor.perf.model import predict, step_time
+from specserver_advisor.perf.constants import DEFAULT_CALIBRATION
+from specserver_advisor.perf.model import predict, prefill_floor_s, prefill_time, step_time
 from specserver_advisor.sglang import adaptivetiers, cudagraphs
 from specserver_advisor.sglang.adaptivetiers import DEFAULT_TIERS, Tier
 
@@ -126,3 +128,21 @@ def test_adaptive_drops_steps_at_large_batches_where_the_pool_allows() -> None:
     on = predict(scn, 48, plan.cap_on, True)
     ad = adaptive.predict_adaptive(scn, 48, plan.cap_on)
     assert ad.step_s < on.step_s
+
+
+def test_a_fixed_length_wave_shares_its_prefill_launches_as_plain_and_on_do() -> None:
+    """Short prompts on a fast card are bound by their forward's launches from Python; a wave
+    of them arriving together is one prefill batch under adaptive speculation too."""
+    plan = calibration.field_plan("l4", [1])
+    h100 = dataclasses.replace(
+        plan.scenario, gpu=lookup_gpu("H100"), input_len=32, prompt_mix=None, staggered=False
+    )
+    cal = DEFAULT_CALIBRATION
+    alone = prefill_time(h100, True, cal)
+    assert alone == pytest.approx(prefill_floor_s(h100, True, cal))
+    users = 16
+    ad = adaptive.predict_adaptive(h100, users, users)
+    on = predict(h100, users, users, True)
+    # Lone prefills would make the middle of the wave wait for ~8 of them.
+    assert ad.ttft_ms / 1000 < 2 * alone + ad.step_s
+    assert ad.ttft_ms == pytest.approx(on.ttft_ms - (on.step_s - ad.step_s) * 1000, rel=0.05)
