@@ -115,8 +115,17 @@ def test_a_bluegreen_switch_with_no_spare_gpu_is_blocked_then_cancelled_at_its_d
         switch = wait_for(lambda: status(kube, namespace).get("switch"), 120, "a switch recorded")
         assert switch["target"] == "Off" and switch["reason"] == "TTFTSLOBreached", switch
         timer.mark("switch started")
-        # The system acted: the standby Deployment was made, the scheduler tried its pod.
-        assert (get(kube, "deployment", namespace, STANDBY) or {})["spec"]["replicas"] == 1
+        # The system acted: the standby Deployment was scaled up, the scheduler tried its pod.
+        # The switch is recorded before the engine is touched (reconcile/apply.py), so the
+        # scale-up follows the status within the same pass, not with it.
+        wait_for(
+            lambda: (
+                (get(kube, "deployment", namespace, STANDBY) or {}).get("spec", {}).get("replicas")
+                == 1
+            ),
+            30,
+            "the standby Deployment scaled to 1",
+        )
         pending = wait_for(
             lambda: unschedulable(kube, namespace, STANDBY), 60, "the standby's pod Unschedulable"
         )
