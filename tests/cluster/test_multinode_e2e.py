@@ -299,6 +299,15 @@ def timeline(kube: KubeHandle, namespace: str, times: dict[str, float]) -> str:
     )
 
 
+def switches_completed(kube: KubeHandle, namespace: str) -> list[dict[str, Any]]:
+    """The SwitchCompleted events, once both switches posted theirs ([] before): the pass that
+    ends a switch posts its event after the status patch that clears ``status.switch``
+    (loop/cycle.py's _report), so the second event follows ``settled``, not with it."""
+    events = json.loads(kube.kubectl("get", "events", "-n", namespace, "-o", "json").stdout)
+    done = [e for e in events["items"] if e["reason"] == "SwitchCompleted"]
+    return done if len(done) >= 2 else []
+
+
 def ledger(kube: KubeHandle, namespace: str) -> list[tuple[str, str, str]]:
     return [(d["action"], d["reason"], d["mode"]) for d in sps_status(kube, namespace)["decisions"]]
 
@@ -426,8 +435,8 @@ def test_bluegreen_switches_a_two_node_group_off_and_on_with_no_failed_request(
     )
     assert failed == 0 and no_endpoint == 0, clients.failed[:5]
     assert gap < GROUP_START_WALL_S  # never a restart's worth of nothing served
-    events = json.loads(kube.kubectl("get", "events", "-n", namespace, "-o", "json").stdout)
-    assert sum(1 for e in events["items"] if e["reason"] == "SwitchCompleted") == 2
+    completed = wait_for(lambda: switches_completed(kube, namespace), 30, "two SwitchCompleted")
+    assert len(completed) == 2, [e["message"] for e in completed]
 
 
 def test_recreate_restarts_the_two_node_group_and_the_clients_see_the_downtime(
@@ -474,5 +483,5 @@ def test_recreate_restarts_the_two_node_group_and_the_clients_see_the_downtime(
     )
     st = sps_status(kube, namespace)
     assert st["speculationMode"] == "On" and not st.get("switch")
-    events = json.loads(kube.kubectl("get", "events", "-n", namespace, "-o", "json").stdout)
-    assert sum(1 for e in events["items"] if e["reason"] == "SwitchCompleted") == 2
+    completed = wait_for(lambda: switches_completed(kube, namespace), 30, "two SwitchCompleted")
+    assert len(completed) == 2, [e["message"] for e in completed]

@@ -111,8 +111,11 @@ def test_b_a_blocked_switch_falls_back_to_recreate_and_its_downtime_is_measured(
     assert st["speculationMode"] == "Off", st
     assert serving(kube, namespace) == "off"
     assert ready_replicas(kube, namespace, STANDBY) == 1
-    # The operator's measured downtime, in its event and its ledger.
-    (completed,) = events(kube, namespace, "SwitchCompleted")
+    # The operator's measured downtime, in its event and its ledger. The event is posted after
+    # the status patch that ended the switch (loop/cycle.py's _report): it follows that status.
+    (completed,) = wait_for(
+        lambda: events(kube, namespace, "SwitchCompleted"), 30, "the SwitchCompleted event"
+    )
     found = re.search(r"(\d+)s without a serving engine \(measured\)", completed["message"])
     assert found, completed["message"]
     reported = float(found.group(1))

@@ -64,10 +64,16 @@ def test_a_gpu_quota_refusal_is_the_reported_cause(
     ready = condition(get(kube, "sps", namespace, name), "Ready")
     assert ready is not None and ready["status"] == "False"
     assert ready["reason"] == "QuotaExceeded" and "exceeded quota: no-gpus" in ready["message"]
-    events = json.loads(kube.kubectl("get", "events", "-n", namespace, "-o", "json").stdout)
-    warned = [
-        e
-        for e in events["items"]
-        if e.get("reason") == "SwitchBlocked" and e["involvedObject"].get("name") == name
-    ]
+
+    def warnings() -> list[dict[str, Any]]:
+        events = json.loads(kube.kubectl("get", "events", "-n", namespace, "-o", "json").stdout)
+        return [
+            e
+            for e in events["items"]
+            if e.get("reason") == "SwitchBlocked" and e["involvedObject"].get("name") == name
+        ]
+
+    # The pass that sets the condition posts its event after its status patch (loop/cycle.py's
+    # _report), so the event follows SwitchBlocked=True, not with it.
+    warned = wait_for(warnings, 30, "the SwitchBlocked event")
     assert len(warned) == 1 and "exceeded quota" in warned[0]["message"]
