@@ -256,6 +256,13 @@ def wait_for(check: Callable[[], T], timeout: float, what: str, poll_s: float = 
         time.sleep(poll_s)
 
 
+def events(kube: KubeHandle, namespace: str, reason: str | None = None) -> list[dict[str, Any]]:
+    """The Events in ``namespace`` (those with ``reason`` when given), read from the apiserver."""
+    done = kube.kubectl("get", "events", "-n", namespace, "-o", "json")
+    items = json.loads(done.stdout)["items"]
+    return [e for e in items if reason is None or e.get("reason") == reason]
+
+
 def scrape(url: str, name: str) -> float:
     """One sample of a Prometheus text exposition at ``url`` (0 when it has none yet)."""
     with urllib.request.urlopen(url, timeout=5) as resp:

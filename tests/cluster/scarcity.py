@@ -23,9 +23,9 @@ from test_closed_loop_e2e import NAME, Stack, apply, status
 from test_multinode_e2e import Clients
 from test_operator_e2e import condition, get
 
-from stack import KubeHandle, stop_shared_operators, wait_for
+from stack import KubeHandle, events, stop_shared_operators, wait_for
 
-__all__ = ["NAME", "Clients", "Stack", "apply", "status"]
+__all__ = ["NAME", "Clients", "Stack", "apply", "events", "status"]
 
 #: A switch the tests force: any measured TTFT breaches a 1 ms SLO, so the first evaluation with
 #: load decides to switch speculation off (test_closed_loop_e2e's killed-mid-switch case: 4 users
@@ -82,11 +82,6 @@ def switch_blocked(kube: KubeHandle, namespace: str) -> dict[str, Any] | None:
 
 def ledger(kube: KubeHandle, namespace: str) -> list[dict[str, Any]]:
     return list(status(kube, namespace).get("decisions") or [])
-
-
-def events(kube: KubeHandle, namespace: str, reason: str) -> list[dict[str, Any]]:
-    done = kube.kubectl("get", "events", "-n", namespace, "-o", "json")
-    return [e for e in json.loads(done.stdout)["items"] if e["reason"] == reason]
 
 
 def ready_replicas(kube: KubeHandle, namespace: str, name: str) -> int:

@@ -28,7 +28,7 @@ from test_operator_e2e import condition, get
 
 from specserver_engine.loadgen import Segment, run_segment
 from specserver_engine.ports import free_loopback_port
-from stack import REPO, KubeHandle, counted, scrape, stop_shared_operators, wait_for
+from stack import REPO, KubeHandle, counted, events, scrape, stop_shared_operators, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -324,11 +324,9 @@ def test_operator_killed_mid_switch_completes_exactly_one_switch(
     st = status(kube, namespace)
     assert [(d["action"], d["reason"]) for d in st["decisions"]] == [("disable", "TTFTSLOBreached")]
     assert st["speculationMode"] == "Off"
-
-    def completed() -> list[dict[str, Any]]:
-        events = json.loads(kube.kubectl("get", "events", "-n", namespace, "-o", "json").stdout)
-        return [e for e in events["items"] if e["reason"] == "SwitchCompleted"]
-
     # The pass that ends the switch posts its event after its status patch (loop/cycle.py's
     # _report), so the event follows the cleared status.switch, not with it.
-    assert len(wait_for(completed, 30, "the SwitchCompleted event")) == 1
+    completed = wait_for(
+        lambda: events(kube, namespace, "SwitchCompleted"), 30, "the SwitchCompleted event"
+    )
+    assert len(completed) == 1

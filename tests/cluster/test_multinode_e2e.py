@@ -42,7 +42,7 @@ from test_closed_loop_e2e import Stack
 from test_operator_e2e import condition, get
 
 from specserver_engine.loadgen import one_request
-from stack import REPO, KubeHandle, load_script, stop_shared_operators, wait_for
+from stack import REPO, KubeHandle, events, load_script, stop_shared_operators, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -290,8 +290,7 @@ def timeline(kube: KubeHandle, namespace: str, times: dict[str, float]) -> str:
         calendar.timegm(time.strptime(d["time"], "%Y-%m-%dT%H:%M:%SZ"))
         for d in sps_status(kube, namespace)["decisions"]
     ]
-    events = json.loads(kube.kubectl("get", "events", "-n", namespace, "-o", "json").stdout)
-    done = [e for e in events["items"] if e["reason"] == "SwitchCompleted"]
+    done = events(kube, namespace, "SwitchCompleted")
     took = [e["message"] for e in sorted(done, key=lambda e: e["lastTimestamp"])]
     return (
         f"off decided {decided[0] - times['overload']:.0f}s into the overload, on "
@@ -303,8 +302,7 @@ def switches_completed(kube: KubeHandle, namespace: str) -> list[dict[str, Any]]
     """The SwitchCompleted events, once both switches posted theirs ([] before): the pass that
     ends a switch posts its event after the status patch that clears ``status.switch``
     (loop/cycle.py's _report), so the second event follows ``settled``, not with it."""
-    events = json.loads(kube.kubectl("get", "events", "-n", namespace, "-o", "json").stdout)
-    done = [e for e in events["items"] if e["reason"] == "SwitchCompleted"]
+    done = events(kube, namespace, "SwitchCompleted")
     return done if len(done) >= 2 else []
 
 

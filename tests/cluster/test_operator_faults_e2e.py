@@ -24,6 +24,7 @@ from stack import (
     KubeHandle,
     Operator,
     counted,
+    events,
     http_ok,
     load_config,
     wait_for,
@@ -198,8 +199,8 @@ def test_every_accepted_hostile_spec_gets_a_status(
         assert get(kube, "service", namespace, child) is not None
 
     def warned() -> set[str]:
-        events = json.loads(kube.kubectl("get", "events", "-n", namespace, "-o", "json").stdout)
-        return {e["involvedObject"]["name"] for e in events["items"] if e["type"] == "Warning"}
+        found = events(kube, namespace)
+        return {e["involvedObject"]["name"] for e in found if e["type"] == "Warning"}
 
     # A ConfigValid=False flip's Warning is posted after the status patch that made it
     # (loop/cycle.py's _report), so it follows the status waited for above, not with it.
@@ -231,8 +232,7 @@ def test_a_child_the_api_server_refuses_is_a_condition_not_a_retry_storm(
     )
     assert ready["status"] == "False" and "422" in ready["message"]
     operator.wait_cycles(4)  # several cycles: backoff, not a retry per cycle
-    events = json.loads(kube.kubectl("get", "events", "-n", namespace, "-o", "json").stdout)
-    failed = [e for e in events["items"] if e["reason"] == "ReconcileFailed"]
+    failed = events(kube, namespace, "ReconcileFailed")
     assert len(failed) == 1 and failed[0]["type"] == "Warning"
     assert get(kube, "deployment", namespace, "qwen3-8b") is None
 
@@ -264,8 +264,7 @@ def test_hand_edits_of_owned_fields_are_repaired(
         30,
         "the replicas restored",
     )
-    events = json.loads(kube.kubectl("get", "events", "-n", namespace, "-o", "json").stdout)
-    assert "DriftRepaired" in {e["reason"] for e in events["items"]}
+    assert events(kube, namespace, "DriftRepaired")
 
 
 def test_a_tarpit_prometheus_holds_no_other_specserver(

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from stack import REPO, KubeHandle, Operator, wait_for
+from stack import REPO, KubeHandle, Operator, events, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -66,12 +66,8 @@ def test_a_gpu_quota_refusal_is_the_reported_cause(
     assert ready["reason"] == "QuotaExceeded" and "exceeded quota: no-gpus" in ready["message"]
 
     def warnings() -> list[dict[str, Any]]:
-        events = json.loads(kube.kubectl("get", "events", "-n", namespace, "-o", "json").stdout)
-        return [
-            e
-            for e in events["items"]
-            if e.get("reason") == "SwitchBlocked" and e["involvedObject"].get("name") == name
-        ]
+        found = events(kube, namespace, "SwitchBlocked")
+        return [e for e in found if e["involvedObject"].get("name") == name]
 
     # The pass that sets the condition posts its event after its status patch (loop/cycle.py's
     # _report), so the event follows SwitchBlocked=True, not with it.
