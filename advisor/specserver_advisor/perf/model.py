@@ -265,12 +265,16 @@ def eager_draft_loop_s(scn: Scenario, spec: SpecShape, batch: int, cal: Calibrat
     """
     if scn.cuda_graph_max_bs is None or batch <= scn.cuda_graph_max_bs or spec.num_steps < 1:
         return 0.0
-    kernels = (
+    return draft_loop_kernels(spec) * cal.eager_launch_s
+
+
+def draft_loop_kernels(spec: SpecShape) -> int:
+    """The draft loop's kernels outside its forwards for ``spec.num_steps`` (>= 1) draft steps."""
+    return (
         spec.num_steps * SELECT_TOP_K_KERNELS
         + (spec.num_steps - 1) * DRAFT_SAMPLE_KERNELS
         + ORGANIZE_TREE_KERNELS
     )
-    return kernels * cal.eager_launch_s
 
 
 def schedule_host_time(batch: int, cal: Calibration) -> float:
@@ -426,12 +430,7 @@ def draft_loop_floor_s(scn: Scenario, spec: SpecShape, cal: Calibration) -> floa
     floor (``eager_draft_loop_s`` prices them launched one by one above the captured batch)."""
     if spec.num_steps < 1 or spec.algorithm == "NGRAM":
         return 0.0
-    kernels = (
-        spec.num_steps * SELECT_TOP_K_KERNELS
-        + (spec.num_steps - 1) * DRAFT_SAMPLE_KERNELS
-        + ORGANIZE_TREE_KERNELS
-    )
-    return kernels * kernel_floor_s(scn.gpu, cal)
+    return draft_loop_kernels(spec) * kernel_floor_s(scn.gpu, cal)
 
 
 def prefill_time(scn: Scenario, speculative: bool, cal: Calibration) -> float:
