@@ -85,7 +85,34 @@ GPUS: dict[str, Gpu] = {
         Gpu("H20", 97871, 4000, 148, (9, 0), link_gbs=450, fp8_tflops=296),
         Gpu("H100", 81559, 3350, 989, (9, 0), link_gbs=450, fp8_tflops=1979),
         Gpu("H200", 143771, 4800, 989, (9, 0), link_gbs=450, fp8_tflops=1979),
+        # H800: the H100's silicon, memory and rates, its NVLink capped at 400 GB/s both ways.
+        Gpu("H800", 81559, 3350, 989, (9, 0), link_gbs=200, fp8_tflops=1979),
         Gpu("B200", 183359, 8000, 2250, (10, 0), link_gbs=900, fp8_tflops=4500, fp4_tflops=9000),
+        # Blackwell Ultra (sm103: SGLang's Blackwell paths branch on the major, 10, alike).
+        Gpu("B300", 275040, 8000, 2250, (10, 3), link_gbs=900, fp8_tflops=4500, fp4_tflops=14000),
+        # Grace Blackwell trays: 4 GPUs to a tray (a node), NVLink 5 across the NVL72 rack.
+        Gpu(
+            "GB200",
+            189471,
+            8000,
+            2500,
+            (10, 0),
+            link_gbs=900,
+            node_gpus=4,
+            fp8_tflops=5000,
+            fp4_tflops=10000,
+        ),
+        Gpu(
+            "GB300",
+            284208,
+            8000,
+            2500,
+            (10, 3),
+            link_gbs=900,
+            node_gpus=4,
+            fp8_tflops=5000,
+            fp4_tflops=15000,
+        ),
         Gpu("GH200", 97871, 4000, 989, (9, 0), link_gbs=450, fp8_tflops=1979),
         # DGX Spark: 128 GB LPDDR5x shared with the CPU; the runtime sees most of it.
         Gpu("GB10", 122572, 273, 62, (12, 1), context_overhead_gib=2.0, unified_memory=True),
@@ -114,7 +141,20 @@ GPUS: dict[str, Gpu] = {
             fp8_tflops=2614.9,
             source=_AMD + "mi300/mi325x.html",
         ),
-        # CDNA 4: 7 Infinity Fabric links of 153.6 GB/s (both directions) -> 537 one way.
+        # CDNA 4: 7 Infinity Fabric links of 153.6 GB/s (both directions) -> 537 one way. The
+        # MI350X is the MI355X at a 2.2 GHz peak engine clock (2.4): its rates x 2.2/2.4.
+        Gpu(
+            "MI350X",
+            294896,
+            8000,
+            2307.2,
+            (9, 5),
+            link_gbs=537,
+            rocm=True,
+            fp8_tflops=4614.4,
+            fp4_tflops=9228.8,
+            source=_AMD + "mi350/mi350x.html",
+        ),
         Gpu(
             "MI355X",
             294896,
@@ -141,7 +181,10 @@ _ALIASES = {
     "DGX-SPARK": "GB10",
     "MI300": "MI300X",
     "MI325": "MI325X",
+    "MI350": "MI350X",
     "MI355": "MI355X",
+    "H800-SXM": "H800",
+    "H800-80G": "H800",
 }
 
 

@@ -530,8 +530,8 @@ class Resources(ApiModel):
     )
     gpu_type: str = Field(
         description=(
-            "GPU model used for planning, e.g. L4, A10G, L40S, A100-80G, H100, H200, B200, "
-            "MI300X, MI325X, MI355X. "
+            "GPU model used for planning, e.g. L4, A10G, L40S, A100-80G, H100, H800, H200, B200, "
+            "B300, GB200, MI300X, MI325X, MI350X, MI355X. "
             "Selects memory, bandwidth and compute in the advisor's tables."
         ),
     )
@@ -539,8 +539,8 @@ class Resources(ApiModel):
         default="nvidia.com/gpu",
         description=(
             "Extended resource name requested for the GPUs: nvidia.com/gpu (the default) for "
-            "NVIDIA cards, amd.com/gpu for AMD Instinct (MI300X, MI325X, MI355X), which must be "
-            "set: an AMD gpuType with an nvidia.com resource is refused."
+            "NVIDIA cards, amd.com/gpu for AMD Instinct (MI300X, MI325X, MI350X, MI355X), which "
+            "must be set: an AMD gpuType with an nvidia.com resource is refused."
         ),
     )
     cpu: str | None = Field(default=None, description="CPU request and limit (e.g. '8').")

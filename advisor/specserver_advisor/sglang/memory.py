@@ -302,6 +302,13 @@ def plan_memory(
             f"above {max(0.0, floor_mfs):.3f}. If using speculative decoding, draft weights are "
             "now counted."
         )
+        if floor_mfs >= 1:
+            # SGLang's text asks for a fraction no launch can give: say what would help.
+            plan.error += (
+                f" (No fraction can: the weights, {t_w + d_w:.1f} GiB a GPU, do not fit the "
+                f"{pre_free:.1f} GiB free before loading; use more GPUs (--tp-size), a card "
+                "with more memory, or smaller (quantised) weights.)"
+            )
     return plan
 
 

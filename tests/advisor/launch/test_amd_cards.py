@@ -28,7 +28,7 @@ def _server(**resources: object) -> SpecServer:
 
 def test_amd_cards_carry_their_data_sheet_figures() -> None:
     amd = {name: gpu for name, gpu in GPUS.items() if gpu.rocm}
-    assert sorted(amd) == ["MI300X", "MI325X", "MI355X"]
+    assert sorted(amd) == ["MI300X", "MI325X", "MI350X", "MI355X"]
     for gpu in amd.values():
         assert gpu.source.startswith("https://www.amd.com/"), gpu.name
         # Dense FP8 doubles dense BF16 on CDNA 3 and 4; 8 GPUs a node on Infinity Fabric.
@@ -37,12 +37,18 @@ def test_amd_cards_carry_their_data_sheet_figures() -> None:
     assert (amd["MI300X"].memory_gib, amd["MI325X"].memory_gib) == (pytest.approx(192, 0.01), 255)
     assert amd["MI300X"].bandwidth_gbs < amd["MI325X"].bandwidth_gbs < amd["MI355X"].bandwidth_gbs
     # Only CDNA 4 has an FP4 matrix path (MXFP4 at twice FP8).
-    assert amd["MI355X"].fp4_tflops == pytest.approx(2 * amd["MI355X"].fp8_tflops, rel=0.01)
+    for cdna4 in ("MI350X", "MI355X"):
+        assert amd[cdna4].fp4_tflops == pytest.approx(2 * amd[cdna4].fp8_tflops, rel=0.01)
+        assert amd[cdna4].generation == "cdna4"
     assert amd["MI300X"].fp4_tflops == amd["MI325X"].fp4_tflops == 0
+    # The MI350X is the MI355X's silicon and memory at its lower peak clock (2.2 of 2.4 GHz).
+    assert amd["MI350X"].memory_mib == amd["MI355X"].memory_mib
+    assert amd["MI350X"].bf16_tflops / amd["MI355X"].bf16_tflops == pytest.approx(2.2 / 2.4, 1e-3)
     assert lookup_gpu("mi355").name == "MI355X"
+    assert lookup_gpu("mi350").name == "MI350X"
 
 
-@pytest.mark.parametrize("name", ["MI300X", "MI325X", "MI355X"])
+@pytest.mark.parametrize("name", ["MI300X", "MI325X", "MI350X", "MI355X"])
 def test_amd_gpu_type_needs_the_amd_resource(name: str) -> None:
     assert spec_problems(_server(gpuType=name, gpuResourceName="amd.com/gpu")) == []
     problems = spec_problems(_server(gpuType=name))  # the CRD default: nvidia.com/gpu

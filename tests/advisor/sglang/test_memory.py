@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from specserver_advisor.gpus import lookup_gpu
+from specserver_advisor.perf import calibration
 from specserver_advisor.sglang import memory
 from specserver_advisor.sglang.configvalues import ConfigShapeError
 from specserver_advisor.sglang.modelshape import shape_from_config
@@ -73,6 +74,18 @@ def test_weights_that_leave_no_kv_give_sglangs_error() -> None:
         "Loaded weights leave no GPU memory for the KV cache under "
         "--mem-fraction-static=0.701. Raise --mem-fraction-static above"
     )
+
+
+def test_weights_larger_than_the_card_say_no_fraction_can_fit_them() -> None:
+    shape = shape_from_config(calibration.field_config("deepseek-v3"))
+    # DeepSeek-V3's FP8 weights on 8 x 80 GB: SGLang would ask for a fraction above 1.
+    plan = memory.plan_memory(lookup_gpu("H800"), shape, 690 * 10**9, None, 0, None, tp_size=8)
+    assert plan.error is not None and plan.kv_pool_tokens_with_draft == 0
+    asked = float(plan.error.split("above ")[1].split(". ")[0])
+    assert asked > 1
+    assert "No fraction can" in plan.error and "--tp-size" in plan.error
+    # Where a fraction below 1 would do, the advice is SGLang's alone.
+    assert "No fraction can" not in (l4_plan(None).error or "")
 
 
 def test_sglang_max_running_requests() -> None:
