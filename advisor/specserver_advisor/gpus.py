@@ -5,9 +5,10 @@ Used by the memory planner and the performance model. Figures are vendor data sh
 reports, which is what SGLang's heuristics see. ``context_overhead_gib`` is what the CUDA
 context and NCCL take before weights load. ``capability`` is the CUDA compute capability, which
 SGLang's attention-backend and page-size defaults branch on (sm80 Ampere, sm86/sm89 Ampere/Ada,
-sm90 Hopper, sm100 Blackwell, sm121 GB10). AMD Instinct cards (``rocm``) report the gfx target
-as PyTorch on ROCm does (gfx942: (9, 4), gfx950: (9, 5)); SGLang branches on ``is_hip`` for them
-before it looks at the capability (``sglang.serverargs.default_attention_backend``).
+sm90 Hopper, sm100 Blackwell, sm103 Blackwell Ultra, sm121 GB10). AMD Instinct cards (``rocm``)
+report the gfx target as PyTorch on ROCm does (gfx942: (9, 4), gfx950: (9, 5)); SGLang branches
+on ``is_hip`` for them before it looks at the capability
+(``sglang.serverargs.default_attention_backend``).
 ``fp8_tflops`` / ``fp4_tflops`` are the dense FP8 and FP4 (NVFP4 / OCP MXFP4) matrix rates where the
 card has them (0: none); the performance model prices compute at ``bf16_tflops`` today (an FP8
 or FP4 checkpoint's GEMMs are priced at the BF16 rate: docs/advisor.md, what is not modelled),
@@ -39,7 +40,8 @@ class Gpu:
     #: RCCL and the aiter custom all-reduce).
     rocm: bool = False
     #: GPUs a node's fabric connects all-to-all: NVSwitch (8 on HGX), a fully connected
-    #: Infinity Fabric mesh (8 on MI300X/MI325X/MI355X platforms); 1 for PCIe-only cards.
+    #: Infinity Fabric mesh (8 on MI300X/MI325X/MI350X/MI355X platforms); 1 for PCIe-only
+    #: cards.
     node_gpus: int = 8
     #: Dense FP8 and FP4 matrix rates, TFLOPS (0: the card has no such tensor path).
     fp8_tflops: float = 0.0
@@ -72,6 +74,50 @@ class Gpu:
 #: AMD's Instinct product pages (specifications tab: peak dense rates, HBM, Infinity Fabric).
 _AMD = "https://www.amd.com/en/products/accelerators/instinct/"
 
+
+def _instinct(
+    name: str,
+    memory_mib: int,
+    bandwidth_gbs: float,
+    rates: tuple[float, float, float],
+    capability: tuple[int, int],
+    link_gbs: float,
+    page: str,
+) -> Gpu:
+    """An AMD Instinct card: ``rates`` are its dense BF16, FP8 and FP4 TFLOPS (0: none), from
+    its product page (``page`` under ``_AMD``)."""
+    bf16, fp8, fp4 = rates
+    return Gpu(
+        name,
+        memory_mib,
+        bandwidth_gbs,
+        bf16,
+        capability,
+        link_gbs=link_gbs,
+        rocm=True,
+        fp8_tflops=fp8,
+        fp4_tflops=fp4,
+        source=f"{_AMD}{page}.html",
+    )
+
+
+def _grace_blackwell(
+    name: str, memory_mib: int, capability: tuple[int, int], fp4_tflops: float
+) -> Gpu:
+    """A Grace Blackwell GPU (GB200, GB300): 8 TB/s, 2.5 PF BF16 and 5 PF FP8 dense, NVLink 5
+    (900 GB/s one way); 4 to a compute tray (``cli.plannodes.USUAL_GPUS_PER_NODE``)."""
+    return Gpu(
+        name,
+        memory_mib,
+        8000,
+        2500,
+        capability,
+        link_gbs=900,
+        fp8_tflops=5000,
+        fp4_tflops=fp4_tflops,
+    )
+
+
 GPUS: dict[str, Gpu] = {
     g.name: g
     for g in (
@@ -90,83 +136,22 @@ GPUS: dict[str, Gpu] = {
         Gpu("B200", 183359, 8000, 2250, (10, 0), link_gbs=900, fp8_tflops=4500, fp4_tflops=9000),
         # Blackwell Ultra (sm103: SGLang's Blackwell paths branch on the major, 10, alike).
         Gpu("B300", 275040, 8000, 2250, (10, 3), link_gbs=900, fp8_tflops=4500, fp4_tflops=14000),
-        # Grace Blackwell trays: 4 GPUs to a tray (a node), NVLink 5 across the NVL72 rack.
-        Gpu(
-            "GB200",
-            189471,
-            8000,
-            2500,
-            (10, 0),
-            link_gbs=900,
-            node_gpus=4,
-            fp8_tflops=5000,
-            fp4_tflops=10000,
-        ),
-        Gpu(
-            "GB300",
-            284208,
-            8000,
-            2500,
-            (10, 3),
-            link_gbs=900,
-            node_gpus=4,
-            fp8_tflops=5000,
-            fp4_tflops=15000,
-        ),
+        # Grace Blackwell: 4 GPUs to a compute tray (a node), NVLink 5 across the NVL72 rack.
+        _grace_blackwell("GB200", 189471, (10, 0), fp4_tflops=10000),
+        _grace_blackwell("GB300", 284208, (10, 3), fp4_tflops=15000),
         Gpu("GH200", 97871, 4000, 989, (9, 0), link_gbs=450, fp8_tflops=1979),
         # DGX Spark: 128 GB LPDDR5x shared with the CPU; the runtime sees most of it.
         Gpu("GB10", 122572, 273, 62, (12, 1), context_overhead_gib=2.0, unified_memory=True),
         # AMD Instinct (product pages: dense BF16/FP8/MXFP4, no sparsity; Infinity Fabric, a
         # fully connected mesh of 8: 7 peer links of 128 GB/s both directions on CDNA 3, their
         # one-direction total as link_gbs). Memory as ROCm reports it.
-        Gpu(
-            "MI300X",
-            196592,
-            5300,
-            1307.4,
-            (9, 4),
-            link_gbs=448,
-            rocm=True,
-            fp8_tflops=2614.9,
-            source=_AMD + "mi300/mi300x.html",
-        ),
-        Gpu(
-            "MI325X",
-            261120,
-            6000,
-            1307.4,
-            (9, 4),
-            link_gbs=448,
-            rocm=True,
-            fp8_tflops=2614.9,
-            source=_AMD + "mi300/mi325x.html",
-        ),
+        _instinct("MI300X", 196592, 5300, (1307.4, 2614.9, 0), (9, 4), 448, "mi300/mi300x"),
+        _instinct("MI325X", 261120, 6000, (1307.4, 2614.9, 0), (9, 4), 448, "mi300/mi325x"),
         # CDNA 4: 7 Infinity Fabric links of 153.6 GB/s (both directions) -> 537 one way. The
-        # MI350X is the MI355X at a 2.2 GHz peak engine clock (2.4): its rates x 2.2/2.4.
-        Gpu(
-            "MI350X",
-            294896,
-            8000,
-            2307.2,
-            (9, 5),
-            link_gbs=537,
-            rocm=True,
-            fp8_tflops=4614.4,
-            fp4_tflops=9228.8,
-            source=_AMD + "mi350/mi350x.html",
-        ),
-        Gpu(
-            "MI355X",
-            294896,
-            8000,
-            2516.6,
-            (9, 5),
-            link_gbs=537,
-            rocm=True,
-            fp8_tflops=5033.2,
-            fp4_tflops=10066.3,
-            source=_AMD + "mi350/mi355x.html",
-        ),
+        # MI350X is the MI355X (256 CUs, 4,096 dense BF16 FLOP a CU a clock) at a 2.2 GHz peak
+        # engine clock instead of 2.4: 2,306.9 TFLOPS BF16 (AMD's page rounds it to 2.3 PF).
+        _instinct("MI350X", 294896, 8000, (2306.9, 4613.7, 9227.5), (9, 5), 537, "mi350/mi350x"),
+        _instinct("MI355X", 294896, 8000, (2516.6, 5033.2, 10066.3), (9, 5), 537, "mi350/mi355x"),
     )
 }
 
@@ -184,7 +169,6 @@ _ALIASES = {
     "MI350": "MI350X",
     "MI355": "MI355X",
     "H800-SXM": "H800",
-    "H800-80G": "H800",
 }
 
 

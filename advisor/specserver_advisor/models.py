@@ -531,7 +531,7 @@ class Resources(ApiModel):
     gpu_type: str = Field(
         description=(
             "GPU model used for planning, e.g. L4, A10G, L40S, A100-80G, H100, H800, H200, B200, "
-            "B300, GB200, MI300X, MI325X, MI350X, MI355X. "
+            "B300, GB200, GB300, MI300X, MI325X, MI350X, MI355X. "
             "Selects memory, bandwidth and compute in the advisor's tables."
         ),
     )

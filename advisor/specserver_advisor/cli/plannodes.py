@@ -15,11 +15,12 @@ from typing import Any
 from specserver_advisor.gpus import Gpu
 from specserver_advisor.launch.multinode import MAX_GPUS_PER_NODE
 
-#: GPUs in the usual server of each card (vendor reference systems: DGX/HGX A100, H100, H200,
-#: B200 and H20 boards carry 8; the largest cloud shapes of L4, L40S, A10G carry 8 (AWS
-#: g6.48xlarge, g6e.48xlarge, g5.48xlarge); a GH200 superchip and a DGX Spark (GB10) are one
-#: GPU per node). A card not listed is taken as 8.
-USUAL_GPUS_PER_NODE = {"GH200": 1, "GB10": 1}
+#: GPUs in the usual server of each card (vendor reference systems: DGX/HGX A100, H100, H800,
+#: H200, B200, B300 and H20 boards carry 8, as AMD's MI300X-MI355X platforms do; the largest
+#: cloud shapes of L4, L40S, A10G carry 8 (AWS g6.48xlarge, g6e.48xlarge, g5.48xlarge); a
+#: GB200/GB300 NVL72 compute tray holds 4 (two Grace CPUs, two GPUs each); a GH200 superchip
+#: and a DGX Spark (GB10) are one GPU per node). A card not listed is taken as 8.
+USUAL_GPUS_PER_NODE = {"GH200": 1, "GB10": 1, "GB200": 4, "GB300": 4}
 DEFAULT_GPUS_PER_NODE = 8
 #: The most nodes one replica may span (``spec.resources.nodes``' bound).
 MAX_NODES = 64

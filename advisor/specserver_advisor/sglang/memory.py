@@ -307,7 +307,7 @@ def plan_memory(
             plan.error += (
                 f" (No fraction can: the weights, {t_w + d_w:.1f} GiB a GPU, do not fit the "
                 f"{pre_free:.1f} GiB free before loading; use more GPUs (--tp-size), a card "
-                "with more memory, or smaller (quantised) weights.)"
+                "with more memory, or smaller (quantized) weights.)"
             )
     return plan
 

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from specserver_advisor.cli.main import main
+from specserver_advisor.cli.plannodes import node_advice, nodes_for
 from specserver_advisor.gpus import lookup_gpu
 from specserver_advisor.perf import calibration
 from specserver_advisor.perf.constants import DEFAULT_CALIBRATION
@@ -36,8 +37,11 @@ def plan_on(gpu: str, argv: list[str], model: str = "deepseek-v3") -> Plan:
     return make_plan(PlanInputs(values, config, None, lookup_gpu(gpu), concurrency=[1]))
 
 
-def plan_json(capsys: pytest.CaptureFixture[str], gpu: str, gpus: int = 8) -> dict[str, Any]:
+def plan_json(
+    capsys: pytest.CaptureFixture[str], gpu: str, gpus: int = 8, nnodes: int = 1
+) -> dict[str, Any]:
     argv = ["plan", "--model", "deepseek-ai/DeepSeek-V3", "--gpu", gpu, "--gpus", str(gpus)]
+    argv += ["--nnodes", str(nnodes)]
     argv += ["--algorithm", "NEXTN", "--steps", "1", "--topk", "1", "--draft-tokens", "2"]
     assert main([*argv, "--concurrency", "1", "--format", "json"]) == 0
     out: dict[str, Any] = json.loads(capsys.readouterr().out)
@@ -46,10 +50,22 @@ def plan_json(capsys: pytest.CaptureFixture[str], gpu: str, gpus: int = 8) -> di
 
 @pytest.mark.parametrize("gpu", NEW_CARDS)
 def test_plan_runs_on_each_card_and_names_it(gpu: str, capsys: pytest.CaptureFixture[str]) -> None:
-    # DeepSeek-V3's FP8 weights fill 8 x 80 GB: the H800 takes two nodes' 16, as the H100 does.
-    out = plan_json(capsys, gpu, 16 if gpu == "H800" else 8)
+    # DeepSeek-V3's FP8 weights fill 8 x 80 GB: the H800 takes two nodes' 16, as the H100
+    # does; a GB200/GB300 tray holds 4, so its 8 span two trays.
+    nnodes = 2 if gpu in ("H800", "GB200", "GB300") else 1
+    out = plan_json(capsys, gpu, 16 if gpu == "H800" else 8, nnodes)
     assert out["memory"]["gpu"] == gpu
     assert out["curves"], "a plan with no curve predicted nothing"
+
+
+@pytest.mark.parametrize(("gpu", "per_node"), [("GB200", 4), ("GB300", 4), ("B300", 8)])
+def test_gpus_beyond_a_server_are_advised_as_nodes_of_the_cards_usual_server(
+    gpu: str, per_node: int
+) -> None:
+    card = lookup_gpu(gpu)
+    assert nodes_for(per_node, card) == (per_node, 1)
+    assert nodes_for(per_node + 1, card) == (2 * per_node, 2)
+    assert f"2 nodes of {per_node} x {gpu}" in node_advice(per_node + 1, card)
 
 
 def test_h800_differs_from_h100_only_in_its_all_reduces() -> None:
