@@ -43,6 +43,13 @@ class Gpu:
     #: Infinity Fabric mesh (8 on MI300X/MI325X/MI350X/MI355X platforms); 1 for PCIe-only
     #: cards.
     node_gpus: int = 8
+    #: Every GPU of a node is one hop from every other over NVLink/NVSwitch (or, on AMD,
+    #: Infinity Fabric): SGLang's ``is_full_nvlink``, without which its custom all-reduce runs
+    #: on at most two GPUs (``perf.parallelism.custom_allreduce_off``). PCIe-only cards: False.
+    full_nvlink: bool = False
+    #: The driver allows GPU peer-to-peer access over PCIe (GeForce drivers do not): without
+    #: it SGLang's P2P test fails and its custom all-reduce is off at any group size.
+    p2p: bool = True
     #: Dense FP8 and FP4 matrix rates, TFLOPS (0: the card has no such tensor path).
     fp8_tflops: float = 0.0
     fp4_tflops: float = 0.0
@@ -95,9 +102,34 @@ def _instinct(
         capability,
         link_gbs=link_gbs,
         rocm=True,
+        full_nvlink=True,
         fp8_tflops=fp8,
         fp4_tflops=fp4,
         source=f"{_AMD}{page}.html",
+    )
+
+
+def _nvlink(
+    name: str,
+    memory_mib: int,
+    bandwidth_gbs: float,
+    rates: tuple[float, float, float],
+    capability: tuple[int, int],
+    link_gbs: float,
+) -> Gpu:
+    """An NVIDIA card on an NVLink/NVSwitch board (HGX, DGX): every GPU of the node one hop
+    from the others (``full_nvlink``); ``rates`` its dense BF16, FP8 and FP4 TFLOPS (0: none)."""
+    bf16, fp8, fp4 = rates
+    return Gpu(
+        name,
+        memory_mib,
+        bandwidth_gbs,
+        bf16,
+        capability,
+        link_gbs=link_gbs,
+        full_nvlink=True,
+        fp8_tflops=fp8,
+        fp4_tflops=fp4,
     )
 
 
@@ -113,6 +145,7 @@ def _grace_blackwell(
         2500,
         capability,
         link_gbs=900,
+        full_nvlink=True,
         fp8_tflops=5000,
         fp4_tflops=fp4_tflops,
     )
@@ -126,20 +159,20 @@ GPUS: dict[str, Gpu] = {
         Gpu("A10", 23028, 600, 125, (8, 6)),
         Gpu("A6000", 48676, 768, 155, (8, 6)),
         Gpu("L40S", 46068, 864, 362, (8, 9), fp8_tflops=733),
-        Gpu("A100-40G", 40536, 1555, 312, (8, 0), link_gbs=300),
-        Gpu("A100-80G", 81051, 2039, 312, (8, 0), link_gbs=300),
-        Gpu("H20", 97871, 4000, 148, (9, 0), link_gbs=450, fp8_tflops=296),
-        Gpu("H100", 81559, 3350, 989, (9, 0), link_gbs=450, fp8_tflops=1979),
-        Gpu("H200", 143771, 4800, 989, (9, 0), link_gbs=450, fp8_tflops=1979),
+        _nvlink("A100-40G", 40536, 1555, (312, 0, 0), (8, 0), 300),
+        _nvlink("A100-80G", 81051, 2039, (312, 0, 0), (8, 0), 300),
+        _nvlink("H20", 97871, 4000, (148, 296, 0), (9, 0), 450),
+        _nvlink("H100", 81559, 3350, (989, 1979, 0), (9, 0), 450),
+        _nvlink("H200", 143771, 4800, (989, 1979, 0), (9, 0), 450),
         # H800: the H100's silicon, memory and rates, its NVLink capped at 400 GB/s both ways.
-        Gpu("H800", 81559, 3350, 989, (9, 0), link_gbs=200, fp8_tflops=1979),
-        Gpu("B200", 183359, 8000, 2250, (10, 0), link_gbs=900, fp8_tflops=4500, fp4_tflops=9000),
+        _nvlink("H800", 81559, 3350, (989, 1979, 0), (9, 0), 200),
+        _nvlink("B200", 183359, 8000, (2250, 4500, 9000), (10, 0), 900),
         # Blackwell Ultra (sm103: SGLang's Blackwell paths branch on the major, 10, alike).
-        Gpu("B300", 275040, 8000, 2250, (10, 3), link_gbs=900, fp8_tflops=4500, fp4_tflops=14000),
+        _nvlink("B300", 275040, 8000, (2250, 4500, 14000), (10, 3), 900),
         # Grace Blackwell: 4 GPUs to a compute tray (a node), NVLink 5 across the NVL72 rack.
         _grace_blackwell("GB200", 189471, (10, 0), fp4_tflops=10000),
         _grace_blackwell("GB300", 284208, (10, 3), fp4_tflops=15000),
-        Gpu("GH200", 97871, 4000, 989, (9, 0), link_gbs=450, fp8_tflops=1979),
+        _nvlink("GH200", 97871, 4000, (989, 1979, 0), (9, 0), 450),
         # DGX Spark: 128 GB LPDDR5x shared with the CPU; the runtime sees most of it.
         Gpu("GB10", 122572, 273, 62, (12, 1), context_overhead_gib=2.0, unified_memory=True),
         # AMD Instinct (product pages: dense BF16/FP8/MXFP4, no sparsity; Infinity Fabric, a

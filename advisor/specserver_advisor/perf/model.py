@@ -64,6 +64,9 @@ class Scenario:
     tp_size: int = 1
     #: Nodes the TP group spans (``--nnodes``): its all-reduces cross the inter-node link.
     nnodes: int = 1
+    #: --disable-custom-all-reduce (or deterministic inference on CUDA, which sets it): every
+    #: all-reduce is NCCL's (``parallelism.custom_allreduce_off``).
+    custom_allreduce_disabled: bool = False
     #: GPU clock relative to boost (a clock-locked card computes slower; memory is unchanged).
     clock_scale: float = 1.0
     #: Request lengths vary (real outputs, or a random range): arrivals are staggered. With

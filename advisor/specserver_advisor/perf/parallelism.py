@@ -25,7 +25,10 @@ Tensor parallelism's all-reduces (two per layer: after attention and after the M
 node SGLang's custom all-reduce (one-shot at small messages: each GPU reads its peers'
 buffers over the fabric and reduces locally; two-shot above ``ONE_SHOT_MAX_BYTES``), NCCL above
 the custom kernel's buffer (``CUSTOM_MAX_BYTES``) and whenever the group spans nodes, where the
-inter-node link (InfiniBand or RoCE, ``internode_gbs``) and its latency bind.
+inter-node link (InfiniBand or RoCE, ``internode_gbs``) and its latency bind. The custom kernel
+does not run at all where SGLang 0.5.23 turns it off (``custom_allreduce_off``: the flag, a
+group size it does not support, more than two GPUs without NVLink, no peer-to-peer access):
+there every all-reduce is NCCL's.
 
 Expert parallelism (all-to-all dispatch and combine, DeepEP) and DP attention are not modelled
 here: ``perf.unmodelled`` names them in the plan's notes with the error they imply.
@@ -49,6 +52,8 @@ ALLREDUCES_PER_LAYER = 2
 #: the registered buffer's size (``custom_all_reduce`` max_size, 8 MiB); NCCL past it.
 ONE_SHOT_MAX_BYTES = 256 * 1024
 CUSTOM_MAX_BYTES = 8 * 1024 * 1024
+#: The group sizes SGLang's custom all-reduce supports (``CustomAllreduce._SUPPORTED_WORLD_SIZES``).
+CUSTOM_ALLREDUCE_SIZES = (2, 4, 6, 8)
 #: The fused-MoE kernel's block of rows per expert at decode (the tuned configs' BLOCK_SIZE_M
 #: for small M): an expert's few tokens are padded to it and the padding rows are computed.
 MOE_BLOCK_M = 16
@@ -124,6 +129,8 @@ class Parallel(Protocol):
     def nnodes(self) -> int: ...
     @property
     def clock_scale(self) -> float: ...
+    @property
+    def custom_allreduce_disabled(self) -> bool: ...
 
 
 def kernel_floor_s(gpu: Gpu, cal: Calibration) -> float:
@@ -223,13 +230,41 @@ def moe_padded_rows(shape: ModelShape, tokens: float, touched: float) -> float:
     return float(touched * blocks * MOE_BLOCK_M)
 
 
-def one_allreduce_s(gpu: Gpu, tp: int, nnodes: int, payload: float, cal: Calibration) -> float:
+def custom_allreduce_off(gpu: Gpu, tp: int, nnodes: int, disabled: bool) -> str | None:
+    """Why SGLang 0.5.23 runs no custom all-reduce for a TP group of ``tp`` GPUs on ``gpu``
+    over ``nnodes`` nodes (None: it runs; TP 1 has no all-reduce to run).
+
+    ``can_use_custom_all_reduce_with_nvlink``'s checks, in its order: the group spans nodes,
+    its size is not one the kernel supports, more than two GPUs are not all one NVLink (or,
+    on AMD, Infinity Fabric) hop apart, the platform has no GPU peer-to-peer access (CUDA
+    only; ROCm's XGMI peers always have it). ``disabled``: ``--disable-custom-all-reduce``, or
+    deterministic inference on CUDA, which sets it.
+    """
+    if tp <= 1:
+        return None
+    if disabled:
+        return "--disable-custom-all-reduce (or deterministic inference) turns it off"
+    if nnodes > 1:
+        return "the group spans nodes"
+    if tp not in CUSTOM_ALLREDUCE_SIZES:
+        return f"it supports groups of 2, 4, 6 or 8 GPUs, not {tp}"
+    if tp > 2 and not gpu.full_nvlink:
+        return f"the {gpu.name} has no NVLink, and without it the kernel runs on two GPUs at most"
+    if not gpu.rocm and not gpu.p2p:
+        return f"the {gpu.name}'s driver allows no GPU peer-to-peer access"
+    return None
+
+
+def one_allreduce_s(
+    gpu: Gpu, tp: int, nnodes: int, payload: float, cal: Calibration, custom: bool = True
+) -> float:
     """One all-reduce of ``payload`` bytes over ``tp`` GPUs (0 at TP 1).
 
     Inside a node: the custom kernel's one-shot (latency + every peer's buffer read over the
     fabric), two-shot (a reduce-scatter and an all-gather: 2 (tp-1)/tp of the payload) up to
-    its buffer, NCCL's ring past it (its own, longer, latency). Across nodes NCCL bound by the
-    inter-node link, with that link's latency on top.
+    its buffer, NCCL's ring past it (its own, longer, latency), and at every size where the
+    custom kernel does not run (``custom`` False: ``custom_allreduce_off``). Across nodes NCCL
+    bound by the inter-node link, with that link's latency on top.
     """
     if tp <= 1:
         return 0.0
@@ -238,9 +273,9 @@ def one_allreduce_s(gpu: Gpu, tp: int, nnodes: int, payload: float, cal: Calibra
     if nnodes > 1:
         latency = cal.nccl_latency_s + cal.internode_latency_s
         return float(latency + ring / min(link, cal.internode_gbs * 1e9))
-    if payload <= ONE_SHOT_MAX_BYTES:
+    if custom and payload <= ONE_SHOT_MAX_BYTES:
         return float(cal.allreduce_latency_s + (tp - 1) * payload / link)
-    if payload <= CUSTOM_MAX_BYTES:
+    if custom and payload <= CUSTOM_MAX_BYTES:
         return float(2 * cal.allreduce_latency_s + ring / link)
     return float(cal.nccl_latency_s + ring / link)
 
@@ -251,5 +286,6 @@ def allreduce_s(scn: Parallel, shape: ModelShape, tokens: int, cal: Calibration)
     Each moves the tokens' hidden states in the compute dtype (``one_allreduce_s``).
     """
     payload = tokens * shape.hidden_size * shape.model_dtype_bytes
-    each = one_allreduce_s(scn.gpu, scn.tp_size, scn.nnodes, payload, cal)
+    off = custom_allreduce_off(scn.gpu, scn.tp_size, scn.nnodes, scn.custom_allreduce_disabled)
+    each = one_allreduce_s(scn.gpu, scn.tp_size, scn.nnodes, payload, cal, custom=off is None)
     return float(ALLREDUCES_PER_LAYER * shape.num_layers * each)
