@@ -78,6 +78,9 @@ class Gpu:
         return self.memory_mib / 1024
 
 
+#: PCIe 5.0 x16's achievable bandwidth one way, GB/s (PCIe 4.0's is ``Gpu.link_gbs``' default).
+PCIE5_GBS = 50.0
+
 #: AMD's Instinct product pages (specifications tab: peak dense rates, HBM, Infinity Fabric).
 _AMD = "https://www.amd.com/en/products/accelerators/instinct/"
 
@@ -159,10 +162,43 @@ GPUS: dict[str, Gpu] = {
         Gpu("A10", 23028, 600, 125, (8, 6)),
         Gpu("A6000", 48676, 768, 155, (8, 6)),
         Gpu("L40S", 46068, 864, 362, (8, 9), fp8_tflops=733),
+        # L20: the L40S's board (48 GB, ECC on) with a fifth of its compute (119.5 TFLOPS).
+        Gpu("L20", 46068, 864, 119.5, (8, 9), fp8_tflops=239),
+        # RTX 6000 Ada: 48 GB with ECC off (the workstation default), full-rate FP32 accumulate.
+        Gpu("RTX-6000-ADA", 49140, 960, 364.2, (8, 9), fp8_tflops=728.5),
+        # GeForce: half-rate BF16/FP8 with FP32 accumulate (what PyTorch's GEMMs use), and a
+        # driver that allows no peer-to-peer access (SGLang's custom all-reduce stays off).
+        Gpu("RTX-4090", 24564, 1008, 165.2, (8, 9), fp8_tflops=330.3, p2p=False),
+        Gpu(
+            "RTX-5090",
+            32607,
+            1792,
+            209.5,
+            (12, 0),
+            link_gbs=PCIE5_GBS,
+            p2p=False,
+            fp8_tflops=419,
+            fp4_tflops=1676,
+        ),
+        # RTX PRO 6000 Blackwell Workstation Edition (the Server Edition: 1,597 GB/s).
+        Gpu(
+            "RTX-PRO-6000",
+            97887,
+            1792,
+            503.8,
+            (12, 0),
+            link_gbs=PCIE5_GBS,
+            fp8_tflops=1007.6,
+            fp4_tflops=2015.2,
+        ),
         _nvlink("A100-40G", 40536, 1555, (312, 0, 0), (8, 0), 300),
         _nvlink("A100-80G", 81051, 2039, (312, 0, 0), (8, 0), 300),
+        # A800: the A100's silicon and memory, its NVLink capped at 400 GB/s both ways.
+        _nvlink("A800", 81051, 2039, (312, 0, 0), (8, 0), 200),
         _nvlink("H20", 97871, 4000, (148, 296, 0), (9, 0), 450),
         _nvlink("H100", 81559, 3350, (989, 1979, 0), (9, 0), 450),
+        # H100 PCIe: HBM2e, fewer SMs at a lower clock, PCIe Gen5 and no NVSwitch.
+        Gpu("H100-PCIE", 81559, 2000, 756, (9, 0), link_gbs=PCIE5_GBS, fp8_tflops=1513),
         _nvlink("H200", 143771, 4800, (989, 1979, 0), (9, 0), 450),
         # H800: the H100's silicon, memory and rates, its NVLink capped at 400 GB/s both ways.
         _nvlink("H800", 81559, 3350, (989, 1979, 0), (9, 0), 200),
@@ -202,6 +238,15 @@ _ALIASES = {
     "MI350": "MI350X",
     "MI355": "MI355X",
     "H800-SXM": "H800",
+    "A800-80G": "A800",
+    "A800-SXM": "A800",
+    "H100-PCIE-80G": "H100-PCIE",
+    "RTX4090": "RTX-4090",
+    "GEFORCE-RTX-4090": "RTX-4090",
+    "RTX5090": "RTX-5090",
+    "GEFORCE-RTX-5090": "RTX-5090",
+    "RTX-PRO-6000-BLACKWELL": "RTX-PRO-6000",
+    "RTX-6000ADA": "RTX-6000-ADA",
 }
 
 

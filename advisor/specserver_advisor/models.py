@@ -530,8 +530,9 @@ class Resources(ApiModel):
     )
     gpu_type: str = Field(
         description=(
-            "GPU model used for planning, e.g. L4, A10G, L40S, A100-80G, H100, H800, H200, B200, "
-            "B300, GB200, GB300, MI300X, MI325X, MI350X, MI355X. "
+            "GPU model used for planning, e.g. L4, A10G, L40S, L20, RTX-4090, RTX-5090, "
+            "RTX-PRO-6000, A100-80G, A800, H100, H100-PCIE, H800, H200, B200, B300, GB200, GB300, "
+            "MI300X, MI325X, MI350X, MI355X. "
             "Selects memory, bandwidth and compute in the advisor's tables."
         ),
     )

@@ -53,7 +53,7 @@ def test_a_draft_config_not_found_offline_is_said_not_passed(
     assert "SPEC002 and SPEC014" in line
 
 
-@pytest.mark.parametrize("gpu", ["L4x", "Gaudi3", "RTX-PRO-6000"])
+@pytest.mark.parametrize("gpu", ["L4x", "Gaudi3", "MI250X"])
 def test_an_unknown_gpu_names_the_rules_off_and_the_valid_names(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], gpu: str
 ) -> None:

@@ -2,7 +2,7 @@
 "custom one-shot vs NCCL"): the plan prices it so and says why.
 
 Whether the kernel runs is held to SGLang's own decision by
-``tests/oracle/test_custom_allreduce.py``; here: what a plan does with the answer. The kernel
+``tests/oracle/test_sglang_custom_allreduce.py``; here: what a plan does with the answer. The kernel
 is off for more than two GPUs without NVLink, for ``--disable-custom-all-reduce`` and for
 deterministic inference on CUDA (which sets that flag; ROCm keeps its one-stage kernel).
 """
