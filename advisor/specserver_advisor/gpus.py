@@ -19,7 +19,7 @@ model prices (``perf.parallelism``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -85,33 +85,6 @@ PCIE5_GBS = 50.0
 _AMD = "https://www.amd.com/en/products/accelerators/instinct/"
 
 
-def _instinct(
-    name: str,
-    memory_mib: int,
-    bandwidth_gbs: float,
-    rates: tuple[float, float, float],
-    capability: tuple[int, int],
-    link_gbs: float,
-    page: str,
-) -> Gpu:
-    """An AMD Instinct card: ``rates`` are its dense BF16, FP8 and FP4 TFLOPS (0: none), from
-    its product page (``page`` under ``_AMD``)."""
-    bf16, fp8, fp4 = rates
-    return Gpu(
-        name,
-        memory_mib,
-        bandwidth_gbs,
-        bf16,
-        capability,
-        link_gbs=link_gbs,
-        rocm=True,
-        full_nvlink=True,
-        fp8_tflops=fp8,
-        fp4_tflops=fp4,
-        source=f"{_AMD}{page}.html",
-    )
-
-
 def _nvlink(
     name: str,
     memory_mib: int,
@@ -120,8 +93,9 @@ def _nvlink(
     capability: tuple[int, int],
     link_gbs: float,
 ) -> Gpu:
-    """An NVIDIA card on an NVLink/NVSwitch board (HGX, DGX): every GPU of the node one hop
-    from the others (``full_nvlink``); ``rates`` its dense BF16, FP8 and FP4 TFLOPS (0: none)."""
+    """A card on a board whose GPUs are each one hop from the others (NVLink/NVSwitch on HGX
+    and DGX, Infinity Fabric on Instinct platforms: ``full_nvlink``); ``rates`` its dense
+    BF16, FP8 and FP4 TFLOPS (0: none)."""
     bf16, fp8, fp4 = rates
     return Gpu(
         name,
@@ -136,22 +110,18 @@ def _nvlink(
     )
 
 
+def _instinct(card: Gpu, page: str) -> Gpu:
+    """``card`` as an AMD Instinct card: ROCm, its figures from its product page (``page``
+    under ``_AMD``)."""
+    return replace(card, rocm=True, source=f"{_AMD}{page}.html")
+
+
 def _grace_blackwell(
     name: str, memory_mib: int, capability: tuple[int, int], fp4_tflops: float
 ) -> Gpu:
     """A Grace Blackwell GPU (GB200, GB300): 8 TB/s, 2.5 PF BF16 and 5 PF FP8 dense, NVLink 5
     (900 GB/s one way); 4 to a compute tray (``cli.plannodes.USUAL_GPUS_PER_NODE``)."""
-    return Gpu(
-        name,
-        memory_mib,
-        8000,
-        2500,
-        capability,
-        link_gbs=900,
-        full_nvlink=True,
-        fp8_tflops=5000,
-        fp4_tflops=fp4_tflops,
-    )
+    return _nvlink(name, memory_mib, 8000, (2500, 5000, fp4_tflops), capability, 900)
 
 
 GPUS: dict[str, Gpu] = {
@@ -214,13 +184,21 @@ GPUS: dict[str, Gpu] = {
         # AMD Instinct (product pages: dense BF16/FP8/MXFP4, no sparsity; Infinity Fabric, a
         # fully connected mesh of 8: 7 peer links of 128 GB/s both directions on CDNA 3, their
         # one-direction total as link_gbs). Memory as ROCm reports it.
-        _instinct("MI300X", 196592, 5300, (1307.4, 2614.9, 0), (9, 4), 448, "mi300/mi300x"),
-        _instinct("MI325X", 261120, 6000, (1307.4, 2614.9, 0), (9, 4), 448, "mi300/mi325x"),
+        _instinct(
+            _nvlink("MI300X", 196592, 5300, (1307.4, 2614.9, 0), (9, 4), 448), "mi300/mi300x"
+        ),
+        _instinct(
+            _nvlink("MI325X", 261120, 6000, (1307.4, 2614.9, 0), (9, 4), 448), "mi300/mi325x"
+        ),
         # CDNA 4: 7 Infinity Fabric links of 153.6 GB/s (both directions) -> 537 one way. The
         # MI350X is the MI355X (256 CUs, 4,096 dense BF16 FLOP a CU a clock) at a 2.2 GHz peak
         # engine clock instead of 2.4: 2,306.9 TFLOPS BF16 (AMD's page rounds it to 2.3 PF).
-        _instinct("MI350X", 294896, 8000, (2306.9, 4613.7, 9227.5), (9, 5), 537, "mi350/mi350x"),
-        _instinct("MI355X", 294896, 8000, (2516.6, 5033.2, 10066.3), (9, 5), 537, "mi350/mi355x"),
+        _instinct(
+            _nvlink("MI350X", 294896, 8000, (2306.9, 4613.7, 9227.5), (9, 5), 537), "mi350/mi350x"
+        ),
+        _instinct(
+            _nvlink("MI355X", 294896, 8000, (2516.6, 5033.2, 10066.3), (9, 5), 537), "mi350/mi355x"
+        ),
     )
 }
 
