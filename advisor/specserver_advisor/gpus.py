@@ -2,7 +2,9 @@
 
 Used by the memory planner and the performance model. Figures are vendor data sheet values
 (dense, no sparsity); ``memory_mib`` is the total that ``torch.cuda.get_device_properties``
-reports, which is what SGLang's heuristics see. ``context_overhead_gib`` is what the CUDA
+reports, which is what SGLang's heuristics see (nvidia-smi's total, which SGLang's
+``get_nvgpu_memory_capacity`` reads, for the PCIe and workstation cards; the two agree on
+Hopper and later, and differ by ~1% on the A100). ``context_overhead_gib`` is what the CUDA
 context and NCCL take before weights load. ``capability`` is the CUDA compute capability, which
 SGLang's attention-backend and page-size defaults branch on (sm80 Ampere, sm86/sm89 Ampere/Ada,
 sm90 Hopper, sm100 Blackwell, sm103 Blackwell Ultra, sm121 GB10). AMD Instinct cards (``rocm``)
@@ -132,7 +134,7 @@ GPUS: dict[str, Gpu] = {
         Gpu("A10", 23028, 600, 125, (8, 6)),
         Gpu("A6000", 48676, 768, 155, (8, 6)),
         Gpu("L40S", 46068, 864, 362, (8, 9), fp8_tflops=733),
-        # L20: the L40S's board (48 GB, ECC on) with a fifth of its compute (119.5 TFLOPS).
+        # L20: the L40S's board (48 GB, ECC on) with a third of its compute (119.5 TFLOPS).
         Gpu("L20", 46068, 864, 119.5, (8, 9), fp8_tflops=239),
         # RTX 6000 Ada: 48 GB with ECC off (the workstation default), full-rate FP32 accumulate.
         Gpu("RTX-6000-ADA", 49140, 960, 364.2, (8, 9), fp8_tflops=728.5),

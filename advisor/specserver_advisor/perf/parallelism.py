@@ -26,8 +26,8 @@ node SGLang's custom all-reduce (one-shot at small messages: each GPU reads its 
 buffers over the fabric and reduces locally; two-shot above ``ONE_SHOT_MAX_BYTES``), NCCL above
 the custom kernel's buffer (``CUSTOM_MAX_BYTES``) and whenever the group spans nodes, where the
 inter-node link (InfiniBand or RoCE, ``internode_gbs``) and its latency bind. The custom kernel
-does not run at all where SGLang 0.5.23 turns it off (``custom_allreduce_off``: the flag, a
-group size it does not support, more than two GPUs without NVLink, no peer-to-peer access):
+does not run at all where SGLang 0.5.23 turns it off (``custom_allreduce_off``: the flag, more
+than two GPUs without NVLink, no peer-to-peer access, a group size neither kernel supports):
 there every all-reduce is NCCL's.
 
 Expert parallelism (all-to-all dispatch and combine, DeepEP) and DP attention are not modelled
@@ -52,8 +52,11 @@ ALLREDUCES_PER_LAYER = 2
 #: the registered buffer's size (``custom_all_reduce`` max_size, 8 MiB); NCCL past it.
 ONE_SHOT_MAX_BYTES = 256 * 1024
 CUSTOM_MAX_BYTES = 8 * 1024 * 1024
-#: The group sizes SGLang's custom all-reduce supports (``CustomAllreduce._SUPPORTED_WORLD_SIZES``).
+#: The group sizes SGLang's legacy custom all-reduce supports (``CustomAllreduce.
+#: _SUPPORTED_WORLD_SIZES``); the CUDA JIT kernel (v2, the default) takes 2-8 GPUs in a node
+#: on every arch (``configs/custom_all_reduce_v2.py``).
 CUSTOM_ALLREDUCE_SIZES = (2, 4, 6, 8)
+CUSTOM_V2_SIZES = tuple(range(2, 9))
 #: The fused-MoE kernel's block of rows per expert at decode (the tuned configs' BLOCK_SIZE_M
 #: for small M): an expert's few tokens are padded to it and the padding rows are computed.
 MOE_BLOCK_M = 16
@@ -234,18 +237,22 @@ def custom_allreduce_off(gpu: Gpu, tp: int, nnodes: int, disabled: bool) -> str 
     """Why SGLang 0.5.23 runs no custom all-reduce for a TP group of ``tp`` GPUs on ``gpu``
     over ``nnodes`` nodes (None: it runs; TP 1 has no all-reduce to run).
 
-    ``can_use_custom_all_reduce_with_nvlink``'s checks, in its order: the group spans nodes,
-    its size is not one the kernel supports, more than two GPUs are not all one NVLink (or,
-    on AMD, Infinity Fabric) hop apart, the platform has no GPU peer-to-peer access (CUDA
-    only; ROCm's XGMI peers always have it). ``disabled``: ``--disable-custom-all-reduce``, or
-    deterministic inference on CUDA, which sets it.
+    ``dispatch_custom_allreduce``: on CUDA the JIT kernel (v2) first, which takes any group of
+    2-8 GPUs that are all one NVLink hop apart (``can_use_custom_all_reduce_v2``); else the
+    legacy kernel, whose ``can_use_custom_all_reduce_with_nvlink`` checks, in its order: the
+    group spans nodes, its size is not one it supports, more than two GPUs are not all one
+    NVLink (on AMD, Infinity Fabric) hop apart, the platform has no GPU peer-to-peer access
+    (CUDA only; ROCm's XGMI peers always have it). ``disabled``: the launch turns it off
+    (``custom_allreduce_flagged_off`` in ``perf.plan``).
     """
     if tp <= 1:
         return None
     if disabled:
-        return "--disable-custom-all-reduce (or deterministic inference) turns it off"
+        return "the launch turns it off: --disable-custom-all-reduce, or deterministic inference"
     if nnodes > 1:
         return "the group spans nodes"
+    if not gpu.rocm and gpu.full_nvlink and tp in CUSTOM_V2_SIZES:
+        return None
     if tp not in CUSTOM_ALLREDUCE_SIZES:
         return f"it supports groups of 2, 4, 6 or 8 GPUs, not {tp}"
     if tp > 2 and not gpu.full_nvlink:

@@ -15,6 +15,7 @@ from typing import Any
 from specserver_advisor.gpus import Gpu
 from specserver_advisor.models import AutoSpeculation
 from specserver_advisor.perf.acceptcontext import accept_over_mix
+from specserver_advisor.perf.allreduceflags import custom_allreduce_flagged_off, nccl_note
 from specserver_advisor.perf.constants import DEFAULT_CALIBRATION, Calibration
 from specserver_advisor.perf.model import (
     Prediction,
@@ -29,7 +30,6 @@ from specserver_advisor.perf.model import (
     prompt_lengths,
     throughput,
 )
-from specserver_advisor.perf.parallelism import custom_allreduce_off
 from specserver_advisor.perf.treeaccept import tree_accept
 from specserver_advisor.perf.unmodelled import Unmodelled, unmodelled
 from specserver_advisor.policy.model import PolicyContext, score
@@ -294,26 +294,6 @@ def _unset_cap_note(r: Resolution, effective: int) -> str:
     )
 
 
-def custom_allreduce_flagged_off(args: dict[str, Any], gpu: Gpu) -> bool:
-    """The launch turns SGLang's custom all-reduce off: ``--disable-custom-all-reduce``, or
-    ``--enable-deterministic-inference`` on CUDA (``_handle_deterministic_inference`` sets it
-    at TP > 1; on ROCm it keeps the custom kernel's one-stage path)."""
-    if args.get("disable_custom_all_reduce"):
-        return True
-    return bool(args.get("enable_deterministic_inference")) and not gpu.rocm
-
-
-def _nccl_note(scn: Scenario) -> str | None:
-    """The plan's note where every all-reduce of the TP group is NCCL's."""
-    off = custom_allreduce_off(scn.gpu, scn.tp_size, scn.nnodes, scn.custom_allreduce_disabled)
-    if off is None or scn.nnodes > 1:
-        return None
-    return (
-        f"SGLang's custom all-reduce does not run ({off}): every all-reduce of the "
-        f"{scn.tp_size} GPUs is NCCL's, priced at its latency"
-    )
-
-
 def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
     """Resolve, check context, size memory and predict curves for one launch.
 
@@ -408,7 +388,9 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
         output_len=inp.output_len,
         tp_size=tp,
         nnodes=max(1, int(inp.args.get("nnodes") or 1)),
-        custom_allreduce_disabled=custom_allreduce_flagged_off(inp.args, inp.gpu),
+        custom_allreduce_disabled=custom_allreduce_flagged_off(
+            inp.args, inp.gpu, target.architecture
+        ),
         clock_scale=inp.clock_scale,
         # The decode graphs are captured up to the memory tier's max, capped by an explicit
         # --max-running-requests (sglang-oracle.md, finding 6).
@@ -454,7 +436,7 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
         notes.append(_unset_cap_note(r, sglang_default))
     if mem.error:
         notes.append(mem.error)
-    nccl = _nccl_note(scn)
+    nccl = nccl_note(scn)
     if nccl:
         notes.append(nccl)
     not_modelled = unmodelled(

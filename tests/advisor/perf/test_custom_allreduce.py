@@ -3,8 +3,10 @@
 
 Whether the kernel runs is held to SGLang's own decision by
 ``tests/oracle/test_sglang_custom_allreduce.py``; here: what a plan does with the answer. The kernel
-is off for more than two GPUs without NVLink, for ``--disable-custom-all-reduce`` and for
-deterministic inference on CUDA (which sets that flag; ROCm keeps its one-stage kernel).
+is off for more than two GPUs without NVLink, for ``--disable-custom-all-reduce`` (unless
+FlashInfer's fused all-reduce takes a MoE model's all-reduces on Hopper and Blackwell anyway)
+and for deterministic inference on CUDA (which sets that flag, as ``--rl-on-policy-target``
+does; ROCm keeps its one-stage kernel).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from specserver_advisor.gpus import Gpu, lookup_gpu
 from specserver_advisor.perf import calibration
 from specserver_advisor.perf.constants import DEFAULT_CALIBRATION
 from specserver_advisor.perf.model import gpu_step_time
+from specserver_advisor.perf.parallelism import custom_allreduce_off
 from specserver_advisor.perf.plan import Plan, PlanInputs, make_plan
 from specserver_advisor.sglang.flags import parse_server_argv
 
@@ -83,3 +86,28 @@ def test_one_gpu_has_no_all_reduce_to_price() -> None:
     flagged = plan_on(h100, ["--disable-custom-all-reduce"])
     assert nccl_notes(flagged) == []
     assert one_request_step(flagged) == pytest.approx(one_request_step(alone))
+
+
+def test_flashinfers_fused_all_reduce_takes_a_moe_models_all_reduces_whatever_the_flag() -> None:
+    h100 = lookup_gpu("H100")
+    moe = "qwen3-30b-a3b"
+    custom = plan_on(h100, ["--tp-size", "2"], moe)
+    flagged = plan_on(h100, ["--tp-size", "2", "--disable-custom-all-reduce"], moe)
+    assert nccl_notes(flagged) == []
+    assert one_request_step(flagged) == pytest.approx(one_request_step(custom))
+    # Deterministic inference turns the fusion off as well: NCCL's then.
+    exact = plan_on(h100, ["--tp-size", "2", "--enable-deterministic-inference"], moe)
+    assert len(nccl_notes(exact)) == 1
+    assert one_request_step(exact) > one_request_step(custom)
+    # The fusion is Hopper's and Blackwell's: an A100 pays NCCL for the same flag.
+    a100 = lookup_gpu("A100-80G")
+    assert len(nccl_notes(plan_on(a100, ["--tp-size", "2", "--disable-custom-all-reduce"], moe)))
+
+
+def test_odd_groups_keep_cudas_jit_kernel_on_nvlink_and_lose_the_legacy_one_elsewhere() -> None:
+    # SGLang's JIT kernel (v2, CUDA's default) takes 2-8 GPUs one NVLink hop apart; ROCm and
+    # PCIe run the legacy kernel, which supports 2, 4, 6 and 8 only.
+    for tp in (3, 5, 7):
+        assert custom_allreduce_off(lookup_gpu("H100"), tp, 1, disabled=False) is None
+        off = custom_allreduce_off(lookup_gpu("MI300X"), tp, 1, disabled=False)
+        assert off is not None and f"not {tp}" in off

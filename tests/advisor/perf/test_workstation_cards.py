@@ -3,7 +3,7 @@ be tried"): RTX 4090, RTX 5090, RTX PRO 6000, RTX 6000 Ada, L20, H100 PCIe and A
 planned, not refused, and each differs from its sibling only where its hardware does.
 
 - A800: the A100's memory and rates, its NVLink capped at 400 GB/s both ways.
-- L20: the L40S's memory with a fifth of its compute: the same KV pool, slower where compute
+- L20: the L40S's memory with a third of its compute: the same KV pool, slower where compute
   binds.
 - H100 PCIe: the H100's generation with less bandwidth and no NVSwitch: a slower step, and
   NCCL all-reduces past two GPUs.
@@ -70,7 +70,7 @@ def test_a800_differs_from_a100_only_in_its_all_reduces() -> None:
 def test_l20_is_an_l40s_that_computes_slower() -> None:
     l40s, l20 = (plan_on(g, []) for g in ("L40S", "L20"))
     assert l20.mem.kv_pool_tokens_without_draft == l40s.mem.kv_pool_tokens_without_draft
-    # A forward of many tokens at once is compute-bound: the L20 pays its fifth of the rate.
+    # A forward of many tokens at once is compute-bound: the L20 pays its third of the rate.
     compute = replace(DEFAULT_CALIBRATION, kernel_floor_s=0.0, eager_launch_s=0.0)
     ratio = step(l20, 4096, compute) / step(l40s, 4096, compute)
     assert ratio > 2.0
@@ -91,3 +91,20 @@ def test_geforce_cards_have_no_custom_all_reduce_even_at_two(gpu: str) -> None:
     assert "peer-to-peer" in note
     pro = plan_on("RTX-PRO-6000", ["--tp-size", "2"])
     assert not [n for n in pro.notes if NCCL_NOTE in n]
+
+
+@pytest.mark.parametrize(
+    ("spoken", "card"),
+    [
+        ("GeForce RTX 4090", "RTX-4090"),
+        ("RTX4090", "RTX-4090"),
+        ("rtx_5090", "RTX-5090"),
+        ("RTX PRO 6000 Blackwell", "RTX-PRO-6000"),
+        ("RTX 6000Ada", "RTX-6000-ADA"),
+        ("A800-80G", "A800"),
+        ("A800 SXM", "A800"),
+        ("H100 PCIe 80G", "H100-PCIE"),
+    ],
+)
+def test_the_names_people_write_find_the_card(spoken: str, card: str) -> None:
+    assert lookup_gpu(spoken).name == card
