@@ -64,8 +64,8 @@ class Scenario:
     tp_size: int = 1
     #: Nodes the TP group spans (``--nnodes``): its all-reduces cross the inter-node link.
     nnodes: int = 1
-    #: --disable-custom-all-reduce (or deterministic inference on CUDA, which sets it): every
-    #: all-reduce is NCCL's (``parallelism.custom_allreduce_off``).
+    #: The launch turns SGLang's custom all-reduce off (``allreduceflags.
+    #: custom_allreduce_flagged_off``): every all-reduce is NCCL's (``parallelism``).
     custom_allreduce_disabled: bool = False
     #: GPU clock relative to boost (a clock-locked card computes slower; memory is unchanged).
     clock_scale: float = 1.0

@@ -243,7 +243,7 @@ def custom_allreduce_off(gpu: Gpu, tp: int, nnodes: int, disabled: bool) -> str 
     group spans nodes, its size is not one it supports, more than two GPUs are not all one
     NVLink (on AMD, Infinity Fabric) hop apart, the platform has no GPU peer-to-peer access
     (CUDA only; ROCm's XGMI peers always have it). ``disabled``: the launch turns it off
-    (``custom_allreduce_flagged_off`` in ``perf.plan``).
+    (``perf.allreduceflags.custom_allreduce_flagged_off``).
     """
     if tp <= 1:
         return None

@@ -17,24 +17,16 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from planon import plan_on
 
 from specserver_advisor.cli.main import main
 from specserver_advisor.cli.plannodes import node_advice, nodes_for
 from specserver_advisor.gpus import lookup_gpu
-from specserver_advisor.perf import calibration
 from specserver_advisor.perf.constants import DEFAULT_CALIBRATION
 from specserver_advisor.perf.model import gpu_step_time
-from specserver_advisor.perf.plan import Plan, PlanInputs, make_plan
-from specserver_advisor.sglang.flags import parse_server_argv
 from specserver_advisor.sglang.serverargs import default_attention_backend
 
 NEW_CARDS = ("H800", "B300", "GB200", "GB300", "MI350X")
-
-
-def plan_on(gpu: str, argv: list[str], model: str = "deepseek-v3") -> Plan:
-    values = parse_server_argv(["--model-path", "m", *argv]).values
-    config = calibration.field_config(model)
-    return make_plan(PlanInputs(values, config, None, lookup_gpu(gpu), concurrency=[1]))
 
 
 def plan_json(
@@ -75,7 +67,7 @@ def test_h800_differs_from_h100_only_in_its_all_reduces() -> None:
     for batch in (1, 64):
         h100 = gpu_step_time(one["H100"], batch, False, cal)
         assert gpu_step_time(one["H800"], batch, False, cal) == pytest.approx(h100)
-    eight = {g: plan_on(g, ["--tp-size", "8"]).scenario for g in ("H100", "H800")}
+    eight = {g: plan_on(g, ["--tp-size", "8"], "deepseek-v3").scenario for g in ("H100", "H800")}
     # TP 8 at one request: latency-bound all-reduces, nearly the same step.
     small = [gpu_step_time(eight[g], 1, False, cal) for g in ("H100", "H800")]
     assert small[1] == pytest.approx(small[0], rel=0.02)
@@ -87,7 +79,7 @@ def test_h800_differs_from_h100_only_in_its_all_reduces() -> None:
 
 def test_b300_is_a_b200_with_a_larger_kv_pool() -> None:
     cal = DEFAULT_CALIBRATION
-    b200, b300 = (plan_on(g, ["--tp-size", "8"]) for g in ("B200", "B300"))
+    b200, b300 = (plan_on(g, ["--tp-size", "8"], "deepseek-v3") for g in ("B200", "B300"))
     for batch in (1, 32):
         assert gpu_step_time(b300.scenario, batch, False, cal) == pytest.approx(
             gpu_step_time(b200.scenario, batch, False, cal)
@@ -111,7 +103,9 @@ def test_mi350x_is_a_slower_clocked_mi355x_on_rocm(capsys: pytest.CaptureFixture
         assert mi350["resolved"][key] == mi355["resolved"][key]
     assert mi350["resolved"]["speculative_use_rejection_sampling"] is True
     cal = DEFAULT_CALIBRATION
-    slow, fast = (plan_on(g, ["--tp-size", "8"]).scenario for g in ("MI350X", "MI355X"))
+    slow, fast = (
+        plan_on(g, ["--tp-size", "8"], "deepseek-v3").scenario for g in ("MI350X", "MI355X")
+    )
     # Decode at one request streams weights: the clock barely shows.
     one = gpu_step_time(slow, 1, False, cal) / gpu_step_time(fast, 1, False, cal)
     assert 1.0 <= one < 1.02

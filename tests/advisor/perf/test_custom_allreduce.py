@@ -14,54 +14,46 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from planon import nccl_notes, plan_on
 
-from specserver_advisor.gpus import Gpu, lookup_gpu
-from specserver_advisor.perf import calibration
+from specserver_advisor.gpus import lookup_gpu
 from specserver_advisor.perf.constants import DEFAULT_CALIBRATION
 from specserver_advisor.perf.model import gpu_step_time
 from specserver_advisor.perf.parallelism import custom_allreduce_off
-from specserver_advisor.perf.plan import Plan, PlanInputs, make_plan
-from specserver_advisor.sglang.flags import parse_server_argv
-
-NCCL_NOTE = "custom all-reduce does not run"
-
-
-def plan_on(gpu: Gpu, argv: list[str], model: str = "qwen3-8b") -> Plan:
-    values = parse_server_argv(["--model-path", "m", *argv]).values
-    config = calibration.field_config(model)
-    return make_plan(PlanInputs(values, config, None, gpu, concurrency=[1]))
+from specserver_advisor.perf.plan import Plan
 
 
 def one_request_step(plan: Plan) -> float:
     return gpu_step_time(plan.scenario, 1, False, DEFAULT_CALIBRATION)
 
 
-def nccl_notes(plan: Plan) -> list[str]:
-    return [n for n in plan.notes if NCCL_NOTE in n]
-
-
 def test_four_pcie_gpus_all_reduce_through_nccl_and_the_plan_says_so() -> None:
     l40s = lookup_gpu("L40S")
     assert not l40s.full_nvlink
-    two, four = (plan_on(l40s, ["--tp-size", str(tp)]) for tp in (2, 4))
+    two, four = (plan_on(l40s, ["--tp-size", str(tp)], "qwen3-8b") for tp in (2, 4))
     # Two PCIe GPUs keep the custom kernel (SGLang allows it at two without NVLink).
     assert nccl_notes(two) == []
     [note] = nccl_notes(four)
     assert "L40S has no NVLink" in note and "4 GPUs" in note
     # The same card, were its four GPUs one NVLink hop apart, would keep the custom kernel:
     # every other input equal, NCCL's latency is what lengthens the step.
-    linked = plan_on(replace(l40s, full_nvlink=True), ["--tp-size", "4"])
+    linked = plan_on(replace(l40s, full_nvlink=True), ["--tp-size", "4"], "qwen3-8b")
     assert nccl_notes(linked) == []
     assert one_request_step(four) > one_request_step(linked)
 
 
 @pytest.mark.parametrize(
-    "flag", ["--disable-custom-all-reduce", "--enable-deterministic-inference"]
+    "flags",
+    [
+        ["--disable-custom-all-reduce"],
+        ["--enable-deterministic-inference"],
+        ["--rl-on-policy-target", "fsdp"],
+    ],
 )
-def test_a_launch_that_turns_the_kernel_off_pays_nccl_on_nvlink(flag: str) -> None:
+def test_a_launch_that_turns_the_kernel_off_pays_nccl_on_nvlink(flags: list[str]) -> None:
     h100 = lookup_gpu("H100")
-    custom = plan_on(h100, ["--tp-size", "2"])
-    nccl = plan_on(h100, ["--tp-size", "2", flag])
+    custom = plan_on(h100, ["--tp-size", "2"], "qwen3-8b")
+    nccl = plan_on(h100, ["--tp-size", "2", *flags], "qwen3-8b")
     assert nccl_notes(custom) == []
     assert len(nccl_notes(nccl)) == 1
     assert one_request_step(nccl) > one_request_step(custom)
@@ -82,8 +74,8 @@ def test_deterministic_inference_keeps_rocms_custom_kernel() -> None:
 
 def test_one_gpu_has_no_all_reduce_to_price() -> None:
     h100 = lookup_gpu("H100")
-    alone = plan_on(h100, [])
-    flagged = plan_on(h100, ["--disable-custom-all-reduce"])
+    alone = plan_on(h100, [], "qwen3-8b")
+    flagged = plan_on(h100, ["--disable-custom-all-reduce"], "qwen3-8b")
     assert nccl_notes(flagged) == []
     assert one_request_step(flagged) == pytest.approx(one_request_step(alone))
 

@@ -18,23 +18,15 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from planon import nccl_notes, plan_on
 
 from specserver_advisor.cli.main import main
 from specserver_advisor.gpus import lookup_gpu
-from specserver_advisor.perf import calibration
 from specserver_advisor.perf.constants import DEFAULT_CALIBRATION
 from specserver_advisor.perf.model import gpu_step_time
-from specserver_advisor.perf.plan import Plan, PlanInputs, make_plan
-from specserver_advisor.sglang.flags import parse_server_argv
+from specserver_advisor.perf.plan import Plan
 
 CARDS = ("RTX-4090", "RTX-5090", "RTX-PRO-6000", "RTX-6000-ADA", "L20", "H100-PCIE", "A800")
-NCCL_NOTE = "custom all-reduce does not run"
-
-
-def plan_on(gpu: str, argv: list[str], model: str = "qwen3-8b") -> Plan:
-    values = parse_server_argv(["--model-path", "m", *argv]).values
-    config = calibration.field_config(model)
-    return make_plan(PlanInputs(values, config, None, lookup_gpu(gpu), concurrency=[1]))
 
 
 def step(plan: Plan, batch: int, cal: Any = DEFAULT_CALIBRATION) -> float:
@@ -57,10 +49,10 @@ def test_plan_runs_on_each_card_by_its_usual_name(
 
 
 def test_a800_differs_from_a100_only_in_its_all_reduces() -> None:
-    one = {g: plan_on(g, []) for g in ("A100-80G", "A800")}
+    one = {g: plan_on(g, [], "qwen3-8b") for g in ("A100-80G", "A800")}
     for batch in (1, 64):
         assert step(one["A800"], batch) == pytest.approx(step(one["A100-80G"], batch))
-    eight = {g: plan_on(g, ["--tp-size", "8"]) for g in ("A100-80G", "A800")}
+    eight = {g: plan_on(g, ["--tp-size", "8"], "qwen3-8b") for g in ("A100-80G", "A800")}
     small = [step(eight[g], 1) for g in ("A100-80G", "A800")]
     large = [step(eight[g], 256) for g in ("A100-80G", "A800")]
     assert small[1] == pytest.approx(small[0], rel=0.02)
@@ -68,7 +60,7 @@ def test_a800_differs_from_a100_only_in_its_all_reduces() -> None:
 
 
 def test_l20_is_an_l40s_that_computes_slower() -> None:
-    l40s, l20 = (plan_on(g, []) for g in ("L40S", "L20"))
+    l40s, l20 = (plan_on(g, [], "qwen3-8b") for g in ("L40S", "L20"))
     assert l20.mem.kv_pool_tokens_without_draft == l40s.mem.kv_pool_tokens_without_draft
     # A forward of many tokens at once is compute-bound: the L20 pays its third of the rate.
     compute = replace(DEFAULT_CALIBRATION, kernel_floor_s=0.0, eager_launch_s=0.0)
@@ -78,19 +70,19 @@ def test_l20_is_an_l40s_that_computes_slower() -> None:
 
 
 def test_h100_pcie_is_slower_than_the_sxm_and_all_reduces_through_nccl_at_four() -> None:
-    sxm, pcie = (plan_on(g, []) for g in ("H100", "H100-PCIE"))
+    sxm, pcie = (plan_on(g, [], "qwen3-8b") for g in ("H100", "H100-PCIE"))
     assert step(pcie, 1) > step(sxm, 1)
-    assert not [n for n in plan_on("H100-PCIE", ["--tp-size", "2"]).notes if NCCL_NOTE in n]
-    [note] = [n for n in plan_on("H100-PCIE", ["--tp-size", "4"]).notes if NCCL_NOTE in n]
+    assert not nccl_notes(plan_on("H100-PCIE", ["--tp-size", "2"], "qwen3-8b"))
+    [note] = nccl_notes(plan_on("H100-PCIE", ["--tp-size", "4"], "qwen3-8b"))
     assert "no NVLink" in note
 
 
 @pytest.mark.parametrize("gpu", ["RTX-4090", "RTX-5090"])
 def test_geforce_cards_have_no_custom_all_reduce_even_at_two(gpu: str) -> None:
-    [note] = [n for n in plan_on(gpu, ["--tp-size", "2"]).notes if NCCL_NOTE in n]
+    [note] = nccl_notes(plan_on(gpu, ["--tp-size", "2"], "qwen3-8b"))
     assert "peer-to-peer" in note
-    pro = plan_on("RTX-PRO-6000", ["--tp-size", "2"])
-    assert not [n for n in pro.notes if NCCL_NOTE in n]
+    pro = plan_on("RTX-PRO-6000", ["--tp-size", "2"], "qwen3-8b")
+    assert not nccl_notes(pro)
 
 
 @pytest.mark.parametrize(
