@@ -149,3 +149,53 @@ def test_resolver_turns_rejection_sampling_on_for_mtp_on_rocm_only() -> None:
     assert not resolve_launch(tree, config, None, hip=True).get(
         "speculative_use_rejection_sampling"
     )
+
+
+def _sglang_rccl_check(hip: bool) -> Any:
+    platform = SimpleNamespace(is_hip=hip)
+    return _function(
+        sglang_file("srt/arg_groups/overrides.py"),
+        "_deterministic_rocm_rccl_check",
+        {"Any": Any, "get_platform": lambda: platform},
+    )
+
+
+def _sglang_refuses(check: Any, view: SimpleNamespace) -> str | None:
+    try:
+        check(view)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def test_deterministic_rocm_all_reduce_refusal_matches_sglangs() -> None:
+    """``_deterministic_rocm_rccl_check``: deterministic inference on ROCm above TP 2 needs the
+    custom all-reduce; --rl-on-policy-target turns deterministic inference on first
+    (``handle_deterministic_inference``). The resolver refuses exactly those launches, with
+    SGLang's message, and only on an AMD card."""
+    config = {"architectures": ["Qwen3ForCausalLM"]}
+    grid = itertools.product(
+        (False, True), (None, "fsdp"), (1, 2, 3, 4, 8), (False, True), (False, True)
+    )
+    refused = 0
+    for deterministic, rl_target, tp, disabled, hip in grid:
+        args: dict[str, Any] = {"tp_size": tp}
+        if deterministic:
+            args["enable_deterministic_inference"] = True
+        if rl_target:
+            args["rl_on_policy_target"] = rl_target
+        if disabled:
+            args["disable_custom_all_reduce"] = True
+        view = SimpleNamespace(
+            enable_deterministic_inference=deterministic or rl_target is not None,
+            tp_size=tp,
+            disable_custom_all_reduce=disabled,
+        )
+        want = _sglang_refuses(_sglang_rccl_check(hip), view)
+        got = resolve_launch(args, config, None, hip=hip)
+        messages = [e.message for e in got.errors]
+        assert messages == ([want] if want else []), (args, hip)
+        if rl_target:
+            assert got.get("enable_deterministic_inference") is True, args
+        refused += bool(want)
+    assert refused == 9  # (flag, rl target, both) x TP 3, 4, 8, custom all-reduce off, ROCm

@@ -6,8 +6,9 @@ SGLang's warnings, and the hard errors it would raise at startup with its own me
 Used by ``plan``, the lint rules, the operator's validation and the engine preflight. Pure.
 This module holds the result types and the pipeline; the configs are read with
 ``--json-model-override-args`` applied (``overrides``), the model hooks that run first live in
-``resolve_model_hooks``, the algorithm steps in ``resolve_eagle`` and
-``resolve_other_algorithms``, SGLang's tables in ``speculative_tables``.
+``resolve_model_hooks``, deterministic inference's checks in ``resolve_deterministic``, the
+algorithm steps in ``resolve_eagle`` and ``resolve_other_algorithms``, SGLang's tables in
+``speculative_tables``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 from specserver_advisor.sglang import configvalues
 from specserver_advisor.sglang.flagtable import default_of
 from specserver_advisor.sglang.overrides import OverrideArgsError, effective_configs
+from specserver_advisor.sglang.resolve_deterministic import deterministic
 from specserver_advisor.sglang.resolve_eagle import adaptive, eagle
 from specserver_advisor.sglang.resolve_model_hooks import model_hooks
 from specserver_advisor.sglang.resolve_other_algorithms import ALGORITHM_HANDLERS
@@ -208,6 +210,9 @@ class Resolver:
             self.set("disable_overlap_schedule", True, "forced", msg)
             self.warn(msg)
         model_hooks(self)  # handle_model_specific_adjustments: before the speculative hook
+        if self.out.errors:
+            return self.out
+        deterministic(self)  # handle_deterministic_inference: after the model hooks
         if self.out.errors:
             return self.out
         raw = self.user("speculative_algorithm")

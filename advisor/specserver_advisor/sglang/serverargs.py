@@ -173,8 +173,9 @@ def backend_error(gpu: Gpu, backend: str, values: dict[str, Any]) -> str | None:
     return None
 
 
-def _dp_attention(values: dict[str, Any]) -> dict[str, Any]:
-    """``_handle_deprecated_dp_attention``: ``--enable-dp-attention`` moves dp_size to attn_dp."""
+def dp_attention_layout(values: dict[str, Any]) -> dict[str, Any]:
+    """``_handle_deprecated_dp_attention``: ``--enable-dp-attention`` moves dp_size to attn_dp
+    (with ``--dp-size`` 1, or unset, no attention-DP group is formed)."""
     out = dict(values)
     if out.pop("enable_dp_attention", False) and out.get("attn_dp_size", 1) == 1:
         out["attn_dp_size"] = out.get("dp_size", 1)
@@ -194,7 +195,7 @@ def predict_server(
     parsed = parse_server_argv(argv)
     if parsed.error:
         return ServerOutcome("argparse", parsed.error)
-    values = _dp_attention(parsed.values)
+    values = dp_attention_layout(parsed.values)
     given_draft = draft_config
     try:
         # ``get_config`` applies --json-model-override-args to target and draft alike.

@@ -3,7 +3,8 @@
 One case per way the advisor knows a launch fails to start: a draft whose context is shorter
 than the target's, no KV cache under the given fraction (a plain launch and a SpecServer), a KV
 pool too small for one request, weights that do not fit the card, the tokenizer's TypeError,
-a resolution error SGLang raises, and EAGLE3 without a draft on a target with no MTP layers.
+a resolution error SGLang raises (a speculative one, and deterministic inference on ROCm without
+its custom all-reduce), and EAGLE3 without a draft on a target with no MTP layers.
 """
 
 from __future__ import annotations
@@ -60,6 +61,15 @@ def specserver_short_context(root: Path) -> list[str]:
     return ["--from", str(path)]
 
 
+def rocm_deterministic_nccl(root: Path) -> list[str]:
+    script = root / "run.sh"
+    script.write_text(
+        "python -m sglang.launch_server --model-path Qwen/Qwen3-8B --tp-size 4 "
+        "--enable-deterministic-inference --disable-custom-all-reduce\n"
+    )
+    return ["--from", str(script), "--gpu", "MI300X"]
+
+
 #: (case, argv builder, the flags of the fix; None: no flag value is known to fix it)
 CASES: list[tuple[str, Any, list[str] | None]] = [
     ("short-context draft", short_context_draft, ["--context-length", "2048"]),
@@ -88,6 +98,7 @@ CASES: list[tuple[str, Any, list[str] | None]] = [
         ],
         None,
     ),
+    ("SGLang raises on ROCm", rocm_deterministic_nccl, None),
     (
         "no draft",
         lambda _: ["--model", "Qwen/Qwen3-8B", "--algorithm", "EAGLE3", "--gpu", "L4"],

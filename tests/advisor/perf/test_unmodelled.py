@@ -80,6 +80,16 @@ def test_dp_attention_is_named_with_both_directions(flags: list[str], named: str
 
 
 @pytest.mark.parametrize(
+    "flags", [["--enable-dp-attention"], ["--enable-dp-attention", "--dp-size", "1"]]
+)
+def test_dp_attention_without_a_second_group_is_not_named(flags: list[str]) -> None:
+    """SGLang moves ``--dp-size`` into the attention-DP size; at 1 no DP attention runs
+    (``attn_dp_enabled_of``), so the plan names nothing and prices what runs."""
+    assert _plan(*flags) == []
+    assert [u.feature for u in _plan(*flags, "--dp-size", "2")] == ["dp_attention"]
+
+
+@pytest.mark.parametrize(
     "method", ["modelopt_fp4", "mxfp4", "quark_mxfp4", "nvfp4_online", "w4afp8"]
 )
 def test_fp4_quantization_is_named_as_decode_too_slow(method: str) -> None:
