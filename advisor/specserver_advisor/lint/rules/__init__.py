@@ -43,6 +43,7 @@ from specserver_advisor.lint.rules import (
     spec016_no_kv_memory,
     spec017_topk_without_draft_tokens,
     spec018_adaptive_zero_step_tier,
+    spec019_deterministic_rccl_on_rocm,
 )
 from specserver_advisor.lint.rules.engine_codes import DOCS as ENGINE_DOCS
 
@@ -65,6 +66,7 @@ _MODULES: tuple[ModuleType, ...] = (
     spec016_no_kv_memory,
     spec017_topk_without_draft_tokens,
     spec018_adaptive_zero_step_tier,
+    spec019_deterministic_rccl_on_rocm,
     bench001_bench_ignore_eos,
     bench002_bench_synthetic_only,
     bench003_bench_concurrency_over_cap,

@@ -27,14 +27,27 @@ def diag(rule: ModuleType, launch: Launch, pos: Position, message: str) -> Diagn
 
 
 def resolution(launch: Launch) -> Resolution:
-    """SGLang's resolution of this launch (with the target/draft configs when found)."""
+    """SGLang's resolution of this launch (with the target/draft configs when found, on ROCm
+    when its GPU type is an AMD card)."""
     cache = launch.configs
     if "_resolution" not in cache:
         cache["_resolution"] = resolve_launch(
-            server_args(launch), cache.get("target"), cache.get("draft")
+            server_args(launch), cache.get("target"), cache.get("draft"), hip=on_rocm(launch)
         )
     result: Resolution = cache["_resolution"]
     return result
+
+
+def on_rocm(launch: Launch) -> bool:
+    """Whether the launch's GPU type (``--gpu``, a SpecServer's gpuType, a cookbook's hardware)
+    is an AMD card, where SGLang resolves some flags differently (``get_platform().is_hip``);
+    False when the type is unknown or not given."""
+    if not launch.gpu_type:
+        return False
+    try:
+        return lookup_gpu(launch.gpu_type).rocm
+    except UnknownGpuError:
+        return False
 
 
 def server_args(launch: Launch) -> dict[str, Any]:
