@@ -8,6 +8,7 @@ per memory tier and architecture. Used by test_differential.py and scripts/bench
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Iterable
 from pathlib import Path
@@ -232,6 +233,29 @@ def curated_cases() -> Iterable[Case]:
         )
     yield from override_cases()
     yield from default_cap_cases()
+    yield from deterministic_cases()
+
+
+#: Attention backends crossed with deterministic inference: unset (its own pick), its list's
+#: members, and ones it refuses (trtllm_mha; flashinfer for an absorbed-MLA model).
+DETERMINISTIC_BACKEND_FLAGS = (None, "flashinfer", "triton", "fa3", "trtllm_mha")
+
+
+def deterministic_cases() -> Iterable[Case]:
+    """Deterministic inference (the flag, or ``--rl-on-policy-target`` turning it on) on each
+    card generation, dense and absorbed-MLA, each backend choice: the backend it picks, the
+    ones it refuses, and the page size that follows (``resolve_deterministic``)."""
+    switches = (("--enable-deterministic-inference",), ("--rl-on-policy-target", "fsdp"))
+    for gpu, target, switch, backend in itertools.product(
+        ("L4", "A100-80G", "H100", "B200", "GB10"),
+        ("qwen3-8b", "deepseek-v3"),
+        switches,
+        DETERMINISTIC_BACKEND_FLAGS,
+    ):
+        flags = (*switch, "--tp-size", "8" if target == "deepseek-v3" else "1")
+        if backend is not None:
+            flags = (*flags, "--attention-backend", backend)
+        yield Case(flags, target, gpu, origin="curated")
 
 
 def override_cases() -> Iterable[Case]:

@@ -9,6 +9,7 @@ sglang or torch.
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import os
@@ -146,6 +147,18 @@ def sglang_file(relative: str) -> Path:
     found = sorted(Path(env.ENV_DIR).glob(f"lib/python*/site-packages/sglang/{relative}"))
     assert found, relative
     return found[0]
+
+
+def sglang_function(relative: str, name: str, namespace: dict[str, Any]) -> Any:
+    """The function ``name`` of SGLang's source file ``relative`` (``srt/...``), defined in
+    ``namespace`` (the globals it reads, stubbed) without its decorators: SGLang's own code,
+    run on the facts a test gives it."""
+    path = sglang_file(relative)
+    tree = ast.parse(path.read_text())
+    node = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name)
+    node.decorator_list = []
+    exec(compile(ast.Module(body=[node], type_ignores=[]), str(path), "exec"), namespace)
+    return namespace[name]
 
 
 def worker_or_skip() -> Iterator[Oracle]:

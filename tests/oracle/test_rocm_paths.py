@@ -10,29 +10,17 @@ own functions: each is read out of the installed source and run here on stubbed 
 
 from __future__ import annotations
 
-import ast
 import itertools
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from oracle import sglang_file
+from oracle import sglang_function
 from specserver_advisor.gpus import GPUS, lookup_gpu
 from specserver_advisor.sglang.resolve import resolve_launch
 from specserver_advisor.sglang.resolve_eagle import hip_rejection_sampling_default
 from specserver_advisor.sglang.serverargs import _mla_heads, default_attention_backend
 
 ROCM = sorted(name for name, gpu in GPUS.items() if gpu.rocm)
-
-
-def _function(path: Path, name: str, namespace: dict[str, Any]) -> Any:
-    """``name`` from SGLang's source file, defined in ``namespace`` (its globals stubbed)."""
-    tree = ast.parse(path.read_text())
-    node = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name)
-    node.decorator_list = []
-    module = ast.Module(body=[node], type_ignores=[])
-    exec(compile(module, str(path), "exec"), namespace)  # SGLang's own function, stubbed
-    return namespace[name]
 
 
 def _hip_platform() -> SimpleNamespace:
@@ -47,8 +35,8 @@ def _hip_platform() -> SimpleNamespace:
 
 def _sglang_default_backend() -> Any:
     platform = _hip_platform()
-    return _function(
-        sglang_file("srt/arg_groups/model_override_base.py"),
+    return sglang_function(
+        "srt/arg_groups/model_override_base.py",
         "get_default_attn_backend",
         {
             "resolving_view": lambda args: args,
@@ -98,8 +86,8 @@ def test_rocm_attention_backend_defaults_match_sglangs() -> None:
 
 
 def test_hip_rejection_sampling_default_matches_sglangs() -> None:
-    sglang_rule = _function(
-        sglang_file("srt/arg_groups/speculative_hook.py"),
+    sglang_rule = sglang_function(
+        "srt/arg_groups/speculative_hook.py",
         "_should_auto_enable_hip_rejection_sampling",
         {"Optional": Any},
     )
@@ -153,8 +141,8 @@ def test_resolver_turns_rejection_sampling_on_for_mtp_on_rocm_only() -> None:
 
 def _sglang_rccl_check(hip: bool) -> Any:
     platform = SimpleNamespace(is_hip=hip)
-    return _function(
-        sglang_file("srt/arg_groups/overrides.py"),
+    return sglang_function(
+        "srt/arg_groups/overrides.py",
         "_deterministic_rocm_rccl_check",
         {"Any": Any, "get_platform": lambda: platform},
     )

@@ -17,11 +17,10 @@ import ast
 import functools
 import itertools
 import logging
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from oracle import sglang_file
+from oracle import sglang_file, sglang_function
 from specserver_advisor.gpus import GPUS, Gpu
 from specserver_advisor.perf.parallelism import custom_allreduce_off
 
@@ -29,15 +28,6 @@ UTILS = "srt/distributed/device_communicators/custom_all_reduce_utils.py"
 CUSTOM = "srt/distributed/device_communicators/custom_all_reduce.py"
 V2 = "srt/distributed/device_communicators/custom_all_reduce_v2.py"
 V2_CONFIGS = "srt/distributed/device_communicators/configs/custom_all_reduce_v2.py"
-
-
-def _function(path: Path, name: str, namespace: dict[str, Any]) -> Any:
-    """``name`` from SGLang's source file, defined in ``namespace`` (its globals stubbed)."""
-    tree = ast.parse(path.read_text())
-    node = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name)
-    node.decorator_list = []
-    exec(compile(ast.Module(body=[node], type_ignores=[]), str(path), "exec"), namespace)
-    return namespace[name]
 
 
 def _supported_sizes() -> list[int]:
@@ -98,9 +88,9 @@ def _sglang_decides(gpu: Gpu, tp: int, nnodes: int) -> bool:
         "_is_vmm_backed_allocator": lambda device: False,
         "get_supported_world_sizes": lambda: _v2_sizes(gpu.capability),
     }
-    legacy = _function(sglang_file(UTILS), "can_use_custom_all_reduce_with_nvlink", namespace)
+    legacy = sglang_function(UTILS, "can_use_custom_all_reduce_with_nvlink", namespace)
     namespace["can_use_custom_all_reduce_with_nvlink"] = legacy
-    v2 = _function(sglang_file(V2), "can_use_custom_all_reduce_v2", namespace)
+    v2 = sglang_function(V2, "can_use_custom_all_reduce_v2", namespace)
     device = SimpleNamespace(index=0)
     if not gpu.rocm and v2(group=object(), device=device):
         return True

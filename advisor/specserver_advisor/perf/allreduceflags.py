@@ -11,6 +11,8 @@ from typing import Any
 from specserver_advisor.gpus import Gpu
 from specserver_advisor.perf.model import Scenario
 from specserver_advisor.perf.parallelism import custom_allreduce_off
+from specserver_advisor.sglang.dplayout import attn_dp_enabled
+from specserver_advisor.sglang.resolve_deterministic import deterministic_on
 
 #: ``_FLASHINFER_ALLREDUCE_FUSION_ARCHS`` (SGLang 0.5.23's ``arg_groups/overrides.py``): the
 #: models whose all-reduces FlashInfer's fused all-reduce + RMSNorm kernel takes on sm90/sm100.
@@ -39,32 +41,22 @@ FLASHINFER_FUSION_ARCHS = frozenset(
 )
 
 
-def deterministic(args: dict[str, Any]) -> bool:
-    """Deterministic inference: the flag, or ``--rl-on-policy-target`` (which turns it on)."""
-    return bool(args.get("enable_deterministic_inference")) or (
-        args.get("rl_on_policy_target") is not None
-    )
-
-
 def flashinfer_fusion_runs(args: dict[str, Any], gpu: Gpu, architecture: str) -> bool:
     """``_flashinfer_allreduce_fusion_auto_enable``: FlashInfer's fused all-reduce takes the
     model's all-reduces on Hopper and Blackwell (sm100) whatever ``--disable-custom-all-reduce``
     says, at TP > 1 without DP attention or an all-to-all backend (across nodes on sm100 only);
     deterministic inference turns it off. Its one-shot IPC kernel is priced as the custom one.
     """
-    dp_attention = int(args.get("attn_dp_size") or 1) > 1 or (
-        bool(args.get("enable_dp_attention")) and int(args.get("dp_size") or 1) > 1
-    )
     return (
         not gpu.rocm
         and architecture in FLASHINFER_FUSION_ARCHS
         and gpu.capability[0] in (9, 10)
         and int(args.get("tp_size") or 1) > 1
-        and not dp_attention
+        and not attn_dp_enabled(args)
         and (int(args.get("nnodes") or 1) == 1 or gpu.capability[0] == 10)
         and args.get("moe_a2a_backend") in (None, "none")
         and args.get("flashinfer_allreduce_fusion_backend") is None
-        and not deterministic(args)
+        and not deterministic_on(args)
     )
 
 
@@ -73,7 +65,7 @@ def custom_allreduce_flagged_off(args: dict[str, Any], gpu: Gpu, architecture: s
     FlashInfer's fused all-reduce takes the model's all-reduces anyway), or deterministic
     inference on CUDA (``_handle_deterministic_inference`` sets the flag at TP > 1; on ROCm it
     keeps the custom kernel's one-stage path)."""
-    if deterministic(args):
+    if deterministic_on(args):
         return not gpu.rocm or bool(args.get("disable_custom_all_reduce"))
     if args.get("disable_custom_all_reduce"):
         return not flashinfer_fusion_runs(args, gpu, architecture)

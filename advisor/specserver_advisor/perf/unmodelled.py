@@ -18,7 +18,7 @@ from typing import Any
 from specserver_advisor.perf.constants import Calibration
 from specserver_advisor.perf.model import Scenario, gpu_step_time
 from specserver_advisor.perf.parallelism import one_allreduce_s
-from specserver_advisor.sglang.serverargs import dp_attention_layout
+from specserver_advisor.sglang.dplayout import attn_dp_enabled
 
 #: ``--quantization`` methods whose weights are 4-bit (FP4, MXFP4, or INT4 with FP8 activations).
 FP4_METHODS = (
@@ -177,7 +177,7 @@ def unmodelled(
     a2a = _word(args.get("moe_a2a_backend") or "none")
     if scn.target.moe_layers and (ep > 1 or a2a != "none"):
         out.append(_expert_parallelism(args, scn, cal))
-    if _int(dp_attention_layout(args).get("attn_dp_size")) > 1:  # SGLang's attn_dp_enabled
+    if attn_dp_enabled(args):
         out.append(_dp_attention(args))
     named = _fp4_method(args, config or {})
     if named:

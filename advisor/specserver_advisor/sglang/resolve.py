@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specserver_advisor.sglang import configvalues
+from specserver_advisor.sglang.dplayout import attn_dp_enabled
 from specserver_advisor.sglang.flagtable import default_of
 from specserver_advisor.sglang.overrides import OverrideArgsError, effective_configs
 from specserver_advisor.sglang.resolve_deterministic import deterministic
@@ -176,9 +177,8 @@ class Resolver:
     def attn_dp(self) -> bool:
         """``attn_dp_enabled_of``: ``--attn-dp-size`` > 1 (``--enable-dp-attention`` is the
         deprecated spelling: it moves ``--dp-size`` into the attention-DP size)."""
-        if int(self.cur("attn_dp_size") or 1) > 1:
-            return True
-        return bool(self.cur("enable_dp_attention")) and int(self.cur("dp_size") or 1) > 1
+        names = ("attn_dp_size", "dp_size", "enable_dp_attention")
+        return attn_dp_enabled({name: self.cur(name) for name in names})
 
     @property
     def arch(self) -> str:

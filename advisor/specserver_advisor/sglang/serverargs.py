@@ -19,10 +19,15 @@ from typing import Any
 
 from specserver_advisor.gpus import Gpu
 from specserver_advisor.sglang import configvalues, context
+from specserver_advisor.sglang.dplayout import dp_attention_layout
 from specserver_advisor.sglang.flags import parse_server_argv
 from specserver_advisor.sglang.memory import settings_from_values
 from specserver_advisor.sglang.overrides import OverrideArgsError, effective_configs
 from specserver_advisor.sglang.resolve import Resolution, resolve_launch
+from specserver_advisor.sglang.resolve_deterministic import (
+    deterministic_attention_backend,
+    deterministic_on,
+)
 
 ACCEPTED = "accepted"
 #: Architectures whose attention SGLang runs on the MLA path (``use_mla_backend``).
@@ -65,6 +70,14 @@ def is_mla(config: dict[str, Any] | None) -> bool:
     return bool(archs and archs[0] in MLA_ARCHS and cfg.get("kv_lora_rank"))
 
 
+def model_hook_backend(gpu: Gpu, mla: bool, architecture: str) -> str | None:
+    """The backend a model hook sets before any other handler reads it (None: none): DeepSeek
+    V3/R1 on sm100 takes trtllm_mla (``model_overrides/deepseek_v2.py``)."""
+    if mla and not gpu.rocm and gpu.capability[0] == 10:
+        return "trtllm_mla" if architecture == "DeepseekV3ForCausalLM" else None
+    return None
+
+
 def default_attention_backend(
     gpu: Gpu,
     mla: bool,
@@ -102,8 +115,9 @@ def default_attention_backend(
         ):
             return "trtllm_mha"
         return "flashinfer"
-    if major == 10 and architecture == "DeepseekV3ForCausalLM":
-        return "trtllm_mla"
+    hooked = model_hook_backend(gpu, mla, architecture)
+    if hooked:
+        return hooked
     if major == 9:
         return "fa3"
     if major == 10:
@@ -173,16 +187,6 @@ def backend_error(gpu: Gpu, backend: str, values: dict[str, Any]) -> str | None:
     return None
 
 
-def dp_attention_layout(values: dict[str, Any]) -> dict[str, Any]:
-    """``_handle_deprecated_dp_attention``: ``--enable-dp-attention`` moves dp_size to attn_dp
-    (with ``--dp-size`` 1, or unset, no attention-DP group is formed)."""
-    out = dict(values)
-    if out.pop("enable_dp_attention", False) and out.get("attn_dp_size", 1) == 1:
-        out["attn_dp_size"] = out.get("dp_size", 1)
-        out["dp_size"] = 1
-    return out
-
-
 def predict_server(
     argv: list[str],
     gpu: Gpu,
@@ -213,9 +217,13 @@ def predict_server(
         if target_check.verdict == context.ContextVerdict.STARTUP_FAILS:
             return ServerOutcome("ValueError", target_check.message)
     heads = _mla_heads(target_config) if gpu.rocm and mla else None
-    backend = values.get("attention_backend") or default_attention_backend(
-        gpu, mla, values, arch, heads
-    )
+    backend = values.get("attention_backend") or model_hook_backend(gpu, mla, arch)
+    if deterministic_on(values):  # handle_deterministic_inference: before the default is taken
+        given = {**values, "attention_backend": backend}
+        backend, refused_here = deterministic_attention_backend(given, gpu, arch)
+        if refused_here:
+            return ServerOutcome("ValueError", refused_here)
+    backend = backend or default_attention_backend(gpu, mla, values, arch, heads)
     refused = backend_error(gpu, backend, values)
     if refused:
         return ServerOutcome("ValueError", refused)
