@@ -36,6 +36,7 @@ DRAFT_ROPE_SCALING_MISSING = "SPEC014"
 REMOVED_FLAG = "SPEC015"
 NO_KV_MEMORY = "SPEC016"
 TOPK_WITHOUT_DRAFT_TOKENS = "SPEC017"
+DETERMINISTIC_RCCL_ON_ROCM = "SPEC019"
 
 
 def startup_error_code(error: StartupFailure) -> str:
@@ -45,6 +46,10 @@ def startup_error_code(error: StartupFailure) -> str:
         return PARTIAL_SPEC_SHAPE
     if message.startswith("Unknown speculative algorithm"):
         return UNKNOWN_ALGORITHM
+    if message.startswith("--disable-custom-all-reduce cannot be combined"):
+        return DETERMINISTIC_RCCL_ON_ROCM
+    if "supported for deterministic inference" in message:  # no rule: it names the backend
+        return "StartupError"
     if "page_size" in message or "trtllm_mha" in message:
         return TOPK_BACKEND_PAGE_SIZE
     if "draft-model-path" in message or "draft_model_path" in message:

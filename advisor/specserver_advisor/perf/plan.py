@@ -35,6 +35,7 @@ from specserver_advisor.perf.unmodelled import Unmodelled, unmodelled
 from specserver_advisor.policy.model import PolicyContext, score
 from specserver_advisor.policy.switchcost import group_restart_extra_s, restart_seconds
 from specserver_advisor.sglang import memory
+from specserver_advisor.sglang.cardchecks import card_startup_errors
 from specserver_advisor.sglang.context import ContextCheck, check_context
 from specserver_advisor.sglang.modelshape import (
     ModelShape,
@@ -304,6 +305,7 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
     if problem is not None:
         raise PlanInputError(problem)
     r = resolve_launch(inp.args, inp.target_config, inp.draft_config, hip=inp.gpu.rocm)
+    r.errors[:0] = card_startup_errors(inp.args, inp.target_config, inp.gpu)
     inp = _with_model_overrides(inp)
     on_disk = shape_from_config(inp.target_config)
     target = with_launch_dtype(on_disk, inp.args.get("dtype"))

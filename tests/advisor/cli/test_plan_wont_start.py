@@ -3,8 +3,9 @@
 One case per way the advisor knows a launch fails to start: a draft whose context is shorter
 than the target's, no KV cache under the given fraction (a plain launch and a SpecServer), a KV
 pool too small for one request, weights that do not fit the card, the tokenizer's TypeError,
-a resolution error SGLang raises (a speculative one, and deterministic inference on ROCm without
-its custom all-reduce), and EAGLE3 without a draft on a target with no MTP layers.
+a resolution error SGLang raises (a speculative one, deterministic inference on ROCm without
+its custom all-reduce, and deterministic inference on an attention backend it refuses), and
+EAGLE3 without a draft on a target with no MTP layers.
 """
 
 from __future__ import annotations
@@ -70,6 +71,9 @@ def rocm_deterministic_nccl(root: Path) -> list[str]:
     return ["--from", str(script), "--gpu", "MI300X"]
 
 
+#: Deterministic inference on a backend it refuses (``_deterministic_attention_backend``).
+DETERMINISTIC_TRTLLM = ["--enable-deterministic-inference", "--attention-backend", "trtllm_mha"]
+
 #: (case, argv builder, the flags of the fix; None: no flag value is known to fix it)
 CASES: list[tuple[str, Any, list[str] | None]] = [
     ("short-context draft", short_context_draft, ["--context-length", "2048"]),
@@ -99,6 +103,7 @@ CASES: list[tuple[str, Any, list[str] | None]] = [
         None,
     ),
     ("SGLang raises on ROCm", rocm_deterministic_nccl, None),
+    ("deterministic backend", lambda _: [*QWEN, "--gpu", "H100", *DETERMINISTIC_TRTLLM], None),
     (
         "no draft",
         lambda _: ["--model", "Qwen/Qwen3-8B", "--algorithm", "EAGLE3", "--gpu", "L4"],
@@ -176,3 +181,28 @@ def test_the_fix_replaces_a_flag_written_with_equals(
     fixed = strict_json(capsys.readouterr().out)["at_fix"]["argv"]
     assert "--mem-fraction-static=0.9" in fixed
     assert not [t for t in fixed if t.startswith("--mem-fraction-static") and t.endswith("0.5")]
+
+
+@pytest.mark.parametrize(
+    ("argv", "backend"),
+    [
+        ([*QWEN[:4], "--gpu", "H100", "--attention-backend", "trtllm_mha"], "trtllm_mha"),
+        (["--model", "deepseek-ai/DeepSeek-V3", "--gpu", "B200", "--tp", "8"], "trtllm_mla"),
+    ],
+    ids=["a backend it refuses", "DeepSeek-V3's sm100 fill"],
+)
+def test_deterministic_inference_refuses_the_attention_backend_in_sglangs_words(
+    argv: list[str], backend: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``_deterministic_attention_backend``: a backend outside its list is a ValueError, and
+    DeepSeek-V3 on a B200 reaches it with the trtllm_mla a model hook fills in first; with a
+    backend on its list the same launch starts."""
+    assert main(["plan", *argv, "--enable-deterministic-inference"]) == 1
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("won't start: SGLang raises ValueError: Currently only [")
+    assert f"but you explicitly specified '{backend}'" in first
+    fine = [a if a not in (backend,) else "fa3" for a in argv]
+    if backend == "trtllm_mla":
+        fine += ["--attention-backend", "triton"]
+    assert main(["plan", *fine, "--enable-deterministic-inference"]) == 0
+    assert capsys.readouterr().out.startswith("starts")
