@@ -7,7 +7,8 @@ which runs before the speculative hook, so its error comes first). With no
 given trtllm_mla first, which it then refuses); a given backend outside its list, or one an
 absorbed-MLA model cannot use, is a ValueError (``resolve_deterministic``). ``plan`` and the
 launch model (the operator's StartupError) add these to the resolution's errors; the server
-prediction the oracle checks (``serverargs.predict_server``) runs the same check.
+prediction the oracle checks (``serverargs.predict_server``) reads the same
+``serverargs.backend_before_default``.
 """
 
 from __future__ import annotations
@@ -17,22 +18,15 @@ from typing import Any
 from specserver_advisor.gpus import Gpu
 from specserver_advisor.sglang import configvalues
 from specserver_advisor.sglang.resolve import StartupError
-from specserver_advisor.sglang.resolve_deterministic import (
-    deterministic_attention_backend,
-    deterministic_on,
-)
-from specserver_advisor.sglang.serverargs import is_mla, model_hook_backend
+from specserver_advisor.sglang.serverargs import backend_before_default, is_mla
 
 
 def card_startup_errors(
     args: dict[str, Any], target_config: dict[str, Any] | None, gpu: Gpu
 ) -> list[StartupError]:
     """SGLang's startup errors for ``args`` on ``gpu`` that the resolver does not raise."""
-    if not deterministic_on(args):
-        return []
     arch = configvalues.architecture(target_config)
-    given = args.get("attention_backend") or model_hook_backend(gpu, is_mla(target_config), arch)
-    _, refused = deterministic_attention_backend({**args, "attention_backend": given}, gpu, arch)
+    _, refused = backend_before_default(args, gpu, is_mla(target_config), arch)
     if refused is None:
         return []
     return [StartupError("ValueError", refused, ("attention_backend",))]

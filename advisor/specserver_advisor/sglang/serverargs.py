@@ -78,6 +78,20 @@ def model_hook_backend(gpu: Gpu, mla: bool, architecture: str) -> str | None:
     return None
 
 
+def backend_before_default(
+    values: dict[str, Any], gpu: Gpu, mla: bool, architecture: str
+) -> tuple[str | None, str | None]:
+    """The attention backend set before SGLang's default is taken (None: the default decides)
+    and deterministic inference's refusal of it (None: none): the user's backend, else a model
+    hook's fill; with deterministic inference on, its own pick where that leaves none
+    (``handle_deterministic_inference`` runs after the model hooks, before the default)."""
+    backend = values.get("attention_backend") or model_hook_backend(gpu, mla, architecture)
+    if not deterministic_on(values):
+        return backend, None
+    given = {**values, "attention_backend": backend}
+    return deterministic_attention_backend(given, gpu, architecture)
+
+
 def default_attention_backend(
     gpu: Gpu,
     mla: bool,
@@ -217,12 +231,9 @@ def predict_server(
         if target_check.verdict == context.ContextVerdict.STARTUP_FAILS:
             return ServerOutcome("ValueError", target_check.message)
     heads = _mla_heads(target_config) if gpu.rocm and mla else None
-    backend = values.get("attention_backend") or model_hook_backend(gpu, mla, arch)
-    if deterministic_on(values):  # handle_deterministic_inference: before the default is taken
-        given = {**values, "attention_backend": backend}
-        backend, refused_here = deterministic_attention_backend(given, gpu, arch)
-        if refused_here:
-            return ServerOutcome("ValueError", refused_here)
+    backend, refused_here = backend_before_default(values, gpu, mla, arch)
+    if refused_here:
+        return ServerOutcome("ValueError", refused_here)
     backend = backend or default_attention_backend(gpu, mla, values, arch, heads)
     refused = backend_error(gpu, backend, values)
     if refused:
