@@ -295,23 +295,10 @@ def run(
             env=env,
             stdout=subprocess.DEVNULL,
         )
-        for attempt in range(10):  # a CRD without conditions yet makes kubectl wait fail
-            waited = subprocess.run(
-                [
-                    *kubectl,
-                    "wait",
-                    "--for=condition=Established",
-                    "--timeout=60s",
-                    "crd/specservers.specserver.io",
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-            if waited.returncode == 0:
-                break
-            if attempt == 9:
-                raise SystemExit("bench-operator-scale: the CRD was not Established")
-            time.sleep(1)
+        try:
+            cluster.wait_established("crd/specservers.specserver.io")
+        except devcluster.DevClusterError as err:
+            raise SystemExit(f"bench-operator-scale: the CRD was not Established: {err}") from None
         subprocess.run(
             [*kubectl, "create", "namespace", NAMESPACE], check=True, stdout=subprocess.DEVNULL
         )

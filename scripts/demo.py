@@ -160,18 +160,7 @@ class Stack:
             check=True,
             stdout=subprocess.DEVNULL,
         )
-        subprocess.run(
-            [
-                "kubectl",
-                "wait",
-                "--for=condition=Established",
-                "--timeout=60s",
-                "crd/specservers.specserver.io",
-            ],
-            env=env,
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
+        self.cluster.wait_established("crd/specservers.specserver.io")
         self.spawn(
             [
                 sys.executable,

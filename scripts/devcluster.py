@@ -63,6 +63,9 @@ LWS_VERSION = "0.9.0"
 KUEUE_VERSION = "0.17.0"
 #: The oldest Go that builds KUBE_VERSION (its go.mod's ``go`` line).
 GO_MIN = (1, 26)
+#: Times ``Cluster.wait_established`` asks again, a second apart, while a new CRD has no
+#: status conditions yet.
+ESTABLISH_TRIES = 10
 REPO = Path(__file__).resolve().parent.parent
 CACHE = Path(
     os.environ.get("SPECSERVER_CACHE")
@@ -539,11 +542,24 @@ class Cluster:
             raise DevClusterError(f"kubectl {' '.join(args[:3])}: {done.stderr.strip()}")
         return done.stdout
 
+    def wait_established(self, *target: str) -> None:
+        """``kubectl wait --for=condition=Established`` on CRDs (``crd/NAME`` or ``-f PATH``),
+        again while a CRD just applied has no status conditions yet: kubectl's wait fails at
+        once on a null ``.status.conditions`` instead of waiting (at most ESTABLISH_TRIES)."""
+        for attempt in range(ESTABLISH_TRIES):
+            try:
+                self.kubectl("wait", "--for=condition=Established", "--timeout=60s", *target)
+                return
+            except DevClusterError as err:
+                if "conditions accessor error" not in str(err) or attempt + 1 == ESTABLISH_TRIES:
+                    raise
+            time.sleep(1)
+
     def start_lws(self) -> None:
         """LeaderWorkerSet's controller: its CRD, its webhooks on loopback (a certificate from
         a CA of this cluster's), the webhook configurations pointing at them (idempotent)."""
         self.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(LWS_CRDS))
-        self.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(LWS_CRDS))
+        self.wait_established("-f", str(LWS_CRDS))
         out = self.state_dir / "lws"
         out.mkdir(exist_ok=True)
         if self.pid("lws-controller") is None:
@@ -695,7 +711,7 @@ class Cluster:
         build_kueue()
         self._ensure_kueue_metrics_cert()
         self.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(KUEUE_CRDS))
-        self.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(KUEUE_CRDS))
+        self.wait_established("-f", str(KUEUE_CRDS))
         self.kubectl("apply", "-f", "-", stdin=json.dumps(_namespace("kueue-system")))
         out = self.state_dir / "kueue"
         out.mkdir(exist_ok=True)

@@ -47,9 +47,7 @@ def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeHandle]:
     handle = KubeHandle(cluster.kubeconfig, cluster.server, cluster.webhook_client_ca)
     try:
         handle.kubectl("apply", "-f", str(REPO / "crds"))
-        handle.kubectl(
-            "wait", "--for=condition=Established", "--timeout=60s", "crd/specservers.specserver.io"
-        )
+        cluster.wait_established("crd/specservers.specserver.io")
         yield handle
     finally:
         cluster.down()
