@@ -38,14 +38,16 @@ def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeHandle]:
     devcluster = load_devcluster()
     state = tmp_path_factory.mktemp("devcluster")
     cluster = devcluster.Cluster(state, TEST_BASE_PORT)
-    cluster.up()
-    os.environ["PATH"] = f"{devcluster.BIN_DIR}{os.pathsep}{os.environ.get('PATH', '')}"
-    host = urlparse(cluster.server).hostname
-    if host not in ("127.0.0.1", "localhost", "::1"):
-        cluster.down()
-        pytest.exit(f"refusing a non-loopback apiserver {cluster.server}", returncode=3)
-    handle = KubeHandle(cluster.kubeconfig, cluster.server, cluster.webhook_client_ca)
+    # Stopped whatever happens from here: a start-up that fails half-way (a component that
+    # exits, a CRD that is not Established) must not leave processes holding the session's
+    # ports for the next run.
     try:
+        cluster.up()
+        os.environ["PATH"] = f"{devcluster.BIN_DIR}{os.pathsep}{os.environ.get('PATH', '')}"
+        host = urlparse(cluster.server).hostname
+        if host not in ("127.0.0.1", "localhost", "::1"):
+            pytest.exit(f"refusing a non-loopback apiserver {cluster.server}", returncode=3)
+        handle = KubeHandle(cluster.kubeconfig, cluster.server, cluster.webhook_client_ca)
         handle.kubectl("apply", "-f", str(REPO / "crds"))
         cluster.wait_established("crd/specservers.specserver.io")
         yield handle
