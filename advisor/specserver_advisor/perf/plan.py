@@ -395,8 +395,11 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
         ),
         clock_scale=inp.clock_scale,
         # The decode graphs are captured up to the memory tier's max, capped by an explicit
-        # --max-running-requests (sglang-oracle.md, finding 6).
-        cuda_graph_max_bs=min(mem.settings.cuda_graph_max_bs, int(user_mrr))
+        # --max-running-requests (sglang-oracle.md, finding 6); none where the launch turns
+        # the decode graphs off (--disable-cuda-graph): every decode step runs eager.
+        cuda_graph_max_bs=0
+        if not memory.GraphSettings.from_values(inp.args).decode
+        else min(mem.settings.cuda_graph_max_bs, int(user_mrr))
         if user_mrr
         else mem.settings.cuda_graph_max_bs,
         chunked_prefill_size=mem.settings.chunked_prefill_size,
