@@ -1,0 +1,57 @@
+"""A launch that turns SGLang's decode CUDA graphs off decodes eagerly, and plan prices it so.
+
+``--disable-cuda-graph`` (or ``--disable-decode-cuda-graph``) captures no decode graph, so
+every decode step launches its kernels from Python. plan used to keep the memory tier's
+captured batch for such a launch and priced its steps as graph replays (sglang issue #3361's
+two-node DeepSeek-V3 ran this way).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from specserver_advisor.gpus import lookup_gpu
+from specserver_advisor.loaders.corpus import model_config
+from specserver_advisor.perf.model import predict
+from specserver_advisor.perf.plan import Plan, PlanInputs, make_plan
+from specserver_advisor.sglang.flags import parse_server_argv
+
+
+def _plan(*flags: str) -> Plan:
+    argv = ["--model-path", "m", *flags]
+    return make_plan(
+        PlanInputs(
+            parse_server_argv(argv).values,
+            model_config("llama-3.1-8b"),
+            None,
+            lookup_gpu("H100"),
+            input_len=512,
+            output_len=256,
+            concurrency=[1, 8],
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ("--disable-cuda-graph",),
+        ("--disable-cuda-graph", "--max-running-requests", "16"),
+        ("--disable-decode-cuda-graph",),
+    ],
+)
+def test_graphs_off_capture_no_decode_batch_and_decode_slower(flags: tuple[str, ...]) -> None:
+    graphs = _plan()
+    eager = _plan(*flags)
+    assert graphs.scenario.cuda_graph_max_bs and graphs.scenario.cuda_graph_max_bs > 0
+    assert eager.scenario.cuda_graph_max_bs == 0
+    for load in (1, 8):
+        on = predict(graphs.scenario, load, graphs.cap_off, False)
+        off = predict(eager.scenario, load, eager.cap_off, False)
+        # An 8B model's 32 layers launched from Python take longer than one graph replay.
+        assert off.tpot_ms > on.tpot_ms * 1.2, (load, on.tpot_ms, off.tpot_ms)
+
+
+def test_an_explicit_cap_keeps_its_graphs_when_graphs_are_on() -> None:
+    capped = _plan("--max-running-requests", "16")
+    assert capped.scenario.cuda_graph_max_bs == 16
