@@ -32,13 +32,16 @@ class Calibration:
     #: First-principles (~20 us of Python per request), not fitted: the field's two cards cannot
     #: separate it from the GPU part, whose card scaling they need.
     spec_host_s_per_request: float = 0.00002
-    #: The host's work per request for each node of an EAGLE tree (topk > 1) beyond a chain's
-    #: one per step (``model.spec_request_s``: the tree's candidates sorted, its mask and
-    #: positions built, the accepted path walked, in Python per request): card-independent.
-    #: Not fitted: the field ran chains only, which do not pay it, and a corpus fit of it soaks
-    #: up the MoE verify's missing per-step cost (docs/advisor.md); set so that one request on a
-    #: tree pays what the card-independent 0.563 ms per request per node paid before.
-    spec_tree_node_s: float = 0.0005
+    #: The GPU's work per request for each node of an EAGLE tree (topk > 1) beyond a chain's
+    #: one per step (``model.spec_request_s``: the tree's mask rows, its candidates' gathers and
+    #: the accept walk over its nodes, small kernels bound by memory traffic), stated like
+    #: ``spec_s_per_request`` at ``model.SPEC_REFERENCE_GBS`` and scaled by the card's memory
+    #: bandwidth. Not fitted: the field ran chains. Set so that the field's workstation case
+    #: (a wide tree at 20 users on an A6000, a quarter slower than plain decoding) pays what
+    #: the card-independent 0.5 ms a node did before stop 53 (0.5 ms x 768 / 300 GB/s); on an
+    #: H100 that is 0.11 ms, which GPUStack's sweep of one launch's tree sizes (8 to 32 draft
+    #: tokens, within 6% of each other) allows and the old card-independent cost did not.
+    spec_tree_node_s: float = 0.00128
     #: Fraction of a request's extra verify positions that route like independent tokens.
     moe_routing_independence: float = 0.418
     prefill_efficiency: float = 0.488
@@ -69,6 +72,15 @@ class Calibration:
     #: corpus fit (all its speculative figures come from such releases) follows its largest
     #: source, one experimenter's TP 2-4 launches, to ~2.7 ms (docs/advisor.md).
     spec_sync_host_s: float = 0.0005
+    #: The same worker's host work for each draft step, in series with the GPU for the same
+    #: reason: before the draft graph replays, each draft step's attention metadata is
+    #: prepared on the host (FlashInfer's plan per step, with its copies back to the host; the
+    #: FA3 backend's per-step metadata loop), and the verify's Python walks up to one accepted
+    #: token per step. First-principles ~0.15 ms (``validation.PRIOR``: sglang PR #8490
+    #: measures a draft decode's plan at ~0.12 ms); fitted to the public corpus
+    #: (``CORPUS_FITTED``), whose synchronous launches cost more a step the more draft steps
+    #: they run (GPUStack's sweep of steps 2-8 at one tree size; docs/advisor.md).
+    spec_sync_step_s: float = 0.00063
     #: The shortest a latency-bound kernel takes in a CUDA graph replay on NVIDIA cards (the
     #: launch gap inside the graph, the ramp and tail of a grid that does not fill the card):
     #: what a decode layer's ~15-30 small kernels each pay on Hopper and Blackwell, however
@@ -103,6 +115,7 @@ UNFITTED = (
     "schedule_s_per_step",
     "schedule_s_per_request",
     "spec_sync_host_s",
+    "spec_sync_step_s",
     "kernel_floor_s",
     "cdna3_kernel_floor_s",
     "cdna4_kernel_floor_s",
@@ -121,6 +134,7 @@ CORPUS_FITTED = (
     "allreduce_latency_s",
     "internode_latency_s",
     "eager_launch_s",
+    "spec_sync_step_s",
 )
 
 

@@ -293,25 +293,41 @@ def step_time(
     With the overlap scheduler the CPU prepares step n+1 while the GPU runs step n, so a step
     takes the longer of the two; without it they run one after the other. A synchronous
     speculative step (overlap off, or a release before spec V2) also waits for the worker's
-    own host work between its stages (``Calibration.spec_sync_host_s``).
+    own host work between its stages and for each draft step (``sync_spec_host_s``).
     """
     gpu_s = gpu_step_time(scn, batch, speculative, cal, steps)
-    return scheduled_step_time(scn, gpu_s, batch, cal, speculative)
+    return scheduled_step_time(scn, gpu_s, batch, cal, speculative, steps)
 
 
 def scheduled_step_time(
-    scn: Scenario, gpu_s: float, batch: int, cal: Calibration, speculative: bool = False
+    scn: Scenario,
+    gpu_s: float,
+    batch: int,
+    cal: Calibration,
+    speculative: bool = False,
+    steps: int | None = None,
 ) -> float:
     """Any scheduler step (decode, prefill chunk or both) of ``gpu_s`` GPU work over ``batch``
     requests as the client sees it: the longer of GPU and scheduler CPU under the overlap
     scheduler, their sum without it. A synchronous speculative step (``speculative``: its
     decodes speculate, and the launch or its release does not overlap them) waits for the
-    scheduler's work and then for the worker's own between its stages.
+    scheduler's work and then for the worker's own (``steps``: its draft steps, the launch's
+    unless SGLang's adaptive mode picked others).
     """
     host = schedule_host_time(batch, cal)
     if speculative and scn.spec is not None and not (scn.overlap_schedule and scn.spec_overlap):
-        return gpu_s + host + cal.spec_sync_host_s
+        return gpu_s + host + sync_spec_host_s(scn.spec, cal, steps)
     return max(gpu_s, host) if scn.overlap_schedule else gpu_s + host
+
+
+def sync_spec_host_s(spec: SpecShape, cal: Calibration, steps: int | None = None) -> float:
+    """The synchronous speculative worker's host work in one step, which no GPU work hides:
+    its stages' (``spec_sync_host_s``) and its draft steps' (``spec_sync_step_s`` each; an
+    EAGLE-family draft loop's, so none for NGRAM, whose drafts come from a trie)."""
+    draft_steps = spec.num_steps if steps is None else steps
+    if spec.algorithm == "NGRAM":
+        draft_steps = 0
+    return cal.spec_sync_host_s + cal.spec_sync_step_s * max(0, draft_steps)
 
 
 def gpu_step_time(
@@ -414,9 +430,10 @@ def spec_request_s(scn: Scenario, cal: Calibration, tree: float = 1.0) -> float:
       gathers and scatters of a few rows a request, bound by memory traffic at small sizes,
       not by FLOPs, so ``spec_s_per_request`` (stated at ``SPEC_REFERENCE_GBS``) scales with the
       card's memory bandwidth, never below one kernel floor;
+    - for an EAGLE tree, the same kernels' work for each node beyond a chain's one
+      (``spec_tree_node_s``, stated and scaled the same way);
     - the host's loop over the requests between the draft and the verify, the same on every
-      card (``spec_host_s_per_request``);
-    - for an EAGLE tree, the host's work per node beyond a chain's one (``spec_tree_node_s``).
+      card (``spec_host_s_per_request``).
 
     ``tree``: the tree's nodes per draft step (``num_draft_tokens / (num_steps + 1)``; 1 for a
     chain); the GPU part grows with it too.
@@ -424,7 +441,8 @@ def spec_request_s(scn: Scenario, cal: Calibration, tree: float = 1.0) -> float:
     rate = SPEC_REFERENCE_GBS / scn.gpu.bandwidth_gbs
     nodes = max(1.0, tree)
     gpu = max(cal.spec_s_per_request * rate * nodes, kernel_floor_s(scn.gpu, cal))
-    host = cal.spec_host_s_per_request + cal.spec_tree_node_s * (nodes - 1.0)
+    gpu += cal.spec_tree_node_s * rate * (nodes - 1.0)
+    host = cal.spec_host_s_per_request
     return float(gpu + host)
 
 

@@ -245,10 +245,11 @@ def equal_speed_ratio(fig: Figure, cal: Calibration) -> float:
 #: Where every corpus fit starts: first-principles values of ``CORPUS_FITTED`` (a graph's
 #: launch gap and a small grid's ramp, ~4 us on NVIDIA and ~6 us under HIP graphs; a one-shot
 #: all-reduce's peer write and flag round trip, ~5 us; a NIC's small-message latency, ~20 us;
-#: a kernel launched from Python, ~20 us),
-#: the rest the committed defaults. Not the committed defaults themselves: those are the fit
-#: on every source, so a held-out source would be predicted with constants its own figures
-#: made wherever the other sources do not pull them (a parameter only it constrains).
+#: a kernel launched from Python, ~20 us; a synchronous speculative worker's host work per
+#: draft step, ~0.15 ms), the rest the committed defaults. Not the committed defaults
+#: themselves: those are the fit on every source, so a held-out source would be predicted
+#: with constants its own figures made wherever the other sources do not pull them (a
+#: parameter only it constrains).
 PRIOR = replace(
     DEFAULT_CALIBRATION,
     kernel_floor_s=4e-6,
@@ -257,6 +258,7 @@ PRIOR = replace(
     allreduce_latency_s=5e-6,
     internode_latency_s=20e-6,
     eager_launch_s=20e-6,
+    spec_sync_step_s=0.15e-3,
 )
 
 #: How a fixed set's answer lengths may spread (a setup's ``answers``).

@@ -11,7 +11,14 @@ import pytest
 from specserver_advisor.gpus import lookup_gpu
 from specserver_advisor.perf import calibration
 from specserver_advisor.perf.constants import DEFAULT_CALIBRATION as CAL
-from specserver_advisor.perf.model import predict, prefill_time, step_time
+from specserver_advisor.perf.model import (
+    SpecShape,
+    gpu_step_time,
+    predict,
+    prefill_time,
+    step_time,
+    sync_spec_host_s,
+)
 from specserver_advisor.perf.plan import Plan, PlanInputs, make_plan
 from specserver_advisor.sglang.flags import parse_server_argv
 
@@ -81,7 +88,8 @@ def test_synchronous_speculation_waits_for_the_workers_host_work() -> None:
     """SGLang 0.5.23 runs speculation under the overlap scheduler (spec V2): the step is the
     GPU's. Without overlap (``--disable-overlap-schedule``, or a release before spec V2, whose
     plain launches still overlapped) each speculative step waits for the scheduler's CPU work
-    and then for the worker's own between its stages; a plain step never pays the latter."""
+    and then for the worker's own between its stages and for each draft step; a plain step
+    never pays the latter."""
     default = plan().scenario
     off = plan("--disable-overlap-schedule").scenario
     assert default.overlap_schedule and default.spec_overlap and not off.overlap_schedule
@@ -89,10 +97,10 @@ def test_synchronous_speculation_waits_for_the_workers_host_work() -> None:
     gpu_s = step_time(default, 8, True, CAL)
     host = CAL.schedule_s_per_step + CAL.schedule_s_per_request * 8
     assert gpu_s > host  # the L4's speculative step hides the scheduler under overlap
+    assert default.spec is not None and default.spec.num_steps == 3
+    worker = CAL.spec_sync_host_s + 3 * CAL.spec_sync_step_s
     for synchronous in (off, spec_v1):
-        assert step_time(synchronous, 8, True, CAL) == pytest.approx(
-            gpu_s + host + CAL.spec_sync_host_s
-        )
+        assert step_time(synchronous, 8, True, CAL) == pytest.approx(gpu_s + host + worker)
     # Plain decoding of the pre-V2 release still overlaps; without overlap it pays the
     # scheduler's work and nothing of the speculative worker's.
     assert step_time(spec_v1, 8, False, CAL) == step_time(default, 8, False, CAL)
@@ -214,3 +222,25 @@ def test_without_mixed_chunks_decodes_wait_for_the_whole_prefill() -> None:
     # The same chunks mixed into the decode steps: the slow step is one chunk, not the prompt.
     mixed = staggered("--enable-mixed-chunk", "--chunked-prefill-size", "512")
     assert predict(mixed.scenario, 8, mixed.cap_off, False).itl_p99_ms < s.itl_p99_ms / 4
+
+
+def test_a_synchronous_worker_pays_its_host_work_for_each_draft_step() -> None:
+    """Before the draft graph replays, the synchronous worker prepares each draft step's
+    attention metadata on the host (``Calibration.spec_sync_step_s``): a step with more draft
+    steps waits longer, SGLang's adaptive tiers pay for the steps they run, an NGRAM draft
+    (a trie, no draft loop) pays only the stages', and under spec V2 none of it is seen."""
+    spec_v1 = replace(plan().scenario, spec_overlap=False)
+    assert spec_v1.spec is not None
+    host = CAL.schedule_s_per_step + CAL.schedule_s_per_request * 8
+    for steps in (0, 1, 2, 3):
+        gpu_s = gpu_step_time(spec_v1, 8, True, CAL, steps)
+        expected = gpu_s + host + CAL.spec_sync_host_s + steps * CAL.spec_sync_step_s
+        assert step_time(spec_v1, 8, True, CAL, steps) == pytest.approx(expected)
+    assert CAL.spec_sync_step_s > 0
+    assert sync_spec_host_s(SpecShape("EAGLE3", 8, 1, 9), CAL) > sync_spec_host_s(
+        SpecShape("EAGLE3", 2, 1, 3), CAL
+    )
+    assert sync_spec_host_s(SpecShape("NGRAM", 8, 1, 9), CAL) == CAL.spec_sync_host_s
+    overlapped = plan().scenario
+    longer = replace(CAL, spec_sync_step_s=1.0)
+    assert step_time(overlapped, 8, True, longer) == step_time(overlapped, 8, True, CAL)
