@@ -1,9 +1,9 @@
 """A launch that turns SGLang's decode CUDA graphs off decodes eagerly, and plan prices it so.
 
-``--disable-cuda-graph`` (or ``--disable-decode-cuda-graph``) captures no decode graph, so
-every decode step launches its kernels from Python. plan used to keep the memory tier's
-captured batch for such a launch and priced its steps as graph replays (sglang issue #3361's
-two-node DeepSeek-V3 ran this way).
+``--disable-cuda-graph`` (or ``--disable-decode-cuda-graph``, or the decode graph backend
+``disabled``) captures no decode graph, so every decode step launches its kernels from
+Python. plan used to keep the memory tier's captured batch for such a launch and priced its
+steps as graph replays (sglang issue #3361's two-node DeepSeek-V3 ran this way).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ def _plan(*flags: str) -> Plan:
         ("--disable-cuda-graph",),
         ("--disable-cuda-graph", "--max-running-requests", "16"),
         ("--disable-decode-cuda-graph",),
+        ("--cuda-graph-backend-decode", "disabled"),
     ],
 )
 def test_graphs_off_capture_no_decode_batch_and_decode_slower(flags: tuple[str, ...]) -> None:
