@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
+import pytest
 from prometheus_client import generate_latest
 
+from specserver_advisor.perf.constants import DEFAULT_CALIBRATION
+from specserver_advisor.perf.model import step_time
 from specserver_engine.sim.config import build_sim_config
-from specserver_engine.sim.engine import SimEngine
+from specserver_engine.sim.engine import SimEngine, SimRequest
 from specserver_engine.sim.metrics import EngineMetrics
 from stack import QWEN_EAGLE3
 
@@ -118,3 +122,23 @@ def test_the_zero_step_tier_verifies_one_token_and_the_gauges_say_so() -> None:
     # Each request ran a few verifies at the launch's 3 steps before the tier took over.
     assert late["spec_verify_ct"] >= 0.9 * late["completion_tokens"] - 40
     assert late["spec_num_correct_drafts"] <= 3 * 10
+
+
+def test_a_synchronous_adaptive_step_pays_host_work_for_the_steps_it_drafts() -> None:
+    """Without the overlap scheduler the worker's host work follows the draft steps the
+    adaptive tier runs: 80 running at the zero-step tier pay none of the launch's 3 steps'
+    (``spec_sync_step_s`` each), as the model's step at 0 steps does."""
+    argv = [*BASE, "--speculative-adaptive", "--max-running-requests", "96"]
+    engine = SimEngine(build_sim_config([*argv, "--disable-overlap-schedule"], env={}), None)
+    assert engine.adaptive is not None and engine.adaptive.steps_for_batch(80) == 0
+    scn = engine.cfg.plan.scenario
+    assert not scn.overlap_schedule and scn.spec is not None and scn.spec.num_steps == 3
+    for i in range(80):
+        req = SimRequest(f"r{i}", 256, 64, 64, "code", False, first_token_at=0.0, prefilled=256)
+        engine.running.append(req)
+    pieces, decoding, step_s = engine._next_step()
+    assert not pieces and len(decoding) == 80
+    at_ctx = dataclasses.replace(scn, input_len=256, output_len=0)
+    assert step_s == pytest.approx(step_time(at_ctx, 80, True, DEFAULT_CALIBRATION, steps=0))
+    launch_steps = step_time(at_ctx, 80, True, DEFAULT_CALIBRATION)
+    assert step_s < launch_steps - 2 * DEFAULT_CALIBRATION.spec_sync_step_s

@@ -182,9 +182,11 @@ class SimEngine:
             self.running.append(head)
             self.prefilling.append(head)
 
-    def _decode_gpu_s(self, batch: list[SimRequest]) -> float:
+    def _decode_gpu_s(self, batch: list[SimRequest]) -> tuple[float, int | None]:
+        """The GPU seconds of ``batch``'s decode step and the draft steps it runs (SGLang's
+        adaptive tier for the batch; None: the launch's)."""
         if not batch:
-            return 0.0
+            return 0.0, None
         steps = self.adaptive.steps_for_batch(len(batch)) if self.adaptive else None
         if steps is not None:
             self.active_steps = steps  # the gauges read it at the next decode report
@@ -195,7 +197,7 @@ class SimEngine:
             self._step_cache[key] = gpu_step_time(
                 scn, len(batch), self.cfg.speculative, _calibration(), steps=steps
             )
-        return self._step_cache[key]
+        return self._step_cache[key], steps
 
     def _next_step(self) -> tuple[list[PrefillPiece], list[SimRequest], float]:
         """This step's prefill pieces (admitting the waiting prompts they start), the decodes
@@ -216,13 +218,9 @@ class SimEngine:
         )
         self._admit(sum(1 for p in pieces if p.index >= in_progress))
         decoding = ready if decodes_run(pieces, scn.mixed_chunk) else []
+        decode_gpu_s, steps = self._decode_gpu_s(decoding)
         step_s = step_seconds(
-            scn,
-            pieces,
-            self._decode_gpu_s(decoding),
-            len(decoding),
-            self.cfg.speculative,
-            _calibration(),
+            scn, pieces, decode_gpu_s, len(decoding), self.cfg.speculative, _calibration(), steps
         )
         return pieces, decoding, step_s
 

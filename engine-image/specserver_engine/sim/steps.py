@@ -89,8 +89,10 @@ def step_seconds(
     decoding: int,
     speculative: bool,
     cal: Calibration,
+    steps: int | None = None,
 ) -> float:
-    """Modelled seconds of one step: its prefill chunks and (``decoding`` requests) decode."""
+    """Modelled seconds of one step: its prefill chunks and (``decoding`` requests) decode
+    (``steps``: the draft steps that decode runs, SGLang's adaptive tier; None: the launch's)."""
     gpu = sum(prefill_chunk_time(scn, p.start, p.end, speculative, cal) for p in pieces)
     if pieces:
         # A step with prefill pieces is one forward launched from Python (no graph): it takes
@@ -98,4 +100,6 @@ def step_seconds(
         gpu = max(gpu, prefill_floor_s(scn, speculative, cal) - decode_gpu_s)
     # Only a step whose decodes speculate pays a synchronous speculative worker's host work.
     speculating = speculative and decoding > 0
-    return scheduled_step_time(scn, gpu + decode_gpu_s, decoding + len(pieces), cal, speculating)
+    return scheduled_step_time(
+        scn, gpu + decode_gpu_s, decoding + len(pieces), cal, speculating, steps
+    )
