@@ -287,7 +287,8 @@ def _cap(plan: Plan) -> tuple[int, str]:
     cap = max(1, plan.recommended_mrr)
     if cap >= plan.fits_on:
         return cap, "the requests its KV pool with the draft holds"
-    if cap >= plan.mem.settings.cuda_graph_max_bs:
+    graphs = plan.decode_graph_limit
+    if graphs is not None and cap >= graphs:
         return cap, "the decode CUDA-graph max batch"
     return cap, "the most goodput over the loads asked"
 

@@ -497,9 +497,10 @@ def _spec_cap(cfg: EngineConfig, cap: int) -> None:
 def _choose_cap(cfg: EngineConfig, spec: SpecServerSpec, plan: Plan, speculative: bool) -> int:
     """The cap computed from ``plan``'s KV pool and crossover (recorded in ``cfg``)."""
     fits = plan.fits_on if speculative else plan.fits_off
-    graph = plan.mem.settings.cuda_graph_max_bs
+    graph = plan.decode_graph_limit
     # the cap with the most goodput over the planned loads, within the KV pool and the graphs
-    cfg.max_running_requests = max(1, min(plan.recommended_mrr, fits, graph))
+    # (none where the launch captures no decode graph)
+    cfg.max_running_requests = max(1, min(plan.recommended_mrr, fits, graph or fits))
     cfg.max_running_requests_source = "Computed"
     pool = "with" if speculative else "without"
     cfg.max_running_requests_reason = (

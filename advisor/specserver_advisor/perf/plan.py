@@ -126,6 +126,13 @@ class Plan:
     #: What the curves do not price (``perf.unmodelled``): also among ``notes``.
     not_modelled: list[Unmodelled] = field(default_factory=list)
 
+    @property
+    def decode_graph_limit(self) -> int | None:
+        """The largest decode batch SGLang captures a CUDA graph for (the memory tier's), or
+        None where the launch turns the decode graphs off: every batch then decodes eagerly,
+        and no cap keeps a batch inside a graph."""
+        return decode_graph_limit(self.scenario, self.mem)
+
     def to_json(self) -> dict[str, Any]:
         r = self.resolution
         resolved = {name: v.value for name, v in r.values.items()}
@@ -422,7 +429,7 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
             both.append((c, throughput(on), throughput(off)))
     # ``crossover`` over the curves' own predictions (the same loads, the same throughput).
     cross = falls_through(both) if r.algorithm else None
-    graph_bs = mem.settings.cuda_graph_max_bs
+    graph_bs = decode_graph_limit(scn, mem)
     candidates = cap_candidates(inp.concurrency, fits_on, graph_bs, sglang_default, cross)
     best = (
         best_cap(scn if r.speculative else plain, inp.concurrency, candidates, r.speculative, cal)
@@ -471,14 +478,21 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
 CAP_TTFT_SLO_S = AutoSpeculation().ttft_p99_slo_seconds
 
 
-def safe_cap(fits: int, graph_bs: int) -> int:
+def decode_graph_limit(scn: Scenario, mem: memory.MemoryPlan) -> int | None:
+    """The memory tier's largest captured decode batch; None where the launch captures no
+    decode graph (``Scenario.cuda_graph_max_bs`` 0: ``--disable-cuda-graph`` and its kin)."""
+    return None if scn.cuda_graph_max_bs == 0 else mem.settings.cuda_graph_max_bs
+
+
+def safe_cap(fits: int, graph_bs: int | None) -> int:
     """The largest cap the plan recommends: every running request's KV fits the pool (above
-    it SGLang retracts requests), and the batch runs in a captured decode CUDA graph."""
-    return max(1, min(fits, graph_bs))
+    it SGLang retracts requests), and the batch runs in a captured decode CUDA graph (None:
+    the launch captures none, so only the pool bounds it)."""
+    return max(1, fits if graph_bs is None else min(fits, graph_bs))
 
 
 def cap_candidates(
-    loads: list[int], fits: int, graph_bs: int, sglang_default: int, cross: float | None
+    loads: list[int], fits: int, graph_bs: int | None, sglang_default: int, cross: float | None
 ) -> list[int]:
     """The caps the plan compares: each load asked, the crossover, SGLang's own default, the
     largest safe cap (``safe_cap``) and the KV pool's; goodput only changes where a cap meets
@@ -521,7 +535,7 @@ def best_cap(
     return max(c for g, c in scored if g >= top * (1 - 1e-9))
 
 
-def _safer_note(cap: int, fits: int, graph_bs: int) -> str:
+def _safer_note(cap: int, fits: int, graph_bs: int | None) -> str:
     """Why the recommended cap is below one that the curves would score higher."""
     why = []
     if cap >= fits:
@@ -529,7 +543,7 @@ def _safer_note(cap: int, fits: int, graph_bs: int) -> str:
             f"the KV pool holds {fits} requests of this length; above that SGLang retracts "
             "running requests and recomputes them"
         )
-    if cap >= graph_bs:
+    if graph_bs is not None and cap >= graph_bs:
         why.append(f"batches above {graph_bs} run without the decode CUDA graphs")
     return f"recommended --max-running-requests {cap} is the largest safe cap: " + "; ".join(why)
 
