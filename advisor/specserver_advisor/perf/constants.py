@@ -24,8 +24,9 @@ class Calibration:
     #: the tree's build, mask and accept kernels and the KV slot moves, whose size grows with the
     #: requests), on a card of the L4's 300 GB/s (``model.SPEC_REFERENCE_GBS``), scaled by the
     #: card's memory bandwidth (small gathers and scatters): the GB10 1.1x, an H100 0.09x, an
-    #: H200 0.06x. Fitted to the field (L4 and GB10); the public corpus's EAGLE-3 gain at
-    #: batch 64 on an H100 bounds it there (<= ~0.07 ms a request).
+    #: H200 0.06x. Fitted to the field (L4 and GB10); the EAGLE-3 paper's gain at batch 64 on
+    #: an H100 bounds it there (<= ~0.07 ms a request), which SGLang 0.5.23's spec V2 keeps a
+    #: gain (the paper's synchronous release also pays ``spec_sync_step_s``, docs/advisor.md).
     spec_s_per_request: float = 0.0005
     #: The host's share of the same (Python's loop over the batch's requests between the draft
     #: and the verify, which the speculative worker does not overlap): the same on every card.

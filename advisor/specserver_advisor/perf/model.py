@@ -340,7 +340,7 @@ def gpu_step_time(
     Above the captured CUDA-graph batch every forward (draft steps included) takes at least its
     launches from Python (``eager_launches``), and the draft loop pays its top-k selection and
     tree kernels (``eager_draft_loop_s``).
-    A tree (topk > 1) costs host work per request in proportion to its size.
+    A tree (topk > 1) costs GPU work per request in proportion to its size (``spec_request_s``).
     """
     context = scn.input_len + scn.output_len / 2
     target_eager = eager_launches(scn, scn.target, batch, cal)

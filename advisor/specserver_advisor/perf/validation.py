@@ -2,7 +2,8 @@
 
 Not a calibration set: the field fit (``calibration``) never sees these figures. The corpus
 fits only the latency-bound constants that fast cards and big groups expose
-(``constants.CORPUS_FITTED``: the kernel floors, the all-reduce and inter-node latencies) and
+(``constants.CORPUS_FITTED``: the kernel floors, the all-reduce and inter-node latencies, a
+kernel's launch from Python, a synchronous speculative worker's host work per draft step) and
 scores every figure leave-one-source-out: fit without that source, predict its figures. Each
 figure is a plan of the closest launch (``Setup``) read at a concurrency, or at the load of a
 published point of a throughput-interactivity curve (InferenceX's ``tok/s/GPU`` at
