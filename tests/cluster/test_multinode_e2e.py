@@ -55,9 +55,11 @@ LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
 TIME_SCALE, STARTUP_S = 10.0, 40.0
 GROUP_START_WALL_S = STARTUP_S * load_script("nodeagent").MULTINODE_STARTUP_FACTOR / TIME_SCALE
 #: Users: below the model's crossovers and well above them (checked against ``plan --from`` at
-#: the accept length measured) and below ``maxRunningRequests`` 64, so the overload is the load,
-#: not a queue. Code prompts at the low load, chat (lower acceptance) at the overload, as the demo.
-LOW, OVERLOAD = 4, 48
+#: the accept length measured: the policy's crossover at the prior is 47 users since the tree's
+#: per-node cost scales with the card, stop 53) and below ``maxRunningRequests`` 64, so the
+#: overload is the load, not a queue. Code prompts at the low load, chat (lower acceptance) at
+#: the overload, as the demo.
+LOW, OVERLOAD = 4, 60
 DEAD_BAND = 0.15
 #: The Auto policy at test pace. disableAfterBreaches 2 is stated for one pod's restart: the
 #: advisor adds the evaluations a two-node group's longer restart spans (~67 s at 5 s: +14),
@@ -79,7 +81,7 @@ ON_REASONS = {"LoadBelowCrossover", "OverloadEnded"}
 #: The draft shape the test runs: a wide tree. The example's chain (3, 1, 4) pays at every load up
 #: to its cap on 2 x 8 H100 since the per-layer decode cost of big MoE models is priced by
 #: mechanism (issue 42: plan finds no crossover); a (5, 8, 32) tree verifies 32 tokens per
-#: request a step, so an overload of 48 users is one the model says speculation loses at.
+#: request a step, so an overload of 60 users is one the model says speculation loses at.
 WIDE_TREE = {"algorithm": "NEXTN", "numSteps": 5, "eagleTopk": 8, "numDraftTokens": 32}
 
 
