@@ -47,6 +47,7 @@ from specserver_advisor.perf.plan import (
     PlanInputs,
     make_plan,
     policy_context,
+    safe_cap,
 )
 from specserver_advisor.policy.model import NEUTRAL_CONTEXT, PolicyContext
 from specserver_advisor.sglang import adaptivetiers, draftcontext
@@ -497,10 +498,11 @@ def _spec_cap(cfg: EngineConfig, cap: int) -> None:
 def _choose_cap(cfg: EngineConfig, spec: SpecServerSpec, plan: Plan, speculative: bool) -> int:
     """The cap computed from ``plan``'s KV pool and crossover (recorded in ``cfg``)."""
     fits = plan.fits_on if speculative else plan.fits_off
-    graph = plan.decode_graph_limit
     # the cap with the most goodput over the planned loads, within the KV pool and the graphs
-    # (none where the launch captures no decode graph)
-    cfg.max_running_requests = max(1, min(plan.recommended_mrr, fits, graph or fits))
+    # (none where the launch captures no decode graph): never above plan's largest safe cap
+    cfg.max_running_requests = max(
+        1, min(plan.recommended_mrr, safe_cap(fits, plan.decode_graph_limit))
+    )
     cfg.max_running_requests_source = "Computed"
     pool = "with" if speculative else "without"
     cfg.max_running_requests_reason = (

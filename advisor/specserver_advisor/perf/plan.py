@@ -401,14 +401,7 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
             inp.args, inp.gpu, target.architecture
         ),
         clock_scale=inp.clock_scale,
-        # The decode graphs are captured up to the memory tier's max, capped by an explicit
-        # --max-running-requests (sglang-oracle.md, finding 6); none where the launch turns
-        # the decode graphs off (--disable-cuda-graph): every decode step runs eager.
-        cuda_graph_max_bs=0
-        if not memory.GraphSettings.from_values(inp.args).decode
-        else min(mem.settings.cuda_graph_max_bs, int(user_mrr))
-        if user_mrr
-        else mem.settings.cuda_graph_max_bs,
+        cuda_graph_max_bs=captured_decode_batch(inp.args, mem),
         chunked_prefill_size=mem.settings.chunked_prefill_size,
         mixed_chunk=bool(r.get("enable_mixed_chunk")),
         # Overlap is SGLang's default, speculation included; the launch turns it off with the
@@ -476,6 +469,17 @@ def make_plan(inp: PlanInputs, cal: Calibration = DEFAULT_CALIBRATION) -> Plan:
 
 #: The TTFT P99 the recommended cap is judged against (the Auto policy's default SLO).
 CAP_TTFT_SLO_S = AutoSpeculation().ttft_p99_slo_seconds
+
+
+def captured_decode_batch(args: dict[str, Any], mem: memory.MemoryPlan) -> int:
+    """The largest decode batch the launch replays in a CUDA graph: the memory tier's max,
+    capped by an explicit --max-running-requests (sglang-oracle.md, finding 6); 0 where the
+    launch turns the decode graphs off (--disable-cuda-graph and its kin): every decode step
+    runs eager."""
+    if not memory.GraphSettings.from_values(args).decode:
+        return 0
+    graphs, user_mrr = mem.settings.cuda_graph_max_bs, args.get("max_running_requests")
+    return min(graphs, int(user_mrr)) if user_mrr else graphs
 
 
 def decode_graph_limit(scn: Scenario, mem: memory.MemoryPlan) -> int | None:
